@@ -1,0 +1,148 @@
+/* context.c — context lifetime, parameters, CPU detection. */
+#define _POSIX_C_SOURCE 200809L
+#include "core/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int stsa_cpu_has_avx2(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return 0;
+#endif
+}
+
+stsa_backend stsa_resolve_backend(stsa_backend requested) {
+  if (requested == STSA_BACKEND_AUTO)
+    return stsa_cpu_has_avx2() ? STSA_BACKEND_AVX2 : STSA_BACKEND_PORTABLE;
+  return requested;
+}
+
+/* Backend forced by the environment, or AUTO. */
+static stsa_backend backend_from_env(void) {
+  const char *force = getenv("STSA_FORCE_PORTABLE");
+  if (force && *force && strcmp(force, "0") != 0)
+    return STSA_BACKEND_PORTABLE;
+  const char *name = getenv("STSA_BACKEND");
+  if (name) {
+    for (int b = 0; b < STSA_BACKEND_COUNT_; b++)
+      if (strcmp(name, stsa_backend_name((stsa_backend)b)) == 0)
+        return (stsa_backend)b;
+  }
+  return STSA_BACKEND_AUTO;
+}
+
+static int online_cpus(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : (n > 1024 ? 1024 : (int)n);
+}
+
+stsa_status stsa_ctx_create(stsa_ctx **out_ctx) {
+  if (!out_ctx)
+    return STSA_ERR_NULL_ARG;
+  stsa_ctx *ctx = calloc(1, sizeof *ctx);
+  if (!ctx)
+    return STSA_ERR_OUT_OF_MEMORY;
+  ctx->threads = online_cpus();
+  ctx->backend = backend_from_env();
+  ctx->q_tile = 192;
+  ctx->kv_tile = 256;
+  ctx->check_finite = 1;
+  *out_ctx = ctx;
+  return STSA_OK;
+}
+
+void stsa_ctx_free(stsa_ctx *ctx) { free(ctx); }
+
+const char *stsa_ctx_last_error(const stsa_ctx *ctx) { return ctx ? ctx->err.text : ""; }
+
+stsa_backend stsa_ctx_backend(const stsa_ctx *ctx) {
+  return stsa_resolve_backend(ctx ? ctx->backend : STSA_BACKEND_AUTO);
+}
+
+typedef struct param_info {
+  const char *name;
+  int64_t lo, hi;
+} param_info;
+
+static const param_info PARAMS[STSA_PARAM_COUNT_] = {
+    [STSA_PARAM_THREADS] = {"threads", 1, 1024},
+    [STSA_PARAM_BACKEND] = {"backend", 0, STSA_BACKEND_COUNT_ - 1},
+    [STSA_PARAM_Q_TILE] = {"q_tile", 6, 4096},
+    [STSA_PARAM_KV_TILE] = {"kv_tile", 16, 4096},
+    [STSA_PARAM_CHECK_FINITE] = {"check_finite", 0, 1},
+};
+
+stsa_status stsa_param_bounds(stsa_param param, int64_t *lo, int64_t *hi) {
+  if ((unsigned)param >= STSA_PARAM_COUNT_)
+    return STSA_ERR_BAD_PARAM;
+  if (!lo || !hi)
+    return STSA_ERR_NULL_ARG;
+  *lo = PARAMS[param].lo;
+  *hi = PARAMS[param].hi;
+  return STSA_OK;
+}
+
+stsa_status stsa_ctx_set(stsa_ctx *ctx, stsa_param param, int64_t value) {
+  if (!ctx)
+    return STSA_ERR_NULL_ARG;
+  STSA_RETURN_IF((unsigned)param >= STSA_PARAM_COUNT_, &ctx->err, STSA_ERR_BAD_PARAM,
+                 "unknown parameter %d", (int)param);
+  const param_info *p = &PARAMS[param];
+  STSA_RETURN_IF(value < p->lo || value > p->hi, &ctx->err, STSA_ERR_BAD_PARAM,
+                 "%s = %lld is out of range [%lld, %lld]", p->name, (long long)value,
+                 (long long)p->lo, (long long)p->hi);
+  switch (param) {
+  case STSA_PARAM_THREADS:
+    ctx->threads = (int)value;
+    break;
+  case STSA_PARAM_BACKEND:
+    STSA_RETURN_IF(value == STSA_BACKEND_AVX2 && !stsa_cpu_has_avx2(), &ctx->err,
+                   STSA_ERR_UNSUPPORTED, "backend avx2 requested but this CPU lacks "
+                   "AVX2/FMA/F16C");
+    ctx->backend = (stsa_backend)value;
+    break;
+  case STSA_PARAM_Q_TILE:
+    ctx->q_tile = (int)value;
+    break;
+  case STSA_PARAM_KV_TILE:
+    STSA_RETURN_IF(value % 16 != 0, &ctx->err, STSA_ERR_BAD_PARAM,
+                   "kv_tile = %lld must be a multiple of 16", (long long)value);
+    ctx->kv_tile = (int)value;
+    break;
+  case STSA_PARAM_CHECK_FINITE:
+    ctx->check_finite = (int)value;
+    break;
+  default:
+    break;
+  }
+  return STSA_OK;
+}
+
+stsa_status stsa_ctx_get(const stsa_ctx *ctx, stsa_param param, int64_t *value) {
+  if (!ctx || !value)
+    return STSA_ERR_NULL_ARG;
+  switch (param) {
+  case STSA_PARAM_THREADS:
+    *value = ctx->threads;
+    return STSA_OK;
+  case STSA_PARAM_BACKEND:
+    *value = ctx->backend;
+    return STSA_OK;
+  case STSA_PARAM_Q_TILE:
+    *value = ctx->q_tile;
+    return STSA_OK;
+  case STSA_PARAM_KV_TILE:
+    *value = ctx->kv_tile;
+    return STSA_OK;
+  case STSA_PARAM_CHECK_FINITE:
+    *value = ctx->check_finite;
+    return STSA_OK;
+  default:
+    return STSA_ERR_BAD_PARAM;
+  }
+}

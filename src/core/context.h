@@ -1,0 +1,22 @@
+/*
+ * context.h — what an stsa_ctx holds. Only library code sees this.
+ */
+#ifndef STSA_CORE_CONTEXT_H
+#define STSA_CORE_CONTEXT_H
+
+#include "core/error.h"
+#include "stsa.h"
+
+struct stsa_ctx {
+  int threads;          /* worker threads for calls that own their threads */
+  stsa_backend backend; /* as requested (may be AUTO) */
+  int q_tile;           /* query rows per tile */
+  int kv_tile;          /* key rows per tile, multiple of 16 */
+  int check_finite;     /* scan inputs for NaN/Inf before computing */
+  stsa_errbuf err;      /* message of the last failure */
+};
+
+/* AUTO resolved against the CPU. */
+stsa_backend stsa_resolve_backend(stsa_backend requested);
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * convert.h — scalar conversions between f32 and the 16-bit float formats.
+ * Round to nearest even; NaN stays NaN; overflow gives Inf (f16).
+ */
+#ifndef STSA_CORE_CONVERT_H
+#define STSA_CORE_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stsa.h"
+
+float stsa_f16_to_f32(uint16_t h);
+uint16_t stsa_f32_to_f16(float f);
+float stsa_bf16_to_f32(uint16_t h);
+uint16_t stsa_f32_to_bf16(float f);
+
+/* dst[i] = src[i * stride] as f32, i < n (stride in elements). */
+void stsa_load_row_f32(const void *src, stsa_dtype dtype, int64_t stride, int64_t n,
+                       float *dst);
+/* dst[i * stride] = src[i] converted to dtype, i < n. */
+void stsa_store_row(const float *src, int64_t n, void *dst, stsa_dtype dtype,
+                    int64_t stride);
+/* 1 if all n elements (stride apart) are finite. */
+int stsa_row_is_finite(const void *src, stsa_dtype dtype, int64_t stride, int64_t n);
+
+#endif

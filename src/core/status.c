@@ -1,0 +1,88 @@
+/* status.c — status names, dtype facts, version, error recording. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+#define STSA_STR2(x) #x
+#define STSA_STR(x) STSA_STR2(x)
+
+unsigned stsa_version_number(void) { return STSA_VERSION_NUMBER; }
+
+const char *stsa_version_string(void) {
+  return STSA_STR(STSA_VERSION_MAJOR) "." STSA_STR(STSA_VERSION_MINOR) "." STSA_STR(
+      STSA_VERSION_PATCH);
+}
+
+const char *stsa_status_str(stsa_status status) {
+  static const char *const names[STSA_STATUS_COUNT_] = {
+      [STSA_OK] = "ok",
+      [STSA_ERR_NULL_ARG] = "required argument is NULL",
+      [STSA_ERR_BAD_SHAPE] = "invalid shape",
+      [STSA_ERR_BAD_DTYPE] = "unsupported dtype",
+      [STSA_ERR_BAD_STRIDE] = "invalid strides",
+      [STSA_ERR_MISALIGNED] = "misaligned data pointer",
+      [STSA_ERR_OVERLAP] = "output overlaps another buffer",
+      [STSA_ERR_NONFINITE] = "input contains NaN or Inf",
+      [STSA_ERR_OUT_OF_MEMORY] = "out of memory",
+      [STSA_ERR_BAD_PARAM] = "invalid parameter",
+      [STSA_ERR_UNSUPPORTED] = "unsupported",
+      [STSA_ERR_EMPTY_ROW] = "mask leaves a query row with no key",
+      [STSA_ERR_IO] = "I/O error",
+      [STSA_ERR_FORMAT] = "malformed file",
+      [STSA_ERR_BAD_MASK] = "invalid mask",
+  };
+  if ((unsigned)status >= STSA_STATUS_COUNT_ || !names[status])
+    return "unknown status";
+  return names[status];
+}
+
+size_t stsa_dtype_size(stsa_dtype dtype) {
+  switch (dtype) {
+  case STSA_F32:
+    return 4;
+  case STSA_F16:
+  case STSA_BF16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+const char *stsa_dtype_name(stsa_dtype dtype) {
+  switch (dtype) {
+  case STSA_F32:
+    return "f32";
+  case STSA_F16:
+    return "f16";
+  case STSA_BF16:
+    return "bf16";
+  default:
+    return NULL;
+  }
+}
+
+const char *stsa_backend_name(stsa_backend backend) {
+  switch (backend) {
+  case STSA_BACKEND_AUTO:
+    return "auto";
+  case STSA_BACKEND_REF:
+    return "ref";
+  case STSA_BACKEND_PORTABLE:
+    return "portable";
+  case STSA_BACKEND_AVX2:
+    return "avx2";
+  default:
+    return "unknown";
+  }
+}
+
+stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->text, sizeof err->text, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}

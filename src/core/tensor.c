@@ -1,0 +1,156 @@
+/* tensor.c — tensor descriptors and the validation of attention arguments. */
+#include "core/tensor.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/convert.h"
+
+stsa_tensor stsa_tensor_bshd(void *data, stsa_dtype dtype, int64_t B, int64_t S,
+                             int64_t H, int64_t D) {
+  stsa_tensor t = {data, dtype, {B, S, H, D}, {S * H * D, H * D, D, 1}};
+  return t;
+}
+
+stsa_tensor stsa_tensor_bhsd(void *data, stsa_dtype dtype, int64_t B, int64_t S,
+                             int64_t H, int64_t D) {
+  stsa_tensor t = {data, dtype, {B, S, H, D}, {H * S * D, D, S * D, 1}};
+  return t;
+}
+
+stsa_tensor stsa_tensor_shd(void *data, stsa_dtype dtype, int64_t S, int64_t H,
+                            int64_t D) {
+  return stsa_tensor_bshd(data, dtype, 1, S, H, D);
+}
+
+static const char DIM_NAMES[4] = {'B', 'S', 'H', 'D'};
+
+/* Sizes above 2^40 elements per dimension are not realistic and keep every
+ * later product far from overflow. */
+#define STSA_MAX_DIM ((int64_t)1 << 40)
+
+stsa_status stsa_check_tensor(const stsa_tensor *t, const char *name, stsa_errbuf *err) {
+  STSA_RETURN_IF(!t, err, STSA_ERR_NULL_ARG, "%s: tensor descriptor is NULL", name);
+  STSA_RETURN_IF(!t->data, err, STSA_ERR_NULL_ARG, "%s: data pointer is NULL", name);
+  size_t esize = stsa_dtype_size(t->dtype);
+  STSA_RETURN_IF(esize == 0, err, STSA_ERR_BAD_DTYPE,
+                 "%s: dtype %d is not one of f32, f16, bf16", name, (int)t->dtype);
+  for (int i = 0; i < 4; i++) {
+    STSA_RETURN_IF(t->shape[i] <= 0 || t->shape[i] > STSA_MAX_DIM, err,
+                   STSA_ERR_BAD_SHAPE, "%s: size of %c is %lld, expected 1..2^40", name,
+                   DIM_NAMES[i], (long long)t->shape[i]);
+    STSA_RETURN_IF(t->stride[i] <= 0 || t->stride[i] > STSA_MAX_DIM, err,
+                   STSA_ERR_BAD_STRIDE, "%s: stride of %c is %lld, expected 1..2^40",
+                   name, DIM_NAMES[i], (long long)t->stride[i]);
+  }
+  STSA_RETURN_IF(t->shape[3] > STSA_MAX_HEAD_DIM, err, STSA_ERR_BAD_SHAPE,
+                 "%s: head dim D = %lld exceeds the supported maximum %d", name,
+                 (long long)t->shape[3], STSA_MAX_HEAD_DIM);
+  STSA_RETURN_IF((uintptr_t)t->data % esize != 0, err, STSA_ERR_MISALIGNED,
+                 "%s: data pointer %p is not aligned to its %zu-byte elements", name,
+                 t->data, esize);
+  /* No two indices may share an address: sorted by stride, each dimension must
+   * step over everything the smaller ones span. Size-1 dimensions never step. */
+  int order[4] = {0, 1, 2, 3};
+  for (int i = 1; i < 4; i++)
+    for (int j = i; j > 0 && t->stride[order[j]] < t->stride[order[j - 1]]; j--) {
+      int tmp = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = tmp;
+    }
+  double span = 1; /* double: products of four 2^40 values must not wrap */
+  for (int i = 0; i < 4; i++) {
+    int d = order[i];
+    if (t->shape[d] == 1)
+      continue;
+    STSA_RETURN_IF((double)t->stride[d] < span, err, STSA_ERR_BAD_STRIDE,
+                   "%s: stride of %c (%lld) makes elements alias", name, DIM_NAMES[d],
+                   (long long)t->stride[d]);
+    span += (double)(t->shape[d] - 1) * (double)t->stride[d];
+  }
+  STSA_RETURN_IF(span * (double)esize > (double)((uint64_t)1 << 52), err,
+                 STSA_ERR_BAD_SHAPE, "%s: tensor spans more than 2^52 bytes", name);
+  return STSA_OK;
+}
+
+void stsa_tensor_byte_range(const stsa_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+  uint64_t span = 1;
+  for (int i = 0; i < 4; i++)
+    span += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
+  *lo = (uintptr_t)t->data;
+  *hi = *lo + (uintptr_t)(span * stsa_dtype_size(t->dtype));
+}
+
+static int ranges_overlap(uintptr_t alo, uintptr_t ahi, uintptr_t blo, uintptr_t bhi) {
+  return alo < bhi && blo < ahi;
+}
+
+/* Scans every element of a tensor for NaN/Inf. */
+static stsa_status check_finite_tensor(const stsa_tensor *t, const char *name,
+                                       stsa_errbuf *err) {
+  size_t esize = stsa_dtype_size(t->dtype);
+  for (int64_t b = 0; b < t->shape[0]; b++)
+    for (int64_t s = 0; s < t->shape[1]; s++)
+      for (int64_t h = 0; h < t->shape[2]; h++) {
+        const char *row = (const char *)t->data +
+                          (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]) *
+                              esize;
+        STSA_RETURN_IF(!stsa_row_is_finite(row, t->dtype, t->stride[3], t->shape[3]), err,
+                       STSA_ERR_NONFINITE, "%s[b=%lld, s=%lld, h=%lld] holds NaN or Inf",
+                       name, (long long)b, (long long)s, (long long)h);
+      }
+  return STSA_OK;
+}
+
+stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
+                                 const stsa_tensor *v, const stsa_tensor *out,
+                                 const stsa_attn_opts *opts, int check_finite,
+                                 stsa_errbuf *err) {
+  STSA_TRY(stsa_check_tensor(q, "q", err));
+  STSA_TRY(stsa_check_tensor(k, "k", err));
+  STSA_TRY(stsa_check_tensor(v, "v", err));
+  STSA_TRY(stsa_check_tensor(out, "out", err));
+  const stsa_tensor *all[4] = {q, k, v, out};
+  const char *names[4] = {"q", "k", "v", "out"};
+  for (int i = 1; i < 4; i++) {
+    STSA_RETURN_IF(all[i]->shape[0] != q->shape[0], err, STSA_ERR_BAD_SHAPE,
+                   "%s has batch %lld but q has %lld", names[i],
+                   (long long)all[i]->shape[0], (long long)q->shape[0]);
+    STSA_RETURN_IF(all[i]->shape[2] != q->shape[2], err, STSA_ERR_BAD_SHAPE,
+                   "%s has %lld heads but q has %lld", names[i],
+                   (long long)all[i]->shape[2], (long long)q->shape[2]);
+    STSA_RETURN_IF(all[i]->shape[3] != q->shape[3], err, STSA_ERR_BAD_SHAPE,
+                   "%s has head dim %lld but q has %lld", names[i],
+                   (long long)all[i]->shape[3], (long long)q->shape[3]);
+  }
+  STSA_RETURN_IF(v->shape[1] != k->shape[1], err, STSA_ERR_BAD_SHAPE,
+                 "v has %lld tokens but k has %lld", (long long)v->shape[1],
+                 (long long)k->shape[1]);
+  STSA_RETURN_IF(out->shape[1] != q->shape[1], err, STSA_ERR_BAD_SHAPE,
+                 "out has %lld tokens but q has %lld", (long long)out->shape[1],
+                 (long long)q->shape[1]);
+  uintptr_t lo[5], hi[5];
+  for (int i = 0; i < 4; i++)
+    stsa_tensor_byte_range(all[i], &lo[i], &hi[i]);
+  for (int i = 0; i < 3; i++)
+    STSA_RETURN_IF(ranges_overlap(lo[3], hi[3], lo[i], hi[i]), err, STSA_ERR_OVERLAP,
+                   "out overlaps %s in memory", names[i]);
+  if (opts) {
+    STSA_RETURN_IF(!isfinite(opts->scale) || opts->scale < 0, err, STSA_ERR_BAD_PARAM,
+                   "scale = %g must be finite and >= 0 (0 selects 1/sqrt(D))",
+                   (double)opts->scale);
+    if (opts->lse) {
+      STSA_RETURN_IF((uintptr_t)opts->lse % sizeof(float) != 0, err, STSA_ERR_MISALIGNED,
+                     "lse pointer is not aligned to float");
+      lo[4] = (uintptr_t)opts->lse;
+      hi[4] = lo[4] + (uintptr_t)(q->shape[0] * q->shape[2] * q->shape[1]) * sizeof(float);
+      for (int i = 0; i < 4; i++)
+        STSA_RETURN_IF(ranges_overlap(lo[4], hi[4], lo[i], hi[i]), err, STSA_ERR_OVERLAP,
+                       "lse overlaps %s in memory", names[i]);
+    }
+  }
+  if (check_finite)
+    for (int i = 0; i < 3; i++)
+      STSA_TRY(check_finite_tensor(all[i], names[i], err));
+  return STSA_OK;
+}

@@ -1,0 +1,27 @@
+/*
+ * tensor.h — argument checks at the API boundary. Kernels trust what passes.
+ */
+#ifndef STSA_CORE_TENSOR_H
+#define STSA_CORE_TENSOR_H
+
+#include "core/error.h"
+#include "stsa.h"
+
+/* Largest supported head dimension. */
+#define STSA_MAX_HEAD_DIM 512
+
+/* Checks one tensor on its own: data, dtype, sizes, strides, alignment. */
+stsa_status stsa_check_tensor(const stsa_tensor *t, const char *name, stsa_errbuf *err);
+
+/* Byte range [lo, hi) that a tensor's elements occupy. */
+void stsa_tensor_byte_range(const stsa_tensor *t, uintptr_t *lo, uintptr_t *hi);
+
+/* Checks a dense attention call: every tensor, matching shapes, the lse
+ * buffer, no overlap between what is written and anything else, and (when
+ * check_finite) that inputs hold no NaN/Inf. */
+stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
+                                 const stsa_tensor *v, const stsa_tensor *out,
+                                 const stsa_attn_opts *opts, int check_finite,
+                                 stsa_errbuf *err);
+
+#endif

@@ -1,0 +1,171 @@
+/*
+ * dense.c — the dense attention entry points: validation, backend choice, and
+ * the two ways to run in parallel (own OpenMP threads, or part ith of nth).
+ *
+ * Work is split over (batch, head, q tile) units. Each unit computes its rows
+ * in a fixed order whatever thread runs it, so the output is bitwise the same
+ * for any thread count or partitioning.
+ */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "core/context.h"
+#include "core/tensor.h"
+#include "kernel/ref/attention_ref.h"
+#include "kernel/tile_loop.h"
+
+/* Packed K/V for several heads at once is capped so huge problems stay
+ * within memory (75,600 tokens x D 128 is ~77 MB per head). */
+#define PACK_BYTES_CAP ((size_t)1 << 31)
+
+stsa_status stsa_attention_check(stsa_ctx *ctx, const stsa_tensor *q,
+                                 const stsa_tensor *k, const stsa_tensor *v,
+                                 const stsa_tensor *out, const stsa_attn_opts *opts) {
+  if (!ctx)
+    return STSA_ERR_NULL_ARG;
+  return stsa_check_attention(q, k, v, out, opts, ctx->check_finite, &ctx->err);
+}
+
+/* Reference backend over rows [row0, row1) with `threads` threads. */
+static stsa_status run_ref(const stsa_tensor *q, const stsa_tensor *k,
+                           const stsa_tensor *v, const stsa_tensor *out,
+                           const stsa_attn_opts *opts, int64_t row0, int64_t row1,
+                           int threads) {
+  const int64_t chunk = 16;
+  int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t r = row0; r < row1; r += chunk) {
+    int64_t end = r + chunk < row1 ? r + chunk : row1;
+    if (stsa_attention_ref_rows(q, k, v, out, opts, NULL, NULL, r, end) != 0) {
+#pragma omp atomic write
+      failed = 1;
+    }
+  }
+  return failed ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
+}
+
+/* Heads packed together: enough q tiles for every thread to stay busy. */
+static int64_t heads_per_group(const stsa_attn_problem *pb, int threads) {
+  int64_t heads = pb->B * pb->H, nqt = stsa_q_tiles(pb);
+  int64_t group = (4 * (int64_t)threads + nqt - 1) / nqt;
+  size_t per_head = stsa_kv_packed_floats(pb) * sizeof(float);
+  int64_t mem_cap = (int64_t)(PACK_BYTES_CAP / per_head);
+  if (group > mem_cap)
+    group = mem_cap;
+  if (group > heads)
+    group = heads;
+  return group < 1 ? 1 : group;
+}
+
+static stsa_status run_tiled(const stsa_attn_problem *pb, int threads) {
+  const int64_t heads = pb->B * pb->H, nqt = stsa_q_tiles(pb), nkt = stsa_kv_tiles(pb);
+  const int64_t group = heads_per_group(pb, threads);
+  const size_t pack_floats = stsa_kv_packed_floats(pb);
+  /* Everything is allocated before the first write to the caller's memory. */
+  float *pack_mem = aligned_alloc(64, (size_t)group * pack_floats * sizeof(float));
+  stsa_kv_packed *packs = malloc(sizeof *packs * (size_t)group);
+  stsa_tile_scratch *scratch = calloc((size_t)threads, sizeof *scratch);
+  int ok = pack_mem && packs && scratch;
+  for (int t = 0; ok && t < threads; t++)
+    ok = stsa_tile_scratch_alloc(pb, &scratch[t]) == 0;
+  if (ok) {
+    for (int64_t g = 0; g < group; g++)
+      packs[g] = stsa_kv_packed_at(pb, pack_mem + (size_t)g * pack_floats);
+    for (int64_t g0 = 0; g0 < heads; g0 += group) {
+      const int64_t ng = heads - g0 < group ? heads - g0 : group;
+#pragma omp parallel num_threads(threads)
+      {
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = 0; u < ng * nkt; u++) {
+          int64_t head = g0 + u / nkt;
+          stsa_pack_kv_tile(pb, head / pb->H, head % pb->H, u % nkt, &packs[u / nkt]);
+        }
+        stsa_tile_scratch *sc = &scratch[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = 0; u < ng * nqt; u++) {
+          int64_t head = g0 + u / nqt;
+          stsa_run_q_tile(pb, &packs[u / nqt], head / pb->H, head % pb->H, u % nqt, NULL,
+                          sc);
+        }
+      }
+    }
+  }
+  for (int t = 0; scratch && t < threads; t++)
+    stsa_tile_scratch_free(&scratch[t]);
+  free(scratch);
+  free(packs);
+  free(pack_mem);
+  return ok ? STSA_OK : STSA_ERR_OUT_OF_MEMORY;
+}
+
+stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q, const stsa_tensor *k,
+                           const stsa_tensor *v, const stsa_tensor *out,
+                           const stsa_attn_opts *opts) {
+  if (!ctx)
+    return STSA_ERR_NULL_ARG;
+  STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, &ctx->err));
+  stsa_backend backend = stsa_resolve_backend(ctx->backend);
+  stsa_status st;
+  if (backend == STSA_BACKEND_REF) {
+    st = run_ref(q, k, v, out, opts, 0, q->shape[0] * q->shape[2] * q->shape[1],
+                 ctx->threads);
+  } else {
+    stsa_attn_problem pb;
+    stsa_problem_init(&pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile,
+                      stsa_kernels_for(backend));
+    st = run_tiled(&pb, ctx->threads);
+  }
+  if (st != STSA_OK)
+    stsa_fail(&ctx->err, st, "attention: out of memory for scratch");
+  return st;
+}
+
+/* Part ith of nth of a run over `units` units: [*u0, *u1). */
+static void part_range(int64_t units, int ith, int nth, int64_t *u0, int64_t *u1) {
+  *u0 = units * ith / nth;
+  *u1 = units * (ith + 1) / nth;
+}
+
+stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
+                                const stsa_tensor *k, const stsa_tensor *v,
+                                const stsa_tensor *out, const stsa_attn_opts *opts,
+                                int ith, int nth) {
+  if (!ctx)
+    return STSA_ERR_NULL_ARG;
+  if (nth < 1 || ith < 0 || ith >= nth)
+    return STSA_ERR_BAD_PARAM;
+  STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, NULL));
+  stsa_backend backend = stsa_resolve_backend(ctx->backend);
+  int64_t u0, u1;
+  if (backend == STSA_BACKEND_REF) {
+    part_range(q->shape[0] * q->shape[2] * q->shape[1], ith, nth, &u0, &u1);
+    return run_ref(q, k, v, out, opts, u0, u1, 1);
+  }
+  stsa_attn_problem pb;
+  stsa_problem_init(&pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile,
+                    stsa_kernels_for(backend));
+  const int64_t nqt = stsa_q_tiles(&pb), nkt = stsa_kv_tiles(&pb);
+  part_range(pb.B * pb.H * nqt, ith, nth, &u0, &u1);
+  if (u0 == u1)
+    return STSA_OK;
+  float *pack_mem = aligned_alloc(64, stsa_kv_packed_floats(&pb) * sizeof(float));
+  stsa_tile_scratch sc = {0};
+  if (!pack_mem || stsa_tile_scratch_alloc(&pb, &sc) != 0) {
+    free(pack_mem);
+    return STSA_ERR_OUT_OF_MEMORY;
+  }
+  stsa_kv_packed pack = stsa_kv_packed_at(&pb, pack_mem);
+  int64_t packed_head = -1;
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t head = u / nqt;
+    if (head != packed_head) {
+      for (int64_t t = 0; t < nkt; t++)
+        stsa_pack_kv_tile(&pb, head / pb.H, head % pb.H, t, &pack);
+      packed_head = head;
+    }
+    stsa_run_q_tile(&pb, &pack, head / pb.H, head % pb.H, u % nqt, NULL, &sc);
+  }
+  stsa_tile_scratch_free(&sc);
+  free(pack_mem);
+  return STSA_OK;
+}

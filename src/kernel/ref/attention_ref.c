@@ -1,0 +1,76 @@
+/* attention_ref.c — see attention_ref.h. Deliberately naive. */
+#include "kernel/ref/attention_ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/convert.h"
+
+static double load(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
+  size_t off = (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2] +
+                        d * t->stride[3]);
+  switch (t->dtype) {
+  case STSA_F16:
+    return stsa_f16_to_f32(((const uint16_t *)t->data)[off]);
+  case STSA_BF16:
+    return stsa_bf16_to_f32(((const uint16_t *)t->data)[off]);
+  default:
+    return ((const float *)t->data)[off];
+  }
+}
+
+int stsa_attention_ref_rows(const stsa_tensor *q, const stsa_tensor *k,
+                            const stsa_tensor *v, const stsa_tensor *out,
+                            const stsa_attn_opts *opts, stsa_pair_pred keep,
+                            const void *keep_ctx, int64_t row0, int64_t row1) {
+  const int64_t Sq = q->shape[1], H = q->shape[2], D = q->shape[3], Skv = k->shape[1];
+  double scale = opts && opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)D);
+  double *score = malloc(sizeof(double) * (size_t)(Skv + 2 * D));
+  if (!score)
+    return -1;
+  double *qrow = score + Skv, *acc = qrow + D;
+  float *orow = malloc(sizeof(float) * (size_t)D);
+  if (!orow) {
+    free(score);
+    return -1;
+  }
+  for (int64_t row = row0; row < row1; row++) {
+    int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H);
+    for (int64_t d = 0; d < D; d++)
+      qrow[d] = load(q, b, i, h, d);
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < Skv; j++) {
+      if (keep && !keep(keep_ctx, h, i, j)) {
+        score[j] = -INFINITY;
+        continue;
+      }
+      double dot = 0;
+      for (int64_t d = 0; d < D; d++)
+        dot += qrow[d] * load(k, b, j, h, d);
+      score[j] = dot * scale;
+      mx = score[j] > mx ? score[j] : mx;
+    }
+    double sum = 0;
+    for (int64_t d = 0; d < D; d++)
+      acc[d] = 0;
+    if (mx > -INFINITY)
+      for (int64_t j = 0; j < Skv; j++) {
+        if (score[j] == -INFINITY)
+          continue;
+        double p = exp(score[j] - mx);
+        sum += p;
+        for (int64_t d = 0; d < D; d++)
+          acc[d] += p * load(v, b, j, h, d);
+      }
+    for (int64_t d = 0; d < D; d++)
+      orow[d] = sum > 0 ? (float)(acc[d] / sum) : 0.0f;
+    size_t off = (size_t)(b * out->stride[0] + i * out->stride[1] + h * out->stride[2]);
+    stsa_store_row(orow, D, (char *)out->data + off * stsa_dtype_size(out->dtype),
+                   out->dtype, out->stride[3]);
+    if (opts && opts->lse)
+      opts->lse[row] = sum > 0 ? (float)(mx + log(sum)) : -INFINITY;
+  }
+  free(orow);
+  free(score);
+  return 0;
+}

@@ -1,0 +1,175 @@
+/* tile_loop.c — packing, scratch and the per-q-tile online-softmax loop. */
+#include "kernel/tile_loop.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/convert.h"
+#include "core/tensor.h"
+
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_tensor *k,
+                       const stsa_tensor *v, const stsa_tensor *out,
+                       const stsa_attn_opts *opts, int q_tile, int kv_tile,
+                       const stsa_kernels *kern) {
+  memset(pb, 0, sizeof *pb);
+  pb->q = q;
+  pb->k = k;
+  pb->v = v;
+  pb->out = out;
+  pb->B = q->shape[0];
+  pb->Sq = q->shape[1];
+  pb->H = q->shape[2];
+  pb->D = (int)q->shape[3];
+  pb->Skv = k->shape[1];
+  pb->D_pad = (int)round_up(pb->D, STSA_NR);
+  double scale = opts && opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)pb->D);
+  pb->qscale = (float)(scale * LOG2E);
+  pb->lse = opts ? opts->lse : NULL;
+  pb->q_tile = (int)round_up(q_tile, STSA_MR);
+  pb->kv_tile = kv_tile;
+  pb->Skv_pad = round_up(pb->Skv, kv_tile);
+  pb->kern = kern;
+}
+
+size_t stsa_kv_packed_floats(const stsa_attn_problem *pb) {
+  return (size_t)pb->Skv_pad * (size_t)(pb->D + pb->D_pad);
+}
+
+stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem) {
+  stsa_kv_packed p = {mem, mem + (size_t)pb->Skv_pad * (size_t)pb->D};
+  return p;
+}
+
+static const void *row_ptr(const stsa_tensor *t, int64_t b, int64_t s, int64_t h) {
+  size_t off = (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]);
+  return (const char *)t->data + off * stsa_dtype_size(t->dtype);
+}
+
+void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
+                       stsa_kv_packed *dst) {
+  const int D = pb->D, D_pad = pb->D_pad;
+  float krow[STSA_MAX_HEAD_DIM], vrow[STSA_MAX_HEAD_DIM];
+  int64_t r0 = tile * pb->kv_tile;
+  for (int64_t r = r0; r < r0 + pb->kv_tile; r++) {
+    if (r < pb->Skv) {
+      stsa_load_row_f32(row_ptr(pb->k, b, r, h), pb->k->dtype, pb->k->stride[3], D, krow);
+      stsa_load_row_f32(row_ptr(pb->v, b, r, h), pb->v->dtype, pb->v->stride[3], D, vrow);
+      for (int d = D; d < D_pad; d++)
+        vrow[d] = 0.0f;
+    } else {
+      memset(krow, 0, sizeof(float) * (size_t)D);
+      memset(vrow, 0, sizeof(float) * (size_t)D_pad);
+    }
+    float *kt = dst->kt + (r / STSA_NR) * D * STSA_NR + r % STSA_NR;
+    for (int d = 0; d < D; d++)
+      kt[d * STSA_NR] = krow[d];
+    float *vp = dst->vp + r * STSA_NR;
+    for (int j = 0; j < D_pad / STSA_NR; j++)
+      memcpy(vp + (int64_t)j * pb->Skv_pad * STSA_NR, vrow + j * STSA_NR,
+             sizeof(float) * STSA_NR);
+  }
+}
+
+static size_t align64(size_t floats) { return (floats + 15) / 16 * 16; }
+
+int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) {
+  size_t nq = (size_t)pb->q_tile;
+  size_t sizes[7] = {align64(nq * (size_t)pb->D), align64(nq * (size_t)pb->kv_tile),
+                     align64(nq * (size_t)pb->D_pad), align64(nq), align64(nq),
+                     align64(nq), align64((size_t)pb->D_pad)};
+  size_t total = 0;
+  for (int i = 0; i < 7; i++)
+    total += sizes[i];
+  float *mem = aligned_alloc(64, total * sizeof(float));
+  if (!mem)
+    return -1;
+  float **slots[7] = {&sc->q, &sc->s, &sc->o, &sc->m, &sc->l, &sc->alpha, &sc->row};
+  float *p = mem;
+  for (int i = 0; i < 7; i++) {
+    *slots[i] = p;
+    p += sizes[i];
+  }
+  sc->block_ = mem;
+  return 0;
+}
+
+void stsa_tile_scratch_free(stsa_tile_scratch *sc) {
+  free(sc->block_);
+  sc->block_ = NULL;
+}
+
+/* Loads the q tile's rows, scaled into log2 units; padding rows are zero. */
+static void load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
+                        int rows, int rows_pad, float *qbuf) {
+  const int D = pb->D;
+  for (int r = 0; r < rows; r++) {
+    float *dst = qbuf + (int64_t)r * D;
+    stsa_load_row_f32(row_ptr(pb->q, b, q0 + r, h), pb->q->dtype, pb->q->stride[3], D, dst);
+    for (int d = 0; d < D; d++)
+      dst[d] *= pb->qscale;
+  }
+  memset(qbuf + (int64_t)rows * D, 0, sizeof(float) * (size_t)(rows_pad - rows) * (size_t)D);
+}
+
+/* Normalises the finished rows and writes them in the caller's layout. */
+static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
+                       int rows, const stsa_tile_scratch *sc) {
+  const stsa_tensor *out = pb->out;
+  size_t esize = stsa_dtype_size(out->dtype);
+  for (int r = 0; r < rows; r++) {
+    const float *o = sc->o + (int64_t)r * pb->D_pad;
+    float l = sc->l[r];
+    /* l == 0 only for a row whose mask keeps nothing: output 0, lse -inf. */
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int d = 0; d < pb->D; d++)
+      sc->row[d] = o[d] * inv;
+    size_t off = (size_t)(b * out->stride[0] + (q0 + r) * out->stride[1] + h * out->stride[2]);
+    stsa_store_row(sc->row, pb->D, (char *)out->data + off * esize, out->dtype,
+                   out->stride[3]);
+    if (pb->lse)
+      pb->lse[(b * pb->H + h) * pb->Sq + q0 + r] =
+          l > 0.0f ? (float)(LN2 * ((double)sc->m[r] + log2((double)l))) : -INFINITY;
+  }
+}
+
+void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
+                     int64_t h, int64_t qt, const stsa_kv_list *list,
+                     stsa_tile_scratch *sc) {
+  const stsa_kernels *kern = pb->kern;
+  const int D = pb->D, D_pad = pb->D_pad, ld_s = pb->kv_tile;
+  const int64_t q0 = qt * pb->q_tile;
+  const int rows = (int)(pb->Sq - q0 < pb->q_tile ? pb->Sq - q0 : pb->q_tile);
+  const int rows_pad = (int)round_up(rows, STSA_MR);
+
+  load_q_tile(pb, b, h, q0, rows, rows_pad, sc->q);
+  memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
+  for (int r = 0; r < rows_pad; r++) {
+    sc->m[r] = -INFINITY;
+    sc->l[r] = 0.0f;
+  }
+
+  const int64_t ntiles = list && list->tiles ? list->count : stsa_kv_tiles(pb);
+  for (int64_t i = 0; i < ntiles; i++) {
+    int64_t tile = list && list->tiles ? list->tiles[i] : i;
+    int64_t k0 = tile * pb->kv_tile;
+    int n = (int)(pb->Skv - k0 < pb->kv_tile ? pb->Skv - k0 : pb->kv_tile);
+    int npanels = (n + STSA_NR - 1) / STSA_NR;
+    const float *kt = kv->kt + (k0 / STSA_NR) * D * STSA_NR;
+    for (int r = 0; r < rows_pad; r += STSA_MR)
+      kern->qk(sc->q + (int64_t)r * D, D, kt, npanels, sc->s + (int64_t)r * ld_s, ld_s);
+    if (list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL)
+      list->mask(list->mask_ctx, h, q0, rows, k0, n, sc->s, ld_s);
+    kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha);
+    const float *vp = kv->vp + k0 * STSA_NR;
+    for (int r = 0; r < rows_pad; r += STSA_MR)
+      kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp, pb->Skv_pad * STSA_NR,
+               D_pad / STSA_NR, sc->o + (int64_t)r * D_pad, D_pad, sc->alpha + r);
+  }
+  store_rows(pb, b, h, q0, rows, sc);
+}

@@ -1,0 +1,96 @@
+/*
+ * tile_loop.h — the flash-attention framework shared by the dense and the
+ * block-sparse kernels: a validated problem, K/V packing, per-thread scratch,
+ * and the loop over one q tile's kv tiles (online softmax).
+ */
+#ifndef STSA_KERNEL_TILE_LOOP_H
+#define STSA_KERNEL_TILE_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernel/kernels.h"
+#include "stsa.h"
+
+/* One attention call after validation; every field is trusted by kernels. */
+typedef struct stsa_attn_problem {
+  const stsa_tensor *q, *k, *v, *out;
+  float *lse;   /* optional [B, H, S_q] */
+  float qscale; /* scale * log2(e): scores come out in log2 units */
+  int64_t B, H, Sq, Skv;
+  int D;        /* head dim */
+  int D_pad;    /* D rounded up to a multiple of STSA_NR */
+  int q_tile;   /* rows per q tile (a multiple of STSA_MR) */
+  int kv_tile;  /* rows per kv tile (a multiple of STSA_NR) */
+  int64_t Skv_pad; /* S_kv rounded up to a multiple of kv_tile */
+  const stsa_kernels *kern;
+} stsa_attn_problem;
+
+/* Fills a problem from validated arguments and context settings. */
+void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_tensor *k,
+                       const stsa_tensor *v, const stsa_tensor *out,
+                       const stsa_attn_opts *opts, int q_tile, int kv_tile,
+                       const stsa_kernels *kern);
+
+static inline int64_t stsa_q_tiles(const stsa_attn_problem *pb) {
+  return (pb->Sq + pb->q_tile - 1) / pb->q_tile;
+}
+static inline int64_t stsa_kv_tiles(const stsa_attn_problem *pb) {
+  return (pb->Skv + pb->kv_tile - 1) / pb->kv_tile;
+}
+
+/* K and V of one (batch, head), packed (layouts in kernels.h). */
+typedef struct stsa_kv_packed {
+  float *kt; /* [Skv_pad/16][D][16] */
+  float *vp; /* [D_pad/16][Skv_pad][16] */
+} stsa_kv_packed;
+
+/* Floats needed by one packed (batch, head). */
+size_t stsa_kv_packed_floats(const stsa_attn_problem *pb);
+/* Points a packed view at `mem` (64-byte aligned, stsa_kv_packed_floats long). */
+stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem);
+/* Packs kv tile `tile` of (b, h); rows past S_kv become zeros. */
+void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
+                       stsa_kv_packed *dst);
+
+/* Per-thread working memory for one q tile. */
+typedef struct stsa_tile_scratch {
+  float *q;     /* [q_tile][D], pre-scaled */
+  float *s;     /* [q_tile][kv_tile] scores, then probabilities */
+  float *o;     /* [q_tile][D_pad] unnormalised output */
+  float *m, *l, *alpha; /* [q_tile] row max (log2 units), row sum, rescale */
+  float *row;   /* [D_pad] output row staging */
+  void *block_; /* the one allocation */
+} stsa_tile_scratch;
+
+/* 0 on success, -1 when out of memory. */
+int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc);
+void stsa_tile_scratch_free(stsa_tile_scratch *sc);
+
+/* How a visited kv tile is treated. */
+typedef enum stsa_tile_kind {
+  STSA_TILE_FULL = 2,    /* every pair kept: mask-free body */
+  STSA_TILE_PARTIAL = 1, /* some pairs kept: the mask callback runs */
+} stsa_tile_kind;
+
+/* A partial tile's mask: sets s[r][c] = -inf for every dropped pair of query
+ * rows q0..q0+rows-1 and key rows k0..k0+n-1 (positions in memory order). */
+typedef void (*stsa_mask_fn)(const void *mask_ctx, int64_t h, int64_t q0, int rows,
+                             int64_t k0, int n, float *s, int ld_s);
+
+/* A q tile's list of kv tiles to visit, in order. NULL tiles = all, FULL. */
+typedef struct stsa_kv_list {
+  const int32_t *tiles;  /* kv tile indices */
+  const uint8_t *kinds;  /* stsa_tile_kind per entry */
+  int32_t count;
+  stsa_mask_fn mask;     /* called for PARTIAL tiles */
+  const void *mask_ctx;
+} stsa_kv_list;
+
+/* Computes q tile `qt` of (b, h) over the listed kv tiles and writes its
+ * output rows (and lse). */
+void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
+                     int64_t h, int64_t qt, const stsa_kv_list *list,
+                     stsa_tile_scratch *sc);
+
+#endif

@@ -1,0 +1,215 @@
+/*
+ * test_api.c — the library's contract outside the numerics: version, status
+ * names, parameters and their bounds, backend forcing by environment, and
+ * every invalid input returning its error without touching the output.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static void test_version_and_names(void) {
+  CHECK(stsa_version_number() == STSA_VERSION_NUMBER, "run-time version %u != header %d",
+        stsa_version_number(), STSA_VERSION_NUMBER);
+  char want[32];
+  snprintf(want, sizeof want, "%d.%d.%d", STSA_VERSION_MAJOR, STSA_VERSION_MINOR,
+           STSA_VERSION_PATCH);
+  CHECK(strcmp(stsa_version_string(), want) == 0, "version string %s",
+        stsa_version_string());
+  for (int s = 0; s < STSA_STATUS_COUNT_; s++) {
+    const char *name = stsa_status_str((stsa_status)s);
+    CHECK(name && *name && strcmp(name, "unknown status") != 0, "status %d has no name", s);
+    for (int t = 0; t < s; t++)
+      CHECK(strcmp(name, stsa_status_str((stsa_status)t)) != 0,
+            "statuses %d and %d share a name", s, t);
+  }
+  CHECK(strcmp(stsa_status_str((stsa_status)999), "unknown status") == 0, "status 999");
+  CHECK(stsa_dtype_size(STSA_F32) == 4 && stsa_dtype_size(STSA_F16) == 2 &&
+            stsa_dtype_size(STSA_BF16) == 2 && stsa_dtype_size((stsa_dtype)7) == 0,
+        "dtype sizes");
+  CHECK(stsa_dtype_name((stsa_dtype)7) == NULL, "invalid dtype has no name");
+}
+
+static void test_params(void) {
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  CHECK_STATUS(stsa_ctx_create(NULL), STSA_ERR_NULL_ARG);
+  stsa_ctx_free(NULL); /* must be accepted */
+  for (int p = 0; p < STSA_PARAM_COUNT_; p++) {
+    int64_t lo, hi, v;
+    CHECK_STATUS(stsa_param_bounds((stsa_param)p, &lo, &hi), STSA_OK);
+    CHECK_STATUS(stsa_ctx_get(ctx, (stsa_param)p, &v), STSA_OK);
+    CHECK(v >= lo && v <= hi, "param %d default %lld outside [%lld, %lld]", p,
+          (long long)v, (long long)lo, (long long)hi);
+    CHECK_STATUS(stsa_ctx_set(ctx, (stsa_param)p, hi + 1), STSA_ERR_BAD_PARAM);
+    CHECK(strstr(stsa_ctx_last_error(ctx), "out of range") != NULL,
+          "message for out-of-range param %d: '%s'", p, stsa_ctx_last_error(ctx));
+    CHECK_STATUS(stsa_ctx_set(ctx, (stsa_param)p, lo - 1), STSA_ERR_BAD_PARAM);
+    int64_t after;
+    stsa_ctx_get(ctx, (stsa_param)p, &after);
+    CHECK(after == v, "rejected set changed param %d", p);
+  }
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, 40), STSA_ERR_BAD_PARAM);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, 64), STSA_OK);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_THREADS, 3), STSA_OK);
+  int64_t v;
+  stsa_ctx_get(ctx, STSA_PARAM_THREADS, &v);
+  CHECK(v == 3, "threads = %lld after set 3", (long long)v);
+  CHECK_STATUS(stsa_ctx_set(ctx, (stsa_param)99, 1), STSA_ERR_BAD_PARAM);
+  CHECK_STATUS(stsa_ctx_get(ctx, (stsa_param)99, &v), STSA_ERR_BAD_PARAM);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BACKEND, STSA_BACKEND_PORTABLE), STSA_OK);
+  CHECK(stsa_ctx_backend(ctx) == STSA_BACKEND_PORTABLE, "backend not portable");
+  stsa_ctx_free(ctx);
+}
+
+static void test_env_backend(void) {
+  stsa_ctx *ctx;
+  setenv("STSA_FORCE_PORTABLE", "1", 1);
+  stsa_ctx_create(&ctx);
+  CHECK(stsa_ctx_backend(ctx) == STSA_BACKEND_PORTABLE,
+        "STSA_FORCE_PORTABLE=1 gave backend %s", stsa_backend_name(stsa_ctx_backend(ctx)));
+  stsa_ctx_free(ctx);
+  unsetenv("STSA_FORCE_PORTABLE");
+  setenv("STSA_BACKEND", "ref", 1);
+  stsa_ctx_create(&ctx);
+  CHECK(stsa_ctx_backend(ctx) == STSA_BACKEND_REF, "STSA_BACKEND=ref gave %s",
+        stsa_backend_name(stsa_ctx_backend(ctx)));
+  stsa_ctx_free(ctx);
+  unsetenv("STSA_BACKEND");
+  stsa_ctx_create(&ctx);
+  stsa_backend want = stsa_cpu_has_avx2() ? STSA_BACKEND_AVX2 : STSA_BACKEND_PORTABLE;
+  CHECK(stsa_ctx_backend(ctx) == want, "auto backend is %s",
+        stsa_backend_name(stsa_ctx_backend(ctx)));
+  stsa_ctx_free(ctx);
+}
+
+/* A valid call's tensors; each invalid case perturbs a copy. */
+typedef struct call {
+  stsa_tensor q, k, v, out;
+  float *lse;
+} call;
+
+static void expect_rejected(stsa_ctx *ctx, const call *base, call c, stsa_status want,
+                            const char *what, const char *msg_part) {
+  stsa_attn_opts opts = {0.0f, c.lse};
+  stsa_status st = stsa_attention(ctx, &c.q, &c.k, &c.v, &c.out, &opts);
+  CHECK(st == want, "%s: got %s, expected %s (%s)", what, stsa_status_str(st),
+        stsa_status_str(want), stsa_ctx_last_error(ctx));
+  if (msg_part)
+    CHECK(strstr(stsa_ctx_last_error(ctx), msg_part) != NULL,
+          "%s: message '%s' lacks '%s'", what, stsa_ctx_last_error(ctx), msg_part);
+  CHECK(tu_is_sentinel(&base->out) && tu_guard_ok(base->out.data), "%s: output touched",
+        what);
+  for (int i = 0; i < 16; i++)
+    CHECK(base->lse[i] == 123.0f, "%s: lse touched", what);
+  /* the partitioned entry point validates the same way */
+  st = stsa_attention_part(ctx, &c.q, &c.k, &c.v, &c.out, &opts, 0, 1);
+  CHECK(st == want, "%s (part): got %s", what, stsa_status_str(st));
+  CHECK(tu_is_sentinel(&base->out), "%s (part): output touched", what);
+}
+
+static void test_invalid_inputs(void) {
+  tu_rng rng = {3};
+  const int64_t S = 16, H = 1, D = 32;
+  call base;
+  base.q = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, S, H, D, 1);
+  base.k = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, S, H, D, 1);
+  base.v = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, S, H, D, 1);
+  base.out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, H, D);
+  base.lse = tu_guarded_alloc(16 * sizeof(float));
+  for (int i = 0; i < 16; i++)
+    base.lse[i] = 123.0f;
+  stsa_ctx *ctx;
+  stsa_ctx_create(&ctx);
+  call c;
+
+  stsa_attn_opts none = {0};
+  CHECK_STATUS(stsa_attention(NULL, &base.q, &base.k, &base.v, &base.out, &none),
+               STSA_ERR_NULL_ARG);
+  CHECK_STATUS(stsa_attention(ctx, NULL, &base.k, &base.v, &base.out, &none),
+               STSA_ERR_NULL_ARG);
+  CHECK_STATUS(stsa_attention(ctx, &base.q, &base.k, &base.v, NULL, &none),
+               STSA_ERR_NULL_ARG);
+  c = base, c.q.data = NULL;
+  expect_rejected(ctx, &base, c, STSA_ERR_NULL_ARG, "NULL q data", "q: data pointer");
+  c = base, c.v.dtype = (stsa_dtype)9;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_DTYPE, "bad v dtype", "v: dtype 9");
+  c = base, c.q.shape[1] = 0;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_SHAPE, "zero S", "size of S is 0");
+  c = base, c.k.shape[3] = -4;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_SHAPE, "negative D", "size of D");
+  c = base, c.k.shape[3] = 16;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_SHAPE, "D mismatch", "head dim");
+  c = base, c.v.shape[1] = 8;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_SHAPE, "S_kv mismatch", "v has 8 tokens");
+  c = base, c.out.shape[1] = 8;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_SHAPE, "out S mismatch", "out has 8");
+  c = base, c.k.shape[2] = 2, c.k.shape[1] = 8, c.k.stride[1] = 2 * D;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_SHAPE, "H mismatch", "heads");
+  c = base, c.k.shape[0] = 2, c.k.shape[1] = 8, c.v.shape[0] = 2, c.v.shape[1] = 8;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_SHAPE, "B mismatch", "batch");
+  c = base, c.q.stride[3] = 0;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_STRIDE, "zero stride", "stride of D");
+  c = base, c.q.stride[1] = 4; /* rows 4 apart with 32 elements each alias */
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_STRIDE, "aliasing strides", "alias");
+  c = base, c.q.data = (char *)c.q.data + 2;
+  expect_rejected(ctx, &base, c, STSA_ERR_MISALIGNED, "misaligned q", "aligned");
+  c = base, c.q.shape[3] = 1024, c.k.shape[3] = 1024, c.v.shape[3] = 1024;
+  expect_rejected(ctx, &base, c, STSA_ERR_BAD_SHAPE, "D too large", "maximum");
+  /* output overlapping an input: out is written while k/v are still read */
+  c = base, c.k = base.out, c.k.dtype = STSA_F32;
+  expect_rejected(ctx, &base, c, STSA_ERR_OVERLAP, "out == k", "out overlaps k");
+  c = base, c.lse = (float *)base.out.data + 3;
+  {
+    /* lse inside out: checked without touching either */
+    stsa_attn_opts opts = {0.0f, c.lse};
+    CHECK_STATUS(stsa_attention(ctx, &c.q, &c.k, &c.v, &c.out, &opts), STSA_ERR_OVERLAP);
+    CHECK(tu_is_sentinel(&base.out), "lse overlap: output touched");
+  }
+  {
+    stsa_attn_opts bad_scale = {NAN, NULL};
+    CHECK_STATUS(stsa_attention(ctx, &base.q, &base.k, &base.v, &base.out, &bad_scale),
+                 STSA_ERR_BAD_PARAM);
+    bad_scale.scale = -1.0f;
+    CHECK_STATUS(stsa_attention(ctx, &base.q, &base.k, &base.v, &base.out, &bad_scale),
+                 STSA_ERR_BAD_PARAM);
+    CHECK(tu_is_sentinel(&base.out), "bad scale: output touched");
+  }
+  /* NaN and Inf in inputs */
+  ((float *)base.k.data)[5 * D + 7] = NAN;
+  expect_rejected(ctx, &base, base, STSA_ERR_NONFINITE, "NaN in k", "k[b=0, s=5, h=0]");
+  ((float *)base.k.data)[5 * D + 7] = 0.5f;
+  ((float *)base.v.data)[3] = INFINITY;
+  expect_rejected(ctx, &base, base, STSA_ERR_NONFINITE, "Inf in v", "v[b=0, s=0, h=0]");
+  ((float *)base.v.data)[3] = 0.5f;
+  /* part index out of range */
+  CHECK_STATUS(stsa_attention_part(ctx, &base.q, &base.k, &base.v, &base.out, NULL, 2, 2),
+               STSA_ERR_BAD_PARAM);
+  CHECK_STATUS(stsa_attention_part(ctx, &base.q, &base.k, &base.v, &base.out, NULL, 0, 0),
+               STSA_ERR_BAD_PARAM);
+  CHECK(tu_is_sentinel(&base.out), "bad part: output touched");
+  /* and the valid call still works after all of that */
+  stsa_attn_opts opts = {0.0f, base.lse};
+  CHECK_STATUS(stsa_attention(ctx, &base.q, &base.k, &base.v, &base.out, &opts), STSA_OK);
+  CHECK(!tu_is_sentinel(&base.out) && tu_guard_ok(base.out.data) && tu_guard_ok(base.lse),
+        "valid call after errors");
+  CHECK_STATUS(stsa_attention_check(ctx, &base.q, &base.k, &base.v, &base.out, &opts),
+               STSA_OK);
+  stsa_ctx_free(ctx);
+  tu_free_tensor(&base.q);
+  tu_free_tensor(&base.k);
+  tu_free_tensor(&base.v);
+  tu_free_tensor(&base.out);
+  tu_guarded_free(base.lse);
+}
+
+int main(void) {
+  test_version_and_names();
+  test_params();
+  test_env_backend();
+  test_invalid_inputs();
+  return tu_finish("test_api");
+}

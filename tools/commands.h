@@ -1,0 +1,9 @@
+/* commands.h — the subcommands of the stsa tool. Each returns an exit code. */
+#ifndef STSA_TOOLS_COMMANDS_H
+#define STSA_TOOLS_COMMANDS_H
+
+int cmd_peak(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif

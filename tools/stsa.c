@@ -1,0 +1,45 @@
+/* stsa.c — the command-line tool: dispatches to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "stsa.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: stsa <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  demo                 run the main job on the built-in workload\n"
+          "  peak [--threads T]   measure this machine's fp32 FMA peak\n"
+          "  bench dense ...      time dense attention (stsa bench --help)\n"
+          "  version              print the library version\n"
+          "\n"
+          "environment: STSA_BACKEND=ref|portable|avx2 forces a backend,\n"
+          "             STSA_FORCE_PORTABLE=1 forces the portable C path.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+    printf("stsa %s\n", stsa_version_string());
+    return 0;
+  }
+  if (!strcmp(cmd, "peak"))
+    return cmd_peak(argc - 1, argv + 1);
+  if (!strcmp(cmd, "bench"))
+    return cmd_bench(argc - 1, argv + 1);
+  if (!strcmp(cmd, "demo"))
+    return cmd_demo(argc - 1, argv + 1);
+  fprintf(stderr, "stsa: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return 2;
+}
