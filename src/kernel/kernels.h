@@ -25,14 +25,19 @@
 
 typedef struct stsa_kernels {
   /* s[r][16 p + c] = sum_d q[r][d] * kt[p][d][c] for r < STSA_MR, p < npanels.
-   * q rows are D apart, s rows ld_s apart. */
-  void (*qk)(const float *q, int D, const float *kt, int npanels, float *s, int ld_s);
+   * q rows are D apart, s rows ld_s apart. Also folds the row maxima while
+   * the scores are in registers: rowmax[r] = max(rowmax[r], s[r][..]). */
+  void (*qk)(const float *q, int D, const float *kt, int npanels, float *s, int ld_s,
+             float *rowmax);
   /* Online-softmax update of `rows` score rows holding n valid columns
    * (columns n..roundup(n,16) are ignored and written as 0):
    *   m_new = max(m, max_c s), s = exp2(s - m_new), alpha = exp2(m - m_new),
    *   l = alpha * l + sum_c s, m = m_new.
-   * Rows with every score -inf keep m = -inf and give p = 0, alpha = 0. */
-  void (*softmax)(float *s, int ld_s, int rows, int n, float *m, float *l, float *alpha);
+   * Rows with every score -inf keep m = -inf and give p = 0, alpha = 0.
+   * tile_max, when not NULL, holds each row's maximum over the n valid
+   * columns (folded by qk), which saves a pass over the scores. */
+  void (*softmax)(float *s, int ld_s, int rows, int n, float *m, float *l, float *alpha,
+                  const float *tile_max);
   /* o[r][16 j + c] = alpha[r] * o[r][..] + sum_{t<n} p[r][t] * vp[j][t][c]
    * for r < STSA_MR, j < npanels; vp panels are panel_stride floats apart. */
   void (*pv)(const float *p, int ld_p, int n, const float *vp, int64_t panel_stride,

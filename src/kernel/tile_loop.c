@@ -80,18 +80,20 @@ static size_t align64(size_t floats) { return (floats + 15) / 16 * 16; }
 
 int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) {
   size_t nq = (size_t)pb->q_tile;
-  size_t sizes[7] = {align64(nq * (size_t)pb->D), align64(nq * (size_t)pb->kv_tile),
-                     align64(nq * (size_t)pb->D_pad), align64(nq), align64(nq),
-                     align64(nq), align64((size_t)pb->D_pad)};
+  enum { SLOTS = 8 };
+  size_t sizes[SLOTS] = {align64(nq * (size_t)pb->D), align64(nq * (size_t)pb->kv_tile),
+                         align64(nq * (size_t)pb->D_pad), align64(nq), align64(nq),
+                         align64(nq), align64(nq), align64((size_t)pb->D_pad)};
   size_t total = 0;
-  for (int i = 0; i < 7; i++)
+  for (int i = 0; i < SLOTS; i++)
     total += sizes[i];
   float *mem = aligned_alloc(64, total * sizeof(float));
   if (!mem)
     return -1;
-  float **slots[7] = {&sc->q, &sc->s, &sc->o, &sc->m, &sc->l, &sc->alpha, &sc->row};
+  float **slots[SLOTS] = {&sc->q, &sc->s,     &sc->o,        &sc->m,
+                          &sc->l, &sc->alpha, &sc->tile_max, &sc->row};
   float *p = mem;
-  for (int i = 0; i < 7; i++) {
+  for (int i = 0; i < SLOTS; i++) {
     *slots[i] = p;
     p += sizes[i];
   }
@@ -161,15 +163,29 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
     int n = (int)(pb->Skv - k0 < pb->kv_tile ? pb->Skv - k0 : pb->kv_tile);
     int npanels = (n + STSA_NR - 1) / STSA_NR;
     const float *kt = kv->kt + (k0 / STSA_NR) * D * STSA_NR;
-    for (int r = 0; r < rows_pad; r += STSA_MR)
-      kern->qk(sc->q + (int64_t)r * D, D, kt, npanels, sc->s + (int64_t)r * ld_s, ld_s);
-    if (list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL)
+    /* Panel outer, row block inner: the K^T panel (D x 16) stays in L1 while
+     * the q rows stream from L2 (cpu-kernel-notes: keep operands in L1). */
+    for (int r = 0; r < rows_pad; r++)
+      sc->tile_max[r] = -INFINITY;
+    for (int p = 0; p < npanels; p++)
+      for (int r = 0; r < rows_pad; r += STSA_MR)
+        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * STSA_NR, 1,
+                 sc->s + (int64_t)r * ld_s + p * STSA_NR, ld_s, sc->tile_max + r);
+    /* The folded maxima count masked pairs and the zero scores of padding
+     * columns, so partial and ragged tiles find their maxima again. */
+    int exact_max = n == pb->kv_tile;
+    if (list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL) {
       list->mask(list->mask_ctx, h, q0, rows, k0, n, sc->s, ld_s);
-    kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha);
+      exact_max = 0;
+    }
+    kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha,
+                  exact_max ? sc->tile_max : NULL);
     const float *vp = kv->vp + k0 * STSA_NR;
-    for (int r = 0; r < rows_pad; r += STSA_MR)
-      kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp, pb->Skv_pad * STSA_NR,
-               D_pad / STSA_NR, sc->o + (int64_t)r * D_pad, D_pad, sc->alpha + r);
+    for (int j = 0; j < D_pad / STSA_NR; j++)
+      for (int r = 0; r < rows_pad; r += STSA_MR)
+        kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * pb->Skv_pad * STSA_NR,
+                 pb->Skv_pad * STSA_NR, 1, sc->o + (int64_t)r * D_pad + j * STSA_NR, D_pad,
+                 sc->alpha + r);
   }
   store_rows(pb, b, h, q0, rows, sc);
 }

@@ -59,6 +59,7 @@ typedef struct stsa_tile_scratch {
   float *s;     /* [q_tile][kv_tile] scores, then probabilities */
   float *o;     /* [q_tile][D_pad] unnormalised output */
   float *m, *l, *alpha; /* [q_tile] row max (log2 units), row sum, rescale */
+  float *tile_max;      /* [q_tile] row max of the current kv tile's scores */
   float *row;   /* [D_pad] output row staging */
   void *block_; /* the one allocation */
 } stsa_tile_scratch;

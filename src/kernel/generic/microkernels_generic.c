@@ -11,7 +11,7 @@
 #include "kernel/kernels.h"
 
 static void qk_generic(const float *q, int D, const float *kt, int npanels, float *s,
-                       int ld_s) {
+                       int ld_s, float *rowmax) {
   for (int p = 0; p < npanels; p++) {
     const float *panel = kt + (int64_t)p * D * STSA_NR;
     float acc[STSA_MR][STSA_NR] = {{0}};
@@ -21,8 +21,11 @@ static void qk_generic(const float *q, int D, const float *kt, int npanels, floa
         for (int c = 0; c < STSA_NR; c++)
           acc[r][c] += qv * panel[d * STSA_NR + c];
       }
-    for (int r = 0; r < STSA_MR; r++)
+    for (int r = 0; r < STSA_MR; r++) {
       memcpy(s + (int64_t)r * ld_s + p * STSA_NR, acc[r], sizeof acc[r]);
+      for (int c = 0; c < STSA_NR; c++)
+        rowmax[r] = acc[r][c] > rowmax[r] ? acc[r][c] : rowmax[r];
+    }
   }
 }
 
@@ -46,13 +49,16 @@ static float exp2_generic(float x) {
 }
 
 static void softmax_generic(float *s, int ld_s, int rows, int n, float *m, float *l,
-                            float *alpha) {
+                            float *alpha, const float *tile_max) {
   int n_pad = (n + STSA_NR - 1) / STSA_NR * STSA_NR;
   for (int r = 0; r < rows; r++) {
     float *row = s + (int64_t)r * ld_s;
     float mx = m[r];
-    for (int c = 0; c < n; c++)
-      mx = row[c] > mx ? row[c] : mx;
+    if (tile_max)
+      mx = tile_max[r] > mx ? tile_max[r] : mx;
+    else
+      for (int c = 0; c < n; c++)
+        mx = row[c] > mx ? row[c] : mx;
     /* A row with nothing kept so far keeps m = -inf; subtracting 0 instead
      * makes every p exp2(-inf) = 0 and avoids -inf - -inf = NaN. */
     float base = mx == -INFINITY ? 0.0f : mx;

@@ -18,8 +18,16 @@
 #define MR STSA_MR
 #define NR STSA_NR
 
+static inline float hmax8(__m256 v);
+
+/* rowmax[r] = max(rowmax[r], lanes of a and b). */
+static inline void fold_max(float *rowmax, __m256 a, __m256 b) {
+  float m = hmax8(_mm256_max_ps(a, b));
+  *rowmax = m > *rowmax ? m : *rowmax;
+}
+
 static void qk_avx2(const float *q, int D, const float *kt, int npanels, float *s,
-                    int ld_s) {
+                    int ld_s, float *rowmax) {
   for (int p = 0; p < npanels; p++) {
     const float *panel = kt + (int64_t)p * D * NR;
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
@@ -30,6 +38,7 @@ static void qk_avx2(const float *q, int D, const float *kt, int npanels, float *
     __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     const float *q0 = q, *q1 = q + D, *q2 = q + 2 * D, *q3 = q + 3 * D, *q4 = q + 4 * D,
                 *q5 = q + 5 * D;
+#pragma GCC unroll 4
     for (int d = 0; d < D; d++) {
       __m256 k0 = _mm256_load_ps(panel + d * NR);
       __m256 k1 = _mm256_load_ps(panel + d * NR + 8);
@@ -71,6 +80,12 @@ static void qk_avx2(const float *q, int D, const float *kt, int npanels, float *
     o += ld_s;
     _mm256_storeu_ps(o, c50);
     _mm256_storeu_ps(o + 8, c51);
+    fold_max(rowmax, c00, c01);
+    fold_max(rowmax + 1, c10, c11);
+    fold_max(rowmax + 2, c20, c21);
+    fold_max(rowmax + 3, c30, c31);
+    fold_max(rowmax + 4, c40, c41);
+    fold_max(rowmax + 5, c50, c51);
   }
 }
 
@@ -107,18 +122,23 @@ static inline float hsum8(__m256 v) {
 }
 
 static void softmax_avx2(float *s, int ld_s, int rows, int n, float *m, float *l,
-                         float *alpha) {
+                         float *alpha, const float *tile_max) {
   int n_pad = (n + NR - 1) / NR * NR;
   for (int r = 0; r < rows; r++) {
     float *row = s + (int64_t)r * ld_s;
     for (int c = n; c < n_pad; c++)
       row[c] = -INFINITY;
-    __m256 vmax0 = _mm256_set1_ps(m[r]), vmax1 = vmax0;
-    for (int c = 0; c < n_pad; c += 16) {
-      vmax0 = _mm256_max_ps(vmax0, _mm256_loadu_ps(row + c));
-      vmax1 = _mm256_max_ps(vmax1, _mm256_loadu_ps(row + c + 8));
+    float mx;
+    if (tile_max) {
+      mx = tile_max[r] > m[r] ? tile_max[r] : m[r];
+    } else {
+      __m256 vmax0 = _mm256_set1_ps(m[r]), vmax1 = vmax0;
+      for (int c = 0; c < n_pad; c += 16) {
+        vmax0 = _mm256_max_ps(vmax0, _mm256_loadu_ps(row + c));
+        vmax1 = _mm256_max_ps(vmax1, _mm256_loadu_ps(row + c + 8));
+      }
+      mx = hmax8(_mm256_max_ps(vmax0, vmax1));
     }
-    float mx = hmax8(_mm256_max_ps(vmax0, vmax1));
     /* Nothing kept so far: subtract 0 so that p = exp2(-inf) = 0, no NaN. */
     float base = mx == -INFINITY ? 0.0f : mx;
     __m256 vb = _mm256_set1_ps(base);
@@ -161,6 +181,7 @@ static void pv_avx2(const float *p, int ld_p, int n, const float *vp, int64_t pa
     __m256 c41 = _mm256_mul_ps(a4, _mm256_loadu_ps(o4 + 8));
     __m256 c50 = _mm256_mul_ps(a5, _mm256_loadu_ps(o5));
     __m256 c51 = _mm256_mul_ps(a5, _mm256_loadu_ps(o5 + 8));
+#pragma GCC unroll 4
     for (int t = 0; t < n; t++) {
       __m256 v0 = _mm256_load_ps(panel + t * NR);
       __m256 v1 = _mm256_load_ps(panel + t * NR + 8);

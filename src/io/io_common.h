@@ -1,0 +1,74 @@
+/*
+ * io_common.h — helpers shared by the tensor file readers and writers
+ * (internal). Nothing here prints, exits or keeps global state.
+ */
+#ifndef STSA_IO_COMMON_H
+#define STSA_IO_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stsa.h"
+
+/* Empties the caller's error buffer (either may be NULL/0). */
+void stsa_io_clear_err(char *err, size_t err_len);
+
+/* Formats a message into err (when err is non-NULL and err_len > 0, always
+ * NUL-terminated, truncated if needed) and returns `status`, so that error
+ * paths read `return stsa_io_fail(err, err_len, STSA_ERR_FORMAT, ...);`. */
+stsa_status stsa_io_fail(char *err, size_t err_len, stsa_status status, const char *fmt,
+                         ...) __attribute__((format(printf, 4, 5)));
+
+/* Renders the n bytes at s as a double-quoted string for messages: control
+ * bytes, '"' and '\\' are escaped, and long names are cut with "...".
+ * Bytes >= 0x80 pass through if the whole input is valid UTF-8, else they
+ * are escaped too. Returns buf. buf_len must be at least 16. */
+const char *stsa_io_quote(char *buf, size_t buf_len, const char *s, size_t n);
+
+/* Renders a shape as "[2,3,4]" ("[]" for rank 0), cut with "..." if long. */
+const char *stsa_io_shape_str(char *buf, size_t buf_len, int rank, const int64_t *shape);
+
+/* *out = a * b; returns 0 (and leaves *out unspecified) on overflow. */
+int stsa_io_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+
+/* Bytes of `rank` dims (each >= 0) of elem_size-byte elements. Any zero dim
+ * makes the result 0 regardless of the other dims, so the answer does not
+ * depend on dim order. Returns 0 on overflow of uint64_t or size_t. */
+int stsa_io_tensor_bytes(int rank, const int64_t *shape, size_t elem_size, uint64_t *out);
+
+/* Bytes per element of the three library dtypes; 0 for anything else. Kept
+ * here (not stsa_dtype_size) so src/io links on its own in the fuzzers. */
+size_t stsa_io_dtype_size(stsa_dtype dtype);
+
+/* 1 if s[0..n) is well-formed UTF-8 (no overlong forms, no surrogates, no
+ * code point above U+10FFFF); otherwise 0 and *bad_at = offset of the first
+ * byte of the bad sequence (bad_at may be NULL). */
+int stsa_io_utf8_valid(const uint8_t *s, size_t n, size_t *bad_at);
+
+/* ---- whole-file read-only mapping --------------------------------------- */
+typedef struct stsa_io_map {
+  const uint8_t *bytes; /* NULL for an empty file */
+  size_t len;
+  void *addr_; /* mmap address, NULL if nothing mapped */
+} stsa_io_map;
+
+/* Maps a regular file read-only (PROT_READ, MAP_PRIVATE). Errors: NULL_ARG,
+ * IO (open/stat/mmap failures, not a regular file). */
+stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, char *err, size_t err_len);
+void stsa_io_unmap(stsa_io_map *m);
+
+/* ---- atomic write -------------------------------------------------------- */
+typedef struct stsa_io_chunk {
+  const void *data;
+  size_t len;
+} stsa_io_chunk;
+
+/* Writes the concatenation of chunks to path atomically: creates
+ * "<path>.tmp.XXXXXX" in the same folder (O_EXCL, mode 0666 & ~umask),
+ * writes, fsyncs, closes and renames it over path, then fsyncs the folder
+ * (best effort). On any failure the temp file is removed and path is left
+ * as it was. Errors: IO, OUT_OF_MEMORY. */
+stsa_status stsa_io_atomic_write(const char *path, const stsa_io_chunk *chunks,
+                                 size_t count, char *err, size_t err_len);
+
+#endif /* STSA_IO_COMMON_H */

@@ -1,0 +1,793 @@
+/*
+ * safetensors.c — strict safetensors reader (mmap, no copy) and atomic
+ * writer. Format: u64 LE header length N, N bytes of UTF-8 JSON, data.
+ * See tensor_file.h for the validation rules.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/io_common.h"
+#include "io/tensor_file.h"
+
+#define META_KEY "__metadata__"
+
+typedef struct st_entry {
+  stsa_io_tensor t;
+  uint64_t begin, end; /* data_offsets, relative to the data section */
+  size_t order;        /* position among the tensors in the header */
+} st_entry;
+
+struct stsa_st_file {
+  stsa_io_map map; /* unmapped on close; all zero for memory input */
+  size_t count;
+  st_entry *entries;        /* sorted by (begin, end, order) */
+  const st_entry **by_name; /* sorted by name, for stsa_st_find */
+  size_t meta_count;
+  stsa_st_meta *meta;
+  char *strings; /* one arena for names and metadata, NUL-separated */
+};
+
+/* ---- dtype names --------------------------------------------------------- */
+
+static const char *const k_dtype_names[] = {"F32", "F16", "BF16"};
+
+/* Valid safetensors dtypes this library does not handle; named in errors so
+ * that "F64 is not supported" is not mistaken for a corrupt file. */
+static const char *const k_unsupported_dtypes[] = {
+    "F64",         "I64", "I32",     "I16",     "I8",      "U64",     "U32",
+    "U16",         "U8",  "BOOL",    "F8_E4M3", "F8_E5M2", "F8_E8M0", "F8_E4M3FNUZ",
+    "F8_E5M2FNUZ", "F4",  "F6_E2M3", "F6_E3M2", "C64",     "C128"};
+
+static int is_unsupported_dtype(const char *s) {
+  for (size_t i = 0; i < sizeof k_unsupported_dtypes / sizeof *k_unsupported_dtypes; i++)
+    if (strcmp(s, k_unsupported_dtypes[i]) == 0)
+      return 1;
+  return 0;
+}
+
+static const char *json_type_name(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_OBJECT:
+    return "an object";
+  case JSON_ARRAY:
+    return "an array";
+  case JSON_STRING:
+    return "a string";
+  case JSON_INTEGER:
+    return "an integer";
+  case JSON_REAL:
+    return "a real number";
+  case JSON_TRUE:
+  case JSON_FALSE:
+    return "a boolean";
+  default:
+    return "null";
+  }
+}
+
+static uint64_t load_le64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+/* ---- reader: one tensor entry -------------------------------------------- */
+
+static stsa_status parse_dtype(const json_t *v, const char *qn, stsa_dtype *dt, char *err,
+                               size_t err_len) {
+  char qd[80];
+  if (!json_is_string(v))
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor %s: field \"dtype\" must be a string, found %s", qn,
+                        json_type_name(v));
+  const char *s = json_string_value(v);
+  for (int i = 0; i < STSA_DTYPE_COUNT_; i++) {
+    if (strcmp(s, k_dtype_names[i]) == 0) {
+      *dt = (stsa_dtype)i;
+      return STSA_OK;
+    }
+  }
+  stsa_io_quote(qd, sizeof qd, s, json_string_length(v));
+  if (is_unsupported_dtype(s))
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_DTYPE,
+                        "tensor %s: dtype %s is not supported (expected F32, "
+                        "F16 or BF16)",
+                        qn, s);
+  return stsa_io_fail(err, err_len, STSA_ERR_BAD_DTYPE,
+                      "tensor %s: unknown dtype %s (expected F32, F16 or BF16)", qn, qd);
+}
+
+static stsa_status parse_shape(const json_t *v, const char *qn, st_entry *e, char *err,
+                               size_t err_len) {
+  if (!json_is_array(v))
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor %s: field \"shape\" must be an array of "
+                        "integers, found %s",
+                        qn, json_type_name(v));
+  size_t rank = json_array_size(v);
+  if (rank > STSA_IO_MAX_RANK)
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
+                        "tensor %s: shape has rank %zu, more than the maximum "
+                        "%d",
+                        qn, rank, STSA_IO_MAX_RANK);
+  e->t.rank = (int)rank;
+  for (size_t i = 0; i < rank; i++) {
+    const json_t *d = json_array_get(v, i);
+    if (!json_is_integer(d))
+      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                          "tensor %s: shape[%zu] must be an integer, found %s", qn, i,
+                          json_type_name(d));
+    json_int_t x = json_integer_value(d);
+    if (x < 0)
+      return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
+                          "tensor %s: shape[%zu] is negative (%lld)", qn, i,
+                          (long long)x);
+    e->t.shape[i] = (int64_t)x;
+  }
+  return STSA_OK;
+}
+
+static stsa_status parse_offsets(const json_t *v, const char *qn, st_entry *e, char *err,
+                                 size_t err_len) {
+  if (!json_is_array(v) || json_array_size(v) != 2) {
+    if (json_is_array(v))
+      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                          "tensor %s: field \"data_offsets\" must have 2 "
+                          "elements [begin, end], found %zu",
+                          qn, json_array_size(v));
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor %s: field \"data_offsets\" must be an array "
+                        "[begin, end], found %s",
+                        qn, json_type_name(v));
+  }
+  uint64_t off[2];
+  for (size_t i = 0; i < 2; i++) {
+    const json_t *d = json_array_get(v, i);
+    if (!json_is_integer(d))
+      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                          "tensor %s: data_offsets[%zu] must be an integer, "
+                          "found %s",
+                          qn, i, json_type_name(d));
+    json_int_t x = json_integer_value(d);
+    if (x < 0)
+      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                          "tensor %s: data_offsets[%zu] is negative (%lld)", qn, i,
+                          (long long)x);
+    off[i] = (uint64_t)x;
+  }
+  e->begin = off[0];
+  e->end = off[1];
+  return STSA_OK;
+}
+
+/* Validates one tensor entry of the header and fills e (not its data). */
+static stsa_status parse_entry(const json_t *v, const char *qn, uint64_t data_size,
+                               st_entry *e, char *err, size_t err_len) {
+  static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+  const json_t *field[3] = {NULL, NULL, NULL};
+  if (!json_is_object(v))
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor %s: expected an object with dtype, shape and "
+                        "data_offsets, found %s",
+                        qn, json_type_name(v));
+  for (void *it = json_object_iter((json_t *)v); it;
+       it = json_object_iter_next((json_t *)v, it)) {
+    const char *k = json_object_iter_key(it);
+    int found = 0;
+    for (int i = 0; i < 3; i++) {
+      if (strcmp(k, fields[i]) == 0) {
+        field[i] = json_object_iter_value(it);
+        found = 1;
+      }
+    }
+    if (!found) {
+      char qk[80];
+      stsa_io_quote(qk, sizeof qk, k, json_object_iter_key_len(it));
+      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                          "tensor %s: unexpected field %s (expected exactly "
+                          "dtype, shape and data_offsets)",
+                          qn, qk);
+    }
+  }
+  for (int i = 0; i < 3; i++)
+    if (!field[i])
+      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                          "tensor %s: missing field \"%s\"", qn, fields[i]);
+
+  stsa_status st = parse_dtype(field[0], qn, &e->t.dtype, err, err_len);
+  if (st == STSA_OK)
+    st = parse_shape(field[1], qn, e, err, err_len);
+  if (st == STSA_OK)
+    st = parse_offsets(field[2], qn, e, err, err_len);
+  if (st != STSA_OK)
+    return st;
+
+  char shp[96];
+  uint64_t need;
+  const char *dname = k_dtype_names[e->t.dtype];
+  if (!stsa_io_tensor_bytes(e->t.rank, e->t.shape, stsa_io_dtype_size(e->t.dtype), &need))
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
+                        "tensor %s: shape %s x %s has a byte size that "
+                        "overflows",
+                        qn, stsa_io_shape_str(shp, sizeof shp, e->t.rank, e->t.shape),
+                        dname);
+  if (e->begin > e->end)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor %s: data_offsets [%llu, %llu] has begin > end", qn,
+                        (unsigned long long)e->begin, (unsigned long long)e->end);
+  if (e->end > data_size)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor %s: data_offsets [%llu, %llu] end beyond the "
+                        "data section of %llu bytes",
+                        qn, (unsigned long long)e->begin, (unsigned long long)e->end,
+                        (unsigned long long)data_size);
+  if (e->end - e->begin != need)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor %s: data_offsets [%llu, %llu] span %llu bytes "
+                        "but shape %s x %s needs %llu",
+                        qn, (unsigned long long)e->begin, (unsigned long long)e->end,
+                        (unsigned long long)(e->end - e->begin),
+                        stsa_io_shape_str(shp, sizeof shp, e->t.rank, e->t.shape), dname,
+                        (unsigned long long)need);
+  e->t.nbytes = (size_t)need;
+  return STSA_OK;
+}
+
+/* ---- reader: whole header ------------------------------------------------ */
+
+static int cmp_offset(const void *a, const void *b) {
+  const st_entry *x = a, *y = b;
+  if (x->begin != y->begin)
+    return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end)
+    return x->end < y->end ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  const st_entry *const *x = a, *const *y = b;
+  return strcmp((*x)->t.name, (*y)->t.name);
+}
+
+/* Copies n bytes plus a NUL into the arena at *pos. */
+static const char *arena_put(char *arena, size_t *pos, const char *s, size_t n) {
+  char *dst = arena + *pos;
+  memcpy(dst, s, n);
+  dst[n] = '\0';
+  *pos += n + 1;
+  return dst;
+}
+
+/* Checks a header string (key or value): no NUL inside, valid UTF-8. jansson
+ * already guarantees both; this keeps the guarantee local and explicit. */
+static int string_ok(const char *s, size_t n) {
+  return memchr(s, '\0', n) == NULL && stsa_io_utf8_valid((const uint8_t *)s, n, NULL);
+}
+
+static stsa_status parse_metadata(const json_t *v, stsa_st_file *f, char *arena,
+                                  size_t *pos, char *err, size_t err_len) {
+  if (!json_is_object(v))
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "\"" META_KEY "\" must be an object of string -> "
+                        "string, found %s",
+                        json_type_name(v));
+  for (void *it = json_object_iter((json_t *)v); it;
+       it = json_object_iter_next((json_t *)v, it)) {
+    const char *k = json_object_iter_key(it);
+    size_t kn = json_object_iter_key_len(it);
+    const json_t *val = json_object_iter_value(it);
+    char qk[80];
+    stsa_io_quote(qk, sizeof qk, k, kn);
+    if (!json_is_string(val))
+      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                          "\"" META_KEY "\" entry %s must be a string, found "
+                          "%s",
+                          qk, json_type_name(val));
+    const char *s = json_string_value(val);
+    size_t sn = json_string_length(val);
+    if (!string_ok(k, kn) || !string_ok(s, sn))
+      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                          "\"" META_KEY "\" entry %s holds a NUL byte or "
+                          "invalid UTF-8",
+                          qk);
+    stsa_st_meta *m = &f->meta[f->meta_count++];
+    m->key = arena_put(arena, pos, k, kn);
+    m->value = arena_put(arena, pos, s, sn);
+  }
+  return STSA_OK;
+}
+
+/* Sizes the arena and the arrays, then allocates them. */
+static stsa_status alloc_tables(const json_t *root, stsa_st_file *f, char *err,
+                                size_t err_len) {
+  size_t ntensors = 0, nmeta = 0, bytes = 1;
+  for (void *it = json_object_iter((json_t *)root); it;
+       it = json_object_iter_next((json_t *)root, it)) {
+    const json_t *v = json_object_iter_value(it);
+    /* Lengths are bounded by the (<= 100 MiB) header: no overflow. */
+    if (strcmp(json_object_iter_key(it), META_KEY) == 0 && json_is_object(v)) {
+      for (void *m = json_object_iter((json_t *)v); m;
+           m = json_object_iter_next((json_t *)v, m)) {
+        const json_t *s = json_object_iter_value(m);
+        bytes += json_object_iter_key_len(m) + 1;
+        bytes += (json_is_string(s) ? json_string_length(s) : 0) + 1;
+        nmeta++;
+      }
+    } else {
+      bytes += json_object_iter_key_len(it) + 1;
+      ntensors++;
+    }
+  }
+  f->entries = calloc(ntensors ? ntensors : 1, sizeof *f->entries);
+  f->by_name = calloc(ntensors ? ntensors : 1, sizeof *f->by_name);
+  f->meta = calloc(nmeta ? nmeta : 1, sizeof *f->meta);
+  f->strings = malloc(bytes);
+  if (!f->entries || !f->by_name || !f->meta || !f->strings)
+    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory for %zu tensor entries", ntensors);
+  return STSA_OK;
+}
+
+static stsa_status check_layout(stsa_st_file *f, uint64_t data_size, char *err,
+                                size_t err_len) {
+  qsort(f->entries, f->count, sizeof *f->entries, cmp_offset);
+  uint64_t max_end = 0;
+  const st_entry *max_owner = NULL;
+  for (size_t i = 0; i < f->count; i++) {
+    const st_entry *e = &f->entries[i];
+    if (e->begin < max_end) {
+      char qa[80], qb[80];
+      return stsa_io_fail(
+          err, err_len, STSA_ERR_FORMAT,
+          "tensors %s [%llu, %llu] and %s [%llu, %llu] overlap",
+          stsa_io_quote(qa, sizeof qa, max_owner->t.name, strlen(max_owner->t.name)),
+          (unsigned long long)max_owner->begin, (unsigned long long)max_owner->end,
+          stsa_io_quote(qb, sizeof qb, e->t.name, strlen(e->t.name)),
+          (unsigned long long)e->begin, (unsigned long long)e->end);
+    }
+    if (e->end > max_end || !max_owner) {
+      max_end = e->end;
+      max_owner = e;
+    }
+  }
+  if (max_end != data_size)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "data section is %llu bytes but the tensors end at "
+                        "byte %llu: %llu bytes of trailing garbage",
+                        (unsigned long long)data_size, (unsigned long long)max_end,
+                        (unsigned long long)(data_size - max_end));
+  return STSA_OK;
+}
+
+static stsa_status parse_file(const uint8_t *bytes, size_t len, stsa_st_file *f,
+                              char *err, size_t err_len) {
+  if (len < 8)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "file is %zu bytes, shorter than the 8-byte header "
+                        "length prefix",
+                        len);
+  uint64_t n = load_le64(bytes);
+  if (n > STSA_ST_MAX_HEADER)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "header length %llu exceeds the limit of %llu bytes",
+                        (unsigned long long)n, (unsigned long long)STSA_ST_MAX_HEADER);
+  if (n > len - 8)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "header length %llu exceeds the %zu bytes after the "
+                        "8-byte prefix",
+                        (unsigned long long)n, len - 8);
+  const uint8_t *hdr = bytes + 8;
+  size_t bad;
+  if (!stsa_io_utf8_valid(hdr, (size_t)n, &bad))
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "header is not valid UTF-8: byte 0x%02x at header "
+                        "offset %zu",
+                        hdr[bad], bad);
+  json_error_t je;
+  json_t *root = json_loadb((const char *)hdr, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+  if (!root)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "header is not valid JSON: %s (header byte %d)", je.text,
+                        je.position);
+  stsa_status st = STSA_OK;
+  if (!json_is_object(root)) {
+    st = stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                      "header must be a JSON object, found %s", json_type_name(root));
+    goto done;
+  }
+  st = alloc_tables(root, f, err, err_len);
+  if (st != STSA_OK)
+    goto done;
+
+  uint64_t data_size = (uint64_t)(len - 8) - n;
+  size_t pos = 0;
+  for (void *it = json_object_iter(root); it && st == STSA_OK;
+       it = json_object_iter_next(root, it)) {
+    const char *k = json_object_iter_key(it);
+    size_t kn = json_object_iter_key_len(it);
+    const json_t *v = json_object_iter_value(it);
+    if (strcmp(k, META_KEY) == 0) {
+      st = parse_metadata(v, f, f->strings, &pos, err, err_len);
+      continue;
+    }
+    char qn[80];
+    stsa_io_quote(qn, sizeof qn, k, kn);
+    if (kn == 0) {
+      st = stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor name is empty (entry %zu of the header)", f->count);
+      break;
+    }
+    if (!string_ok(k, kn)) {
+      st = stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "tensor %s: name holds a NUL byte or invalid UTF-8", qn);
+      break;
+    }
+    st_entry *e = &f->entries[f->count];
+    st = parse_entry(v, qn, data_size, e, err, err_len);
+    if (st == STSA_OK) {
+      e->t.name = arena_put(f->strings, &pos, k, kn);
+      e->order = f->count++;
+    }
+  }
+  if (st == STSA_OK)
+    st = check_layout(f, data_size, err, err_len);
+  if (st == STSA_OK) {
+    const uint8_t *data = hdr + n;
+    for (size_t i = 0; i < f->count; i++) {
+      f->entries[i].t.data = data + f->entries[i].begin;
+      f->by_name[i] = &f->entries[i];
+    }
+    qsort(f->by_name, f->count, sizeof *f->by_name, cmp_name);
+  }
+done:
+  json_decref(root);
+  return st;
+}
+
+/* ---- reader: public ------------------------------------------------------ */
+
+stsa_status stsa_st_open_memory(const void *bytes, size_t len, stsa_st_file **out,
+                                char *err, size_t err_len) {
+  stsa_io_clear_err(err, err_len);
+  if (!out)
+    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG, "out is NULL");
+  *out = NULL;
+  if (!bytes && len > 0)
+    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG, "bytes is NULL but len is %zu",
+                        len);
+  stsa_st_file *f = calloc(1, sizeof *f);
+  if (!f)
+    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory for the file object");
+  stsa_status st = parse_file(bytes, len, f, err, err_len);
+  if (st != STSA_OK) {
+    stsa_st_close(f);
+    return st;
+  }
+  *out = f;
+  return STSA_OK;
+}
+
+stsa_status stsa_st_open(const char *path, stsa_st_file **out, char *err,
+                         size_t err_len) {
+  stsa_io_clear_err(err, err_len);
+  if (!path || !out)
+    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG, "path and out must not be NULL");
+  *out = NULL;
+  stsa_io_map map;
+  stsa_status st = stsa_io_map_file(path, &map, err, err_len);
+  if (st != STSA_OK)
+    return st;
+  st = stsa_st_open_memory(map.bytes, map.len, out, err, err_len);
+  if (st != STSA_OK) {
+    stsa_io_unmap(&map);
+    return st;
+  }
+  (*out)->map = map; /* the views point into it; unmapped on close */
+  return STSA_OK;
+}
+
+void stsa_st_close(stsa_st_file *f) {
+  if (!f)
+    return;
+  stsa_io_unmap(&f->map);
+  free(f->entries);
+  free(f->by_name);
+  free(f->meta);
+  free(f->strings);
+  free(f);
+}
+
+size_t stsa_st_count(const stsa_st_file *f) { return f ? f->count : 0; }
+
+const stsa_io_tensor *stsa_st_tensor(const stsa_st_file *f, size_t i) {
+  return f && i < f->count ? &f->entries[i].t : NULL;
+}
+
+const stsa_io_tensor *stsa_st_find(const stsa_st_file *f, const char *name) {
+  if (!f || !name)
+    return NULL;
+  size_t lo = 0, hi = f->count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(name, f->by_name[mid]->t.name);
+    if (c == 0)
+      return &f->by_name[mid]->t;
+    if (c < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return NULL;
+}
+
+size_t stsa_st_metadata_count(const stsa_st_file *f) { return f ? f->meta_count : 0; }
+
+const stsa_st_meta *stsa_st_metadata(const stsa_st_file *f, size_t i) {
+  return f && i < f->meta_count ? &f->meta[i] : NULL;
+}
+
+const char *stsa_st_metadata_get(const stsa_st_file *f, const char *key) {
+  if (!f || !key)
+    return NULL;
+  for (size_t i = 0; i < f->meta_count; i++)
+    if (strcmp(f->meta[i].key, key) == 0)
+      return f->meta[i].value;
+  return NULL;
+}
+
+/* ---- writer -------------------------------------------------------------- */
+
+/* Checks the metadata and adds it to root as "__metadata__". */
+static stsa_status build_meta(json_t *root, const stsa_st_meta *meta, size_t meta_count,
+                              char *err, size_t err_len) {
+  if (meta_count == 0)
+    return STSA_OK;
+  if (!meta)
+    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG,
+                        "meta is NULL but meta_count is %zu", meta_count);
+  json_t *obj = json_object();
+  if (!obj || json_object_set_new(root, META_KEY, obj) != 0)
+    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory building the header");
+  for (size_t i = 0; i < meta_count; i++) {
+    const char *k = meta[i].key, *v = meta[i].value;
+    if (!k || !v)
+      return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG,
+                          "metadata entry %zu: key or value is NULL", i);
+    /* An empty key is allowed: JSON and the reader accept it, and every
+     * file the reader accepts must be writable again. */
+    char qk[80];
+    stsa_io_quote(qk, sizeof qk, k, strlen(k));
+    if (!string_ok(k, strlen(k)) || !string_ok(v, strlen(v)))
+      return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM,
+                          "metadata entry %s: key or value is not valid UTF-8", qk);
+    if (json_object_get(obj, k))
+      return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM,
+                          "metadata entry %s: duplicate key", qk);
+    if (json_object_set_new(obj, k, json_string(v)) != 0)
+      return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                          "out of memory building the header");
+  }
+  return STSA_OK;
+}
+
+/* Checks one tensor for writing; *need = its byte size. */
+static stsa_status check_tensor(const json_t *root, const stsa_io_tensor *t, size_t i,
+                                const char *qn, uint64_t *need, char *err,
+                                size_t err_len) {
+  if (t->name[0] == '\0')
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM, "tensor %zu: name is empty", i);
+  if (!string_ok(t->name, strlen(t->name)))
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM,
+                        "tensor %zu (%s): name is not valid UTF-8", i, qn);
+  if (strcmp(t->name, META_KEY) == 0)
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM,
+                        "tensor %zu: name \"" META_KEY "\" is reserved", i);
+  if (json_object_get(root, t->name))
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM, "tensor %zu: duplicate name %s",
+                        i, qn);
+  size_t es = (int)t->dtype >= 0 && t->dtype < STSA_DTYPE_COUNT_
+                  ? stsa_io_dtype_size(t->dtype)
+                  : 0;
+  if (es == 0)
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_DTYPE, "tensor %s: invalid dtype %d",
+                        qn, (int)t->dtype);
+  if (t->rank < 0 || t->rank > STSA_IO_MAX_RANK)
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
+                        "tensor %s: rank %d is outside 0..%d", qn, t->rank,
+                        STSA_IO_MAX_RANK);
+  for (int d = 0; d < t->rank; d++)
+    if (t->shape[d] < 0)
+      return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
+                          "tensor %s: shape[%d] is negative (%lld)", qn, d,
+                          (long long)t->shape[d]);
+  char shp[96];
+  stsa_io_shape_str(shp, sizeof shp, t->rank, t->shape);
+  if (!stsa_io_tensor_bytes(t->rank, t->shape, es, need))
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
+                        "tensor %s: shape %s x %s has a byte size that "
+                        "overflows",
+                        qn, shp, k_dtype_names[t->dtype]);
+  if (t->nbytes != *need)
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM,
+                        "tensor %s: nbytes is %zu but shape %s x %s needs "
+                        "%llu",
+                        qn, t->nbytes, shp, k_dtype_names[t->dtype],
+                        (unsigned long long)*need);
+  if (!t->data && t->nbytes > 0)
+    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG, "tensor %s: data is NULL", qn);
+  return STSA_OK;
+}
+
+static json_t *tensor_json(const stsa_io_tensor *t, uint64_t begin, uint64_t end) {
+  json_t *o = json_object(), *shape = json_array(), *offs = json_array();
+  int bad = !o || !shape || !offs;
+  for (int d = 0; !bad && d < t->rank; d++)
+    bad = json_array_append_new(shape, json_integer(t->shape[d])) != 0;
+  bad = bad || json_array_append_new(offs, json_integer((json_int_t)begin)) ||
+        json_array_append_new(offs, json_integer((json_int_t)end));
+  bad = bad || json_object_set_new(o, "dtype", json_string(k_dtype_names[t->dtype])) ||
+        json_object_set(o, "shape", shape) || json_object_set(o, "data_offsets", offs);
+  json_decref(shape);
+  json_decref(offs);
+  if (bad) {
+    json_decref(o);
+    return NULL;
+  }
+  return o;
+}
+
+/* Validates everything and builds the 8-byte prefix + padded header into a
+ * malloc'd *hdr; *data_len = total tensor bytes. */
+static stsa_status build_header(const stsa_io_tensor *tensors, size_t count,
+                                const stsa_st_meta *meta, size_t meta_count,
+                                uint8_t **hdr, size_t *hdr_len, uint64_t *data_len,
+                                char *err, size_t err_len) {
+  *hdr = NULL;
+  if (count > 0 && !tensors)
+    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG,
+                        "tensors is NULL but count is %zu", count);
+  json_t *root = json_object();
+  if (!root)
+    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory building the header");
+  stsa_status st = build_meta(root, meta, meta_count, err, err_len);
+  uint64_t off = 0;
+  for (size_t i = 0; i < count && st == STSA_OK; i++) {
+    const stsa_io_tensor *t = &tensors[i];
+    if (!t->name) {
+      st = stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG, "tensor %zu: name is NULL", i);
+      break;
+    }
+    char qn[80];
+    uint64_t need;
+    stsa_io_quote(qn, sizeof qn, t->name, strlen(t->name));
+    st = check_tensor(root, t, i, qn, &need, err, err_len);
+    if (st != STSA_OK)
+      break;
+    /* JSON integers are long long: keep every offset representable. */
+    if (need > (uint64_t)LLONG_MAX - off) {
+      st = stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
+                        "tensor %s: total data size overflows", qn);
+      break;
+    }
+    json_t *o = tensor_json(t, off, off + need);
+    if (!o || json_object_set_new(root, t->name, o) != 0)
+      st = stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory building the header");
+    off += need;
+  }
+  char *text = NULL;
+  if (st == STSA_OK) {
+    text = json_dumps(root, JSON_COMPACT);
+    if (!text)
+      st = stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory building the header");
+  }
+  json_decref(root);
+  if (st != STSA_OK)
+    return st;
+  size_t tl = strlen(text), padded = (tl + 7) & ~(size_t)7;
+  if (padded > STSA_ST_MAX_HEADER) {
+    free(text);
+    return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM,
+                        "header would be %zu bytes, above the %llu-byte limit "
+                        "readers accept",
+                        padded, (unsigned long long)STSA_ST_MAX_HEADER);
+  }
+  *hdr = malloc(8 + padded);
+  if (!*hdr) {
+    free(text);
+    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory for the header");
+  }
+  for (int b = 0; b < 8; b++)
+    (*hdr)[b] = (uint8_t)((uint64_t)padded >> (8 * b));
+  memcpy(*hdr + 8, text, tl);
+  memset(*hdr + 8 + tl, ' ', padded - tl);
+  free(text);
+  *hdr_len = 8 + padded;
+  *data_len = off;
+  return STSA_OK;
+}
+
+stsa_status stsa_st_serialize(const stsa_io_tensor *tensors, size_t count,
+                              const stsa_st_meta *meta, size_t meta_count, void **out,
+                              size_t *out_len, char *err, size_t err_len) {
+  stsa_io_clear_err(err, err_len);
+  if (!out || !out_len)
+    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG,
+                        "out and out_len must not be NULL");
+  *out = NULL;
+  *out_len = 0;
+  uint8_t *hdr;
+  size_t hl = 0;
+  uint64_t dl = 0;
+  stsa_status st =
+      build_header(tensors, count, meta, meta_count, &hdr, &hl, &dl, err, err_len);
+  if (st != STSA_OK)
+    return st;
+  if (dl > (uint64_t)(SIZE_MAX - hl)) {
+    free(hdr);
+    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "file of %llu data bytes does not fit in memory",
+                        (unsigned long long)dl);
+  }
+  uint8_t *buf = realloc(hdr, hl + (size_t)dl);
+  if (!buf) {
+    free(hdr);
+    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory for %zu bytes", hl + (size_t)dl);
+  }
+  size_t pos = hl;
+  for (size_t i = 0; i < count; i++) {
+    if (tensors[i].nbytes > 0)
+      memcpy(buf + pos, tensors[i].data, tensors[i].nbytes);
+    pos += tensors[i].nbytes;
+  }
+  *out = buf;
+  *out_len = pos;
+  return STSA_OK;
+}
+
+stsa_status stsa_st_write_meta(const char *path, const stsa_io_tensor *tensors,
+                               size_t count, const stsa_st_meta *meta, size_t meta_count,
+                               char *err, size_t err_len) {
+  stsa_io_clear_err(err, err_len);
+  if (!path)
+    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG, "path is NULL");
+  uint8_t *hdr;
+  size_t hl = 0;
+  uint64_t dl = 0;
+  stsa_status st =
+      build_header(tensors, count, meta, meta_count, &hdr, &hl, &dl, err, err_len);
+  if (st != STSA_OK)
+    return st;
+  stsa_io_chunk *chunks = malloc((count + 1) * sizeof *chunks);
+  if (!chunks) {
+    free(hdr);
+    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
+                        "out of memory for %zu chunks", count + 1);
+  }
+  chunks[0].data = hdr;
+  chunks[0].len = hl;
+  for (size_t i = 0; i < count; i++) {
+    chunks[i + 1].data = tensors[i].data;
+    chunks[i + 1].len = tensors[i].nbytes;
+  }
+  st = stsa_io_atomic_write(path, chunks, count + 1, err, err_len);
+  free(chunks);
+  free(hdr);
+  return st;
+}
+
+stsa_status stsa_st_write(const char *path, const stsa_io_tensor *tensors, size_t count,
+                          char *err, size_t err_len) {
+  return stsa_st_write_meta(path, tensors, count, NULL, 0, err, err_len);
+}
