@@ -1,0 +1,88 @@
+#!/bin/sh
+# Builds the libFuzzer targets and runs each for a bounded time.
+#
+#   fuzz/run.sh [build-dir (default build-fuzz)] [seconds per target (default 60)]
+#
+# Each target runs on a copy of its seed corpus (fuzz/corpus/<name>), so the
+# committed seeds never change; crash/leak/timeout inputs land in
+# <build-dir>/artifacts_<name>/. Exits non-zero if any target fails.
+# CC may name the compiler (default clang-14, else clang).
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-build-fuzz}
+secs=${2:-60}
+case $out in /*) ;; *) out=$root/$out ;; esac
+
+cc=${CC:-}
+if [ -z "$cc" ]; then
+  if command -v clang-14 >/dev/null 2>&1; then cc=clang-14; else cc=clang; fi
+fi
+
+mkdir -p "$out"
+srcs="$root/src/io/safetensors.c $root/src/io/npy.c $root/src/io/io_common.c"
+
+# Dictionaries: the tokens a mutator would otherwise need many tries to hit.
+cat >"$out/safetensors.dict" <<'DICT'
+"\"dtype\""
+"\"shape\""
+"\"data_offsets\""
+"\"__metadata__\""
+"\"F32\""
+"\"F16\""
+"\"BF16\""
+"\"F64\""
+"\"U8\""
+"[0,0]"
+"4294967296"
+"9223372036854775807"
+"-1"
+"1.5"
+"\\u0000"
+"\xff"
+DICT
+cat >"$out/npy.dict" <<'DICT'
+"\x93NUMPY"
+"'descr'"
+"'fortran_order'"
+"'shape'"
+"'<f4'"
+"'<f2'"
+"'>f4'"
+"'|O'"
+"True"
+"False"
+"(2, 3)"
+"(0,)"
+"()"
+"4294967296"
+"-1"
+DICT
+
+status=0
+for t in safetensors npy; do
+  bin=$out/fuzz_$t
+  echo "== building $bin"
+  # -fno-sanitize-recover makes UBSan findings fatal, so they count as crashes.
+  "$cc" -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -g -O1 -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$t.c" $srcs \
+    -ljansson -lm -o "$bin"
+
+  corpus=$out/corpus_$t
+  rm -rf "$corpus"
+  mkdir -p "$corpus" "$out/artifacts_$t"
+  cp "$root/fuzz/corpus/$t/"* "$corpus/"
+
+  echo "== running $t for ${secs}s"
+  if ! (cd "$out" && "$bin" -max_total_time="$secs" -timeout=10 \
+          -dict="$out/$t.dict" -artifact_prefix="$out/artifacts_$t/" \
+          -print_final_stats=1 "$corpus" 2>"$out/fuzz_$t.log"); then
+    echo "!! $t FAILED; see $out/fuzz_$t.log and $out/artifacts_$t/" >&2
+    tail -n 40 "$out/fuzz_$t.log" >&2
+    status=1
+  else
+    grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' \
+      "$out/fuzz_$t.log" || true
+  fi
+done
+exit $status
