@@ -213,6 +213,317 @@ STSA_API stsa_status stsa_attention_check(stsa_ctx *ctx, const stsa_tensor *q,
                                           const stsa_tensor *out,
                                           const stsa_attn_opts *opts);
 
+
+/* ------------------------------------------------------------------------ */
+/* Video geometry and token orders                                           */
+/* ------------------------------------------------------------------------ */
+/*
+ * A self-attention sequence of N = C + F*Hp*Wp tokens: C text tokens (none,
+ * a prefix or a suffix) and F frames of Hp x Wp video tokens. The native
+ * order of video tokens is frame-major: i = f*P + p with p = y*Wp + x and
+ * P = Hp*Wp. In a suffix, the first text_real text tokens are real and the
+ * rest padding (HunyuanVideo): padding only ever sees padding.
+ * A geometry with frames = 0 describes a plain sequence (no video): only the
+ * index masks (full, causal, local, chunked, segments, dense) apply then.
+ */
+typedef enum stsa_text_pos {
+  STSA_TEXT_NONE = 0,
+  STSA_TEXT_PREFIX = 1,
+  STSA_TEXT_SUFFIX = 2,
+} stsa_text_pos;
+
+typedef struct stsa_geometry {
+  int64_t frames, height, width; /* F, Hp, Wp */
+  int64_t text;                  /* C, text tokens inside self-attention */
+  int64_t text_real;             /* real text tokens (<= text); the rest padding */
+  stsa_text_pos text_pos;
+} stsa_geometry;
+
+/* Total tokens C + F*Hp*Wp. */
+STSA_API int64_t stsa_geometry_tokens(const stsa_geometry *g);
+
+/*
+ * The order in which tokens sit in memory for a computation. Text tokens
+ * never move; only video tokens are permuted.
+ *   NATIVE          frame-major, i = f*P + p (what the model produces)
+ *   POSITION_MAJOR  j = p*F + f: a temporal head's pattern becomes a band
+ *   SINK_FIRST      keys only: frame 0 first (native order), then frames
+ *                   1..F-1 position-major, so a first-frame sink is one block
+ *                   and a position-major band stays contiguous
+ * Masks are always defined on true (frame, y, x) coordinates, so the order
+ * changes where pairs sit, never which pairs are kept.
+ */
+typedef enum stsa_order {
+  STSA_ORDER_NATIVE = 0,
+  STSA_ORDER_POSITION_MAJOR = 1,
+  STSA_ORDER_SINK_FIRST = 2,
+  STSA_ORDER_COUNT_
+} stsa_order;
+
+/* perm[pos] = native index of the token at position pos of `order`
+ * (N = stsa_geometry_tokens entries). */
+STSA_API stsa_status stsa_order_permutation(const stsa_geometry *g, stsa_order order,
+                                            int64_t *perm);
+
+/* ------------------------------------------------------------------------ */
+/* Masks: predicates on token coordinates                                    */
+/* ------------------------------------------------------------------------ */
+/*
+ * A mask decides for a (query i, key j) pair, in native token indices,
+ * whether the pair is kept. Masks are immutable and reference counted:
+ * combinators take their own references, so the caller frees what it
+ * created, in any order.
+ */
+typedef struct stsa_mask stsa_mask;
+
+#define STSA_UNBOUNDED INT64_MIN
+
+STSA_API stsa_status stsa_mask_full(stsa_mask **out);
+/* keep j <= i + offset */
+STSA_API stsa_status stsa_mask_causal(int64_t offset, stsa_mask **out);
+/* keep i - left <= j <= i + right; either side may be STSA_UNBOUNDED */
+STSA_API stsa_status stsa_mask_local(int64_t left, int64_t right, stsa_mask **out);
+/* keep j <= i and i / chunk == j / chunk */
+STSA_API stsa_status stsa_mask_chunked_causal(int64_t chunk, stsa_mask **out);
+/* video pairs with |f_i - f_j| <= w (spatial head) */
+STSA_API stsa_status stsa_mask_frame_window(const stsa_geometry *g, int64_t w,
+                                            stsa_mask **out);
+/* video pairs with |y_i - y_j| <= a and |x_i - x_j| <= b, any frames */
+STSA_API stsa_status stsa_mask_spatial_window(const stsa_geometry *g, int64_t a,
+                                              int64_t b, stsa_mask **out);
+/* video pairs within w of each other in position-major order:
+ * |(p_i*F + f_i) - (p_j*F + f_j)| <= w (temporal head, as in SVG) */
+STSA_API stsa_status stsa_mask_position_band(const stsa_geometry *g, int64_t w,
+                                             stsa_mask **out);
+/* every real query sees the video keys of frames < n (first-frame sink) */
+STSA_API stsa_status stsa_mask_sink_frames(const stsa_geometry *g, int64_t n,
+                                           stsa_mask **out);
+/* text rules: real text rows see every real token, every real row sees real
+ * text columns, padding text sees only padding */
+STSA_API stsa_status stsa_mask_text(const stsa_geometry *g, stsa_mask **out);
+/* keep q_seg[i] == k_seg[j] (arrays copied) */
+STSA_API stsa_status stsa_mask_segments(const int32_t *q_seg, int64_t s_q,
+                                        const int32_t *k_seg, int64_t s_kv,
+                                        stsa_mask **out);
+/* explicit boolean mask, row-major [s_q][s_kv], nonzero = keep (copied) */
+STSA_API stsa_status stsa_mask_dense(const uint8_t *keep, int64_t s_q, int64_t s_kv,
+                                     stsa_mask **out);
+STSA_API stsa_status stsa_mask_and(const stsa_mask *a, const stsa_mask *b,
+                                   stsa_mask **out);
+STSA_API stsa_status stsa_mask_or(const stsa_mask *a, const stsa_mask *b,
+                                  stsa_mask **out);
+STSA_API void stsa_mask_free(stsa_mask *mask);
+/* 1 if the pair (i, j), native indices, is kept. */
+STSA_API int stsa_mask_keep(const stsa_mask *mask, int64_t i, int64_t j);
+/* 1 if two masks are structurally equal (then they share plans). */
+STSA_API int stsa_mask_equal(const stsa_mask *a, const stsa_mask *b);
+
+/* ------------------------------------------------------------------------ */
+/* Plans: the block structure of per-head masks                              */
+/* ------------------------------------------------------------------------ */
+/*
+ * For each q tile, the compact list of active kv tiles, each FULL (every
+ * pair kept: mask-free body) or PARTIAL (exact mask applied); empty tiles
+ * are absent. Heads with equal masks share one list; identical partial
+ * tiles are stored once. Built in O(N * intervals per row + tiles), never
+ * O(N^2) for structured masks. Plans are immutable and reusable.
+ */
+typedef struct stsa_plan stsa_plan;
+
+typedef enum stsa_plan_flags {
+  STSA_PLAN_DEFAULT = 0,
+  /* rows that keep nothing give 0 output and lse = -inf instead of an error */
+  STSA_PLAN_ALLOW_EMPTY_ROWS = 1,
+} stsa_plan_flags;
+
+typedef struct stsa_plan_desc {
+  int64_t s_q, s_kv;           /* lengths (both N for a video geometry) */
+  int64_t heads;               /* H */
+  const stsa_mask *const *masks; /* [heads] (may repeat) */
+  const stsa_geometry *geometry; /* NULL for plain sequences */
+  stsa_order q_order, kv_order;  /* memory order of queries and of keys */
+  int q_tile, kv_tile;           /* 0: the context's tile sizes */
+  unsigned flags;                /* stsa_plan_flags */
+  /* optional [s_q]: the native token of each query position, for plans over
+   * a subset of rows (online profiling); overrides q_order */
+  const int64_t *q_rows;
+} stsa_plan_desc;
+
+STSA_API stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc,
+                                     stsa_plan **out);
+STSA_API void stsa_plan_free(stsa_plan *plan);
+
+typedef struct stsa_plan_stats {
+  int64_t q_tiles, kv_tiles;   /* grid size */
+  int64_t tiles_total;         /* heads * q_tiles * kv_tiles */
+  int64_t tiles_active;        /* visited tiles, all heads */
+  int64_t tiles_partial;       /* visited tiles that need the mask, all heads */
+  int64_t pairs_total;         /* heads * s_q * s_kv */
+  int64_t pairs_kept;          /* kept pairs, all heads */
+  int64_t distinct_masks;      /* plans actually stored (after sharing) */
+  int64_t distinct_partials;   /* stored partial tiles (after deduplication) */
+} stsa_plan_stats;
+
+STSA_API stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *stats);
+/* Block kind of tile (qt, kt) of head h: 0 empty, 1 partial, 2 full. */
+STSA_API int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt, int64_t kt);
+
+/* ------------------------------------------------------------------------ */
+/* Block-sparse attention                                                    */
+/* ------------------------------------------------------------------------ */
+typedef enum stsa_sparse_mode {
+  /* mask-free full tiles, exact mask on partial tiles only (default) */
+  STSA_SPARSE_EXACT = 0,
+  /* the mask evaluated from coordinates on every visited tile (Splash B1) */
+  STSA_SPARSE_NAIVE = 1,
+  /* partial tiles rounded to full (kept >= half) or dropped: lossy (B3) */
+  STSA_SPARSE_TILE_ROUNDED = 2,
+  STSA_SPARSE_MODE_COUNT_
+} stsa_sparse_mode;
+
+/* "exact", "naive", "tile-rounded". */
+STSA_API const char *stsa_sparse_mode_name(stsa_sparse_mode mode);
+
+typedef enum stsa_sparse_flags {
+  STSA_SPARSE_DEFAULT = 0,
+  /* q, k, v, out (and lse) already sit in the plan's q_order / kv_order: no
+   * gather. Without it tokens are in native order and the kernel gathers
+   * rows in plan order while packing and scatters output rows back. */
+  STSA_SPARSE_PREPERMUTED = 1,
+} stsa_sparse_flags;
+
+typedef struct stsa_sparse_opts {
+  float scale;            /* 0 means 1/sqrt(D) */
+  float *lse;             /* optional float [B, H, S_q] */
+  stsa_sparse_mode mode;
+  int64_t *pairs_changed; /* optional out: pairs whose keep flag rounding flipped */
+  unsigned flags;         /* stsa_sparse_flags */
+} stsa_sparse_opts;
+
+/*
+ * Block-sparse attention: q, k, v and out as for stsa_attention, tokens in
+ * native order (the permutation of a plan's q_order / kv_order is fused into
+ * the kernel's gathers; see STSA_SPARSE_PREPERMUTED). S_q, S_kv and H must
+ * match the plan. Threads are balanced by active-tile count; the output is
+ * bitwise identical for any thread count, a FULL-only plan reproduces
+ * stsa_attention bitwise, and NAIVE mode equals EXACT mode bitwise.
+ */
+STSA_API stsa_status stsa_sparse_attention(stsa_ctx *ctx, const stsa_plan *plan,
+                                           const stsa_tensor *q, const stsa_tensor *k,
+                                           const stsa_tensor *v, const stsa_tensor *out,
+                                           const stsa_sparse_opts *opts);
+
+
+/* ------------------------------------------------------------------------ */
+/* Sparse VideoGen: head kinds, the built-in workload                        */
+/* ------------------------------------------------------------------------ */
+typedef enum stsa_head_kind {
+  STSA_HEAD_SPATIAL = 0,  /* own and nearby frames */
+  STSA_HEAD_TEMPORAL = 1, /* same and nearby positions in every frame */
+  STSA_HEAD_MIXED = 2,    /* both (only as ground truth of the workload) */
+  STSA_HEAD_KIND_COUNT_
+} stsa_head_kind;
+
+/* "spatial", "temporal", "mixed". */
+STSA_API const char *stsa_head_kind_name(stsa_head_kind kind);
+
+/*
+ * The built-in workload: deterministic video-DiT-like Q, K, V for a geometry.
+ * Per head: content noise plus a 3-D rotary position embedding (head dim
+ * split into time, height and width frequency bands, as Wan does), weighted
+ * so the head is spatial-dominant (scores fall off with frame distance),
+ * temporal-dominant (fall off with spatial distance) or mixed, plus a
+ * first-frame sink term. Text tokens get content only.
+ */
+typedef struct stsa_workload_desc {
+  stsa_geometry geometry;
+  int64_t batch, heads, head_dim;
+  uint64_t seed;
+  /* ground-truth kinds per head; NULL picks the default mix: about a third
+   * spatial, two thirds temporal, a few mixed (HunyuanVideo's statistics) */
+  const stsa_head_kind *kinds;
+} stsa_workload_desc;
+
+/* Fills q, k, v (shape [B, N, H, D], any layout/dtype the tensors describe)
+ * and, if kinds_out is not NULL, the ground-truth kind of each head [H]. */
+STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
+                                            const stsa_tensor *q, const stsa_tensor *k,
+                                            const stsa_tensor *v,
+                                            stsa_head_kind *kinds_out);
+
+
+/* ------------------------------------------------------------------------ */
+/* Sparse VideoGen: the session                                              */
+/* ------------------------------------------------------------------------ */
+/*
+ * Per call (one layer of one denoising step): profile a few sampled query
+ * rows against dense attention, pick for every head the kind (spatial or
+ * temporal) whose mask reproduces them best, and run block-sparse attention:
+ *   spatial head:  video keys within +-w_f frames (native order)
+ *   temporal head: video keys within w tokens in position-major order
+ *                  (queries walked position-major, keys sink-first)
+ *   both:          plus the first-frame sink and the text rules
+ * Dense for the first dense_steps steps and the first dense_layers layers.
+ */
+typedef struct stsa_svg_config {
+  stsa_geometry geometry;
+  int64_t heads, head_dim;
+  double density;       /* kept fraction of pairs aimed at (SVG's "sparsity") */
+  int64_t dense_steps;  /* steps 0..dense_steps-1 run dense */
+  int64_t dense_layers; /* layers 0..dense_layers-1 run dense */
+  int64_t sample_rows;  /* query rows profiled per call (SVG: 64) */
+  int64_t sink_frames;  /* frames every query sees (1: the first frame) */
+  uint64_t seed;        /* row sampling seed (mixed with layer, step, batch) */
+  int64_t steps, layers; /* the model's schedule (informational, for presets) */
+} stsa_svg_config;
+
+/* Published SVG defaults by name: "wan21-480p", "wan21-720p", "hunyuan-720p",
+ * "hunyuan-480p", "cogvideox15". */
+STSA_API stsa_status stsa_svg_preset(const char *name, stsa_svg_config *cfg);
+/* Name of preset i (0-based), NULL past the end. */
+STSA_API const char *stsa_svg_preset_name(int i);
+
+typedef struct stsa_svg stsa_svg;
+
+/* A session: configuration, window widths and cached plans, reused across
+ * layers and steps. Uses ctx for its tile sizes; ctx must outlive it. */
+STSA_API stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg,
+                                     stsa_svg **out);
+STSA_API void stsa_svg_free(stsa_svg *svg);
+
+/* What the session derived from the density. */
+typedef struct stsa_svg_windows {
+  int64_t frame_window;  /* w_f of spatial heads */
+  int64_t band;          /* half-width in tokens of temporal heads */
+  double density_spatial, density_temporal; /* realised kept fraction */
+} stsa_svg_windows;
+STSA_API stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out);
+
+/* Per-call report; every array pointer is optional (caller-owned). */
+typedef struct stsa_svg_report {
+  int dense;                 /* 1: the policy ran this call dense */
+  stsa_head_kind *kinds;     /* [B * H] chosen kind per (batch, head) */
+  float *mse_spatial;        /* [B * H] profiling error of the spatial mask */
+  float *mse_temporal;       /* [B * H] profiling error of the temporal mask */
+  double profile_ms;         /* time spent profiling */
+  double attention_ms;       /* time spent in attention proper */
+  double density;            /* realised kept fraction over all heads */
+} stsa_svg_report;
+
+/* out = SVG attention of (q, k, v) of shape [B, N, H, D] for one layer of one
+ * step. The call is dense when the policy says so (report->dense). */
+STSA_API stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
+                                        const stsa_tensor *q, const stsa_tensor *k,
+                                        const stsa_tensor *v, const stsa_tensor *out,
+                                        stsa_svg_report *report);
+
+/* Copies tokens of `in` into `out` reordered from native order to `order`
+ * (inverse = 0) or back (inverse = 1); the copy-based alternative to the
+ * gathers fused into the kernel, kept for measurement and for users. */
+STSA_API stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order order,
+                                         int inverse, const stsa_tensor *in,
+                                         const stsa_tensor *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,10 @@
 
 int cmd_peak(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* `stsa bench svg` (argv[1] is "svg") */
+int bench_svg(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif

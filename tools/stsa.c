@@ -12,7 +12,9 @@ static void usage(FILE *f) {
           "commands:\n"
           "  demo                 run the main job on the built-in workload\n"
           "  peak [--threads T]   measure this machine's fp32 FMA peak\n"
-          "  bench dense ...      time dense attention (stsa bench --help)\n"
+          "  bench dense|sparse|svg ...  benchmarks (stsa bench --help)\n"
+          "  run ...              attention on dumped Q/K/V (stsa run --help)\n"
+          "  plot ...             pictures of plans, attention, reports (stsa plot --help)\n"
           "  version              print the library version\n"
           "\n"
           "environment: STSA_BACKEND=ref|portable|avx2 forces a backend,\n"
@@ -39,6 +41,10 @@ int main(int argc, char **argv) {
     return cmd_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "demo"))
     return cmd_demo(argc - 1, argv + 1);
+  if (!strcmp(cmd, "run"))
+    return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "plot"))
+    return cmd_plot(argc - 1, argv + 1);
   fprintf(stderr, "stsa: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return 2;

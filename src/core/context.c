@@ -1,20 +1,38 @@
 /* context.c — context lifetime, parameters, CPU detection. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/context.h"
+#include "mask/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-int stsa_cpu_has_avx2(void) {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-#else
-  return 0;
-#endif
+#include <cpuid.h>
+
+/* AVX2, FMA and F16C from CPUID, and the OS saving ymm state (XGETBV);
+ * read directly because not every compiler's __builtin_cpu_supports knows
+ * "f16c". */
+int stsa_cpu_has_avx2(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return 0;
+  const unsigned fma = 1u << 12, osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
+  if ((c & (fma | osxsave | avx | f16c)) != (fma | osxsave | avx | f16c))
+    return 0;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  if ((xcr0_lo & 6u) != 6u) /* xmm and ymm state enabled */
+    return 0;
+  if (__get_cpuid_max(0, NULL) < 7)
+    return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  return (b & (1u << 5)) != 0; /* AVX2 */
 }
+#else
+int stsa_cpu_has_avx2(void) { return 0; }
+#endif
 
 stsa_backend stsa_resolve_backend(stsa_backend requested) {
   if (requested == STSA_BACKEND_AUTO)
@@ -56,7 +74,13 @@ stsa_status stsa_ctx_create(stsa_ctx **out_ctx) {
   return STSA_OK;
 }
 
-void stsa_ctx_free(stsa_ctx *ctx) { free(ctx); }
+void stsa_ctx_free(stsa_ctx *ctx) {
+  if (!ctx)
+    return;
+  stsa_plan_cache_destroy(ctx->plans);
+  stsa_workspace_release(&ctx->packed);
+  free(ctx);
+}
 
 const char *stsa_ctx_last_error(const stsa_ctx *ctx) { return ctx ? ctx->err.text : ""; }
 

@@ -5,6 +5,7 @@
 #define STSA_CORE_CONTEXT_H
 
 #include "core/error.h"
+#include "core/workspace.h"
 #include "stsa.h"
 
 struct stsa_ctx {
@@ -14,6 +15,8 @@ struct stsa_ctx {
   int kv_tile;          /* key rows per tile, multiple of 16 */
   int check_finite;     /* scan inputs for NaN/Inf before computing */
   stsa_errbuf err;      /* message of the last failure */
+  struct stsa_plan_cache *plans; /* plans built on this context, by signature */
+  stsa_workspace packed;         /* packed K/V, reused across calls */
 };
 
 /* AUTO resolved against the CPU. */

@@ -6,17 +6,12 @@
  * in a fixed order whatever thread runs it, so the output is bitwise the same
  * for any thread count or partitioning.
  */
-#include <omp.h>
 #include <stdlib.h>
 
 #include "core/context.h"
 #include "core/tensor.h"
 #include "kernel/ref/attention_ref.h"
-#include "kernel/tile_loop.h"
-
-/* Packed K/V for several heads at once is capped so huge problems stay
- * within memory (75,600 tokens x D 128 is ~77 MB per head). */
-#define PACK_BYTES_CAP ((size_t)1 << 31)
+#include "kernel/driver.h"
 
 stsa_status stsa_attention_check(stsa_ctx *ctx, const stsa_tensor *q,
                                  const stsa_tensor *k, const stsa_tensor *v,
@@ -44,60 +39,6 @@ static stsa_status run_ref(const stsa_tensor *q, const stsa_tensor *k,
   return failed ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
 }
 
-/* Heads packed together: enough q tiles for every thread to stay busy. */
-static int64_t heads_per_group(const stsa_attn_problem *pb, int threads) {
-  int64_t heads = pb->B * pb->H, nqt = stsa_q_tiles(pb);
-  int64_t group = (4 * (int64_t)threads + nqt - 1) / nqt;
-  size_t per_head = stsa_kv_packed_floats(pb) * sizeof(float);
-  int64_t mem_cap = (int64_t)(PACK_BYTES_CAP / per_head);
-  if (group > mem_cap)
-    group = mem_cap;
-  if (group > heads)
-    group = heads;
-  return group < 1 ? 1 : group;
-}
-
-static stsa_status run_tiled(const stsa_attn_problem *pb, int threads) {
-  const int64_t heads = pb->B * pb->H, nqt = stsa_q_tiles(pb), nkt = stsa_kv_tiles(pb);
-  const int64_t group = heads_per_group(pb, threads);
-  const size_t pack_floats = stsa_kv_packed_floats(pb);
-  /* Everything is allocated before the first write to the caller's memory. */
-  float *pack_mem = aligned_alloc(64, (size_t)group * pack_floats * sizeof(float));
-  stsa_kv_packed *packs = malloc(sizeof *packs * (size_t)group);
-  stsa_tile_scratch *scratch = calloc((size_t)threads, sizeof *scratch);
-  int ok = pack_mem && packs && scratch;
-  for (int t = 0; ok && t < threads; t++)
-    ok = stsa_tile_scratch_alloc(pb, &scratch[t]) == 0;
-  if (ok) {
-    for (int64_t g = 0; g < group; g++)
-      packs[g] = stsa_kv_packed_at(pb, pack_mem + (size_t)g * pack_floats);
-    for (int64_t g0 = 0; g0 < heads; g0 += group) {
-      const int64_t ng = heads - g0 < group ? heads - g0 : group;
-#pragma omp parallel num_threads(threads)
-      {
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t u = 0; u < ng * nkt; u++) {
-          int64_t head = g0 + u / nkt;
-          stsa_pack_kv_tile(pb, head / pb->H, head % pb->H, u % nkt, &packs[u / nkt]);
-        }
-        stsa_tile_scratch *sc = &scratch[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t u = 0; u < ng * nqt; u++) {
-          int64_t head = g0 + u / nqt;
-          stsa_run_q_tile(pb, &packs[u / nqt], head / pb->H, head % pb->H, u % nqt, NULL,
-                          sc);
-        }
-      }
-    }
-  }
-  for (int t = 0; scratch && t < threads; t++)
-    stsa_tile_scratch_free(&scratch[t]);
-  free(scratch);
-  free(packs);
-  free(pack_mem);
-  return ok ? STSA_OK : STSA_ERR_OUT_OF_MEMORY;
-}
-
 stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q, const stsa_tensor *k,
                            const stsa_tensor *v, const stsa_tensor *out,
                            const stsa_attn_opts *opts) {
@@ -113,7 +54,7 @@ stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q, const stsa_tenso
     stsa_attn_problem pb;
     stsa_problem_init(&pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile,
                       stsa_kernels_for(backend));
-    st = run_tiled(&pb, ctx->threads);
+    st = stsa_drive(&pb, ctx->threads, NULL, &ctx->packed);
   }
   if (st != STSA_OK)
     stsa_fail(&ctx->err, st, "attention: out of memory for scratch");
@@ -160,7 +101,7 @@ stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
     int64_t head = u / nqt;
     if (head != packed_head) {
       for (int64_t t = 0; t < nkt; t++)
-        stsa_pack_kv_tile(&pb, head / pb.H, head % pb.H, t, &pack);
+        stsa_pack_kv_tile(&pb, head / pb.H, head % pb.H, t, NULL, &pack);
       packed_head = head;
     }
     stsa_run_q_tile(&pb, &pack, head / pb.H, head % pb.H, u % nqt, NULL, &sc);

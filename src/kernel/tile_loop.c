@@ -52,14 +52,15 @@ static const void *row_ptr(const stsa_tensor *t, int64_t b, int64_t s, int64_t h
 }
 
 void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
-                       stsa_kv_packed *dst) {
+                       const int64_t *kv_rows, stsa_kv_packed *dst) {
   const int D = pb->D, D_pad = pb->D_pad;
   float krow[STSA_MAX_HEAD_DIM], vrow[STSA_MAX_HEAD_DIM];
   int64_t r0 = tile * pb->kv_tile;
   for (int64_t r = r0; r < r0 + pb->kv_tile; r++) {
     if (r < pb->Skv) {
-      stsa_load_row_f32(row_ptr(pb->k, b, r, h), pb->k->dtype, pb->k->stride[3], D, krow);
-      stsa_load_row_f32(row_ptr(pb->v, b, r, h), pb->v->dtype, pb->v->stride[3], D, vrow);
+      int64_t tok = kv_rows ? kv_rows[r] : r;
+      stsa_load_row_f32(row_ptr(pb->k, b, tok, h), pb->k->dtype, pb->k->stride[3], D, krow);
+      stsa_load_row_f32(row_ptr(pb->v, b, tok, h), pb->v->dtype, pb->v->stride[3], D, vrow);
       for (int d = D; d < D_pad; d++)
         vrow[d] = 0.0f;
     } else {
@@ -108,11 +109,12 @@ void stsa_tile_scratch_free(stsa_tile_scratch *sc) {
 
 /* Loads the q tile's rows, scaled into log2 units; padding rows are zero. */
 static void load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
-                        int rows, int rows_pad, float *qbuf) {
+                        int rows, int rows_pad, const int64_t *q_rows, float *qbuf) {
   const int D = pb->D;
   for (int r = 0; r < rows; r++) {
     float *dst = qbuf + (int64_t)r * D;
-    stsa_load_row_f32(row_ptr(pb->q, b, q0 + r, h), pb->q->dtype, pb->q->stride[3], D, dst);
+    int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
+    stsa_load_row_f32(row_ptr(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3], D, dst);
     for (int d = 0; d < D; d++)
       dst[d] *= pb->qscale;
   }
@@ -121,7 +123,7 @@ static void load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64
 
 /* Normalises the finished rows and writes them in the caller's layout. */
 static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
-                       int rows, const stsa_tile_scratch *sc) {
+                       int rows, const int64_t *q_rows, const stsa_tile_scratch *sc) {
   const stsa_tensor *out = pb->out;
   size_t esize = stsa_dtype_size(out->dtype);
   for (int r = 0; r < rows; r++) {
@@ -131,11 +133,12 @@ static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int d = 0; d < pb->D; d++)
       sc->row[d] = o[d] * inv;
-    size_t off = (size_t)(b * out->stride[0] + (q0 + r) * out->stride[1] + h * out->stride[2]);
+    int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
+    size_t off = (size_t)(b * out->stride[0] + tok * out->stride[1] + h * out->stride[2]);
     stsa_store_row(sc->row, pb->D, (char *)out->data + off * esize, out->dtype,
                    out->stride[3]);
     if (pb->lse)
-      pb->lse[(b * pb->H + h) * pb->Sq + q0 + r] =
+      pb->lse[(b * pb->H + h) * pb->Sq + tok] =
           l > 0.0f ? (float)(LN2 * ((double)sc->m[r] + log2((double)l))) : -INFINITY;
   }
 }
@@ -149,7 +152,8 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
   const int rows = (int)(pb->Sq - q0 < pb->q_tile ? pb->Sq - q0 : pb->q_tile);
   const int rows_pad = (int)round_up(rows, STSA_MR);
 
-  load_q_tile(pb, b, h, q0, rows, rows_pad, sc->q);
+  const int64_t *q_rows = list ? list->q_rows : NULL;
+  load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
   for (int r = 0; r < rows_pad; r++) {
     sc->m[r] = -INFINITY;
@@ -175,7 +179,7 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
      * columns, so partial and ragged tiles find their maxima again. */
     int exact_max = n == pb->kv_tile;
     if (list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL) {
-      list->mask(list->mask_ctx, h, q0, rows, k0, n, sc->s, ld_s);
+      list->mask(list->mask_ctx, i, q0, rows, k0, n, sc->s, ld_s);
       exact_max = 0;
     }
     kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha,
@@ -187,5 +191,5 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
                  pb->Skv_pad * STSA_NR, 1, sc->o + (int64_t)r * D_pad + j * STSA_NR, D_pad,
                  sc->alpha + r);
   }
-  store_rows(pb, b, h, q0, rows, sc);
+  store_rows(pb, b, h, q0, rows, q_rows, sc);
 }

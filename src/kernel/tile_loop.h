@@ -49,9 +49,11 @@ typedef struct stsa_kv_packed {
 size_t stsa_kv_packed_floats(const stsa_attn_problem *pb);
 /* Points a packed view at `mem` (64-byte aligned, stsa_kv_packed_floats long). */
 stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem);
-/* Packs kv tile `tile` of (b, h); rows past S_kv become zeros. */
+/* Packs kv tile `tile` of (b, h); rows past S_kv become zeros. Position r of
+ * the tile order holds token kv_rows[r] of the tensors (NULL: token r), which
+ * fuses a token permutation into packing. */
 void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
-                       stsa_kv_packed *dst);
+                       const int64_t *kv_rows, stsa_kv_packed *dst);
 
 /* Per-thread working memory for one q tile. */
 typedef struct stsa_tile_scratch {
@@ -75,8 +77,9 @@ typedef enum stsa_tile_kind {
 } stsa_tile_kind;
 
 /* A partial tile's mask: sets s[r][c] = -inf for every dropped pair of query
- * rows q0..q0+rows-1 and key rows k0..k0+n-1 (positions in memory order). */
-typedef void (*stsa_mask_fn)(const void *mask_ctx, int64_t h, int64_t q0, int rows,
+ * rows q0..q0+rows-1 and key rows k0..k0+n-1 (positions in memory order);
+ * `entry` is the tile's index in its stsa_kv_list. */
+typedef void (*stsa_mask_fn)(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
                              int64_t k0, int n, float *s, int ld_s);
 
 /* A q tile's list of kv tiles to visit, in order. NULL tiles = all, FULL. */
@@ -86,6 +89,7 @@ typedef struct stsa_kv_list {
   int32_t count;
   stsa_mask_fn mask;     /* called for PARTIAL tiles */
   const void *mask_ctx;
+  const int64_t *q_rows; /* q position -> token row of q/out/lse (NULL: identity) */
 } stsa_kv_list;
 
 /* Computes q tile `qt` of (b, h) over the listed kv tiles and writes its

@@ -1,0 +1,55 @@
+/*
+ * presets.c — Sparse VideoGen's published settings per model and resolution
+ * (../shared/reference/sparse-videogen.md, "When sparsity is used" and
+ * "Model geometries"). Dense steps and layers are the published fractions of
+ * the run's steps and the model's layers, rounded to whole steps/layers.
+ */
+#include <string.h>
+
+#include "stsa.h"
+
+typedef struct svg_preset {
+  const char *name;
+  stsa_svg_config cfg;
+} svg_preset;
+
+/* Field order of stsa_svg_config: geometry {F, Hp, Wp, text, text_real,
+ * text_pos}, heads, head_dim, density, dense_steps, dense_layers,
+ * sample_rows, sink_frames, seed, steps, layers. */
+static const svg_preset PRESETS[] = {
+    /* Wan 2.1 T2V 1.3B at 480p (832x480, 81 frames): 0.30 kept, first 20% of
+     * 50 steps and layer 0 dense (SVG's Wan scripts) */
+    {"wan21-480p", {{21, 30, 52, 0, 0, STSA_TEXT_NONE}, 12, 128, 0.30, 10, 1, 64, 1, 0, 50, 30}},
+    /* Wan 2.1/2.2 14B at 720p (1280x720, 81 frames): 0.30, 20% of 50 steps,
+     * layer 0 */
+    {"wan21-720p", {{21, 45, 80, 0, 0, STSA_TEXT_NONE}, 40, 128, 0.30, 10, 1, 64, 1, 0, 50, 40}},
+    /* HunyuanVideo 720p (129 frames): 256 text tokens as a suffix (the real
+     * prompt length varies; set text_real per prompt), 0.25, first 10% of
+     * 50 steps, 1 of 60 layers */
+    {"hunyuan-720p",
+     {{33, 45, 80, 256, 256, STSA_TEXT_SUFFIX}, 24, 128, 0.25, 5, 1, 64, 1, 0, 50, 60}},
+    /* HunyuanVideo 480p: 0.20, first 4% of 50 steps, no dense layer */
+    {"hunyuan-480p",
+     {{33, 30, 45, 256, 256, STSA_TEXT_SUFFIX}, 24, 128, 0.20, 2, 0, 64, 1, 0, 50, 60}},
+    /* CogVideoX 1.5 (768x1360): 226 text tokens as a prefix, 48 heads of 64,
+     * 0.25, first 20% of 50 steps, layer 0; 32 sampled rows */
+    {"cogvideox15",
+     {{11, 48, 85, 226, 226, STSA_TEXT_PREFIX}, 48, 64, 0.25, 10, 1, 32, 1, 0, 50, 42}},
+};
+
+#define PRESET_COUNT ((int)(sizeof PRESETS / sizeof PRESETS[0]))
+
+const char *stsa_svg_preset_name(int i) {
+  return i >= 0 && i < PRESET_COUNT ? PRESETS[i].name : NULL;
+}
+
+stsa_status stsa_svg_preset(const char *name, stsa_svg_config *cfg) {
+  if (!name || !cfg)
+    return STSA_ERR_NULL_ARG;
+  for (int i = 0; i < PRESET_COUNT; i++)
+    if (!strcmp(PRESETS[i].name, name)) {
+      *cfg = PRESETS[i].cfg;
+      return STSA_OK;
+    }
+  return STSA_ERR_BAD_PARAM;
+}

@@ -1,0 +1,36 @@
+/*
+ * profile.h — SVG's online profiling: a few sampled query rows are computed
+ * densely and under each head kind's mask; per head, the kind whose output is
+ * closest (mean squared error) wins.
+ */
+#ifndef STSA_SVG_PROFILE_H
+#define STSA_SVG_PROFILE_H
+
+#include <stdint.h>
+
+#include "stsa.h"
+
+/* Draws `rows` video query rows spread over the whole video (one uniform
+ * draw in each of `rows` equal strata), as native token indices, ascending.
+ * Deterministic in (seed, layer, step, batch). */
+void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
+                          int64_t layer, int64_t step, int64_t batch, int64_t *out);
+
+/* The masks a profile compares, as single-head masks on true coordinates. */
+typedef struct stsa_svg_masks {
+  const stsa_mask *dense, *spatial, *temporal;
+} stsa_svg_masks;
+
+/* Profiles batch entry `b`: fills mse_spatial[h], mse_temporal[h] (per head,
+ * mean over rows and D of the squared difference to dense attention) for the
+ * sampled rows. q, k, v are the full [B, N, H, D] tensors. */
+stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
+                             const stsa_svg_masks *masks, const int64_t *rows,
+                             int64_t nrows, const stsa_tensor *q, const stsa_tensor *k,
+                             const stsa_tensor *v, int64_t b, float *mse_spatial,
+                             float *mse_temporal);
+
+/* A view of batch entry b of a [B, S, H, D] tensor (B = 1). */
+stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b);
+
+#endif

@@ -1,0 +1,258 @@
+/*
+ * session.c — the SVG session: window widths and plans built once, then per
+ * call the step/layer policy, per-batch-entry profiling and one block-sparse
+ * call in which every head follows its kind's plan.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/context.h"
+#include "core/tensor.h"
+#include "kernel/sparse.h"
+#include "mask/plan.h"
+#include "svg/profile.h"
+#include "svg/windows.h"
+
+struct stsa_svg {
+  stsa_ctx *ctx;
+  stsa_svg_config cfg;
+  int64_t tokens; /* N */
+  stsa_svg_windows windows;
+  stsa_mask *mask_dense, *mask_spatial, *mask_temporal;
+  /* single-head plans over the whole sequence */
+  stsa_plan *plan_dense, *plan_spatial, *plan_temporal;
+  double density_dense; /* kept fraction of the dense plan (< 1 with padding text) */
+};
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void stsa_svg_free(stsa_svg *svg) {
+  if (!svg)
+    return;
+  stsa_plan_free(svg->plan_dense);
+  stsa_plan_free(svg->plan_spatial);
+  stsa_plan_free(svg->plan_temporal);
+  stsa_mask_free(svg->mask_dense);
+  stsa_mask_free(svg->mask_spatial);
+  stsa_mask_free(svg->mask_temporal);
+  free(svg);
+}
+
+/* kind OR sink OR text, on true coordinates; consumes `kind`. */
+static stsa_status with_sink_and_text(const stsa_geometry *g, int64_t sink_frames,
+                                      stsa_mask *kind, stsa_mask **out) {
+  stsa_mask *text = NULL, *sink = NULL, *video = kind;
+  stsa_status st = stsa_mask_text(g, &text);
+  if (st == STSA_OK && sink_frames > 0) {
+    st = stsa_mask_sink_frames(g, sink_frames, &sink);
+    if (st == STSA_OK)
+      st = stsa_mask_or(kind, sink, &video);
+  }
+  if (st == STSA_OK)
+    st = stsa_mask_or(video, text, out);
+  if (video != kind)
+    stsa_mask_free(video);
+  stsa_mask_free(sink);
+  stsa_mask_free(text);
+  stsa_mask_free(kind);
+  return st;
+}
+
+static stsa_status build_plan(stsa_svg *svg, const stsa_mask *mask, stsa_order q_order,
+                              stsa_order kv_order, stsa_plan **out, double *density) {
+  const stsa_mask *masks[1] = {mask};
+  stsa_plan_desc desc = {svg->tokens, svg->tokens, 1, masks, &svg->cfg.geometry,
+                         q_order,     kv_order,    0, 0,     STSA_PLAN_DEFAULT,
+                         NULL};
+  STSA_TRY(stsa_plan_build(svg->ctx, &desc, out));
+  stsa_plan_stats st;
+  stsa_plan_get_stats(*out, &st);
+  *density = (double)st.pairs_kept / (double)st.pairs_total;
+  return STSA_OK;
+}
+
+static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
+  const stsa_geometry *g = &c->geometry;
+  STSA_RETURN_IF(g->frames < 1 || g->height < 1 || g->width < 1, err, STSA_ERR_BAD_PARAM,
+                 "svg: geometry %lld x %lld x %lld needs at least one video token",
+                 (long long)g->frames, (long long)g->height, (long long)g->width);
+  STSA_RETURN_IF(c->heads < 1 || c->head_dim < 1, err, STSA_ERR_BAD_PARAM,
+                 "svg: heads = %lld and head_dim = %lld must be positive",
+                 (long long)c->heads, (long long)c->head_dim);
+  STSA_RETURN_IF(!(c->density > 0 && c->density <= 1), err, STSA_ERR_BAD_PARAM,
+                 "svg: density = %g is the KEPT fraction and must be in (0, 1]",
+                 c->density);
+  STSA_RETURN_IF(c->dense_steps < 0 || c->dense_layers < 0, err, STSA_ERR_BAD_PARAM,
+                 "svg: dense_steps and dense_layers must be >= 0");
+  STSA_RETURN_IF(c->sample_rows < 1 || c->sample_rows > g->frames * g->height * g->width,
+                 err, STSA_ERR_BAD_PARAM,
+                 "svg: sample_rows = %lld must be in [1, video tokens]",
+                 (long long)c->sample_rows);
+  STSA_RETURN_IF(c->sink_frames < 0 || c->sink_frames > g->frames, err,
+                 STSA_ERR_BAD_PARAM, "svg: sink_frames = %lld must be in [0, F]",
+                 (long long)c->sink_frames);
+  return STSA_OK;
+}
+
+stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg **out) {
+  if (!ctx || !cfg || !out)
+    return STSA_ERR_NULL_ARG;
+  STSA_TRY(check_config(cfg, &ctx->err));
+  stsa_svg *svg = calloc(1, sizeof *svg);
+  if (!svg)
+    return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  svg->ctx = ctx;
+  svg->cfg = *cfg;
+  const stsa_geometry *g = &svg->cfg.geometry;
+  svg->tokens = stsa_geometry_tokens(g);
+  stsa_status st = svg->tokens > 0 ? STSA_OK
+                                   : stsa_fail(&ctx->err, STSA_ERR_BAD_PARAM,
+                                               "svg: invalid geometry");
+  double video = stsa_svg_video_density(g, cfg->density);
+  svg->windows.frame_window = stsa_svg_frame_window(g, cfg->sink_frames, video);
+  svg->windows.band = stsa_svg_band_halfwidth(g, cfg->sink_frames, video);
+  stsa_mask *m = NULL;
+  if (st == STSA_OK)
+    st = stsa_mask_frame_window(g, g->frames, &m);
+  if (st == STSA_OK)
+    st = with_sink_and_text(g, 0, m, &svg->mask_dense);
+  if (st == STSA_OK)
+    st = stsa_mask_frame_window(g, svg->windows.frame_window, &m);
+  if (st == STSA_OK)
+    st = with_sink_and_text(g, cfg->sink_frames, m, &svg->mask_spatial);
+  if (st == STSA_OK)
+    st = stsa_mask_position_band(g, svg->windows.band, &m);
+  if (st == STSA_OK)
+    st = with_sink_and_text(g, cfg->sink_frames, m, &svg->mask_temporal);
+  if (st == STSA_OK)
+    st = build_plan(svg, svg->mask_dense, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
+                    &svg->plan_dense, &svg->density_dense);
+  if (st == STSA_OK)
+    st = build_plan(svg, svg->mask_spatial, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
+                    &svg->plan_spatial, &svg->windows.density_spatial);
+  /* temporal heads: queries position-major, keys sink-first, so both the
+   * band and the first-frame sink are contiguous blocks of full tiles */
+  if (st == STSA_OK)
+    st = build_plan(svg, svg->mask_temporal, STSA_ORDER_POSITION_MAJOR,
+                    STSA_ORDER_SINK_FIRST, &svg->plan_temporal,
+                    &svg->windows.density_temporal);
+  if (st != STSA_OK) {
+    stsa_svg_free(svg);
+    return st;
+  }
+  *out = svg;
+  return STSA_OK;
+}
+
+stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out) {
+  if (!svg || !out)
+    return STSA_ERR_NULL_ARG;
+  *out = svg->windows;
+  return STSA_OK;
+}
+
+/* Runs every head of batch entry b with its kind's plan (or the dense one). */
+static stsa_status run_heads(stsa_svg *svg, const stsa_head_kind *kinds, int dense,
+                             const stsa_tensor *q, const stsa_tensor *k,
+                             const stsa_tensor *v, const stsa_tensor *out, int64_t b,
+                             const stsa_plan **plans, int64_t *plan_heads) {
+  const int64_t H = svg->cfg.heads;
+  for (int64_t h = 0; h < H; h++) {
+    plan_heads[h] = 0;
+    plans[h] = dense ? svg->plan_dense
+                     : kinds[h] == STSA_HEAD_SPATIAL ? svg->plan_spatial
+                                                     : svg->plan_temporal;
+  }
+  stsa_tensor qb = stsa_batch_view(q, b), kb = stsa_batch_view(k, b),
+              vb = stsa_batch_view(v, b), ob = stsa_batch_view(out, b);
+  /* stsa_svg_attention scanned the inputs for NaN/Inf already */
+  return stsa_sparse_attention_heads(svg->ctx, plans, plan_heads, &qb, &kb, &vb, &ob, NULL, 0);
+}
+
+stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
+                               const stsa_tensor *q, const stsa_tensor *k,
+                               const stsa_tensor *v, const stsa_tensor *out,
+                               stsa_svg_report *report) {
+  if (!svg)
+    return STSA_ERR_NULL_ARG;
+  stsa_ctx *ctx = svg->ctx;
+  stsa_errbuf *err = &ctx->err;
+  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
+  STSA_TRY(stsa_check_attention(q, k, v, out, NULL, ctx->check_finite, err));
+  STSA_RETURN_IF(q->shape[1] != svg->tokens || k->shape[1] != svg->tokens ||
+                     q->shape[2] != H || q->shape[3] != svg->cfg.head_dim,
+                 err, STSA_ERR_BAD_SHAPE,
+                 "svg: session is for N = %lld, H = %lld, D = %lld but q is "
+                 "[%lld, %lld, %lld, %lld] and k has %lld tokens",
+                 (long long)svg->tokens, (long long)H, (long long)svg->cfg.head_dim,
+                 (long long)q->shape[0], (long long)q->shape[1], (long long)q->shape[2],
+                 (long long)q->shape[3], (long long)k->shape[1]);
+  STSA_RETURN_IF(layer < 0 || step < 0, err, STSA_ERR_BAD_PARAM,
+                 "svg: layer = %lld and step = %lld must be >= 0", (long long)layer,
+                 (long long)step);
+  const int64_t B = q->shape[0];
+  const int dense = step < svg->cfg.dense_steps || layer < svg->cfg.dense_layers;
+  stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)(B * H));
+  float *mse = malloc(sizeof *mse * (size_t)(2 * B * H));
+  int64_t *rows = malloc(sizeof *rows * (size_t)R);
+  const stsa_plan **plans = malloc(sizeof *plans * (size_t)H);
+  int64_t *plan_heads = malloc(sizeof *plan_heads * (size_t)H);
+  stsa_status st = kinds && mse && rows && plans && plan_heads
+                       ? STSA_OK
+                       : stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  double profile_ms = 0, attention_ms = 0, kept = 0;
+  stsa_svg_masks masks = {svg->mask_dense, svg->mask_spatial, svg->mask_temporal};
+  for (int64_t b = 0; st == STSA_OK && b < B; b++) {
+    float *mse_s = mse + 2 * b * H, *mse_t = mse_s + H;
+    if (!dense) {
+      double t0 = now_ms();
+      stsa_svg_sample_rows(&svg->cfg.geometry, R, svg->cfg.seed, layer, step, b, rows);
+      st = stsa_svg_profile(ctx, &svg->cfg.geometry, &masks, rows, R, q, k, v, b, mse_s,
+                            mse_t);
+      for (int64_t h = 0; h < H; h++)
+        kinds[b * H + h] = mse_s[h] <= mse_t[h] ? STSA_HEAD_SPATIAL : STSA_HEAD_TEMPORAL;
+      profile_ms += now_ms() - t0;
+    } else {
+      for (int64_t h = 0; h < H; h++) {
+        kinds[b * H + h] = STSA_HEAD_SPATIAL;
+        mse_s[h] = mse_t[h] = 0.0f;
+      }
+    }
+    if (st != STSA_OK)
+      break;
+    double t0 = now_ms();
+    st = run_heads(svg, kinds + b * H, dense, q, k, v, out, b, plans, plan_heads);
+    attention_ms += now_ms() - t0;
+    for (int64_t h = 0; h < H; h++)
+      kept += dense ? svg->density_dense
+                    : kinds[b * H + h] == STSA_HEAD_SPATIAL ? svg->windows.density_spatial
+                                                            : svg->windows.density_temporal;
+  }
+  if (st == STSA_OK && report) {
+    report->dense = dense;
+    report->profile_ms = profile_ms;
+    report->attention_ms = attention_ms;
+    report->density = kept / (double)(B * H);
+    for (int64_t i = 0; i < B * H; i++) {
+      int64_t b = i / H, h = i % H;
+      if (report->kinds)
+        report->kinds[i] = kinds[i];
+      if (report->mse_spatial)
+        report->mse_spatial[i] = mse[2 * b * H + h];
+      if (report->mse_temporal)
+        report->mse_temporal[i] = mse[2 * b * H + H + h];
+    }
+  }
+  free(kinds);
+  free(mse);
+  free(rows);
+  free(plans);
+  free(plan_heads);
+  return st;
+}

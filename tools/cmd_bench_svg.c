@@ -1,0 +1,215 @@
+/*
+ * cmd_bench_svg.c — `stsa bench svg`: one SVG call (profiling + permuted
+ * block-sparse attention) against our dense kernel on the same workload in
+ * the same run, at a preset's geometry and density. With --compare-permute it
+ * also times temporal heads with the permutation fused into the kernel's
+ * gathers against copying whole tensors into position-major order and back.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "svg_eval.h"
+
+typedef struct svg_bench_opts {
+  const char *preset;
+  int64_t heads;
+  int threads, json, compare_permute, q_tile, kv_tile;
+  uint64_t seed;
+} svg_bench_opts;
+
+static void usage(void) {
+  printf("usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
+         "                      [--q-tile N] [--kv-tile N] [--compare-permute] [--json]\n"
+         "presets:");
+  for (int i = 0; stsa_svg_preset_name(i); i++)
+    printf(" %s", stsa_svg_preset_name(i));
+  printf("\ndefault --heads 2 (the preset's head count makes dense runs take minutes)\n");
+}
+
+/* Times temporal heads both ways: gathers fused into packing vs whole-tensor
+ * copies (q position-major, k/v sink-first, the output back). */
+static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workload *w,
+                            double *fused_ms, double *copy_ms, double *permute_ms) {
+  const stsa_geometry *g = &cfg->geometry;
+  stsa_svg_windows win;
+  stsa_svg *svg;
+  cli_check(stsa_svg_create(ctx, cfg, &svg), ctx, "session");
+  stsa_svg_get_windows(svg, &win);
+  stsa_svg_free(svg);
+  stsa_mask *band, *sink, *text, *a, *m;
+  cli_check(stsa_mask_position_band(g, win.band, &band), NULL, "band");
+  cli_check(stsa_mask_sink_frames(g, 1, &sink), NULL, "sink");
+  cli_check(stsa_mask_text(g, &text), NULL, "text");
+  cli_check(stsa_mask_or(band, sink, &a), NULL, "or");
+  cli_check(stsa_mask_or(a, text, &m), NULL, "or");
+  const int64_t H = cfg->heads, N = stsa_geometry_tokens(g);
+  const stsa_mask **masks = malloc(sizeof *masks * (size_t)H);
+  for (int64_t h = 0; h < H; h++)
+    masks[h] = m;
+  stsa_plan_desc desc = {N, N, H, masks, g, STSA_ORDER_POSITION_MAJOR, STSA_ORDER_SINK_FIRST,
+                         0, 0, 0, NULL};
+  stsa_plan *plan;
+  cli_check(stsa_plan_build(ctx, &desc, &plan), ctx, "temporal plan");
+  double t0 = cli_now();
+  cli_check(stsa_sparse_attention(ctx, plan, &w->q, &w->k, &w->v, &w->out, NULL), ctx,
+            "fused");
+  *fused_ms = (cli_now() - t0) * 1e3;
+  /* the copy variant: w->ref holds the permuted q, then the output */
+  stsa_tensor pk = w->k, pv = w->v;
+  size_t bytes = (size_t)(N * H * cfg->head_dim) * sizeof(float);
+  pk.data = aligned_alloc(64, bytes);
+  pv.data = aligned_alloc(64, bytes);
+  if (!pk.data || !pv.data)
+    cli_die("out of memory");
+  stsa_sparse_opts pre = {0.0f, NULL, STSA_SPARSE_EXACT, NULL, STSA_SPARSE_PREPERMUTED};
+  t0 = cli_now();
+  cli_check(stsa_permute_tokens(g, STSA_ORDER_POSITION_MAJOR, 0, &w->q, &w->ref), NULL, "q");
+  cli_check(stsa_permute_tokens(g, STSA_ORDER_SINK_FIRST, 0, &w->k, &pk), NULL, "k");
+  cli_check(stsa_permute_tokens(g, STSA_ORDER_SINK_FIRST, 0, &w->v, &pv), NULL, "v");
+  double t1 = cli_now();
+  cli_check(stsa_sparse_attention(ctx, plan, &w->ref, &pk, &pv, &w->out, &pre), ctx, "copy");
+  double t2 = cli_now();
+  cli_check(stsa_permute_tokens(g, STSA_ORDER_POSITION_MAJOR, 1, &w->out, &w->ref), NULL,
+            "out");
+  double t3 = cli_now();
+  *copy_ms = (t3 - t0) * 1e3;
+  *permute_ms = ((t1 - t0) + (t3 - t2)) * 1e3;
+  free(pk.data);
+  free(pv.data);
+  stsa_plan_free(plan);
+  free(masks);
+  stsa_mask_free(band);
+  stsa_mask_free(sink);
+  stsa_mask_free(text);
+  stsa_mask_free(a);
+  stsa_mask_free(m);
+}
+
+int bench_svg(int argc, char **argv) {
+  svg_bench_opts o = {NULL, 2, 0, 0, 0, 0, 0, 1};
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--preset"))
+      o.preset = cli_str(argc, argv, &i);
+    else if (!strcmp(a, "--heads"))
+      o.heads = cli_int(argc, argv, &i, 1, 256);
+    else if (!strcmp(a, "--threads"))
+      o.threads = (int)cli_int(argc, argv, &i, 1, 1024);
+    else if (!strcmp(a, "--seed"))
+      o.seed = (uint64_t)cli_int(argc, argv, &i, 0, INT64_MAX);
+    else if (!strcmp(a, "--q-tile"))
+      o.q_tile = (int)cli_int(argc, argv, &i, 6, 4096);
+    else if (!strcmp(a, "--kv-tile"))
+      o.kv_tile = (int)cli_int(argc, argv, &i, 16, 4096);
+    else if (!strcmp(a, "--compare-permute"))
+      o.compare_permute = 1;
+    else if (!strcmp(a, "--json"))
+      o.json = 1;
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage();
+      return 0;
+    } else
+      cli_die("bench svg: unknown option '%s' (see stsa bench svg --help)", a);
+  }
+  if (!o.preset)
+    cli_die("bench svg: --preset is required (see stsa bench svg --help)");
+  stsa_svg_config cfg;
+  if (stsa_svg_preset(o.preset, &cfg) != STSA_OK)
+    cli_die("bench svg: unknown preset '%s' (see stsa bench svg --help)", o.preset);
+  cfg.heads = o.heads;
+  cfg.seed = o.seed;
+  stsa_ctx *ctx;
+  cli_check(stsa_ctx_create(&ctx), NULL, "context");
+  if (o.threads)
+    cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o.threads), ctx, "--threads");
+  if (o.q_tile)
+    cli_check(stsa_ctx_set(ctx, STSA_PARAM_Q_TILE, o.q_tile), ctx, "--q-tile");
+  if (o.kv_tile)
+    cli_check(stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, o.kv_tile), ctx, "--kv-tile");
+  int64_t threads;
+  stsa_ctx_get(ctx, STSA_PARAM_THREADS, &threads);
+  const int64_t H = cfg.heads;
+
+  svg_workload w;
+  svg_workload_make(&w, &cfg, 1, o.seed);
+  stsa_svg *svg;
+  double t0 = cli_now();
+  cli_check(stsa_svg_create(ctx, &cfg, &svg), ctx, "creating the session");
+  double setup_ms = (cli_now() - t0) * 1e3;
+  t0 = cli_now();
+  cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx, "dense attention");
+  double dense_ms = (cli_now() - t0) * 1e3;
+  stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)H);
+  double *rel = malloc(sizeof *rel * (size_t)H), *cosv = malloc(sizeof *cosv * (size_t)H);
+  if (!kinds || !rel || !cosv)
+    cli_die("out of memory");
+  stsa_svg_report rep = {0};
+  rep.kinds = kinds;
+  t0 = cli_now();
+  /* the first step and layer past the preset's dense ones: a sparse call */
+  cli_check(stsa_svg_attention(svg, cfg.dense_layers, cfg.dense_steps, &w.q, &w.k, &w.v,
+                               &w.out, &rep),
+            ctx, "SVG attention");
+  double svg_ms = (cli_now() - t0) * 1e3;
+  svg_head_errors(&w.out, &w.ref, rel, cosv);
+  double rel_kind[2] = {0, 0}, worst_cos = 1, rel_all = 0;
+  int n_kind[2] = {0, 0}, right = 0, clear = 0;
+  for (int64_t h = 0; h < H; h++) {
+    rel_kind[kinds[h]] += rel[h];
+    n_kind[kinds[h]]++;
+    rel_all += rel[h] / (double)H;
+    worst_cos = cosv[h] < worst_cos ? cosv[h] : worst_cos;
+    if (w.truth[h] != STSA_HEAD_MIXED) {
+      clear++;
+      right += kinds[h] == w.truth[h];
+    }
+  }
+  double fused_ms = 0, copy_ms = 0, permute_ms = 0;
+  if (o.compare_permute)
+    compare_permute(ctx, &cfg, &w, &fused_ms, &copy_ms, &permute_ms);
+  const int64_t N = stsa_geometry_tokens(&cfg.geometry);
+  double speedup = dense_ms / svg_ms, ideal = 1.0 / rep.density;
+  double accuracy = clear ? (double)right / clear : 1.0;
+  double rel_sp = n_kind[0] ? rel_kind[0] / n_kind[0] : 0;
+  double rel_tm = n_kind[1] ? rel_kind[1] / n_kind[1] : 0;
+  if (o.json)
+    printf("{\"bench\": \"svg\", \"preset\": \"%s\", \"tokens\": %lld, \"heads\": %lld, "
+           "\"dim\": %lld, \"threads\": %lld, \"dense_ms\": %.3f, \"svg_ms\": %.3f, "
+           "\"speedup\": %.3f, \"ideal_speedup\": %.3f, \"efficiency\": %.3f, "
+           "\"profile_ms\": %.3f, \"attention_ms\": %.3f, \"permute_ms\": %.3f, "
+           "\"temporal_fused_ms\": %.3f, \"temporal_copy_ms\": %.3f, \"density\": %.5f, "
+           "\"rel_l2\": %.5f, \"rel_l2_spatial\": %.5f, \"rel_l2_temporal\": %.5f, "
+           "\"min_cosine\": %.6f, \"kind_accuracy\": %.4f, \"spatial_heads\": %d, "
+           "\"temporal_heads\": %d, \"setup_ms\": %.3f}\n",
+           o.preset, (long long)N, (long long)H, (long long)cfg.head_dim, (long long)threads,
+           dense_ms, svg_ms, speedup, ideal, speedup / ideal, rep.profile_ms,
+           rep.attention_ms, permute_ms, fused_ms, copy_ms, rep.density, rel_all, rel_sp,
+           rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1], setup_ms);
+  else {
+    printf("svg %s: %lld tokens, %lld heads x %lld, %lld threads\n", o.preset, (long long)N,
+           (long long)H, (long long)cfg.head_dim, (long long)threads);
+    printf("  dense %.1f ms | SVG %.1f ms (profiling %.1f ms = %.1f%%, attention %.1f ms)\n",
+           dense_ms, svg_ms, rep.profile_ms, 100 * rep.profile_ms / svg_ms, rep.attention_ms);
+    printf("  speed-up %.2fx, ideal %.2fx at density %.3f (efficiency %.2f)\n", speedup, ideal,
+           rep.density, speedup / ideal);
+    printf("  heads: %d spatial, %d temporal; kind accuracy %.0f%%; rel L2 %.4f (spatial "
+           "%.4f, temporal %.4f), min cosine %.5f\n",
+           n_kind[0], n_kind[1], 100 * accuracy, rel_all, rel_sp, rel_tm, worst_cos);
+    if (o.compare_permute)
+      printf("  temporal heads: permutation fused %.1f ms vs copied %.1f ms (of which "
+             "copies %.1f ms)\n",
+             fused_ms, copy_ms, permute_ms);
+    printf("  session set-up (windows and plans) %.1f ms, once per geometry\n", setup_ms);
+  }
+  free(kinds);
+  free(rel);
+  free(cosv);
+  svg_workload_free(&w);
+  stsa_svg_free(svg);
+  stsa_ctx_free(ctx);
+  return 0;
+}

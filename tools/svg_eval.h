@@ -1,0 +1,25 @@
+/*
+ * svg_eval.h — what the demo and `bench svg` share: a workload in memory and
+ * per-head error metrics of an output against dense attention.
+ */
+#ifndef STSA_TOOLS_SVG_EVAL_H
+#define STSA_TOOLS_SVG_EVAL_H
+
+#include "stsa.h"
+
+/* Q, K, V (f32 [B, N, H, D]) of the built-in workload and an output buffer. */
+typedef struct svg_workload {
+  stsa_tensor q, k, v, out, ref;
+  stsa_head_kind *truth; /* [H] */
+} svg_workload;
+
+void svg_workload_make(svg_workload *w, const stsa_svg_config *cfg, int64_t batch,
+                       uint64_t seed);
+void svg_workload_free(svg_workload *w);
+
+/* Per head over all batch entries: relative L2 error ||out - ref|| / ||ref||
+ * and cosine similarity, both f32 [B, N, H, D] tensors. */
+void svg_head_errors(const stsa_tensor *out, const stsa_tensor *ref, double *rel_l2,
+                     double *cosine);
+
+#endif
