@@ -23,7 +23,7 @@ test: build
 
 # The same tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize:
-	$(MAKE) test BUILD=build-asan TYPE=Debug CMAKE_FLAGS="-DSTSA_SANITIZE=ON -DSTSA_WERROR=ON"
+	$(MAKE) test BUILD=build-asan TYPE=RelWithDebInfo CMAKE_FLAGS="-DSTSA_SANITIZE=ON -DSTSA_WERROR=ON"
 
 fuzz:
 	STSA_WITH_FUZZ=1 scripts/deps.sh

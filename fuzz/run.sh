@@ -20,7 +20,8 @@ if [ -z "$cc" ]; then
 fi
 
 mkdir -p "$out"
-srcs="$root/src/io/safetensors.c $root/src/io/npy.c $root/src/io/io_common.c"
+io_srcs="$root/src/io/safetensors.c $root/src/io/npy.c $root/src/io/io_common.c"
+plan_srcs="$(ls "$root"/src/mask/*.c) $root/src/core/status.c"
 
 # Dictionaries: the tokens a mutator would otherwise need many tries to hit.
 cat >"$out/safetensors.dict" <<'DICT'
@@ -60,8 +61,12 @@ cat >"$out/npy.dict" <<'DICT'
 DICT
 
 status=0
-for t in safetensors npy; do
+for t in safetensors npy plan; do
   bin=$out/fuzz_$t
+  case $t in
+    plan) srcs=$plan_srcs dict= ;;
+    *) srcs=$io_srcs dict="-dict=$out/$t.dict" ;;
+  esac
   echo "== building $bin"
   # -fno-sanitize-recover makes UBSan findings fatal, so they count as crashes.
   "$cc" -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -71,11 +76,11 @@ for t in safetensors npy; do
   corpus=$out/corpus_$t
   rm -rf "$corpus"
   mkdir -p "$corpus" "$out/artifacts_$t"
-  cp "$root/fuzz/corpus/$t/"* "$corpus/"
+  if [ -d "$root/fuzz/corpus/$t" ]; then cp "$root/fuzz/corpus/$t/"* "$corpus/"; fi
 
   echo "== running $t for ${secs}s"
   if ! (cd "$out" && "$bin" -max_total_time="$secs" -timeout=10 \
-          -dict="$out/$t.dict" -artifact_prefix="$out/artifacts_$t/" \
+          $dict -artifact_prefix="$out/artifacts_$t/" \
           -print_final_stats=1 "$corpus" 2>"$out/fuzz_$t.log"); then
     echo "!! $t FAILED; see $out/fuzz_$t.log and $out/artifacts_$t/" >&2
     tail -n 40 "$out/fuzz_$t.log" >&2

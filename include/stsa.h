@@ -475,6 +475,11 @@ typedef struct stsa_svg_config {
   int64_t sink_frames;  /* frames every query sees (1: the first frame) */
   uint64_t seed;        /* row sampling seed (mixed with layer, step, batch) */
   int64_t steps, layers; /* the model's schedule (informational, for presets) */
+  /* tile sizes of the session's plans; 0 = automatic: frame-aligned tiles
+   * (q tile and kv tile dividing Hp*Wp, so frame windows have no partial
+   * tiles) when such sizes exist in [96, 240] x [128, 320], else the
+   * context's */
+  int q_tile, kv_tile;
 } stsa_svg_config;
 
 /* Published SVG defaults by name: "wan21-480p", "wan21-720p", "hunyuan-720p",
@@ -493,6 +498,7 @@ STSA_API void stsa_svg_free(stsa_svg *svg);
 
 /* What the session derived from the density. */
 typedef struct stsa_svg_windows {
+  int q_tile, kv_tile;   /* tile sizes the plans use */
   int64_t frame_window;  /* w_f of spatial heads */
   int64_t band;          /* half-width in tokens of temporal heads */
   double density_spatial, density_temporal; /* realised kept fraction */

@@ -48,16 +48,14 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
   cli_check(stsa_mask_or(a, text, &m), NULL, "or");
   const int64_t H = cfg->heads, N = stsa_geometry_tokens(g);
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)H);
+  if (!masks)
+    cli_die("out of memory");
   for (int64_t h = 0; h < H; h++)
     masks[h] = m;
   stsa_plan_desc desc = {N, N, H, masks, g, STSA_ORDER_POSITION_MAJOR, STSA_ORDER_SINK_FIRST,
-                         0, 0, 0, NULL};
+                         win.q_tile, win.kv_tile, 0, NULL};
   stsa_plan *plan;
   cli_check(stsa_plan_build(ctx, &desc, &plan), ctx, "temporal plan");
-  double t0 = cli_now();
-  cli_check(stsa_sparse_attention(ctx, plan, &w->q, &w->k, &w->v, &w->out, NULL), ctx,
-            "fused");
-  *fused_ms = (cli_now() - t0) * 1e3;
   /* the copy variant: w->ref holds the permuted q, then the output */
   stsa_tensor pk = w->k, pv = w->v;
   size_t bytes = (size_t)(N * H * cfg->head_dim) * sizeof(float);
@@ -66,18 +64,28 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
   if (!pk.data || !pv.data)
     cli_die("out of memory");
   stsa_sparse_opts pre = {0.0f, NULL, STSA_SPARSE_EXACT, NULL, STSA_SPARSE_PREPERMUTED};
-  t0 = cli_now();
-  cli_check(stsa_permute_tokens(g, STSA_ORDER_POSITION_MAJOR, 0, &w->q, &w->ref), NULL, "q");
-  cli_check(stsa_permute_tokens(g, STSA_ORDER_SINK_FIRST, 0, &w->k, &pk), NULL, "k");
-  cli_check(stsa_permute_tokens(g, STSA_ORDER_SINK_FIRST, 0, &w->v, &pv), NULL, "v");
-  double t1 = cli_now();
-  cli_check(stsa_sparse_attention(ctx, plan, &w->ref, &pk, &pv, &w->out, &pre), ctx, "copy");
-  double t2 = cli_now();
-  cli_check(stsa_permute_tokens(g, STSA_ORDER_POSITION_MAJOR, 1, &w->out, &w->ref), NULL,
-            "out");
-  double t3 = cli_now();
-  *copy_ms = (t3 - t0) * 1e3;
-  *permute_ms = ((t1 - t0) + (t3 - t2)) * 1e3;
+  *fused_ms = *copy_ms = *permute_ms = INFINITY;
+  for (int rep = 0; rep < 2; rep++) { /* best of two: the machine is shared */
+    double t0 = cli_now();
+    cli_check(stsa_sparse_attention(ctx, plan, &w->q, &w->k, &w->v, &w->out, NULL), ctx,
+              "fused");
+    double fused = (cli_now() - t0) * 1e3;
+    t0 = cli_now();
+    cli_check(stsa_permute_tokens(g, STSA_ORDER_POSITION_MAJOR, 0, &w->q, &w->ref), NULL,
+              "q");
+    cli_check(stsa_permute_tokens(g, STSA_ORDER_SINK_FIRST, 0, &w->k, &pk), NULL, "k");
+    cli_check(stsa_permute_tokens(g, STSA_ORDER_SINK_FIRST, 0, &w->v, &pv), NULL, "v");
+    double t1 = cli_now();
+    cli_check(stsa_sparse_attention(ctx, plan, &w->ref, &pk, &pv, &w->out, &pre), ctx,
+              "copy");
+    double t2 = cli_now();
+    cli_check(stsa_permute_tokens(g, STSA_ORDER_POSITION_MAJOR, 1, &w->out, &w->ref), NULL,
+              "out");
+    double t3 = cli_now();
+    *fused_ms = fmin(*fused_ms, fused);
+    *copy_ms = fmin(*copy_ms, (t3 - t0) * 1e3);
+    *permute_ms = fmin(*permute_ms, ((t1 - t0) + (t3 - t2)) * 1e3);
+  }
   free(pk.data);
   free(pv.data);
   stsa_plan_free(plan);
@@ -126,10 +134,9 @@ int bench_svg(int argc, char **argv) {
   cli_check(stsa_ctx_create(&ctx), NULL, "context");
   if (o.threads)
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o.threads), ctx, "--threads");
-  if (o.q_tile)
-    cli_check(stsa_ctx_set(ctx, STSA_PARAM_Q_TILE, o.q_tile), ctx, "--q-tile");
-  if (o.kv_tile)
-    cli_check(stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, o.kv_tile), ctx, "--kv-tile");
+  /* explicit tiles override the session's frame-aligned choice */
+  cfg.q_tile = o.q_tile;
+  cfg.kv_tile = o.kv_tile;
   int64_t threads;
   stsa_ctx_get(ctx, STSA_PARAM_THREADS, &threads);
   const int64_t H = cfg.heads;
@@ -140,6 +147,8 @@ int bench_svg(int argc, char **argv) {
   double t0 = cli_now();
   cli_check(stsa_svg_create(ctx, &cfg, &svg), ctx, "creating the session");
   double setup_ms = (cli_now() - t0) * 1e3;
+  stsa_svg_windows win;
+  stsa_svg_get_windows(svg, &win);
   t0 = cli_now();
   cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx, "dense attention");
   double dense_ms = (cli_now() - t0) * 1e3;
@@ -184,11 +193,12 @@ int bench_svg(int argc, char **argv) {
            "\"temporal_fused_ms\": %.3f, \"temporal_copy_ms\": %.3f, \"density\": %.5f, "
            "\"rel_l2\": %.5f, \"rel_l2_spatial\": %.5f, \"rel_l2_temporal\": %.5f, "
            "\"min_cosine\": %.6f, \"kind_accuracy\": %.4f, \"spatial_heads\": %d, "
-           "\"temporal_heads\": %d, \"setup_ms\": %.3f}\n",
+           "\"temporal_heads\": %d, \"setup_ms\": %.3f, \"q_tile\": %d, \"kv_tile\": %d}\n",
            o.preset, (long long)N, (long long)H, (long long)cfg.head_dim, (long long)threads,
            dense_ms, svg_ms, speedup, ideal, speedup / ideal, rep.profile_ms,
            rep.attention_ms, permute_ms, fused_ms, copy_ms, rep.density, rel_all, rel_sp,
-           rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1], setup_ms);
+           rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1], setup_ms, win.q_tile,
+           win.kv_tile);
   else {
     printf("svg %s: %lld tokens, %lld heads x %lld, %lld threads\n", o.preset, (long long)N,
            (long long)H, (long long)cfg.head_dim, (long long)threads);
@@ -203,7 +213,8 @@ int bench_svg(int argc, char **argv) {
       printf("  temporal heads: permutation fused %.1f ms vs copied %.1f ms (of which "
              "copies %.1f ms)\n",
              fused_ms, copy_ms, permute_ms);
-    printf("  session set-up (windows and plans) %.1f ms, once per geometry\n", setup_ms);
+    printf("  session set-up (windows and plans) %.1f ms, once per geometry; tiles %d x %d\n",
+           setup_ms, win.q_tile, win.kv_tile);
   }
   free(kinds);
   free(rel);

@@ -84,7 +84,7 @@ int cmd_demo(int argc, char **argv) {
   int64_t threads;
   stsa_ctx_get(ctx, STSA_PARAM_THREADS, &threads);
   stsa_svg_config cfg = {{o.frames, o.height, o.width, 0, 0, STSA_TEXT_NONE},
-                         o.heads, o.dim, o.density, 1, 1, 64, 1, o.seed, o.steps, o.layers};
+                         o.heads, o.dim, o.density, 1, 1, 64, 1, o.seed, o.steps, o.layers, 0, 0};
   const int64_t N = stsa_geometry_tokens(&cfg.geometry), H = o.heads;
   if (cfg.sample_rows > N - o.height * o.width)
     cfg.sample_rows = N / 4;

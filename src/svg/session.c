@@ -67,14 +67,48 @@ static stsa_status with_sink_and_text(const stsa_geometry *g, int64_t sink_frame
 static stsa_status build_plan(stsa_svg *svg, const stsa_mask *mask, stsa_order q_order,
                               stsa_order kv_order, stsa_plan **out, double *density) {
   const stsa_mask *masks[1] = {mask};
-  stsa_plan_desc desc = {svg->tokens, svg->tokens, 1, masks, &svg->cfg.geometry,
-                         q_order,     kv_order,    0, 0,     STSA_PLAN_DEFAULT,
+  stsa_plan_desc desc = {svg->tokens,
+                         svg->tokens,
+                         1,
+                         masks,
+                         &svg->cfg.geometry,
+                         q_order,
+                         kv_order,
+                         svg->windows.q_tile,
+                         svg->windows.kv_tile,
+                         STSA_PLAN_DEFAULT,
                          NULL};
   STSA_TRY(stsa_plan_build(svg->ctx, &desc, out));
   stsa_plan_stats st;
   stsa_plan_get_stats(*out, &st);
   *density = (double)st.pairs_kept / (double)st.pairs_total;
   return STSA_OK;
+}
+
+/* The largest multiple of `step` in [lo, hi] that divides n, or 0. */
+static int largest_divisor(int64_t n, int step, int lo, int hi) {
+  for (int t = hi / step * step; t >= lo; t -= step)
+    if (n % t == 0)
+      return t;
+  return 0;
+}
+
+/* Tile sizes: explicit ones from the config, else frame-aligned ones when
+ * they exist (a frame window then has no partial tile at all), else the
+ * context's. Text tokens shift frame boundaries off the tile grid unless
+ * they are a suffix or absent. */
+static void choose_tiles(const stsa_svg_config *cfg, const stsa_ctx *ctx, int *q_tile,
+                         int *kv_tile) {
+  const stsa_geometry *g = &cfg->geometry;
+  int64_t P = g->height * g->width;
+  int aligned_q = 0, aligned_kv = 0;
+  if (g->text_pos != STSA_TEXT_PREFIX || g->text == 0) {
+    aligned_q = largest_divisor(P, 6, 96, 240);
+    aligned_kv = largest_divisor(P, 16, 128, 320);
+  }
+  int auto_ok = aligned_q && aligned_kv;
+  *q_tile = cfg->q_tile ? cfg->q_tile : auto_ok ? aligned_q : ctx->q_tile;
+  *kv_tile = cfg->kv_tile ? cfg->kv_tile : auto_ok ? aligned_kv : ctx->kv_tile;
 }
 
 static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
@@ -97,6 +131,12 @@ static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
   STSA_RETURN_IF(c->sink_frames < 0 || c->sink_frames > g->frames, err,
                  STSA_ERR_BAD_PARAM, "svg: sink_frames = %lld must be in [0, F]",
                  (long long)c->sink_frames);
+  STSA_RETURN_IF(c->q_tile < 0 || c->q_tile > 4096 || c->kv_tile < 0 || c->kv_tile > 4096 ||
+                     c->kv_tile % 16 != 0,
+                 err, STSA_ERR_BAD_PARAM,
+                 "svg: q_tile = %d, kv_tile = %d: 0 (automatic) or at most 4096, kv_tile a "
+                 "multiple of 16",
+                 c->q_tile, c->kv_tile);
   return STSA_OK;
 }
 
@@ -114,6 +154,7 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   stsa_status st = svg->tokens > 0 ? STSA_OK
                                    : stsa_fail(&ctx->err, STSA_ERR_BAD_PARAM,
                                                "svg: invalid geometry");
+  choose_tiles(cfg, ctx, &svg->windows.q_tile, &svg->windows.kv_tile);
   double video = stsa_svg_video_density(g, cfg->density);
   svg->windows.frame_window = stsa_svg_frame_window(g, cfg->sink_frames, video);
   svg->windows.band = stsa_svg_band_halfwidth(g, cfg->sink_frames, video);
