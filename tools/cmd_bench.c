@@ -23,27 +23,30 @@ typedef struct bench_opts {
   /* sparse only */
   const char *mask;
   double density;
-  stsa_sparse_mode mode;
+  stsa_sparse_mode modes[STSA_SPARSE_MODE_COUNT_]; /* run in this order */
+  int n_modes;
 } bench_opts;
 
 static void bench_usage(void) {
   printf(
       "usage: stsa bench dense  [common options]\n"
       "       stsa bench sparse [common options] [--mask band|causal] [--density F]\n"
-      "                         [--mode exact|naive|tile-rounded]\n"
+      "                         [--mode exact|naive|tile-rounded|all]\n"
       "       stsa bench svg --preset NAME [--heads H] ... (stsa bench svg --help)\n"
       "common options:\n"
       "  --seq S --seq-kv S --heads H --dim D --batch B --threads T --reps N\n"
       "  --dtype f32|f16|bf16 (Q, K, V)  --kv-dtype f32|f16|bf16 (K and V only)\n"
       "  --q-tile N --kv-tile N --backend auto|portable|avx2|ref --json\n"
       "defaults: --seq 8192 --heads 4 --dim 128 --batch 1 --threads <cpus> --reps 5,\n"
-      "          sparse: --mask band --density 0.39 --mode exact\n");
+      "          sparse: --mask band --density 0.39 --mode exact; --mode all runs\n"
+      "          naive, exact and tile-rounded against one dense run (the TPU post's\n"
+      "          B1, B2, B3 against B0)\n");
 }
 
 static void parse_bench(int argc, char **argv, bench_opts *o) {
   *o = (bench_opts){.batch = 1, .seq = 8192, .heads = 4, .dim = 128, .reps = 5,
                     .dtype = STSA_F32, .kv_dtype = STSA_F32, .mask = "band",
-                    .density = 0.39, .mode = STSA_SPARSE_EXACT};
+                    .density = 0.39, .modes = {STSA_SPARSE_EXACT}, .n_modes = 1};
   const int sparse = !strcmp(argv[1], "sparse");
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
@@ -93,9 +96,17 @@ static void parse_bench(int argc, char **argv, bench_opts *o) {
       for (m = 0; m < STSA_SPARSE_MODE_COUNT_; m++)
         if (!strcmp(s, stsa_sparse_mode_name((stsa_sparse_mode)m)))
           break;
-      if (m == STSA_SPARSE_MODE_COUNT_)
-        cli_die("--mode expects exact, naive or tile-rounded, got '%s'", s);
-      o->mode = (stsa_sparse_mode)m;
+      if (!strcmp(s, "all")) {
+        o->modes[0] = STSA_SPARSE_NAIVE;
+        o->modes[1] = STSA_SPARSE_EXACT;
+        o->modes[2] = STSA_SPARSE_TILE_ROUNDED;
+        o->n_modes = 3;
+      } else if (m == STSA_SPARSE_MODE_COUNT_) {
+        cli_die("--mode expects exact, naive, tile-rounded or all, got '%s'", s);
+      } else {
+        o->modes[0] = (stsa_sparse_mode)m;
+        o->n_modes = 1;
+      }
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       bench_usage();
       exit(0);
@@ -253,44 +264,49 @@ static int bench_sparse(const bench_opts *o) {
   double plan_ms = (cli_now() - t0) * 1e3;
   stsa_plan_stats st;
   stsa_plan_get_stats(plan, &st);
-  int64_t changed = 0;
-  stsa_sparse_opts so = {0.0f, NULL, o->mode, &changed, 0};
-
-  timing dense = time_reps(&bd, o->reps, NULL, NULL);
-  timing sparse = time_reps(&bd, o->reps, plan, &so);
   double density = (double)st.pairs_kept / (double)st.pairs_total;
   double visited = (double)st.tiles_active / (double)st.tiles_total;
   double partial = st.tiles_active ? (double)st.tiles_partial / (double)st.tiles_active : 0;
-  double speedup = dense.best_ms / sparse.best_ms;
   int64_t q_tile, kv_tile;
   stsa_ctx_get(bd.ctx, STSA_PARAM_Q_TILE, &q_tile);
   stsa_ctx_get(bd.ctx, STSA_PARAM_KV_TILE, &kv_tile);
-  double efficiency = speedup * density; /* 1.0 = the ideal speed-up 1/density */
-  const char *mode = stsa_sparse_mode_name(o->mode);
-  if (o->json)
-    printf("{\"bench\": \"sparse\", \"mask\": \"%s\", \"mode\": \"%s\", \"seq\": %lld, "
-           "\"heads\": %lld, \"dim\": %lld, \"threads\": %d, \"band_halfwidth\": %lld, "
-           "\"ms\": %.3f, \"best_ms\": %.3f, \"dense_ms\": %.3f, \"dense_best_ms\": %.3f, "
-           "\"speedup\": %.3f, \"ideal_speedup\": %.3f, \"efficiency\": %.3f, "
-           "\"density\": %.5f, \"tiles_visited\": %.5f, \"tiles_partial\": %.5f, "
-           "\"pairs_changed\": %lld, \"plan_ms\": %.3f, \"q_tile\": %lld, \"kv_tile\": "
-           "%lld}\n",
-           o->mask, mode, (long long)o->seq, (long long)o->heads, (long long)o->dim,
-           bd.threads, (long long)w, sparse.median_ms, sparse.best_ms, dense.median_ms,
-           dense.best_ms, speedup, 1.0 / density, efficiency, density, visited, partial,
-           (long long)changed, plan_ms, (long long)q_tile, (long long)kv_tile);
-  else
-    printf("sparse %s, mode %s: S=%lld H=%lld D=%lld, %d threads\n"
+  timing dense = time_reps(&bd, o->reps, NULL, NULL);
+  if (!o->json)
+    printf("sparse %s: S=%lld H=%lld D=%lld, %d threads, tiles %lld x %lld, plan %.2f ms\n"
            "  density %.4f (kept pairs), tiles visited %.4f, of them partial %.4f\n"
-           "  sparse median %.2f ms best %.2f ms | dense median %.2f ms best %.2f ms\n"
-           "  speed-up %.2fx (ideal %.2fx, efficiency %.2f), plan built in %.2f ms%s\n",
-           o->mask, mode, (long long)o->seq, (long long)o->heads, (long long)o->dim,
-           bd.threads, density, visited, partial, sparse.median_ms, sparse.best_ms,
-           dense.median_ms, dense.best_ms, speedup, 1.0 / density, efficiency, plan_ms,
-           o->mode == STSA_SPARSE_TILE_ROUNDED ? " (lossy)" : "");
-  if (o->mode == STSA_SPARSE_TILE_ROUNDED && !o->json)
-    printf("  pairs changed by rounding: %lld (%.2f%% of kept)\n", (long long)changed,
-           100.0 * (double)changed / (double)st.pairs_kept);
+           "  dense: median %.2f ms, best %.2f ms\n",
+           o->mask, (long long)o->seq, (long long)o->heads, (long long)o->dim, bd.threads,
+           (long long)q_tile, (long long)kv_tile, plan_ms, density, visited, partial,
+           dense.median_ms, dense.best_ms);
+  for (int mi = 0; mi < o->n_modes; mi++) {
+    int64_t changed = 0;
+    stsa_sparse_opts so = {0.0f, NULL, o->modes[mi], &changed, 0};
+    timing sparse = time_reps(&bd, o->reps, plan, &so);
+    double speedup = dense.best_ms / sparse.best_ms;
+    double efficiency = speedup * density; /* 1.0 = the ideal speed-up 1/density */
+    const char *mode = stsa_sparse_mode_name(o->modes[mi]);
+    if (o->json)
+      printf("{\"bench\": \"sparse\", \"mask\": \"%s\", \"mode\": \"%s\", \"seq\": %lld, "
+             "\"heads\": %lld, \"dim\": %lld, \"threads\": %d, \"band_halfwidth\": %lld, "
+             "\"ms\": %.3f, \"best_ms\": %.3f, \"dense_ms\": %.3f, \"dense_best_ms\": %.3f, "
+             "\"speedup\": %.3f, \"ideal_speedup\": %.3f, \"efficiency\": %.3f, "
+             "\"density\": %.5f, \"tiles_visited\": %.5f, \"tiles_partial\": %.5f, "
+             "\"pairs_changed\": %lld, \"plan_ms\": %.3f, \"q_tile\": %lld, \"kv_tile\": "
+             "%lld}\n",
+             o->mask, mode, (long long)o->seq, (long long)o->heads, (long long)o->dim,
+             bd.threads, (long long)w, sparse.median_ms, sparse.best_ms, dense.median_ms,
+             dense.best_ms, speedup, 1.0 / density, efficiency, density, visited, partial,
+             (long long)changed, plan_ms, (long long)q_tile, (long long)kv_tile);
+    else
+      printf("  %-12s median %.2f ms, best %.2f ms: speed-up %.2fx (ideal %.2fx, "
+             "efficiency %.2f)%s\n",
+             mode, sparse.median_ms, sparse.best_ms, speedup, 1.0 / density, efficiency,
+             o->modes[mi] == STSA_SPARSE_TILE_ROUNDED ? " lossy:" : "");
+    if (o->modes[mi] == STSA_SPARSE_TILE_ROUNDED && !o->json)
+      printf("               pairs changed by rounding: %lld (%.2f%% of kept)\n",
+             (long long)changed, 100.0 * (double)changed / (double)st.pairs_kept);
+    fflush(stdout);
+  }
   stsa_plan_free(plan);
   free(masks);
   stsa_mask_free(mask);
