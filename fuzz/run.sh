@@ -20,7 +20,7 @@ if [ -z "$cc" ]; then
 fi
 
 mkdir -p "$out"
-io_srcs="$root/src/io/safetensors.c $root/src/io/npy.c $root/src/io/io_common.c"
+io_srcs="$root/src/io/safetensors.c $root/src/io/npy.c $root/src/io/io_common.c $root/src/core/status.c"
 plan_srcs="$(ls "$root"/src/mask/*.c) $root/src/core/status.c"
 
 # Dictionaries: the tokens a mutator would otherwise need many tries to hit.

@@ -111,17 +111,6 @@ int stsa_io_tensor_bytes(int rank, const int64_t *shape, size_t elem_size,
   return 1;
 }
 
-size_t stsa_io_dtype_size(stsa_dtype dtype) {
-  switch (dtype) {
-  case STSA_F32:
-    return 4;
-  case STSA_F16:
-  case STSA_BF16:
-    return 2;
-  default:
-    return 0;
-  }
-}
 
 int stsa_io_utf8_valid(const uint8_t *s, size_t n, size_t *bad_at) {
   size_t i = 0;

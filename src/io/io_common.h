@@ -36,10 +36,6 @@ int stsa_io_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
  * depend on dim order. Returns 0 on overflow of uint64_t or size_t. */
 int stsa_io_tensor_bytes(int rank, const int64_t *shape, size_t elem_size, uint64_t *out);
 
-/* Bytes per element of the three library dtypes; 0 for anything else. Kept
- * here (not stsa_dtype_size) so src/io links on its own in the fuzzers. */
-size_t stsa_io_dtype_size(stsa_dtype dtype);
-
 /* 1 if s[0..n) is well-formed UTF-8 (no overlong forms, no surrogates, no
  * code point above U+10FFFF); otherwise 0 and *bad_at = offset of the first
  * byte of the bad sequence (bad_at may be NULL). */

@@ -344,7 +344,7 @@ static stsa_status parse_npy(const uint8_t *b, size_t len, npy_info *info, char 
   char shp[96];
   stsa_io_shape_str(shp, sizeof shp, h.rank, h.shape);
   uint64_t need;
-  if (!stsa_io_tensor_bytes(h.rank, h.shape, stsa_io_dtype_size(info->dtype), &need))
+  if (!stsa_io_tensor_bytes(h.rank, h.shape, stsa_dtype_size(info->dtype), &need))
     return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
                         "shape %s x %s has a byte size that overflows", shp, h.descr);
   size_t have = len - pre - (size_t)hl;
@@ -445,7 +445,7 @@ static stsa_status build_header(stsa_dtype dtype, int rank, const int64_t *shape
       return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
                           "shape[%d] is negative (%lld)", d, (long long)shape[d]);
   uint64_t need;
-  if (!stsa_io_tensor_bytes(rank, shape, stsa_io_dtype_size(dtype), &need))
+  if (!stsa_io_tensor_bytes(rank, shape, stsa_dtype_size(dtype), &need))
     return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
                         "the byte size of the shape overflows");
   if (need > 0 && !data)

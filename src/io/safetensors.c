@@ -210,7 +210,7 @@ static stsa_status parse_entry(const json_t *v, const char *qn, uint64_t data_si
   char shp[96];
   uint64_t need;
   const char *dname = k_dtype_names[e->t.dtype];
-  if (!stsa_io_tensor_bytes(e->t.rank, e->t.shape, stsa_io_dtype_size(e->t.dtype), &need))
+  if (!stsa_io_tensor_bytes(e->t.rank, e->t.shape, stsa_dtype_size(e->t.dtype), &need))
     return stsa_io_fail(err, err_len, STSA_ERR_BAD_SHAPE,
                         "tensor %s: shape %s x %s has a byte size that "
                         "overflows",
@@ -593,7 +593,7 @@ static stsa_status check_tensor(const json_t *root, const stsa_io_tensor *t, siz
     return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM, "tensor %zu: duplicate name %s",
                         i, qn);
   size_t es = (int)t->dtype >= 0 && t->dtype < STSA_DTYPE_COUNT_
-                  ? stsa_io_dtype_size(t->dtype)
+                  ? stsa_dtype_size(t->dtype)
                   : 0;
   if (es == 0)
     return stsa_io_fail(err, err_len, STSA_ERR_BAD_DTYPE, "tensor %s: invalid dtype %d",
