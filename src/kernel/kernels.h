@@ -42,6 +42,9 @@ typedef struct stsa_kernels {
    * for r < STSA_MR, j < npanels; vp panels are panel_stride floats apart. */
   void (*pv)(const float *p, int ld_p, int n, const float *vp, int64_t panel_stride,
              int npanels, float *o, int ld_o, const float *alpha);
+  /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
+   * packing and q tile loads convert f16/bf16 with. */
+  void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);
 } stsa_kernels;
 
 /* Portable C versions (always available). */

@@ -59,8 +59,8 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   for (int64_t r = r0; r < r0 + pb->kv_tile; r++) {
     if (r < pb->Skv) {
       int64_t tok = kv_rows ? kv_rows[r] : r;
-      stsa_load_row_f32(row_ptr(pb->k, b, tok, h), pb->k->dtype, pb->k->stride[3], D, krow);
-      stsa_load_row_f32(row_ptr(pb->v, b, tok, h), pb->v->dtype, pb->v->stride[3], D, vrow);
+      pb->kern->load_row(row_ptr(pb->k, b, tok, h), pb->k->dtype, pb->k->stride[3], D, krow);
+      pb->kern->load_row(row_ptr(pb->v, b, tok, h), pb->v->dtype, pb->v->stride[3], D, vrow);
       for (int d = D; d < D_pad; d++)
         vrow[d] = 0.0f;
     } else {
@@ -114,7 +114,7 @@ static void load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64
   for (int r = 0; r < rows; r++) {
     float *dst = qbuf + (int64_t)r * D;
     int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
-    stsa_load_row_f32(row_ptr(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3], D, dst);
+    pb->kern->load_row(row_ptr(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3], D, dst);
     for (int d = 0; d < D; d++)
       dst[d] *= pb->qscale;
   }

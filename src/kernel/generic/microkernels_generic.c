@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/convert.h"
 #include "kernel/exp2_poly.h"
 #include "kernel/kernels.h"
 
@@ -95,4 +96,10 @@ static void pv_generic(const float *p, int ld_p, int n, const float *vp,
   }
 }
 
-const stsa_kernels stsa_kernels_generic = {qk_generic, softmax_generic, pv_generic};
+static void load_row_generic(const void *src, int dtype, int64_t stride, int64_t n,
+                             float *dst) {
+  stsa_load_row_f32(src, (stsa_dtype)dtype, stride, n, dst);
+}
+
+const stsa_kernels stsa_kernels_generic = {qk_generic, softmax_generic, pv_generic,
+                                           load_row_generic};

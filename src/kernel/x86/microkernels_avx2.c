@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "core/convert.h"
 #include "kernel/exp2_poly.h"
 #include "kernel/kernels.h"
 
@@ -220,4 +221,25 @@ static void pv_avx2(const float *p, int ld_p, int n, const float *vp, int64_t pa
   }
 }
 
-const stsa_kernels stsa_kernels_avx2 = {qk_avx2, softmax_avx2, pv_avx2};
+/* Contiguous f16 rows go through F16C and bf16 rows through a 16-bit shift,
+ * eight at a time; strided rows and f32 take the portable path. */
+static void load_row_avx2(const void *src, int dtype, int64_t stride, int64_t n,
+                          float *dst) {
+  int64_t i = 0;
+  if (stride == 1 && dtype == STSA_F16) {
+    const uint16_t *s = src;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+  } else if (stride == 1 && dtype == STSA_BF16) {
+    const uint16_t *s = src;
+    for (; i + 8 <= n; i += 8) {
+      __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+  }
+  if (i < n)
+    stsa_load_row_f32((const char *)src + (size_t)(i * stride) * stsa_dtype_size(dtype),
+                      (stsa_dtype)dtype, stride, n - i, dst + i);
+}
+
+const stsa_kernels stsa_kernels_avx2 = {qk_avx2, softmax_avx2, pv_avx2, load_row_avx2};
