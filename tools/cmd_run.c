@@ -1,0 +1,1034 @@
+/*
+ * cmd_run.c — `stsa run`: dense, block-sparse or SVG attention on Q, K, V
+ * dumped from a real model, with an output file and a JSON report.
+ *
+ * The inputs are used in place (views on the mapped safetensors data), in
+ * the file's dtype and layout; the output has q's dtype, layout and shape.
+ * Heads run one at a time on one-head views of the tensors: that gives a time
+ * per head and a progress bar, and costs nothing in exactness (every head of
+ * a library call is independent: the kernels are bitwise partition
+ * invariant, and SVG profiles each head on the same sampled rows).
+ * Everything is computed before anything is written, and both writers are
+ * atomic, so a failed run leaves --out and --report untouched.
+ *
+ * Also home of the input/geometry helpers in run_input.h, which
+ * `stsa plot attention` and `stsa plot plan` reuse.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "core/convert.h"
+#include "io/io_common.h"
+#include "progress.h"
+#include "run_input.h"
+
+/* ======================================================================== */
+/* Input and geometry options (shared with stsa plot)                       */
+/* ======================================================================== */
+
+static const char *const QKV_NAME[3] = {"q", "k", "v"};
+static const char *const LAYOUT_NAME[3] = {"bshd", "bhsd", "shd"};
+static const char *const LAYOUT_DIMS[3] = {"[B,S,H,D]", "[B,H,S,D]", "[S,H,D]"};
+
+const char *run_layout_name(run_layout layout) {
+  return (unsigned)layout < 3 ? LAYOUT_NAME[layout] : "?";
+}
+
+void run_input_defaults(run_input_opts *o) {
+  *o = (run_input_opts){NULL, {"q", "k", "v"}, {NULL, NULL, NULL}, -1};
+}
+
+int run_parse_input_opt(int argc, char **argv, int *i, run_input_opts *o) {
+  const char *a = argv[*i];
+  if (!strcmp(a, "--in")) {
+    o->in = cli_str(argc, argv, i);
+    return 1;
+  }
+  if (!strcmp(a, "--layout")) {
+    const char *s = cli_str(argc, argv, i);
+    for (int l = 0; l < 3; l++)
+      if (!strcmp(s, LAYOUT_NAME[l])) {
+        o->layout = l;
+        return 1;
+      }
+    cli_die("--layout expects bshd, bhsd or shd, got '%s'", s);
+  }
+  for (int t = 0; t < 3; t++) {
+    char name_opt[8], npy_opt[8];
+    snprintf(name_opt, sizeof name_opt, "--%s", QKV_NAME[t]);
+    snprintf(npy_opt, sizeof npy_opt, "--in-%s", QKV_NAME[t]);
+    if (!strcmp(a, name_opt)) {
+      o->names[t] = cli_str(argc, argv, i);
+      if (!*o->names[t])
+        cli_die("%s expects a tensor name, got an empty string", a);
+      return 1;
+    }
+    if (!strcmp(a, npy_opt)) {
+      o->npy[t] = cli_str(argc, argv, i);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void run_geo_defaults(run_geo_opts *o) {
+  *o = (run_geo_opts){NULL, -1, -1, -1, -1, -1, -1, -1.0, -1, -1, -1, -1};
+}
+
+/* A key tile: the kernels take keys 16 at a time. */
+static int parse_kv_tile(int argc, char **argv, int *i) {
+  const char *opt = argv[*i];
+  int t = (int)cli_int(argc, argv, i, 16, 4096);
+  if (t % 16)
+    cli_die("%s %d must be a multiple of 16 (keys are processed 16 at a time)", opt, t);
+  return t;
+}
+
+int run_parse_geo_opt(int argc, char **argv, int *i, run_geo_opts *o) {
+  const char *a = argv[*i];
+  const int64_t big = (int64_t)1 << 30;
+  if (!strcmp(a, "--preset"))
+    o->preset = cli_str(argc, argv, i);
+  else if (!strcmp(a, "--frames"))
+    o->frames = cli_int(argc, argv, i, 1, big);
+  else if (!strcmp(a, "--height"))
+    o->height = cli_int(argc, argv, i, 1, big);
+  else if (!strcmp(a, "--width"))
+    o->width = cli_int(argc, argv, i, 1, big);
+  else if (!strcmp(a, "--text"))
+    o->text = cli_int(argc, argv, i, 0, big);
+  else if (!strcmp(a, "--text-real"))
+    o->text_real = cli_int(argc, argv, i, 0, big);
+  else if (!strcmp(a, "--density"))
+    o->density = cli_double(argc, argv, i, 1e-6, 1.0);
+  else if (!strcmp(a, "--sample-rows"))
+    o->sample_rows = cli_int(argc, argv, i, 1, big);
+  else if (!strcmp(a, "--sink-frames"))
+    o->sink_frames = cli_int(argc, argv, i, 0, big);
+  else if (!strcmp(a, "--tile"))
+    o->q_tile = o->kv_tile = parse_kv_tile(argc, argv, i);
+  else if (!strcmp(a, "--q-tile"))
+    o->q_tile = (int)cli_int(argc, argv, i, 6, 4096);
+  else if (!strcmp(a, "--kv-tile"))
+    o->kv_tile = parse_kv_tile(argc, argv, i);
+  else if (!strcmp(a, "--text-pos")) {
+    const char *s = cli_str(argc, argv, i);
+    if (!strcmp(s, "prefix"))
+      o->text_pos = STSA_TEXT_PREFIX;
+    else if (!strcmp(s, "suffix"))
+      o->text_pos = STSA_TEXT_SUFFIX;
+    else if (!strcmp(s, "none"))
+      o->text_pos = STSA_TEXT_NONE;
+    else
+      cli_die("--text-pos expects prefix, suffix or none, got '%s'", s);
+  } else
+    return 0;
+  return 1;
+}
+
+static void load_preset(const char *name, stsa_svg_config *c) {
+  if (stsa_svg_preset(name, c) == STSA_OK)
+    return;
+  char names[256] = "";
+  for (int p = 0; stsa_svg_preset_name(p); p++) {
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s%s", p ? ", " : "",
+             stsa_svg_preset_name(p));
+  }
+  cli_die("--preset: unknown preset '%s' (available: %s)", name, names);
+}
+
+/* Text flags over the preset's text; a new --text without --text-real means
+ * all text is real. */
+static void resolve_text(const run_geo_opts *o, stsa_geometry *g) {
+  if (o->text >= 0) {
+    g->text = o->text;
+    g->text_real = o->text;
+  }
+  if (o->text_real >= 0)
+    g->text_real = o->text_real;
+  if (o->text_pos >= 0)
+    g->text_pos = (stsa_text_pos)o->text_pos;
+  if (g->text == 0) {
+    g->text_real = 0;
+    g->text_pos = STSA_TEXT_NONE;
+    return;
+  }
+  if (g->text_pos == STSA_TEXT_NONE)
+    cli_die("--text %lld needs --text-pos prefix or suffix (where the text tokens sit)",
+            (long long)g->text);
+  if (g->text_real > g->text)
+    cli_die("--text-real %lld exceeds the %lld text tokens (--text)",
+            (long long)g->text_real, (long long)g->text);
+}
+
+void run_resolve_config(const run_geo_opts *o, int64_t heads, int64_t head_dim,
+                        stsa_svg_config *cfg, char *note, size_t note_len) {
+  stsa_svg_config c = {.density = 0.30, .sample_rows = 64, .sink_frames = 1};
+  if (note && note_len)
+    note[0] = '\0';
+  if (o->preset)
+    load_preset(o->preset, &c);
+  stsa_geometry *g = &c.geometry;
+  g->frames = o->frames > 0 ? o->frames : g->frames;
+  g->height = o->height > 0 ? o->height : g->height;
+  g->width = o->width > 0 ? o->width : g->width;
+  if (!g->frames || !g->height || !g->width)
+    cli_die("the video geometry is missing: give --frames F --height Hp --width Wp "
+            "(latent frames and tokens per frame side) or --preset NAME");
+  resolve_text(o, g);
+  if (stsa_geometry_tokens(g) < 0)
+    cli_die("geometry %lld x %lld x %lld with %lld text tokens is too large",
+            (long long)g->frames, (long long)g->height, (long long)g->width,
+            (long long)g->text);
+  c.density = o->density > 0 ? o->density : c.density;
+  c.sink_frames = o->sink_frames >= 0 ? o->sink_frames : c.sink_frames;
+  if (c.sink_frames > g->frames)
+    cli_die("--sink-frames %lld exceeds --frames %lld", (long long)c.sink_frames,
+            (long long)g->frames);
+  const int64_t L = g->frames * g->height * g->width;
+  if (o->sample_rows > 0) {
+    if (o->sample_rows > L)
+      cli_die("--sample-rows %lld exceeds the %lld video tokens",
+              (long long)o->sample_rows, (long long)L);
+    c.sample_rows = o->sample_rows;
+  } else if (c.sample_rows > L) {
+    if (note && note_len)
+      snprintf(note, note_len, "sample_rows capped from %lld to the %lld video tokens",
+               (long long)c.sample_rows, (long long)L);
+    c.sample_rows = L;
+  }
+  c.q_tile = o->q_tile >= 0 ? o->q_tile : c.q_tile;
+  c.kv_tile = o->kv_tile >= 0 ? o->kv_tile : c.kv_tile;
+  c.heads = heads;
+  c.head_dim = head_dim;
+  *cfg = c;
+}
+
+/* ---- loading Q, K, V ----------------------------------------------------- */
+
+static const char *shape_str(char *buf, size_t len, int rank, const int64_t *shape) {
+  return stsa_io_shape_str(buf, len, rank, shape);
+}
+
+/* Makes x->t[i] a [B,S,H,D] view of one stored tensor, after checking its
+ * rank against the layout. Data the kernels cannot read in place (not
+ * aligned to its element, as safetensors may pack it) is copied once. */
+static void bind_tensor(run_qkv *x, int i, int layout, stsa_dtype dtype, int rank,
+                        const int64_t *shape, const void *data, size_t nbytes) {
+  char sb[96];
+  const int want = layout == RUN_SHD ? 3 : 4;
+  if (rank != want)
+    cli_die("--layout %s expects rank-%d tensors %s, but %s has shape %s (rank %d)",
+            LAYOUT_NAME[layout], want, LAYOUT_DIMS[layout], x->label[i],
+            shape_str(sb, sizeof sb, rank, shape), rank);
+  for (int d = 0; d < rank; d++)
+    if (shape[d] < 1)
+      cli_die("%s has shape %s: every dimension must be at least 1", x->label[i],
+              shape_str(sb, sizeof sb, rank, shape));
+  void *p = (void *)(uintptr_t)data; /* read only: the library never writes q, k, v */
+  size_t es = stsa_dtype_size(dtype);
+  if ((uintptr_t)data % es) {
+    x->copy[i] = aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    if (!x->copy[i])
+      cli_die("out of memory copying %s (%zu bytes)", x->label[i], nbytes);
+    memcpy(x->copy[i], data, nbytes);
+    p = x->copy[i];
+    x->copied[i] = 1;
+  }
+  if (layout == RUN_BSHD)
+    x->t[i] = stsa_tensor_bshd(p, dtype, shape[0], shape[1], shape[2], shape[3]);
+  else if (layout == RUN_BHSD)
+    x->t[i] = stsa_tensor_bhsd(p, dtype, shape[0], shape[2], shape[1], shape[3]);
+  else
+    x->t[i] = stsa_tensor_shd(p, dtype, shape[0], shape[1], shape[2]);
+  if (i == 0) {
+    x->rank = rank;
+    memcpy(x->file_shape, shape, sizeof(int64_t) * (size_t)rank);
+  }
+}
+
+/* "q, k, v" of the file, for the message about a missing name. */
+static void list_names(const stsa_st_file *f, char *buf, size_t len) {
+  size_t n = stsa_st_count(f), used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n && used + 1 < len; i++) {
+    char q[64];
+    const char *name = stsa_st_tensor(f, i)->name;
+    stsa_io_quote(q, sizeof q, name, strlen(name));
+    used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", q);
+    if (i == 11 && n > 12) {
+      snprintf(buf + used, len - used, ", ... (%zu in all)", n);
+      break;
+    }
+  }
+  if (n == 0)
+    snprintf(buf, len, "no tensors");
+}
+
+static void load_safetensors(const run_input_opts *o, run_qkv *x) {
+  char err[512];
+  if (stsa_st_open(o->in, &x->st, err, sizeof err) != STSA_OK)
+    cli_die("--in %s: %s", o->in, err);
+  for (int i = 0; i < 3; i++) {
+    const stsa_io_tensor *t = stsa_st_find(x->st, o->names[i]);
+    if (!t) {
+      char names[512];
+      list_names(x->st, names, sizeof names);
+      cli_die("--in %s: no tensor named '%s' for %s (the file holds %s); name it with "
+              "--%s NAME",
+              o->in, o->names[i], QKV_NAME[i], names, QKV_NAME[i]);
+    }
+    snprintf(x->label_buf[i], sizeof x->label_buf[i], "tensor '%s'", o->names[i]);
+    x->label[i] = x->label_buf[i];
+    bind_tensor(x, i, o->layout, t->dtype, t->rank, t->shape, t->data, t->nbytes);
+  }
+}
+
+static void load_npy(const run_input_opts *o, run_qkv *x) {
+  char err[512];
+  for (int i = 0; i < 3; i++) {
+    if (stsa_npy_read(o->npy[i], &x->npy[i], err, sizeof err) != STSA_OK)
+      cli_die("--in-%s %s: %s", QKV_NAME[i], o->npy[i], err);
+    snprintf(x->label_buf[i], sizeof x->label_buf[i], "%s (--in-%s)", o->npy[i],
+             QKV_NAME[i]);
+    x->label[i] = x->label_buf[i];
+    x->copied[i] = 1;
+    const stsa_npy_array *a = &x->npy[i];
+    bind_tensor(x, i, o->layout, a->dtype, a->rank, a->shape, a->data, a->nbytes);
+  }
+}
+
+/* q, k and v must agree in every dimension: this is self-attention over one
+ * video sequence. */
+static void check_same_shapes(const run_qkv *x) {
+  for (int i = 1; i < 3; i++)
+    for (int d = 0; d < 4; d++)
+      if (x->t[i].shape[d] != x->t[0].shape[d]) {
+        char a[96], b[96];
+        const int64_t *s0 = x->t[0].shape, *s1 = x->t[i].shape;
+        cli_die("%s is [B,S,H,D] = %s but %s is %s: q, k and v must have the same shape",
+                x->label[i], shape_str(a, sizeof a, 4, s1), x->label[0],
+                shape_str(b, sizeof b, 4, s0));
+      }
+}
+
+void run_load_qkv(const run_input_opts *o, run_qkv *x) {
+  memset(x, 0, sizeof *x);
+  const int npy = o->npy[0] || o->npy[1] || o->npy[2];
+  if (o->layout < 0)
+    cli_die("--layout is required: bshd ([B,S,H,D], diffusers), bhsd ([B,H,S,D], "
+            "PyTorch SDPA) or shd ([S,H,D])");
+  if (npy && o->in)
+    cli_die(
+        "give either --in FILE.safetensors or --in-q/--in-k/--in-v FILE.npy, not both");
+  if (npy) {
+    for (int i = 0; i < 3; i++)
+      if (!o->npy[i])
+        cli_die(
+            ".npy input needs all three of --in-q, --in-k and --in-v (--in-%s missing)",
+            QKV_NAME[i]);
+    load_npy(o, x);
+  } else if (o->in) {
+    load_safetensors(o, x);
+  } else {
+    cli_die("no input: give --in FILE.safetensors or --in-q/--in-k/--in-v FILE.npy");
+  }
+  check_same_shapes(x);
+}
+
+void run_free_qkv(run_qkv *x) {
+  for (int i = 0; i < 3; i++) {
+    free(x->copy[i]);
+    stsa_npy_free(&x->npy[i]);
+  }
+  stsa_st_close(x->st);
+  memset(x, 0, sizeof *x);
+}
+
+void run_check_tokens(const stsa_svg_config *cfg, const run_qkv *x, int layout) {
+  const stsa_geometry *g = &cfg->geometry;
+  const int64_t N = stsa_geometry_tokens(g), S = x->t[0].shape[1];
+  if (N == S)
+    return;
+  char sb[96];
+  cli_die(
+      "the geometry gives N = %lld text + %lld frames x %lld x %lld = %lld tokens, but "
+      "%s holds S = %lld tokens (shape %s read as %s %s); check --frames, --height, "
+      "--width and --text (or --layout)",
+      (long long)g->text, (long long)g->frames, (long long)g->height, (long long)g->width,
+      (long long)N, x->label[0], (long long)S,
+      shape_str(sb, sizeof sb, x->rank, x->file_shape), LAYOUT_NAME[layout],
+      LAYOUT_DIMS[layout]);
+}
+
+/* ---- masks of the SVG session -------------------------------------------- */
+
+stsa_head_kind run_parse_kind(int argc, char **argv, int *i) {
+  const char *opt = argv[*i], *s = cli_str(argc, argv, i);
+  if (!strcmp(s, "spatial"))
+    return STSA_HEAD_SPATIAL;
+  if (!strcmp(s, "temporal"))
+    return STSA_HEAD_TEMPORAL;
+  cli_die("%s expects spatial or temporal, got '%s'", opt, s);
+}
+
+stsa_mask *run_kind_mask(const stsa_svg_config *cfg, const stsa_svg_windows *w,
+                         stsa_head_kind kind) {
+  const stsa_geometry *g = &cfg->geometry;
+  stsa_mask *video = NULL, *sink = NULL, *text = NULL, *both = NULL, *out = NULL;
+  if (kind == STSA_HEAD_SPATIAL)
+    cli_check(stsa_mask_frame_window(g, w->frame_window, &video), NULL, "frame window");
+  else
+    cli_check(stsa_mask_position_band(g, w->band, &video), NULL, "position band");
+  cli_check(stsa_mask_text(g, &text), NULL, "text mask");
+  if (cfg->sink_frames > 0) {
+    cli_check(stsa_mask_sink_frames(g, cfg->sink_frames, &sink), NULL, "sink mask");
+    cli_check(stsa_mask_or(video, sink, &both), NULL, "mask union");
+  }
+  cli_check(stsa_mask_or(both ? both : video, text, &out), NULL, "mask union");
+  stsa_mask_free(both);
+  stsa_mask_free(sink);
+  stsa_mask_free(text);
+  stsa_mask_free(video);
+  return out;
+}
+
+void run_kind_orders(stsa_head_kind kind, stsa_order *q_order, stsa_order *kv_order) {
+  const int temporal = kind == STSA_HEAD_TEMPORAL;
+  *q_order = temporal ? STSA_ORDER_POSITION_MAJOR : STSA_ORDER_NATIVE;
+  *kv_order = temporal ? STSA_ORDER_SINK_FIRST : STSA_ORDER_NATIVE;
+}
+
+void run_session_windows(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg_windows *w) {
+  stsa_svg_config one = *cfg;
+  one.heads = 1;
+  one.head_dim = one.head_dim > 0 ? one.head_dim : 64;
+  stsa_svg *svg;
+  cli_check(stsa_svg_create(ctx, &one, &svg), ctx, "creating the SVG session");
+  cli_check(stsa_svg_get_windows(svg, w), NULL, "reading the SVG windows");
+  stsa_svg_free(svg);
+}
+
+/* ======================================================================== */
+/* stsa run                                                                 */
+/* ======================================================================== */
+
+enum { MODE_DENSE = 0, MODE_SPARSE = 1, MODE_SVG = 2 };
+static const char *const MODE_NAME[3] = {"dense", "sparse", "svg"};
+
+typedef struct run_opts {
+  run_input_opts in;
+  run_geo_opts geo;
+  int mode, compare_dense, quiet, threads;
+  stsa_head_kind head_kind; /* sparse mode */
+  int head_kind_set;
+  const char *out, *report;
+  int64_t layer, step; /* svg mode; -1: the first sparse call of the policy */
+} run_opts;
+
+/* Result of one (batch entry, head). kind -1 means the call ran dense. */
+typedef struct head_result {
+  int kind;
+  int has_mse;
+  double mse_spatial, mse_temporal;
+  double density, ms;
+  double rel_l2, cosine;
+} head_result;
+
+typedef struct run_state {
+  run_opts o;
+  stsa_ctx *ctx;
+  stsa_svg_config cfg;
+  char cfg_note[128];
+  run_qkv qkv;
+  int64_t B, H, D, N;
+  stsa_tensor out;
+  void *out_data;
+  size_t out_bytes;
+  head_result *res; /* [B * H] */
+  stsa_svg_windows win;
+  int have_windows, svg_dense_call;
+  int64_t layer, step;
+  double load_ms, setup_ms, compute_ms, profile_ms, attention_ms, dense_ms;
+  progress bar;
+  int64_t units_done;
+} run_state;
+
+static void run_usage(void) {
+  printf(
+      "usage: stsa run --in QKV.safetensors [--q NAME --k NAME --v NAME]\n"
+      "                (or --in-q Q.npy --in-k K.npy --in-v V.npy)\n"
+      "                --layout bshd|bhsd|shd --frames F --height Hp --width Wp\n"
+      "                [--text N --text-pos prefix|suffix [--text-real M]]\n"
+      "                [--preset NAME] [--density D] [--mode dense|sparse|svg]\n"
+      "                [--head-kind spatial|temporal] [--layer L --step S]\n"
+      "                [--sample-rows R] [--sink-frames K] [--tile T]\n"
+      "                --out OUT.safetensors|OUT.npy [--report REPORT.json]\n"
+      "                [--compare-dense] [--threads T] [--quiet]\n"
+      "Attention on dumped Q, K, V (self-attention over N = text + F*Hp*Wp tokens).\n"
+      "  --mode svg     (default) the SVG session: profiling, a kind per head, sparse\n"
+      "                 attention, for one --layer and --step (default: the first\n"
+      "                 sparse call of the policy)\n"
+      "  --mode sparse  block-sparse, every head with the SVG mask of --head-kind\n"
+      "                 (default spatial), widths from --density\n"
+      "  --mode dense   dense attention (stsa_attention)\n"
+      "  --preset       wan21-480p, wan21-720p, hunyuan-720p, hunyuan-480p or\n"
+      "                 cogvideox15: geometry, density, dense steps/layers; flags win\n"
+      "  --compare-dense  also run dense attention; per head relative L2 and cosine\n"
+      "Output: tensor \"out\" in q's dtype, layout and shape; --out, --report or both.\n"
+      "Nothing is written on error. See docs/cli.md.\n");
+}
+
+/* Flags that only one mode reads are errors in the others: a silently
+ * ignored --layer would make a report claim what did not happen. */
+static void check_mode_flags(const run_opts *o) {
+  if (o->mode != MODE_SVG && (o->layer >= 0 || o->step >= 0))
+    cli_die("run: --layer and --step apply to --mode svg only (this is --mode %s)",
+            MODE_NAME[o->mode]);
+  if (o->mode != MODE_SPARSE && o->head_kind_set)
+    cli_die("run: --head-kind applies to --mode sparse only (this is --mode %s)",
+            MODE_NAME[o->mode]);
+}
+
+static void parse_run(int argc, char **argv, run_opts *o) {
+  *o = (run_opts){
+      .mode = MODE_SVG, .head_kind = STSA_HEAD_SPATIAL, .layer = -1, .step = -1};
+  run_input_defaults(&o->in);
+  run_geo_defaults(&o->geo);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (run_parse_input_opt(argc, argv, &i, &o->in) ||
+        run_parse_geo_opt(argc, argv, &i, &o->geo))
+      continue;
+    if (!strcmp(a, "--mode")) {
+      const char *s = cli_str(argc, argv, &i);
+      int m;
+      for (m = 0; m < 3 && strcmp(s, MODE_NAME[m]); m++)
+        ;
+      if (m == 3)
+        cli_die("--mode expects dense, sparse or svg, got '%s'", s);
+      o->mode = m;
+    } else if (!strcmp(a, "--head-kind")) {
+      o->head_kind = run_parse_kind(argc, argv, &i);
+      o->head_kind_set = 1;
+    } else if (!strcmp(a, "--out"))
+      o->out = cli_str(argc, argv, &i);
+    else if (!strcmp(a, "--report"))
+      o->report = cli_str(argc, argv, &i);
+    else if (!strcmp(a, "--layer"))
+      o->layer = cli_int(argc, argv, &i, 0, INT32_MAX);
+    else if (!strcmp(a, "--step"))
+      o->step = cli_int(argc, argv, &i, 0, INT32_MAX);
+    else if (!strcmp(a, "--threads"))
+      o->threads = (int)cli_int(argc, argv, &i, 1, 1024);
+    else if (!strcmp(a, "--compare-dense"))
+      o->compare_dense = 1;
+    else if (!strcmp(a, "--quiet"))
+      o->quiet = 1;
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      run_usage();
+      exit(0);
+    } else
+      cli_die("run: unknown option '%s' (see stsa run --help)", a);
+  }
+  if (!o->out && !o->report)
+    cli_die("run: nothing to write: give --out FILE (and/or --report FILE.json)");
+  if (o->out && o->report && !strcmp(o->out, o->report))
+    cli_die("run: --out and --report name the same file '%s'", o->out);
+  check_mode_flags(o);
+}
+
+/* ---- computing ------------------------------------------------------------ */
+
+/* Head h of a [B, S, H, D] tensor as a [B, S, 1, D] view. */
+static stsa_tensor head_view(const stsa_tensor *t, int64_t h) {
+  stsa_tensor v = *t;
+  v.data = (char *)t->data + (size_t)(h * t->stride[2]) * stsa_dtype_size(t->dtype);
+  v.shape[2] = 1;
+  return v;
+}
+
+/* The bar appears only once a run has lasted a second: short runs stay quiet. */
+static void tick(run_state *s) {
+  s->units_done++;
+  if (cli_now() - s->bar.t0 >= 1.0)
+    progress_update(&s->bar, s->units_done);
+}
+
+/* An output buffer like q: same dtype, layout and shape, contiguous. */
+static void alloc_out(run_state *s) {
+  const stsa_tensor *q = &s->qkv.t[0];
+  size_t es = stsa_dtype_size(q->dtype);
+  s->out_bytes = (size_t)(s->B * s->N * s->H * s->D) * es;
+  s->out_data = aligned_alloc(64, (s->out_bytes + 63) / 64 * 64);
+  if (!s->out_data)
+    cli_die("out of memory for the output (%zu bytes)", s->out_bytes);
+  s->out = *q; /* q's strides describe a contiguous tensor in its layout */
+  s->out.data = s->out_data;
+}
+
+static void run_dense_heads(run_state *s, const stsa_tensor *out, double *ms) {
+  const stsa_tensor *t = s->qkv.t;
+  for (int64_t h = 0; h < s->H; h++) {
+    stsa_tensor q = head_view(&t[0], h), k = head_view(&t[1], h), v = head_view(&t[2], h),
+                o = head_view(out, h);
+    double t0 = cli_now();
+    cli_check(stsa_attention(s->ctx, &q, &k, &v, &o, NULL), s->ctx, "dense attention");
+    ms[h] = (cli_now() - t0) * 1e3;
+    tick(s);
+  }
+}
+
+static void run_mode_dense(run_state *s) {
+  double *ms = malloc(sizeof *ms * (size_t)s->H);
+  if (!ms)
+    cli_die("out of memory");
+  run_dense_heads(s, &s->out, ms);
+  for (int64_t b = 0; b < s->B; b++)
+    for (int64_t h = 0; h < s->H; h++)
+      s->res[b * s->H + h] = (head_result){.kind = -1, .density = 1.0, .ms = ms[h]};
+  free(ms);
+}
+
+static void run_mode_sparse(run_state *s) {
+  double t0 = cli_now();
+  run_session_windows(s->ctx, &s->cfg, &s->win);
+  s->have_windows = 1;
+  stsa_mask *mask = run_kind_mask(&s->cfg, &s->win, s->o.head_kind);
+  const stsa_mask *masks[1] = {mask};
+  stsa_order qo, ko;
+  run_kind_orders(s->o.head_kind, &qo, &ko);
+  /* the session's tile sizes, so the plan is the session's plan */
+  stsa_plan_desc desc = {s->N,
+                         s->N,
+                         1,
+                         masks,
+                         &s->cfg.geometry,
+                         qo,
+                         ko,
+                         s->win.q_tile,
+                         s->win.kv_tile,
+                         STSA_PLAN_DEFAULT,
+                         NULL};
+  stsa_plan *plan;
+  cli_check(stsa_plan_build(s->ctx, &desc, &plan), s->ctx, "building the plan");
+  stsa_plan_stats st;
+  cli_check(stsa_plan_get_stats(plan, &st), NULL, "plan statistics");
+  const double density = (double)st.pairs_kept / (double)st.pairs_total;
+  s->setup_ms = (cli_now() - t0) * 1e3;
+  for (int64_t h = 0; h < s->H; h++) {
+    const stsa_tensor *t = s->qkv.t;
+    stsa_tensor q = head_view(&t[0], h), k = head_view(&t[1], h), v = head_view(&t[2], h),
+                o = head_view(&s->out, h);
+    double t1 = cli_now();
+    cli_check(stsa_sparse_attention(s->ctx, plan, &q, &k, &v, &o, NULL), s->ctx,
+              "block-sparse attention");
+    double ms = (cli_now() - t1) * 1e3;
+    for (int64_t b = 0; b < s->B; b++)
+      s->res[b * s->H + h] =
+          (head_result){.kind = (int)s->o.head_kind, .density = density, .ms = ms};
+    tick(s);
+  }
+  stsa_plan_free(plan);
+  stsa_mask_free(mask);
+}
+
+/* One SVG call per head on a one-head session: the session's per-head work
+ * (profiling on rows drawn from layer, step and batch entry; one plan per
+ * kind) is the same as in an H-head call. */
+static void run_mode_svg(run_state *s) {
+  double t0 = cli_now();
+  stsa_svg_config one = s->cfg;
+  one.heads = 1;
+  stsa_svg *svg;
+  cli_check(stsa_svg_create(s->ctx, &one, &svg), s->ctx, "creating the SVG session");
+  cli_check(stsa_svg_get_windows(svg, &s->win), NULL, "SVG windows");
+  s->have_windows = 1;
+  s->setup_ms = (cli_now() - t0) * 1e3;
+  stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)s->B);
+  float *mse = malloc(sizeof *mse * (size_t)(2 * s->B));
+  if (!kinds || !mse)
+    cli_die("out of memory");
+  for (int64_t h = 0; h < s->H; h++) {
+    const stsa_tensor *t = s->qkv.t;
+    stsa_tensor q = head_view(&t[0], h), k = head_view(&t[1], h), v = head_view(&t[2], h),
+                o = head_view(&s->out, h);
+    stsa_svg_report rep = {0};
+    rep.kinds = kinds, rep.mse_spatial = mse, rep.mse_temporal = mse + s->B;
+    double t1 = cli_now();
+    cli_check(stsa_svg_attention(svg, s->layer, s->step, &q, &k, &v, &o, &rep), s->ctx,
+              "SVG attention");
+    double ms = (cli_now() - t1) * 1e3;
+    s->svg_dense_call = rep.dense;
+    s->profile_ms += rep.profile_ms;
+    s->attention_ms += rep.attention_ms;
+    for (int64_t b = 0; b < s->B; b++) {
+      head_result *r = &s->res[b * s->H + h];
+      int spatial = kinds[b] == STSA_HEAD_SPATIAL;
+      *r = (head_result){.kind = rep.dense ? -1 : (int)kinds[b],
+                         .has_mse = !rep.dense,
+                         .mse_spatial = mse[b],
+                         .mse_temporal = mse[s->B + b],
+                         .density = rep.dense ? rep.density
+                                    : spatial ? s->win.density_spatial
+                                              : s->win.density_temporal,
+                         .ms = ms};
+    }
+    tick(s);
+  }
+  free(kinds);
+  free(mse);
+  stsa_svg_free(svg);
+}
+
+/* Relative L2 and cosine of head (b, h) of out against dense, over S x D. */
+static void compare_head(const stsa_tensor *out, const stsa_tensor *ref, int64_t b,
+                         int64_t h, float *row_o, float *row_r, head_result *r) {
+  const int64_t S = out->shape[1], D = out->shape[3];
+  const size_t eo = stsa_dtype_size(out->dtype), er = stsa_dtype_size(ref->dtype);
+  double diff = 0, nr = 0, no = 0, dot = 0;
+  for (int64_t i = 0; i < S; i++) {
+    size_t oo = (size_t)(b * out->stride[0] + i * out->stride[1] + h * out->stride[2]);
+    size_t orf = (size_t)(b * ref->stride[0] + i * ref->stride[1] + h * ref->stride[2]);
+    stsa_load_row_f32((const char *)out->data + oo * eo, out->dtype, 1, D, row_o);
+    stsa_load_row_f32((const char *)ref->data + orf * er, ref->dtype, 1, D, row_r);
+    for (int64_t d = 0; d < D; d++) {
+      double x = row_o[d], y = row_r[d];
+      diff += (x - y) * (x - y);
+      nr += y * y;
+      no += x * x;
+      dot += x * y;
+    }
+  }
+  r->rel_l2 = nr > 0 ? sqrt(diff / nr) : (diff > 0 ? INFINITY : 0.0);
+  r->cosine = no > 0 && nr > 0 ? dot / sqrt(no * nr) : (no == nr ? 1.0 : 0.0);
+}
+
+/* Dense attention into an f32 [B, N, H, D] buffer, then per-head errors of
+ * the output as written (in q's dtype) against it. */
+static void compare_dense(run_state *s) {
+  size_t n = (size_t)(s->B * s->N * s->H * s->D);
+  float *ref_data = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+  float *rows = malloc(sizeof *rows * (size_t)(2 * s->D));
+  double *ms = malloc(sizeof *ms * (size_t)s->H);
+  if (!ref_data || !rows || !ms)
+    cli_die("out of memory for the dense reference (%zu floats)", n);
+  stsa_tensor ref = stsa_tensor_bshd(ref_data, STSA_F32, s->B, s->N, s->H, s->D);
+  double t0 = cli_now();
+  run_dense_heads(s, &ref, ms);
+  s->dense_ms = (cli_now() - t0) * 1e3;
+  for (int64_t b = 0; b < s->B; b++)
+    for (int64_t h = 0; h < s->H; h++)
+      compare_head(&s->out, &ref, b, h, rows, rows + s->D, &s->res[b * s->H + h]);
+  free(ref_data);
+  free(rows);
+  free(ms);
+}
+
+/* ---- the report ----------------------------------------------------------- */
+
+/* JSON has no NaN or Inf: such values become null. */
+static json_t *jreal(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+static const char *text_pos_name(stsa_text_pos p) {
+  return p == STSA_TEXT_PREFIX ? "prefix" : p == STSA_TEXT_SUFFIX ? "suffix" : "none";
+}
+
+static json_t *report_geometry(const run_state *s) {
+  const stsa_geometry *g = &s->cfg.geometry;
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I}", "frames",
+                   (json_int_t)g->frames, "height", (json_int_t)g->height, "width",
+                   (json_int_t)g->width, "text", (json_int_t)g->text, "text_real",
+                   (json_int_t)g->text_real, "text_pos", text_pos_name(g->text_pos),
+                   "tokens", (json_int_t)s->N, "batch", (json_int_t)s->B, "heads",
+                   (json_int_t)s->H, "head_dim", (json_int_t)s->D);
+}
+
+static json_t *report_input(const run_state *s) {
+  const run_input_opts *in = &s->o.in;
+  json_t *j = json_object();
+  if (in->in) {
+    json_object_set_new(j, "file", json_string(in->in));
+    json_object_set_new(j, "names",
+                        json_pack("[s, s, s]", in->names[0], in->names[1], in->names[2]));
+  } else {
+    json_object_set_new(j, "npy",
+                        json_pack("[s, s, s]", in->npy[0], in->npy[1], in->npy[2]));
+  }
+  json_object_set_new(j, "layout", json_string(LAYOUT_NAME[in->layout]));
+  json_t *dt = json_array();
+  for (int i = 0; i < 3; i++)
+    json_array_append_new(dt, json_string(stsa_dtype_name(s->qkv.t[i].dtype)));
+  json_object_set_new(j, "dtypes", dt);
+  json_object_set_new(
+      j, "copied",
+      json_pack("[b, b, b]", s->qkv.copied[0], s->qkv.copied[1], s->qkv.copied[2]));
+  return j;
+}
+
+static json_t *report_svg(const run_state *s) {
+  const stsa_svg_config *c = &s->cfg;
+  json_t *j =
+      json_pack("{s:I, s:I, s:I, s:I, s:I}", "dense_steps", (json_int_t)c->dense_steps,
+                "dense_layers", (json_int_t)c->dense_layers, "sample_rows",
+                (json_int_t)c->sample_rows, "sink_frames", (json_int_t)c->sink_frames,
+                "seed", (json_int_t)c->seed);
+  if (s->have_windows) {
+    json_object_set_new(j, "q_tile", json_integer(s->win.q_tile));
+    json_object_set_new(j, "kv_tile", json_integer(s->win.kv_tile));
+    json_object_set_new(j, "frame_window", json_integer(s->win.frame_window));
+    json_object_set_new(j, "band", json_integer(s->win.band));
+    json_object_set_new(j, "density_spatial", jreal(s->win.density_spatial));
+    json_object_set_new(j, "density_temporal", jreal(s->win.density_temporal));
+  }
+  if (s->cfg_note[0])
+    json_object_set_new(j, "note", json_string(s->cfg_note));
+  return j;
+}
+
+static json_t *report_heads(const run_state *s) {
+  json_t *arr = json_array();
+  for (int64_t i = 0; i < s->B * s->H; i++) {
+    const head_result *r = &s->res[i];
+    json_t *j =
+        json_pack("{s:I, s:I, s:s}", "batch", (json_int_t)(i / s->H), "head",
+                  (json_int_t)(i % s->H), "kind",
+                  r->kind < 0 ? "dense" : stsa_head_kind_name((stsa_head_kind)r->kind));
+    json_object_set_new(j, "mse_spatial",
+                        r->has_mse ? jreal(r->mse_spatial) : json_null());
+    json_object_set_new(j, "mse_temporal",
+                        r->has_mse ? jreal(r->mse_temporal) : json_null());
+    json_object_set_new(j, "density", jreal(r->density));
+    json_object_set_new(j, "time_ms", jreal(r->ms));
+    if (s->o.compare_dense) {
+      json_object_set_new(j, "rel_l2", jreal(r->rel_l2));
+      json_object_set_new(j, "cosine", jreal(r->cosine));
+    }
+    json_array_append_new(arr, j);
+  }
+  return arr;
+}
+
+static double mean_density(const run_state *s) {
+  double sum = 0;
+  for (int64_t i = 0; i < s->B * s->H; i++)
+    sum += s->res[i].density;
+  return sum / (double)(s->B * s->H);
+}
+
+static json_t *report_timing(const run_state *s) {
+  json_t *j = json_object();
+  json_object_set_new(j, "load_ms", jreal(s->load_ms));
+  json_object_set_new(j, "setup_ms", jreal(s->setup_ms));
+  json_object_set_new(j, "compute_ms", jreal(s->compute_ms));
+  if (s->o.mode == MODE_SVG) {
+    json_object_set_new(j, "profile_ms", jreal(s->profile_ms));
+    json_object_set_new(j, "attention_ms", jreal(s->attention_ms));
+  }
+  if (s->o.compare_dense) {
+    json_object_set_new(j, "dense_ms", jreal(s->dense_ms));
+    json_object_set_new(j, "speedup_vs_dense", jreal(s->dense_ms / s->compute_ms));
+  }
+  return j;
+}
+
+/* The whole report as a JSON string (malloc'd), before anything is written. */
+static char *build_report(const run_state *s) {
+  int64_t threads = 0;
+  stsa_ctx_get(s->ctx, STSA_PARAM_THREADS, &threads);
+  json_t *root = json_object();
+  json_object_set_new(root, "tool", json_string("stsa run"));
+  json_object_set_new(root, "version", json_string(stsa_version_string()));
+  json_object_set_new(root, "mode", json_string(MODE_NAME[s->o.mode]));
+  if (s->o.mode == MODE_SPARSE)
+    json_object_set_new(root, "head_kind",
+                        json_string(stsa_head_kind_name(s->o.head_kind)));
+  json_object_set_new(root, "preset",
+                      s->o.geo.preset ? json_string(s->o.geo.preset) : json_null());
+  json_object_set_new(root, "input", report_input(s));
+  json_object_set_new(root, "geometry", report_geometry(s));
+  json_object_set_new(root, "layer",
+                      s->layer >= 0 ? json_integer(s->layer) : json_null());
+  json_object_set_new(root, "step", s->step >= 0 ? json_integer(s->step) : json_null());
+  if (s->o.mode == MODE_SVG)
+    json_object_set_new(root, "layer_step_from",
+                        json_string(s->o.layer < 0 && s->o.step < 0
+                                        ? "default: first sparse call of the policy"
+                                        : "flags"));
+  json_object_set_new(root, "dense_call",
+                      json_boolean(s->o.mode == MODE_DENSE || s->svg_dense_call));
+  json_object_set_new(root, "density_target", jreal(s->cfg.density));
+  json_object_set_new(root, "density", jreal(mean_density(s)));
+  json_object_set_new(root, "svg", s->o.mode == MODE_DENSE ? json_null() : report_svg(s));
+  json_object_set_new(root, "backend",
+                      json_string(stsa_backend_name(stsa_ctx_backend(s->ctx))));
+  json_object_set_new(root, "threads", json_integer(threads));
+  json_object_set_new(root, "compare_dense", json_boolean(s->o.compare_dense));
+  json_object_set_new(root, "per_head", report_heads(s));
+  json_object_set_new(root, "timing", report_timing(s));
+  char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+  json_decref(root);
+  if (!text)
+    cli_die("out of memory formatting the report");
+  return text;
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Writes the output tensor to `path` (atomically: temp file + rename). */
+static stsa_status write_out(const run_state *s, const char *path, char *err,
+                             size_t err_len) {
+  const stsa_geometry *g = &s->cfg.geometry;
+  const stsa_dtype dt = s->qkv.t[0].dtype;
+  if (ends_with(s->o.out, ".npy"))
+    return stsa_npy_write(path, dt, s->qkv.rank, s->qkv.file_shape, s->out_data, err,
+                          err_len);
+  char geo[96];
+  snprintf(geo, sizeof geo, "%lldx%lldx%lld+%lld", (long long)g->frames,
+           (long long)g->height, (long long)g->width, (long long)g->text);
+  stsa_io_tensor t = {"out", dt, s->qkv.rank, {0}, s->out_data, s->out_bytes};
+  memcpy(t.shape, s->qkv.file_shape, sizeof(int64_t) * (size_t)s->qkv.rank);
+  stsa_st_meta meta[3] = {{"stsa_mode", MODE_NAME[s->o.mode]},
+                          {"stsa_layout", LAYOUT_NAME[s->o.in.layout]},
+                          {"stsa_geometry", geo}};
+  return stsa_st_write_meta(path, &t, 1, meta, 3, err, err_len);
+}
+
+static char *staging_name(const char *path) {
+  size_t n = strlen(path) + 40;
+  char *tmp = malloc(n);
+  if (!tmp)
+    cli_die("out of memory");
+  snprintf(tmp, n, "%s.stsa-run.%ld", path, (long)getpid());
+  return tmp;
+}
+
+/* Both files are first written in full under staging names next to their
+ * targets and only then renamed over them, so a failed write (a full disk,
+ * a missing folder) leaves --out and --report exactly as they were. */
+static void write_files(const run_state *s, const char *report) {
+  char err[512];
+  char *out_tmp = s->o.out ? staging_name(s->o.out) : NULL;
+  char *rep_tmp = s->o.report ? staging_name(s->o.report) : NULL;
+  if (out_tmp && write_out(s, out_tmp, err, sizeof err) != STSA_OK)
+    cli_die("--out %s: %s", s->o.out, err);
+  if (rep_tmp) {
+    stsa_io_chunk chunks[2] = {{report, strlen(report)}, {"\n", 1}};
+    if (stsa_io_atomic_write(rep_tmp, chunks, 2, err, sizeof err) != STSA_OK) {
+      if (out_tmp)
+        unlink(out_tmp);
+      cli_die("--report %s: %s", s->o.report, err);
+    }
+  }
+  if (out_tmp && rename(out_tmp, s->o.out) != 0) {
+    unlink(out_tmp);
+    if (rep_tmp)
+      unlink(rep_tmp);
+    cli_die("--out %s: cannot rename the finished file into place", s->o.out);
+  }
+  if (rep_tmp && rename(rep_tmp, s->o.report) != 0) {
+    unlink(rep_tmp);
+    cli_die("--report %s: cannot rename the finished file into place", s->o.report);
+  }
+  free(out_tmp);
+  free(rep_tmp);
+}
+
+static void print_summary(const run_state *s) {
+  const stsa_geometry *g = &s->cfg.geometry;
+  printf(
+      "stsa run %s: N = %lld (%lld x %lld x %lld video + %lld text), B = %lld, H = %lld, "
+      "D = %lld, %s\n",
+      MODE_NAME[s->o.mode], (long long)s->N, (long long)g->frames, (long long)g->height,
+      (long long)g->width, (long long)g->text, (long long)s->B, (long long)s->H,
+      (long long)s->D, stsa_dtype_name(s->qkv.t[0].dtype));
+  int spatial = 0, temporal = 0;
+  for (int64_t i = 0; i < s->B * s->H; i++) {
+    spatial += s->res[i].kind == STSA_HEAD_SPATIAL;
+    temporal += s->res[i].kind == STSA_HEAD_TEMPORAL;
+  }
+  if (s->o.mode == MODE_SVG)
+    printf("  layer %lld step %lld: %s call, %d spatial / %d temporal heads\n",
+           (long long)s->layer, (long long)s->step,
+           s->svg_dense_call ? "dense (by policy)" : "sparse", spatial, temporal);
+  printf("  density %.4f (target %.2f), %.2f ms\n", mean_density(s), s->cfg.density,
+         s->compute_ms);
+  if (s->o.compare_dense) {
+    double worst = 0, cmin = 1;
+    for (int64_t i = 0; i < s->B * s->H; i++) {
+      worst = fmax(worst, s->res[i].rel_l2);
+      cmin = fmin(cmin, s->res[i].cosine);
+    }
+    printf("  vs dense (%.2f ms, %.2fx): worst head rel L2 %.4g, lowest cosine %.6f\n",
+           s->dense_ms, s->dense_ms / s->compute_ms, worst, cmin);
+  }
+}
+
+/* Geometry and settings from the tensors and flags; dies on inconsistency. */
+static void setup(run_state *s) {
+  const stsa_tensor *q = &s->qkv.t[0];
+  s->B = q->shape[0], s->N = q->shape[1], s->H = q->shape[2], s->D = q->shape[3];
+  run_resolve_config(&s->o.geo, s->H, s->D, &s->cfg, s->cfg_note, sizeof s->cfg_note);
+  run_check_tokens(&s->cfg, &s->qkv, s->o.in.layout);
+  s->layer =
+      s->o.mode == MODE_SVG ? (s->o.layer >= 0 ? s->o.layer : s->cfg.dense_layers) : -1;
+  s->step =
+      s->o.mode == MODE_SVG ? (s->o.step >= 0 ? s->o.step : s->cfg.dense_steps) : -1;
+  if (s->o.out && ends_with(s->o.out, ".npy") && q->dtype == STSA_BF16)
+    cli_die("--out %s: .npy has no bfloat16 type; q is bf16, write .safetensors instead",
+            s->o.out);
+  s->res = calloc((size_t)(s->B * s->H), sizeof *s->res);
+  if (!s->res)
+    cli_die("out of memory");
+  alloc_out(s);
+}
+
+int cmd_run(int argc, char **argv) {
+  run_state s;
+  memset(&s, 0, sizeof s);
+  parse_run(argc, argv, &s.o);
+  double t_start = cli_now();
+  run_load_qkv(&s.o.in, &s.qkv);
+  s.load_ms = (cli_now() - t_start) * 1e3;
+  setup(&s);
+  cli_check(stsa_ctx_create(&s.ctx), NULL, "creating a context");
+  if (s.o.threads)
+    cli_check(stsa_ctx_set(s.ctx, STSA_PARAM_THREADS, s.o.threads), s.ctx, "--threads");
+
+  progress_start(&s.bar, "stsa run", s.H * (s.o.compare_dense ? 2 : 1), s.o.quiet);
+  double t0 = cli_now();
+  if (s.o.mode == MODE_DENSE)
+    run_mode_dense(&s);
+  else if (s.o.mode == MODE_SPARSE)
+    run_mode_sparse(&s);
+  else
+    run_mode_svg(&s);
+  s.compute_ms = (cli_now() - t0) * 1e3 - s.setup_ms;
+  if (s.o.compare_dense)
+    compare_dense(&s);
+  progress_finish(&s.bar);
+
+  char *report = s.o.report ? build_report(&s) : NULL;
+  write_files(&s, report);
+  if (!s.o.quiet)
+    print_summary(&s);
+  free(report);
+  free(s.res);
+  free(s.out_data);
+  run_free_qkv(&s.qkv);
+  stsa_ctx_free(s.ctx);
+  return 0;
+}
