@@ -229,11 +229,11 @@ static void load_row_avx2(const void *src, int dtype, int64_t stride, int64_t n,
   if (stride == 1 && dtype == STSA_F16) {
     const uint16_t *s = src;
     for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i))));
   } else if (stride == 1 && dtype == STSA_BF16) {
     const uint16_t *s = src;
     for (; i + 8 <= n; i += 8) {
-      __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+      __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(s + i)));
       _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
     }
   }
