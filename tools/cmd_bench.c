@@ -23,6 +23,8 @@ typedef struct bench_opts {
   /* sparse only */
   const char *mask;
   double density;
+  int64_t band;  /* explicit band half-width (0: from the density) */
+  int no_dense;  /* skip the dense baseline (long sequences) */
   stsa_sparse_mode modes[STSA_SPARSE_MODE_COUNT_]; /* run in this order */
   int n_modes;
 } bench_opts;
@@ -31,7 +33,8 @@ static void bench_usage(void) {
   printf(
       "usage: stsa bench dense  [common options]\n"
       "       stsa bench sparse [common options] [--mask band|causal] [--density F]\n"
-      "                         [--mode exact|naive|tile-rounded|all]\n"
+      "                         [--mode exact|naive|tile-rounded|all] [--band W]\n"
+      "                         [--no-dense]\n"
       "       stsa bench svg --preset NAME [--heads H] ... (stsa bench svg --help)\n"
       "common options:\n"
       "  --seq S --seq-kv S --heads H --dim D --batch B --threads T --reps N\n"
@@ -88,7 +91,11 @@ static void parse_bench(int argc, char **argv, bench_opts *o) {
       o->mask = cli_str(argc, argv, &i);
       if (strcmp(o->mask, "band") && strcmp(o->mask, "causal"))
         cli_die("--mask expects band or causal, got '%s'", o->mask);
-    } else if (sparse && !strcmp(a, "--density"))
+    } else if (sparse && !strcmp(a, "--band"))
+      o->band = cli_int(argc, argv, &i, 1, (int64_t)1 << 24);
+    else if (sparse && !strcmp(a, "--no-dense"))
+      o->no_dense = 1;
+    else if (sparse && !strcmp(a, "--density"))
       o->density = cli_double(argc, argv, &i, 1e-6, 1.0);
     else if (sparse && !strcmp(a, "--mode")) {
       const char *s = cli_str(argc, argv, &i);
@@ -190,6 +197,14 @@ static timing time_reps(bench_data *bd, int reps, const stsa_plan *plan,
   return t;
 }
 
+/* A JSON number, or null for what was not measured (NaN). */
+static const char *json_num(char *buf, size_t len, double x) {
+  if (!isfinite(x))
+    return "null";
+  snprintf(buf, len, "%.3f", x);
+  return buf;
+}
+
 static double dense_flops(const bench_opts *o) {
   return 4.0 * (double)o->seq * (double)o->seq_kv * (double)o->dim * (double)o->heads *
          (double)o->batch;
@@ -248,7 +263,7 @@ static int bench_sparse(const bench_opts *o) {
   if (!strcmp(o->mask, "causal"))
     cli_check(stsa_mask_causal(0, &mask), NULL, "causal mask");
   else {
-    w = band_halfwidth(o->seq, o->density);
+    w = o->band ? o->band : band_halfwidth(o->seq, o->density);
     cli_check(stsa_mask_local(w, w, &mask), NULL, "band mask");
   }
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)o->heads);
@@ -270,7 +285,9 @@ static int bench_sparse(const bench_opts *o) {
   int64_t q_tile, kv_tile;
   stsa_ctx_get(bd.ctx, STSA_PARAM_Q_TILE, &q_tile);
   stsa_ctx_get(bd.ctx, STSA_PARAM_KV_TILE, &kv_tile);
-  timing dense = time_reps(&bd, o->reps, NULL, NULL);
+  timing dense = {NAN, NAN};
+  if (!o->no_dense)
+    dense = time_reps(&bd, o->reps, NULL, NULL);
   if (!o->json)
     printf("sparse %s: S=%lld H=%lld D=%lld, %d threads, tiles %lld x %lld, plan %.2f ms\n"
            "  density %.4f (kept pairs), tiles visited %.4f, of them partial %.4f\n"
@@ -285,17 +302,20 @@ static int bench_sparse(const bench_opts *o) {
     double speedup = dense.best_ms / sparse.best_ms;
     double efficiency = speedup * density; /* 1.0 = the ideal speed-up 1/density */
     const char *mode = stsa_sparse_mode_name(o->modes[mi]);
+    char j1[32], j2[32], j3[32], j4[32];
     if (o->json)
       printf("{\"bench\": \"sparse\", \"mask\": \"%s\", \"mode\": \"%s\", \"seq\": %lld, "
              "\"heads\": %lld, \"dim\": %lld, \"threads\": %d, \"band_halfwidth\": %lld, "
-             "\"ms\": %.3f, \"best_ms\": %.3f, \"dense_ms\": %.3f, \"dense_best_ms\": %.3f, "
-             "\"speedup\": %.3f, \"ideal_speedup\": %.3f, \"efficiency\": %.3f, "
+             "\"ms\": %.3f, \"best_ms\": %.3f, \"dense_ms\": %s, \"dense_best_ms\": %s, "
+             "\"speedup\": %s, \"ideal_speedup\": %.3f, \"efficiency\": %s, "
              "\"density\": %.5f, \"tiles_visited\": %.5f, \"tiles_partial\": %.5f, "
              "\"pairs_changed\": %lld, \"plan_ms\": %.3f, \"q_tile\": %lld, \"kv_tile\": "
              "%lld}\n",
              o->mask, mode, (long long)o->seq, (long long)o->heads, (long long)o->dim,
-             bd.threads, (long long)w, sparse.median_ms, sparse.best_ms, dense.median_ms,
-             dense.best_ms, speedup, 1.0 / density, efficiency, density, visited, partial,
+             bd.threads, (long long)w, sparse.median_ms, sparse.best_ms,
+             json_num(j1, sizeof j1, dense.median_ms), json_num(j2, sizeof j2, dense.best_ms),
+             json_num(j3, sizeof j3, speedup), 1.0 / density,
+             json_num(j4, sizeof j4, efficiency), density, visited, partial,
              (long long)changed, plan_ms, (long long)q_tile, (long long)kv_tile);
     else
       printf("  %-12s median %.2f ms, best %.2f ms: speed-up %.2fx (ideal %.2fx, "
