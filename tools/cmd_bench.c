@@ -205,6 +205,27 @@ static const char *json_num(char *buf, size_t len, double x) {
   return buf;
 }
 
+/* Times several configurations (plan NULL: dense) in interleaved rounds,
+ * after one warm-up each, so that a slow spell of the shared machine hits
+ * all of them alike instead of one. */
+static void time_interleaved(bench_data *bd, int reps, int n, const stsa_plan *const *plans,
+                             const stsa_sparse_opts *opts, timing *out) {
+  double *ms = malloc(sizeof(double) * (size_t)(reps * n));
+  if (!ms)
+    cli_die("out of memory");
+  for (int c = 0; c < n; c++)
+    run_once(bd, plans[c], &opts[c]);
+  for (int r = 0; r < reps; r++)
+    for (int c = 0; c < n; c++) {
+      double t0 = cli_now();
+      run_once(bd, plans[c], &opts[c]);
+      ms[c * reps + r] = (cli_now() - t0) * 1e3;
+    }
+  for (int c = 0; c < n; c++)
+    out[c] = (timing){cli_median(ms + c * reps, reps), cli_min(ms + c * reps, reps)};
+  free(ms);
+}
+
 static double dense_flops(const bench_opts *o) {
   return 4.0 * (double)o->seq * (double)o->seq_kv * (double)o->dim * (double)o->heads *
          (double)o->batch;
@@ -285,9 +306,23 @@ static int bench_sparse(const bench_opts *o) {
   int64_t q_tile, kv_tile;
   stsa_ctx_get(bd.ctx, STSA_PARAM_Q_TILE, &q_tile);
   stsa_ctx_get(bd.ctx, STSA_PARAM_KV_TILE, &kv_tile);
-  timing dense = {NAN, NAN};
-  if (!o->no_dense)
-    dense = time_reps(&bd, o->reps, NULL, NULL);
+  /* configuration 0 is dense, then one per mode */
+  enum { MAXC = STSA_SPARSE_MODE_COUNT_ + 1 };
+  const stsa_plan *plans[MAXC] = {NULL};
+  stsa_sparse_opts opts[MAXC] = {{0}};
+  int64_t changed[MAXC] = {0};
+  timing times[MAXC];
+  for (int mi = 0; mi < o->n_modes; mi++) {
+    plans[1 + mi] = plan;
+    opts[1 + mi] = (stsa_sparse_opts){0.0f, NULL, o->modes[mi], &changed[1 + mi], 0};
+  }
+  if (o->no_dense) {
+    time_interleaved(&bd, o->reps, o->n_modes, plans + 1, opts + 1, times + 1);
+    times[0] = (timing){NAN, NAN};
+  } else {
+    time_interleaved(&bd, o->reps, o->n_modes + 1, plans, opts, times);
+  }
+  const timing dense = times[0];
   if (!o->json)
     printf("sparse %s: S=%lld H=%lld D=%lld, %d threads, tiles %lld x %lld, plan %.2f ms\n"
            "  density %.4f (kept pairs), tiles visited %.4f, of them partial %.4f\n"
@@ -296,9 +331,8 @@ static int bench_sparse(const bench_opts *o) {
            (long long)q_tile, (long long)kv_tile, plan_ms, density, visited, partial,
            dense.median_ms, dense.best_ms);
   for (int mi = 0; mi < o->n_modes; mi++) {
-    int64_t changed = 0;
-    stsa_sparse_opts so = {0.0f, NULL, o->modes[mi], &changed, 0};
-    timing sparse = time_reps(&bd, o->reps, plan, &so);
+    const timing sparse = times[1 + mi];
+    const int64_t n_changed = changed[1 + mi];
     double speedup = dense.best_ms / sparse.best_ms;
     double efficiency = speedup * density; /* 1.0 = the ideal speed-up 1/density */
     const char *mode = stsa_sparse_mode_name(o->modes[mi]);
@@ -316,7 +350,7 @@ static int bench_sparse(const bench_opts *o) {
              json_num(j1, sizeof j1, dense.median_ms), json_num(j2, sizeof j2, dense.best_ms),
              json_num(j3, sizeof j3, speedup), 1.0 / density,
              json_num(j4, sizeof j4, efficiency), density, visited, partial,
-             (long long)changed, plan_ms, (long long)q_tile, (long long)kv_tile);
+             (long long)n_changed, plan_ms, (long long)q_tile, (long long)kv_tile);
     else
       printf("  %-12s median %.2f ms, best %.2f ms: speed-up %.2fx (ideal %.2fx, "
              "efficiency %.2f)%s\n",
@@ -324,7 +358,7 @@ static int bench_sparse(const bench_opts *o) {
              o->modes[mi] == STSA_SPARSE_TILE_ROUNDED ? " lossy:" : "");
     if (o->modes[mi] == STSA_SPARSE_TILE_ROUNDED && !o->json)
       printf("               pairs changed by rounding: %lld (%.2f%% of kept)\n",
-             (long long)changed, 100.0 * (double)changed / (double)st.pairs_kept);
+             (long long)n_changed, 100.0 * (double)n_changed / (double)st.pairs_kept);
     fflush(stdout);
   }
   stsa_plan_free(plan);

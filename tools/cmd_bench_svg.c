@@ -17,13 +17,14 @@
 typedef struct svg_bench_opts {
   const char *preset;
   int64_t heads;
-  int threads, json, compare_permute, q_tile, kv_tile;
+  int threads, json, compare_permute, q_tile, kv_tile, reps;
   uint64_t seed;
 } svg_bench_opts;
 
 static void usage(void) {
   printf("usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
-         "                      [--q-tile N] [--kv-tile N] [--compare-permute] [--json]\n"
+         "                      [--q-tile N] [--kv-tile N] [--reps N] [--compare-permute]\n"
+         "                      [--json]\n"
          "presets:");
   for (int i = 0; stsa_svg_preset_name(i); i++)
     printf(" %s", stsa_svg_preset_name(i));
@@ -98,7 +99,7 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
 }
 
 int bench_svg(int argc, char **argv) {
-  svg_bench_opts o = {NULL, 2, 0, 0, 0, 0, 0, 1};
+  svg_bench_opts o = {NULL, 2, 0, 0, 0, 0, 0, 1, 1};
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--preset"))
@@ -113,6 +114,8 @@ int bench_svg(int argc, char **argv) {
       o.q_tile = (int)cli_int(argc, argv, &i, 6, 4096);
     else if (!strcmp(a, "--kv-tile"))
       o.kv_tile = (int)cli_int(argc, argv, &i, 16, 4096);
+    else if (!strcmp(a, "--reps"))
+      o.reps = (int)cli_int(argc, argv, &i, 1, 1000);
     else if (!strcmp(a, "--compare-permute"))
       o.compare_permute = 1;
     else if (!strcmp(a, "--json"))
@@ -149,21 +152,31 @@ int bench_svg(int argc, char **argv) {
   double setup_ms = (cli_now() - t0) * 1e3;
   stsa_svg_windows win;
   stsa_svg_get_windows(svg, &win);
-  t0 = cli_now();
-  cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx, "dense attention");
-  double dense_ms = (cli_now() - t0) * 1e3;
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)H);
   double *rel = malloc(sizeof *rel * (size_t)H), *cosv = malloc(sizeof *cosv * (size_t)H);
   if (!kinds || !rel || !cosv)
     cli_die("out of memory");
-  stsa_svg_report rep = {0};
-  rep.kinds = kinds;
-  t0 = cli_now();
-  /* the first step and layer past the preset's dense ones: a sparse call */
-  cli_check(stsa_svg_attention(svg, cfg.dense_layers, cfg.dense_steps, &w.q, &w.k, &w.v,
-                               &w.out, &rep),
-            ctx, "SVG attention");
-  double svg_ms = (cli_now() - t0) * 1e3;
+  /* dense and SVG alternate, best of --reps each: a slow spell of the shared
+   * machine then hits both alike */
+  double dense_ms = INFINITY, svg_ms = INFINITY;
+  stsa_svg_report rep = {0}, best = {0};
+  for (int r = 0; r < o.reps; r++) {
+    t0 = cli_now();
+    cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx, "dense attention");
+    dense_ms = fmin(dense_ms, (cli_now() - t0) * 1e3);
+    rep.kinds = kinds;
+    t0 = cli_now();
+    /* the first step and layer past the preset's dense ones: a sparse call */
+    cli_check(stsa_svg_attention(svg, cfg.dense_layers, cfg.dense_steps, &w.q, &w.k, &w.v,
+                                 &w.out, &rep),
+              ctx, "SVG attention");
+    double ms = (cli_now() - t0) * 1e3;
+    if (ms < svg_ms) {
+      svg_ms = ms;
+      best = rep;
+    }
+  }
+  rep = best;
   svg_head_errors(&w.out, &w.ref, rel, cosv);
   double rel_kind[2] = {0, 0}, worst_cos = 1, rel_all = 0;
   int n_kind[2] = {0, 0}, right = 0, clear = 0;
