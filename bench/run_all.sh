@@ -25,7 +25,7 @@ done
 
 echo "== B0-B3 at Wan-720p length (75,600 tokens, band keeping 39%)"
 $stsa bench sparse --seq 75600 --heads 1 --dim 128 --density 0.39 --mode all --threads "$t" \
-  --reps 1 --json | tee "$out/splash_b0_b3.jsonl"
+  --reps 2 --json | tee "$out/splash_b0_b3.jsonl"
 
 echo "== exact mode at 10-15% density"
 : >"$out/sparse_density.jsonl"
@@ -43,11 +43,11 @@ done
 
 echo "== SVG per preset (2 heads)"
 : >"$out/svg.jsonl"
-$stsa bench svg --preset wan21-720p --heads 2 --threads "$t" --compare-permute --json \
+$stsa bench svg --preset wan21-720p --heads 2 --threads "$t" --reps 2 --compare-permute --json \
   | tee -a "$out/svg.jsonl"
 $stsa bench svg --preset wan21-720p --heads 2 --threads "$t" --q-tile 192 --kv-tile 256 \
   --json | tee -a "$out/svg.jsonl"
-$stsa bench svg --preset wan21-480p --heads 2 --threads "$t" --compare-permute --json \
+$stsa bench svg --preset wan21-480p --heads 2 --threads "$t" --reps 2 --compare-permute --json \
   | tee -a "$out/svg.jsonl"
 $stsa bench svg --preset hunyuan-720p --heads 2 --threads "$t" --json | tee -a "$out/svg.jsonl"
 echo "== done: $out"
