@@ -4,7 +4,10 @@ TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build demo test deps sanitize fuzz format clean
+PYTHON ?= python3
+DIFFUSERS_VENV ?= build-venv-diffusers
+
+.PHONY: all build demo test deps sanitize fuzz format clean test-python test-diffusers
 
 all: build
 
@@ -20,10 +23,25 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) test-python
 
 # The same tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize:
 	$(MAKE) test BUILD=build-asan TYPE=RelWithDebInfo CMAKE_FLAGS="-DSTSA_SANITIZE=ON -DSTSA_WERROR=ON"
+
+# Python package in a fresh venv: pip install ./python builds libstsa.so;
+# the torch/diffusers tests skip there.
+test-python: deps
+	rm -rf build-venv
+	$(PYTHON) -m venv build-venv
+	build-venv/bin/pip install -q ./python pytest numpy
+	build-venv/bin/pytest python/tests -q
+
+# Also PyTorch + diffusers from PyPI (~3 GB, ~95 s the first time; the venv is kept).
+test-diffusers: deps
+	test -x $(DIFFUSERS_VENV)/bin/pip || $(PYTHON) -m venv $(DIFFUSERS_VENV)
+	$(DIFFUSERS_VENV)/bin/pip install -q ./python pytest numpy ml_dtypes torch==2.15.0 diffusers==0.42.1
+	$(DIFFUSERS_VENV)/bin/pytest python/tests -q -rs
 
 fuzz:
 	STSA_WITH_FUZZ=1 scripts/deps.sh
@@ -34,4 +52,4 @@ format:
 	  bench/*.c fuzz/*.c 2>/dev/null || true
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-venv $(DIFFUSERS_VENV) python/build python/src/stsa/_lib

@@ -4,7 +4,7 @@
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in build-essential cmake pkg-config libjansson-dev libpng-dev; do
+for pkg in build-essential cmake pkg-config libjansson-dev libpng-dev python3 python3-venv; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 if [ "${STSA_WITH_FUZZ:-0}" = 1 ]; then

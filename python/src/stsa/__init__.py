@@ -1,0 +1,34 @@
+"""stsa: spatio-temporal sparse attention (Sparse VideoGen) on the CPU.
+
+    import stsa
+    out = stsa.attention(q, k, v, layout="bshd")      # numpy or CPU torch
+    out, info = stsa.SVG("wan21-480p")(q, k, v, layer=5, step=20)
+
+A ctypes binding of libstsa (include/stsa.h). See docs/python.md.
+"""
+
+from . import masks
+from ._core import (Context, Error, StsaMemoryError, StsaNotImplementedError, StsaOSError,
+                    StsaTypeError, StsaValueError, default_context)
+from ._lib import path as library_path
+from ._lib import version as library_version
+from .attention import Plan, PlanStats, attention, permute_tokens, sparse_attention
+from .geometry import Geometry
+from .masks import Mask
+from .svg import SVG, SVGInfo, SVGWindows, preset_config, presets, workload
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "attention", "sparse_attention", "permute_tokens", "Plan", "PlanStats", "Mask", "masks",
+    "Geometry", "SVG", "SVGInfo", "SVGWindows", "presets", "preset_config", "workload", "Context",
+    "Error", "StsaValueError", "StsaTypeError", "StsaMemoryError",
+    "StsaNotImplementedError", "StsaOSError", "default_context", "library_path",
+    "library_version", "cpu_has_avx2",
+]
+
+
+def cpu_has_avx2():
+    """True if this CPU can run the AVX2 backend."""
+    from ._lib import lib
+    return bool(lib.stsa_cpu_has_avx2())

@@ -1,0 +1,243 @@
+"""Dense and block-sparse attention on numpy arrays and CPU torch tensors.
+
+Both functions take q, k, v in one of three layouts and return an array of
+q's kind (numpy or torch), q's dtype and the same layout:
+
+    "bshd"  [B, S, H, D]   diffusers, the C API's logical order
+    "bhsd"  [B, H, S, D]   torch.nn.functional.scaled_dot_product_attention
+    "shd"   [S, H, D]      one sequence (FlashInfer)
+
+Nothing is copied for arrays the C API can describe: any positive strides,
+so transposed and sliced views go in as they are. q, k and v may have
+different dtypes (float32, float16, bfloat16). The GIL is released while the
+library computes.
+"""
+
+import ctypes
+import dataclasses
+import weakref
+
+from . import _core, _lib
+from ._core import check
+from ._lib import lib
+from .geometry import Geometry
+from .masks import Mask
+
+__all__ = ["attention", "sparse_attention", "Plan", "PlanStats", "permute_tokens"]
+
+
+def _out_and_lse(qv, vv, layout, out, return_lse):
+    """The output view (allocated in q's kind, dtype and layout unless given)
+    and the optional lse array ([B, H, S_q]; [H, S_q] for "shd")."""
+    B, S, H = qv.tensor.shape[0], qv.tensor.shape[1], qv.tensor.shape[2]
+    D = vv.tensor.shape[3]
+    shape = {"bshd": (B, S, H, D), "bhsd": (B, H, S, D), "shd": (S, H, D)}[layout]
+    if out is None:
+        out = _core.empty_like_layout(qv.array, shape)
+    elif tuple(out.shape) != shape:
+        raise ValueError(f"out has shape {tuple(out.shape)}, expected {shape} "
+                         f"({layout} of q's tokens and heads, v's head dim)")
+    ov = _core.view(out, "out", layout, output=True)
+    lse = None
+    if return_lse:
+        lse = _core.empty_f32(qv.array, (H, S) if layout == "shd" else (B, H, S))
+    return out, ov, lse
+
+
+def _result(out, lse, return_lse):
+    return (out, lse) if return_lse else out
+
+
+def attention(q, k, v, layout="bshd", scale=None, return_lse=False, out=None,
+              threads=None, ctx=None):
+    """Dense attention: softmax(scale * q k^T) v per batch and head.
+
+    q: [.., S_q, H, D] and k, v: [.., S_kv, H, D] in `layout`.
+    scale: None for 1/sqrt(D). out: an array to write into (any supported
+    dtype, any positive strides), returned as is. return_lse: also return the
+    natural-log log-sum-exp of each row, float32 [B, H, S_q]. threads: worker
+    threads for this call (default: all CPUs). ctx: an stsa.Context.
+    Errors raise stsa.Error (a ValueError / TypeError) with the library's
+    message."""
+    qv = _core.view(q, "q", layout)
+    kv = _core.view(k, "k", layout)
+    vv = _core.view(v, "v", layout)
+    out, ov, lse = _out_and_lse(qv, vv, layout, out, return_lse)
+    opts = _lib.AttnOpts(_core.scale_value(scale),
+                         _core.float_ptr(lse) if lse is not None else None)
+    ctx = ctx or _core.default_context()
+    with _core.threads_set(ctx, threads):
+        status = lib.stsa_attention(ctx.handle, qv.tensor, kv.tensor, vv.tensor, ov.tensor,
+                                    ctypes.byref(opts))
+        check(status, ctx.handle, "stsa_attention")
+    return _result(out, lse, return_lse)
+
+
+# ------------------------------------------------------------------ plans
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanStats:
+    """stsa_plan_stats: tile grid, visited tiles and kept pairs of a plan."""
+    q_tiles: int
+    kv_tiles: int
+    tiles_total: int
+    tiles_active: int
+    tiles_partial: int
+    pairs_total: int
+    pairs_kept: int
+    distinct_masks: int
+    distinct_partials: int
+
+    @property
+    def density(self):
+        """Kept fraction of pairs."""
+        return self.pairs_kept / self.pairs_total if self.pairs_total else 0.0
+
+    @property
+    def tile_density(self):
+        """Visited fraction of tiles."""
+        return self.tiles_active / self.tiles_total if self.tiles_total else 0.0
+
+
+def _mask_list(masks, heads, who):
+    if isinstance(masks, Mask):
+        if heads is None:
+            raise ValueError(f"{who}: one mask for all heads needs heads=")
+        return [masks] * int(heads)
+    masks = list(masks)
+    if not masks or not all(isinstance(m, Mask) for m in masks):
+        raise TypeError(f"{who}: masks must be a Mask or a non-empty list of Masks "
+                        f"(one per head)")
+    if heads is not None and int(heads) != len(masks):
+        raise ValueError(f"{who}: {len(masks)} masks for {heads} heads")
+    return masks
+
+
+class Plan:
+    """The block structure of per-head masks, built once and reused.
+
+    masks: a Mask (with heads=) or a list of one Mask per head.
+    s_q, s_kv: query and key lengths (both N = geometry.tokens for video).
+    geometry: needed by video masks; taken from the masks when None.
+    q_order, kv_order: the token order the kernel walks ("native",
+    "position_major"; keys also "sink_first"); tokens stay in native order
+    in memory, the permutation is fused into the kernel's gathers.
+    q_tile, kv_tile: tile sizes (None: the context's).
+    allow_empty_rows: rows that keep nothing give 0 and lse -inf instead of
+    an error.
+    """
+
+    def __init__(self, masks, s_q, s_kv=None, geometry=None, q_order="native",
+                 kv_order="native", heads=None, q_tile=None, kv_tile=None,
+                 allow_empty_rows=False, ctx=None):
+        self.masks = _mask_list(masks, heads, "Plan")
+        self.heads = len(self.masks)
+        self.s_q = int(s_q)
+        self.s_kv = self.s_q if s_kv is None else int(s_kv)
+        if geometry is None:
+            geometry = next((m.geometry for m in self.masks if m.geometry), None)
+        elif isinstance(geometry, str):
+            geometry = Geometry.preset(geometry)
+        self.geometry = geometry
+        for name, order in (("q_order", q_order), ("kv_order", kv_order)):
+            if order not in _lib.ORDERS:
+                raise ValueError(f"{name} {order!r} is not one of {', '.join(_lib.ORDERS)}")
+        self.q_order, self.kv_order = q_order, kv_order
+        handles = (_lib.MaskP * self.heads)(*(m.handle for m in self.masks))
+        g = geometry.c() if geometry is not None else None
+        desc = _lib.PlanDesc(
+            s_q=self.s_q, s_kv=self.s_kv, heads=self.heads, masks=handles,
+            geometry=ctypes.pointer(g) if g is not None else None,
+            q_order=_lib.ORDERS[q_order], kv_order=_lib.ORDERS[kv_order],
+            q_tile=int(q_tile or 0), kv_tile=int(kv_tile or 0),
+            flags=_lib.STSA_PLAN_ALLOW_EMPTY_ROWS if allow_empty_rows else 0, q_rows=None)
+        ctx = ctx or _core.default_context()
+        handle = _lib.PlanP()
+        with ctx.lock:
+            check(lib.stsa_plan_build(ctx.handle, ctypes.byref(desc), ctypes.byref(handle)),
+                  ctx.handle, "stsa_plan_build")
+        self._handle = handle
+        self._finalizer = weakref.finalize(self, lib.stsa_plan_free, handle)
+
+    @property
+    def handle(self):
+        return self._handle
+
+    @property
+    def stats(self):
+        s = _lib.PlanStats()
+        check(lib.stsa_plan_get_stats(self._handle, ctypes.byref(s)),
+              what="stsa_plan_get_stats")
+        return PlanStats(*(getattr(s, f) for f, _ in _lib.PlanStats._fields_))
+
+    def tile_kind(self, head, q_tile, kv_tile):
+        """'empty', 'partial' or 'full' for tile (q_tile, kv_tile) of a head."""
+        kind = lib.stsa_plan_tile_kind(self._handle, int(head), int(q_tile), int(kv_tile))
+        return ("empty", "partial", "full")[kind] if 0 <= kind <= 2 else "empty"
+
+    def __repr__(self):
+        st = self.stats
+        return (f"<stsa.Plan heads={self.heads} s_q={self.s_q} s_kv={self.s_kv} "
+                f"tiles {st.tiles_active}/{st.tiles_total} active, "
+                f"density {st.density:.3f}>")
+
+
+def sparse_attention(q, k, v, mask=None, plan=None, layout="bshd", mode="exact",
+                     scale=None, return_lse=False, out=None, threads=None, geometry=None,
+                     q_order="native", kv_order="native", allow_empty_rows=False,
+                     ctx=None):
+    """Block-sparse attention under a mask (or a prebuilt Plan).
+
+    mask: a Mask for every head or a list of one Mask per head; a Plan is
+    built for this call (pass plan= to build once and reuse it).
+    plan: an stsa.Plan; S_q, S_kv and H of q, k, v must match it.
+    mode: "exact" (mask only on boundary tiles), "naive" (mask evaluated on
+    every visited tile; same result) or "tile-rounded" (lossy: partial tiles
+    kept whole or dropped).
+    Other arguments as for stsa.attention. Tokens are in native order."""
+    if (mask is None) == (plan is None):
+        raise ValueError("sparse_attention: pass exactly one of mask= and plan=")
+    if mode not in _lib.SPARSE_MODES:
+        raise ValueError(f"mode {mode!r} is not one of {', '.join(_lib.SPARSE_MODES)}")
+    qv = _core.view(q, "q", layout)
+    kv = _core.view(k, "k", layout)
+    vv = _core.view(v, "v", layout)
+    ctx = ctx or _core.default_context()
+    if plan is None:
+        plan = Plan(mask, qv.tensor.shape[1], kv.tensor.shape[1], geometry=geometry,
+                    q_order=q_order, kv_order=kv_order,
+                    heads=qv.tensor.shape[2] if isinstance(mask, Mask) else None,
+                    allow_empty_rows=allow_empty_rows, ctx=ctx)
+    elif not isinstance(plan, Plan):
+        raise TypeError(f"plan must be an stsa.Plan, got {type(plan).__name__}")
+    out, ov, lse = _out_and_lse(qv, vv, layout, out, return_lse)
+    opts = _lib.SparseOpts(scale=_core.scale_value(scale),
+                           lse=_core.float_ptr(lse) if lse is not None else None,
+                           mode=_lib.SPARSE_MODES[mode], pairs_changed=None, flags=0)
+    with _core.threads_set(ctx, threads):
+        status = lib.stsa_sparse_attention(ctx.handle, plan.handle, qv.tensor, kv.tensor,
+                                           vv.tensor, ov.tensor, ctypes.byref(opts))
+        check(status, ctx.handle, "stsa_sparse_attention")
+    return _result(out, lse, return_lse)
+
+
+def permute_tokens(x, geometry, order, inverse=False, layout="bshd", out=None):
+    """Tokens of x reordered from native order to `order` ("native",
+    "position_major", "sink_first"), or back with inverse=True
+    (stsa_permute_tokens). x: [B, N, H, D] in `layout`, N = geometry.tokens;
+    the result has x's kind, dtype and layout (or is `out`). The sparse
+    kernels fuse this permutation into their gathers; this copy is for
+    inspection and for callers that want permuted tensors."""
+    if isinstance(geometry, str):
+        geometry = Geometry.preset(geometry)
+    if order not in _lib.ORDERS:
+        raise ValueError(f"order {order!r} is not one of {', '.join(_lib.ORDERS)}")
+    xv = _core.view(x, "x", layout)
+    if out is None:
+        out = _core.empty_like_layout(xv.array, tuple(x.shape))
+    ov = _core.view(out, "out", layout, output=True)
+    status = lib.stsa_permute_tokens(ctypes.byref(geometry.c()), _lib.ORDERS[order],
+                                     1 if inverse else 0, xv.tensor, ov.tensor)
+    check(status, what="stsa_permute_tokens")
+    return out

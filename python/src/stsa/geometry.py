@@ -1,0 +1,120 @@
+"""Video geometry: F frames of Hp x Wp tokens plus optional text tokens."""
+
+import ctypes
+
+from . import _lib
+from ._lib import lib
+
+
+class Geometry:
+    """A self-attention sequence of N = text + frames*height*width tokens.
+
+    frames, height, width are in TOKENS (F, Hp, Wp: latent frames and the
+    patchified latent grid), not pixels; see Geometry.from_video for a
+    video's size. Video tokens sit frame-major: i = f*Hp*Wp + y*Wp + x.
+    text_pos is "none", "prefix" (CogVideoX) or "suffix" (HunyuanVideo); in
+    a suffix the first text_real text tokens are real and the rest padding.
+    frames = 0 describes a plain sequence (index masks only).
+    """
+
+    __slots__ = ("frames", "height", "width", "text", "text_real", "text_pos")
+
+    def __init__(self, frames, height, width, text=0, text_real=None, text_pos="none"):
+        self.frames, self.height, self.width = int(frames), int(height), int(width)
+        self.text = int(text)
+        self.text_real = self.text if text_real is None else int(text_real)
+        if text_pos not in _lib.TEXT_POS:
+            raise ValueError(f"text_pos {text_pos!r} is not one of 'none', 'prefix', "
+                             f"'suffix'")
+        self.text_pos = text_pos
+        why = self._problem()
+        if why:
+            raise ValueError(f"invalid geometry {self!r}: {why}")
+
+    @classmethod
+    def from_video(cls, height, width, num_frames, vae_scale_spatial=8,
+                   vae_scale_temporal=4, patch_size=(1, 2, 2), **text):
+        """The token geometry of a video of height x width pixels and
+        num_frames frames: latent frames (num_frames - 1) // vae_scale_temporal
+        + 1, latent grid height / vae_scale_spatial, then the patch size.
+        Defaults are Wan 2.1's (VAE 4x8x8, patch 1x2x2): 832x480, 81 frames
+        gives 21 x 30 x 52."""
+        pt, ph, pw = patch_size
+        latent_f = (int(num_frames) - 1) // vae_scale_temporal + 1
+        latent_h, latent_w = int(height) // vae_scale_spatial, int(width) // vae_scale_spatial
+        return cls(latent_f // pt, latent_h // ph, latent_w // pw, **text)
+
+    @classmethod
+    def preset(cls, name):
+        """The geometry of an SVG preset ("wan21-480p", ...)."""
+        from .svg import preset_config
+        return preset_config(name).geometry_obj
+
+    def _problem(self):
+        if self.frames < 0 or self.height < 0 or self.width < 0:
+            return "frames, height and width must be >= 0"
+        if self.frames > 0 and (self.height < 1 or self.width < 1):
+            return "a geometry with frames needs height >= 1 and width >= 1"
+        if self.text < 0 or self.text_real < 0 or self.text_real > self.text:
+            return "text tokens must satisfy 0 <= text_real <= text"
+        if self.text > 0 and self.text_pos == "none":
+            return "text > 0 needs text_pos 'prefix' or 'suffix'"
+        if lib.stsa_geometry_tokens(ctypes.byref(self.c())) < 0:
+            return "rejected by the library (too many tokens?)"
+        return None
+
+    def c(self):
+        """The stsa_geometry struct."""
+        return _lib.Geometry(self.frames, self.height, self.width, self.text,
+                             self.text_real, _lib.TEXT_POS[self.text_pos])
+
+    @classmethod
+    def from_c(cls, g):
+        pos = {v: k for k, v in _lib.TEXT_POS.items()}[g.text_pos]
+        return cls(g.frames, g.height, g.width, g.text, g.text_real, pos)
+
+    @property
+    def tokens_per_frame(self):
+        """P = Hp * Wp."""
+        return self.height * self.width
+
+    @property
+    def video_tokens(self):
+        """L = F * Hp * Wp."""
+        return self.frames * self.height * self.width
+
+    @property
+    def tokens(self):
+        """N = text + F * Hp * Wp (stsa_geometry_tokens)."""
+        return int(lib.stsa_geometry_tokens(ctypes.byref(self.c())))
+
+    def permutation(self, order):
+        """perm[pos] = native index of the token at position pos of `order`
+        ("native", "position_major", "sink_first"), as a numpy int64 array."""
+        import numpy as np
+
+        from ._core import check
+        if order not in _lib.ORDERS:
+            raise ValueError(f"order {order!r} is not one of {', '.join(_lib.ORDERS)}")
+        perm = np.empty(self.tokens, dtype=np.int64)
+        check(lib.stsa_order_permutation(ctypes.byref(self.c()), _lib.ORDERS[order],
+                                         perm.ctypes.data_as(_lib.c_int64_p)),
+              what="stsa_order_permutation")
+        return perm
+
+    def _key(self):
+        return (self.frames, self.height, self.width, self.text, self.text_real,
+                self.text_pos)
+
+    def __eq__(self, other):
+        return isinstance(other, Geometry) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        extra = ""
+        if self.text:
+            extra = f", text={self.text}, text_real={self.text_real}, " \
+                    f"text_pos={self.text_pos!r}"
+        return f"stsa.Geometry({self.frames}, {self.height}, {self.width}{extra})"

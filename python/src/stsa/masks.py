@@ -1,0 +1,179 @@
+"""Masks: predicates on (query i, key j) token pairs, in native token order.
+
+Each constructor mirrors one stsa_mask_* function of the C API; `a & b` and
+`a | b` combine masks (stsa_mask_and / stsa_mask_or). Masks are immutable.
+Video masks (frame_window, spatial_window, position_band, sink_frames, text)
+take a Geometry and remember it, so a Plan built from them knows its
+geometry without being told.
+
+    from stsa import masks, Geometry
+    g = Geometry(21, 30, 52)
+    spatial = (masks.frame_window(g, 2) | masks.sink_frames(g, 1)) & masks.full()
+"""
+
+import ctypes
+import weakref
+
+import numpy as np
+
+from . import _lib
+from ._core import raise_status
+from ._lib import lib
+from .geometry import Geometry
+
+__all__ = ["Mask", "full", "causal", "local", "chunked_causal", "frame_window",
+           "spatial_window", "position_band", "sink_frames", "text", "segments", "dense"]
+
+
+def _make(fn_name, description, *args, geometry=None, shape=None):
+    handle = _lib.MaskP()
+    status = getattr(lib, fn_name)(*args, ctypes.byref(handle))
+    if status != _lib.STSA_OK:
+        raise_status(status, f"{description}: {_lib.status_name(status)}")
+    return Mask(handle, description, geometry, shape)
+
+
+class Mask:
+    """An stsa_mask. Build one with the functions of stsa.masks."""
+
+    __slots__ = ("_handle", "_finalizer", "description", "geometry", "shape",
+                 "__weakref__")
+
+    def __init__(self, handle, description, geometry=None, shape=None):
+        self._handle = handle
+        self._finalizer = weakref.finalize(self, lib.stsa_mask_free, handle)
+        self.description = description
+        self.geometry = geometry  # a Geometry for video masks, else None
+        self.shape = shape        # (s_q, s_kv) for masks of fixed size, else None
+
+    @property
+    def handle(self):
+        return self._handle
+
+    def keep(self, i, j):
+        """True if the pair (query i, key j), native indices, is kept."""
+        return bool(lib.stsa_mask_keep(self._handle, int(i), int(j)))
+
+    def to_dense(self, s_q, s_kv=None):
+        """The mask as a numpy bool array [s_q, s_kv] (one C call per pair:
+        for inspection and tests on small sizes)."""
+        s_kv = s_q if s_kv is None else s_kv
+        keep = lib.stsa_mask_keep
+        h = self._handle
+        return np.array([[keep(h, i, j) for j in range(s_kv)] for i in range(s_q)],
+                        dtype=bool).reshape(s_q, s_kv)
+
+    def equals(self, other):
+        """Structural equality (equal masks share plans)."""
+        return bool(lib.stsa_mask_equal(self._handle, other._handle))
+
+    def _combine(self, other, fn_name, op):
+        if not isinstance(other, Mask):
+            return NotImplemented
+        geometry = self.geometry or other.geometry
+        if self.geometry and other.geometry and self.geometry != other.geometry:
+            raise ValueError(f"cannot combine masks of different geometries: "
+                             f"{self.geometry} and {other.geometry}")
+        shape = self.shape or other.shape
+        if self.shape and other.shape and self.shape != other.shape:
+            raise ValueError(f"cannot combine masks of shapes {self.shape} and {other.shape}")
+        return _make(fn_name, f"({self.description} {op} {other.description})",
+                     self._handle, other._handle, geometry=geometry, shape=shape)
+
+    def __and__(self, other):
+        return self._combine(other, "stsa_mask_and", "&")
+
+    def __or__(self, other):
+        return self._combine(other, "stsa_mask_or", "|")
+
+    def __repr__(self):
+        return f"<stsa.Mask {self.description}>"
+
+
+def _geometry(g, who):
+    if isinstance(g, str):
+        g = Geometry.preset(g)
+    if not isinstance(g, Geometry):
+        raise TypeError(f"{who}: geometry must be an stsa.Geometry or a preset name, got "
+                        f"{type(g).__name__}")
+    return g
+
+
+def full():
+    """Every pair."""
+    return _make("stsa_mask_full", "full()")
+
+
+def causal(offset=0):
+    """j <= i + offset."""
+    return _make("stsa_mask_causal", f"causal({offset})", int(offset))
+
+
+def local(left=None, right=None):
+    """i - left <= j <= i + right; None leaves a side unbounded."""
+    lo = _lib.STSA_UNBOUNDED if left is None else int(left)
+    hi = _lib.STSA_UNBOUNDED if right is None else int(right)
+    return _make("stsa_mask_local", f"local({left}, {right})", lo, hi)
+
+
+def chunked_causal(chunk):
+    """j <= i and i // chunk == j // chunk."""
+    return _make("stsa_mask_chunked_causal", f"chunked_causal({chunk})", int(chunk))
+
+
+def frame_window(geometry, w):
+    """Video pairs with |f_i - f_j| <= w (a spatial head)."""
+    g = _geometry(geometry, "frame_window")
+    return _make("stsa_mask_frame_window", f"frame_window({w})", ctypes.byref(g.c()), int(w),
+                 geometry=g)
+
+
+def spatial_window(geometry, a, b):
+    """Video pairs with |y_i - y_j| <= a and |x_i - x_j| <= b, any frames."""
+    g = _geometry(geometry, "spatial_window")
+    return _make("stsa_mask_spatial_window", f"spatial_window({a}, {b})",
+                 ctypes.byref(g.c()), int(a), int(b), geometry=g)
+
+
+def position_band(geometry, w):
+    """Video pairs within w of each other in position-major order (a temporal
+    head): |(p_i*F + f_i) - (p_j*F + f_j)| <= w."""
+    g = _geometry(geometry, "position_band")
+    return _make("stsa_mask_position_band", f"position_band({w})", ctypes.byref(g.c()),
+                 int(w), geometry=g)
+
+
+def sink_frames(geometry, n=1):
+    """Every real query sees the video keys of frames < n."""
+    g = _geometry(geometry, "sink_frames")
+    return _make("stsa_mask_sink_frames", f"sink_frames({n})", ctypes.byref(g.c()), int(n),
+                 geometry=g)
+
+
+def text(geometry):
+    """Text rules: real text rows see every real token, every real row sees
+    the real text columns, padding text sees only padding."""
+    g = _geometry(geometry, "text")
+    return _make("stsa_mask_text", "text()", ctypes.byref(g.c()), geometry=g)
+
+
+def segments(q_seg, k_seg=None):
+    """q_seg[i] == k_seg[j] (k_seg defaults to q_seg); int32 ids, copied."""
+    q = np.ascontiguousarray(q_seg, dtype=np.int32)
+    k = q if k_seg is None else np.ascontiguousarray(k_seg, dtype=np.int32)
+    if q.ndim != 1 or k.ndim != 1:
+        raise ValueError("segments: q_seg and k_seg must be 1-D")
+    return _make("stsa_mask_segments", f"segments([{q.size}], [{k.size}])",
+                 q.ctypes.data_as(_lib.c_int32_p), q.size, k.ctypes.data_as(_lib.c_int32_p),
+                 k.size, shape=(q.size, k.size))
+
+
+def dense(keep):
+    """An explicit boolean mask [s_q, s_kv] (True = keep), copied."""
+    arr = np.asarray(keep)
+    if arr.ndim != 2:
+        raise ValueError(f"dense: mask must be 2-D [s_q, s_kv], got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr != 0, dtype=np.uint8)
+    return _make("stsa_mask_dense", f"dense([{arr.shape[0]}, {arr.shape[1]}])",
+                 arr.ctypes.data_as(_lib.c_uint8_p), arr.shape[0], arr.shape[1],
+                 shape=arr.shape)

@@ -1,0 +1,230 @@
+"""Sparse VideoGen: the session (stsa.SVG), presets and the built-in workload."""
+
+import ctypes
+import dataclasses
+import threading
+import weakref
+
+import numpy as np
+
+from . import _core, _lib
+from ._core import check
+from ._lib import lib
+from .attention import _out_and_lse
+from .geometry import Geometry
+
+__all__ = ["SVG", "SVGInfo", "SVGWindows", "presets", "preset_config", "workload"]
+
+
+def presets():
+    """Names of the published SVG settings ("wan21-480p", ...)."""
+    names, i = [], 0
+    while True:
+        name = lib.stsa_svg_preset_name(i)
+        if name is None:
+            return names
+        names.append(name.decode())
+        i += 1
+
+
+class _Config(_lib.SvgConfig):
+    @property
+    def geometry_obj(self):
+        return Geometry.from_c(self.geometry)
+
+
+def preset_config(name):
+    """The stsa_svg_config of a preset (a ctypes struct)."""
+    cfg = _Config()
+    status = lib.stsa_svg_preset(str(name).encode(), ctypes.byref(cfg))
+    if status != _lib.STSA_OK:
+        raise ValueError(f"unknown SVG preset {name!r}; known: {', '.join(presets())}")
+    return cfg
+
+
+@dataclasses.dataclass(frozen=True)
+class SVGWindows:
+    """What a session derived from its density (stsa_svg_windows)."""
+    q_tile: int
+    kv_tile: int
+    frame_window: int       # w_f of spatial heads, in frames
+    band: int               # half-width of temporal heads, in tokens
+    density_spatial: float  # realised kept fraction of a spatial head
+    density_temporal: float
+
+
+@dataclasses.dataclass
+class SVGInfo:
+    """Report of one SVG call (stsa_svg_report).
+
+    kinds: numpy str array [B, H], "spatial" or "temporal" per head.
+    mse_spatial, mse_temporal: float32 [B, H], the profiling error of each
+    mask on the sampled rows (0 when the call ran dense).
+    dense: the policy ran this call dense (step < dense_steps or layer <
+    dense_layers). profile_ms, attention_ms: time spent. density: realised
+    kept fraction over all heads."""
+    kinds: np.ndarray
+    mse_spatial: np.ndarray
+    mse_temporal: np.ndarray
+    dense: bool
+    profile_ms: float
+    attention_ms: float
+    density: float
+    layer: int
+    step: int
+
+
+class SVG:
+    """A Sparse VideoGen session for one geometry (one model, one video size).
+
+        svg = stsa.SVG("wan21-480p")                       # a preset
+        svg = stsa.SVG(stsa.Geometry(21, 30, 52), heads=12, head_dim=128,
+                       density=0.3, dense_steps=10, dense_layers=1)
+        out, info = svg(q, k, v, layer=3, step=12)         # [B, N, H, D]
+
+    Each call profiles sample_rows query rows against dense attention, picks
+    per head the spatial or temporal mask that reproduces them best and runs
+    block-sparse attention; dense for steps < dense_steps and layers <
+    dense_layers. Arguments left None keep the preset's value (with a
+    Geometry: density 0.3, no dense steps or layers, 64 sampled rows, a
+    one-frame sink). The session owns its own stsa context (threads=,
+    backend=) and serialises calls from several Python threads.
+    """
+
+    def __init__(self, geometry, heads=None, head_dim=None, density=None, dense_steps=None,
+                 dense_layers=None, sample_rows=None, sink_frames=None, seed=None,
+                 q_tile=None, kv_tile=None, threads=None, backend=None):
+        if isinstance(geometry, str):
+            cfg = preset_config(geometry)
+            self.preset = geometry
+        elif isinstance(geometry, Geometry):
+            if heads is None or head_dim is None:
+                raise ValueError("SVG(geometry, ...) needs heads= and head_dim=")
+            cfg = _Config()
+            cfg.geometry = geometry.c()
+            cfg.density = 0.3
+            cfg.sample_rows = min(64, geometry.video_tokens) or 64
+            cfg.sink_frames = 1 if geometry.frames > 0 else 0
+            self.preset = None
+        else:
+            raise TypeError(f"SVG: geometry must be an stsa.Geometry or a preset name "
+                            f"({', '.join(presets())}), got {type(geometry).__name__}")
+        for name, value in (("heads", heads), ("head_dim", head_dim),
+                            ("dense_steps", dense_steps), ("dense_layers", dense_layers),
+                            ("sample_rows", sample_rows), ("sink_frames", sink_frames),
+                            ("seed", seed), ("q_tile", q_tile), ("kv_tile", kv_tile)):
+            if value is not None:
+                setattr(cfg, name, int(value))
+        if density is not None:
+            cfg.density = float(density)
+        self.config = cfg
+        self.geometry = Geometry.from_c(cfg.geometry)
+        self.heads, self.head_dim = int(cfg.heads), int(cfg.head_dim)
+        # The session keeps using the context: it lives as long as the session
+        # (the finalizer below holds it and frees the session first).
+        self.context = _core.Context(threads=threads, backend=backend)
+        handle = _lib.SvgP()
+        check(lib.stsa_svg_create(self.context.handle, ctypes.byref(cfg), ctypes.byref(handle)),
+              self.context.handle, "stsa_svg_create")
+        self._handle = handle
+        self._finalizer = weakref.finalize(self, _free_session, handle, self.context)
+        self._lock = threading.Lock()
+
+    @property
+    def windows(self):
+        w = _lib.SvgWindows()
+        check(lib.stsa_svg_get_windows(self._handle, ctypes.byref(w)),
+              what="stsa_svg_get_windows")
+        return SVGWindows(w.q_tile, w.kv_tile, w.frame_window, w.band, w.density_spatial,
+                          w.density_temporal)
+
+    @property
+    def tokens(self):
+        return self.geometry.tokens
+
+    def __call__(self, q, k, v, layer=0, step=0, layout="bshd", out=None):
+        """SVG attention of one layer at one denoising step.
+
+        q, k, v: [B, N, H, D] ("bshd"), [B, H, N, D] ("bhsd") or [N, H, D]
+        ("shd"), tokens in the model's native order, N = geometry.tokens.
+        Returns (out, info): out of q's kind, dtype and layout, and an
+        SVGInfo."""
+        if not self._finalizer.alive:
+            raise ValueError("stsa.SVG session is closed")
+        qv = _core.view(q, "q", layout)
+        kv = _core.view(k, "k", layout)
+        vv = _core.view(v, "v", layout)
+        out, ov, _ = _out_and_lse(qv, vv, layout, out, False)
+        B, H = qv.tensor.shape[0], qv.tensor.shape[2]
+        kinds = np.zeros(B * H, dtype=np.intc)
+        mse_s = np.zeros(B * H, dtype=np.float32)
+        mse_t = np.zeros(B * H, dtype=np.float32)
+        report = _lib.SvgReport(
+            kinds=kinds.ctypes.data_as(ctypes.POINTER(ctypes.c_int)),
+            mse_spatial=mse_s.ctypes.data_as(_lib.c_float_p),
+            mse_temporal=mse_t.ctypes.data_as(_lib.c_float_p))
+        ctx = self.context
+        with self._lock, ctx.lock:
+            status = lib.stsa_svg_attention(self._handle, int(layer), int(step), qv.tensor,
+                                            kv.tensor, vv.tensor, ov.tensor,
+                                            ctypes.byref(report))
+            check(status, ctx.handle, "stsa_svg_attention")
+        names = np.array(_lib.HEAD_KINDS)[kinds].reshape(B, H)
+        info = SVGInfo(kinds=names, mse_spatial=mse_s.reshape(B, H),
+                       mse_temporal=mse_t.reshape(B, H), dense=bool(report.dense),
+                       profile_ms=report.profile_ms, attention_ms=report.attention_ms,
+                       density=report.density, layer=int(layer), step=int(step))
+        return out, info
+
+    def close(self):
+        """Frees the session now (otherwise when it is garbage collected)."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        c = self.config
+        return (f"stsa.SVG({self.preset or self.geometry!r}, heads={c.heads}, "
+                f"head_dim={c.head_dim}, density={c.density}, dense_steps={c.dense_steps}, "
+                f"dense_layers={c.dense_layers}, sample_rows={c.sample_rows})")
+
+
+def _free_session(handle, context):
+    lib.stsa_svg_free(handle)
+    context.close()
+
+
+def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.float32,
+             layout="bshd"):
+    """stsa's built-in video-DiT-like workload (stsa_workload_generate).
+
+    Returns (q, k, v, kinds): numpy arrays [B, N, H, D] in `layout` and dtype,
+    and the ground-truth kind of each head ("spatial", "temporal", "mixed").
+    kinds: None for the default mix, or a list of kind names, one per head."""
+    if isinstance(geometry, str):
+        geometry = Geometry.preset(geometry)
+    desc = _lib.WorkloadDesc(geometry=geometry.c(), batch=int(batch), heads=int(heads),
+                             head_dim=int(head_dim), seed=int(seed))
+    if kinds is not None:
+        kinds = list(kinds)
+        if len(kinds) != heads or any(kd not in _lib.HEAD_KINDS for kd in kinds):
+            raise ValueError(f"kinds must be {heads} names of {_lib.HEAD_KINDS}")
+        arr = (ctypes.c_int * heads)(*(_lib.HEAD_KINDS.index(kd) for kd in kinds))
+        desc.kinds = arr
+    N = geometry.tokens
+    shape = {"bshd": (batch, N, heads, head_dim), "bhsd": (batch, heads, N, head_dim),
+             "shd": (N, heads, head_dim)}
+    _core.check_layout(layout)
+    if layout == "shd" and batch != 1:
+        raise ValueError("layout 'shd' holds one sequence: batch must be 1")
+    arrays = [np.empty(shape[layout], dtype=dtype) for _ in range(3)]
+    views = [_core.view(a, n, layout, output=True) for a, n in zip(arrays, "qkv")]
+    kinds_out = (ctypes.c_int * int(heads))()
+    status = lib.stsa_workload_generate(ctypes.byref(desc), views[0].tensor, views[1].tensor,
+                                        views[2].tensor, kinds_out)
+    check(status, what="stsa_workload_generate")
+    return (*arrays, [_lib.HEAD_KINDS[i] for i in kinds_out])

@@ -1,0 +1,202 @@
+"""Masks, plans and stsa.sparse_attention against numpy definitions."""
+
+import numpy as np
+import pytest
+
+import reference as ref
+import stsa
+from stsa import masks
+
+# 3 frames of 4 x 5 tokens plus 6 text tokens (4 real): N = 66, no tile multiple
+GEOS = {
+    "suffix": dict(frames=3, height=4, width=5, text=6, text_real=4, text_pos="suffix"),
+    "prefix": dict(frames=3, height=4, width=5, text=6, text_real=6, text_pos="prefix"),
+    "video": dict(frames=4, height=3, width=4),
+}
+
+
+def geo(name):
+    return stsa.Geometry(**GEOS[name]), ref.tokens(**GEOS[name])
+
+
+@pytest.mark.parametrize("name", sorted(GEOS))
+def test_video_masks_match_their_definitions(name):
+    g, t = geo(name)
+    n = g.tokens
+    cases = [
+        (masks.frame_window(g, 1), ref.frame_window(t, 1)),
+        (masks.spatial_window(g, 1, 2), ref.spatial_window(t, 1, 2)),
+        (masks.position_band(g, 5), ref.position_band(t, 5)),
+        (masks.sink_frames(g, 1), ref.sink_frames(t, 1)),
+        (masks.text(g), ref.text(t)),
+    ]
+    for mask, want in cases:
+        assert np.array_equal(mask.to_dense(n), want), mask
+
+
+def test_index_masks_and_combinators():
+    s_q, s_kv = 23, 31
+    assert np.array_equal(masks.causal(3).to_dense(s_q, s_kv), ref.causal(s_q, s_kv, 3))
+    assert np.array_equal(masks.local(2, None).to_dense(s_q, s_kv),
+                          ref.local(s_q, s_kv, 2, None))
+    assert np.array_equal(masks.local(4, 1).to_dense(s_q, s_kv), ref.local(s_q, s_kv, 4, 1))
+    assert np.array_equal(masks.chunked_causal(5).to_dense(s_q, s_kv),
+                          ref.chunked_causal(s_q, s_kv, 5))
+    both = masks.causal() & masks.local(3, 0)
+    either = masks.causal(-4) | masks.local(0, 2)
+    assert np.array_equal(both.to_dense(s_q, s_kv),
+                          ref.causal(s_q, s_kv) & ref.local(s_q, s_kv, 3, 0))
+    assert np.array_equal(either.to_dense(s_q, s_kv),
+                          ref.causal(s_q, s_kv, -4) | ref.local(s_q, s_kv, 0, 2))
+    assert masks.full().to_dense(3, 4).all()
+    assert masks.causal(1).equals(masks.causal(1)) and not masks.causal(1).equals(
+        masks.causal(2))
+
+
+def test_segments_and_dense_masks():
+    rng = np.random.default_rng(0)
+    q_seg = rng.integers(0, 3, 17)
+    k_seg = rng.integers(0, 3, 29)
+    seg = masks.segments(q_seg, k_seg)
+    assert np.array_equal(seg.to_dense(17, 29), q_seg[:, None] == k_seg[None, :])
+    keep = rng.random((17, 29)) < 0.3
+    assert np.array_equal(masks.dense(keep).to_dense(17, 29), keep)
+
+
+def _qkv(n, h=3, d=32, seed=0, dtype=np.float32):
+    return (ref.rand((2, n, h, d), dtype, seed), ref.rand((2, n, h, d), dtype, seed + 1),
+            ref.rand((2, n, h, d), dtype, seed + 2))
+
+
+@pytest.mark.parametrize("mode", ["exact", "naive"])
+@pytest.mark.parametrize("name", ["suffix", "prefix"])
+def test_sparse_attention_matches_masked_reference(mode, name, threads):
+    g, t = geo(name)
+    spatial = (masks.frame_window(g, 0) | masks.sink_frames(g, 1)) | masks.text(g)
+    temporal = (masks.position_band(g, 4) | masks.sink_frames(g, 1)) | masks.text(g)
+    keep = ref.frame_window(t, 0) | ref.sink_frames(t, 1) | ref.text(t)
+    keep_t = ref.position_band(t, 4) | ref.sink_frames(t, 1) | ref.text(t)
+    # padding text keeps padding only; the geometry has rows for all of them
+    q, k, v = _qkv(g.tokens)
+    out, lse = stsa.sparse_attention(q, k, v, mask=[spatial, temporal, spatial], mode=mode,
+                                     return_lse=True, threads=threads)
+    want, want_lse = ref.attention(q, k, v, keep=np.stack([keep, keep_t, keep]))
+    np.testing.assert_allclose(out, want, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, atol=2e-5)
+
+
+def test_exact_and_naive_are_bitwise_equal_and_orders_do_not_change_pairs():
+    g, t = geo("video")
+    band = masks.position_band(g, 3) | masks.sink_frames(g, 1)
+    q, k, v = _qkv(g.tokens, h=2, d=24)
+    exact = stsa.sparse_attention(q, k, v, mask=band, mode="exact")
+    naive = stsa.sparse_attention(q, k, v, mask=band, mode="naive")
+    assert np.array_equal(exact, naive)
+    plan = stsa.Plan(band, g.tokens, heads=2, q_order="position_major",
+                     kv_order="sink_first")
+    permuted = stsa.sparse_attention(q, k, v, plan=plan)
+    np.testing.assert_allclose(permuted, exact, atol=2e-6)
+    want, _ = ref.attention(q, k, v, keep=ref.position_band(t, 3) | ref.sink_frames(t, 1))
+    np.testing.assert_allclose(exact, want, atol=2e-5)
+
+
+def test_plan_is_reused_and_reports_stats(threads):
+    g, t = geo("video")
+    window = masks.frame_window(g, 1)
+    plan = stsa.Plan([window, window, masks.full()], g.tokens, q_tile=16, kv_tile=16)
+    st = plan.stats
+    keep = ref.frame_window(t, 1)
+    assert st.pairs_total == 3 * g.tokens ** 2
+    assert st.pairs_kept == 2 * keep.sum() + g.tokens ** 2
+    assert st.distinct_masks == 2
+    assert st.q_tiles == -(-g.tokens // 16) and st.kv_tiles == -(-g.tokens // 16)
+    assert 0 < st.tiles_active <= st.tiles_total
+    assert plan.tile_kind(2, 0, 0) == "full"
+    assert plan.geometry == g  # taken from the masks
+    out_bshd = None
+    for layout in ("bshd", "bhsd"):
+        q, k, v = _qkv(g.tokens, d=16, seed=5)
+        if layout == "bhsd":
+            q, k, v = (np.ascontiguousarray(a.transpose(0, 2, 1, 3)) for a in (q, k, v))
+        out = stsa.sparse_attention(q, k, v, plan=plan, layout=layout, threads=threads)
+        if layout == "bhsd":
+            assert np.array_equal(out.transpose(0, 2, 1, 3), out_bshd)
+        else:
+            out_bshd = out
+    want, _ = ref.attention(*_qkv(g.tokens, d=16, seed=5),
+                            keep=np.stack([keep, keep, np.ones_like(keep)]))
+    np.testing.assert_allclose(out_bshd, want, atol=2e-5)
+
+
+def test_out_and_plain_sequence_masks(threads):
+    s = 45
+    q, k, v = _qkv(s, h=2, d=16)
+    out = np.empty_like(q)
+    got = stsa.sparse_attention(q, k, v, mask=masks.causal() & masks.local(7, 0), out=out,
+                                threads=threads)
+    assert got is out
+    want, _ = ref.attention(q, k, v, keep=ref.causal(s, s) & ref.local(s, s, 7, 0))
+    np.testing.assert_allclose(out, want, atol=2e-5)
+
+
+def test_tile_rounded_is_lossy_but_close():
+    g, t = geo("video")
+    q, k, v = _qkv(g.tokens, h=2, d=16)
+    mask = masks.frame_window(g, 1)
+    exact = stsa.sparse_attention(q, k, v, mask=mask)
+    rounded = stsa.sparse_attention(q, k, v, mask=mask, mode="tile-rounded")
+    assert np.isfinite(rounded).all() and rounded.shape == exact.shape
+
+
+def test_empty_rows():
+    s = 20
+    q, k, v = _qkv(s, h=1, d=8)
+    keep = np.ones((s, s), dtype=bool)
+    keep[3] = False
+    with pytest.raises(ValueError) as e:
+        stsa.sparse_attention(q, k, v, mask=masks.dense(keep))
+    assert e.value.status_name == stsa._lib.status_name(stsa._lib.STSA_ERR_EMPTY_ROW)
+    out, lse = stsa.sparse_attention(q, k, v, mask=masks.dense(keep), allow_empty_rows=True,
+                                     return_lse=True)
+    assert (out[:, 3] == 0).all() and np.isneginf(lse[:, :, 3]).all()
+
+
+def test_plan_errors_carry_the_c_message():
+    g, _ = geo("video")
+    q, k, v = _qkv(g.tokens + 1, h=2, d=8)
+    with pytest.raises(ValueError, match=r"^plan: s_q = 49 and s_kv = 49, but the geometry "
+                                         r"has 48 tokens$"):
+        stsa.sparse_attention(q, k, v, mask=masks.frame_window(g, 1))
+    with pytest.raises(ValueError, match="exactly one of mask= and plan="):
+        stsa.sparse_attention(q, k, v)
+    with pytest.raises(ValueError, match="mode 'fast' is not one of"):
+        stsa.sparse_attention(q, k, v, mask=masks.full(), mode="fast")
+    with pytest.raises(ValueError, match=r"^frame_window\(-1\): "):
+        masks.frame_window(g, -1)
+    with pytest.raises(ValueError, match="2 masks for 3 heads"):
+        stsa.Plan([masks.full()] * 2, 10, heads=3)
+
+
+def test_geometry_helpers():
+    g = stsa.Geometry.from_video(480, 832, 81)
+    assert (g.frames, g.height, g.width, g.tokens) == (21, 30, 52, 32760)
+    assert stsa.Geometry.preset("wan21-480p") == g
+    small = stsa.Geometry(2, 2, 3)
+    perm = small.permutation("position_major")
+    assert list(perm[:4]) == [0, 6, 1, 7]  # j = p*F + f -> native f*P + p
+    with pytest.raises(ValueError, match="text > 0 needs text_pos"):
+        stsa.Geometry(2, 2, 2, text=3, text_pos="none")
+
+
+@pytest.mark.parametrize("order", ["position_major", "sink_first"])
+def test_permute_tokens_matches_the_permutation(order):
+    g = stsa.Geometry(3, 2, 4, text=2, text_pos="prefix")
+    x = ref.rand((2, g.tokens, 3, 8), np.float32, 0)
+    perm = g.permutation(order)
+    moved = stsa.permute_tokens(x, g, order)
+    assert np.array_equal(moved, x[:, perm])
+    back = stsa.permute_tokens(moved, g, order, inverse=True)
+    assert np.array_equal(back, x)
+    xb = np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+    assert np.array_equal(stsa.permute_tokens(xb, g, order, layout="bhsd"),
+                          xb[:, :, perm])

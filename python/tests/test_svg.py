@@ -1,0 +1,125 @@
+"""stsa.SVG and stsa.workload on a small geometry."""
+
+import numpy as np
+import pytest
+
+import reference as ref
+import stsa
+
+GEO = dict(frames=6, height=6, width=8)  # P = 48, N = 288
+H, D = 4, 32
+
+
+@pytest.fixture(scope="module")
+def data():
+    g = stsa.Geometry(**GEO)
+    q, k, v, kinds = stsa.workload(g, H, D, seed=1)
+    return g, q, k, v, kinds
+
+
+def test_workload(data):
+    g, q, k, v, kinds = data
+    assert q.shape == k.shape == v.shape == (1, g.tokens, H, D) and q.dtype == np.float32
+    assert len(kinds) == H and set(kinds) <= {"spatial", "temporal", "mixed"}
+    q2, _, _, kinds2 = stsa.workload(g, H, D, seed=1)
+    assert np.array_equal(q, q2) and kinds == kinds2  # deterministic
+    qb, _, _, _ = stsa.workload(g, H, D, seed=1, layout="bhsd", dtype=np.float16)
+    assert qb.shape == (1, H, g.tokens, D) and qb.dtype == np.float16
+    np.testing.assert_allclose(qb.transpose(0, 2, 1, 3), q, atol=2e-3 * np.abs(q).max())
+    _, _, _, forced = stsa.workload(g, 2, D, kinds=["spatial", "temporal"])
+    assert forced == ["spatial", "temporal"]
+
+
+def test_svg_output_info_and_error_against_dense(data, threads):
+    g, q, k, v, kinds = data
+    svg = stsa.SVG(g, heads=H, head_dim=D, density=0.5, sample_rows=32, dense_steps=2,
+                   dense_layers=1, threads=threads)
+    out, info = svg(q, k, v, layer=1, step=3)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert not info.dense and (info.layer, info.step) == (1, 3)
+    assert info.kinds.shape == (1, H) and set(info.kinds.ravel()) <= {"spatial", "temporal"}
+    assert info.mse_spatial.shape == info.mse_temporal.shape == (1, H)
+    assert (info.mse_spatial >= 0).all() and (info.mse_temporal >= 0).all()
+    assert info.profile_ms >= 0 and info.attention_ms >= 0
+    assert 0 < info.density < 1
+    # the profiling picks the kind the workload built, for the pure heads
+    for h, truth in enumerate(kinds):
+        if truth != "mixed":
+            assert info.kinds[0, h] == truth
+        chosen_mse = min(info.mse_spatial[0, h], info.mse_temporal[0, h])
+        mse = {"spatial": info.mse_spatial[0, h], "temporal": info.mse_temporal[0, h]}
+        assert mse[info.kinds[0, h]] == chosen_mse
+    dense = stsa.attention(q, k, v)
+    rel = np.linalg.norm(out - dense) / np.linalg.norm(dense)
+    print(f"SVG density {info.density:.3f}: relative L2 error vs dense {rel:.4f}")
+    assert rel < 0.05
+
+
+@pytest.mark.parametrize("text", [{}, dict(text=10, text_real=7, text_pos="suffix"),
+                                  dict(text=5, text_pos="prefix")])
+def test_svg_computes_exactly_the_masks_it_reports(text):
+    geo = dict(GEO, **text)
+    g = stsa.Geometry(**geo)
+    q, k, v, _ = stsa.workload(g, H, D, seed=2)
+    svg = stsa.SVG(g, heads=H, head_dim=D, density=0.4, sample_rows=16)
+    out, info = svg(q, k, v, layer=2, step=5)
+    w = svg.windows
+    t = ref.tokens(**geo)
+    extra = ref.sink_frames(t, 1) | ref.text(t)
+    keep = {"spatial": ref.frame_window(t, w.frame_window) | extra,
+            "temporal": ref.position_band(t, w.band) | extra}
+    want, _ = ref.attention(q, k, v, keep=np.stack([keep[kd] for kd in info.kinds[0]]))
+    np.testing.assert_allclose(out, want, atol=2e-5)
+
+
+def test_dense_policy_is_bitwise_dense(data):
+    g, q, k, v, _ = data
+    svg = stsa.SVG(g, heads=H, head_dim=D, dense_steps=2, dense_layers=1, sample_rows=8)
+    dense = stsa.attention(q, k, v)
+    for layer, step in ((0, 10), (5, 1)):
+        out, info = svg(q, k, v, layer=layer, step=step)
+        assert info.dense and info.density == 1.0
+        assert np.array_equal(out, dense)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "shd"])
+def test_svg_layouts_and_out(data, layout):
+    g, q, k, v, _ = data
+    svg = stsa.SVG(g, heads=H, head_dim=D, density=0.4, sample_rows=16)
+    want, _ = svg(q, k, v, layer=1, step=1)
+    conv = {"bhsd": lambda a: a.transpose(0, 2, 1, 3), "shd": lambda a: a[0]}[layout]
+    out = np.zeros(conv(q).shape, dtype=np.float16)
+    got, _ = svg(conv(q), conv(k), conv(v), layer=1, step=1, layout=layout, out=out)
+    assert got is out
+    np.testing.assert_allclose(out.astype(np.float32), conv(want), atol=2e-3)
+
+
+def test_presets_and_errors(data):
+    g, q, k, v, _ = data
+    assert "wan21-480p" in stsa.presets()
+    svg = stsa.SVG("wan21-480p", heads=2)
+    assert svg.heads == 2 and svg.geometry == stsa.Geometry(21, 30, 52)
+    assert svg.config.dense_steps == 10 and svg.config.density == pytest.approx(0.3)
+    with pytest.raises(ValueError, match=r"^svg: session is for N = 32760, H = 2, D = 128 "
+                                         r"but q is \[1, 288, 4, 32\]"):
+        svg(q, k, v)
+    svg.close()
+    with pytest.raises(ValueError, match="unknown SVG preset"):
+        stsa.SVG("wan99")
+    with pytest.raises(ValueError, match=r"^svg: density = 1\.5 is the KEPT fraction"):
+        stsa.SVG(g, heads=H, head_dim=D, density=1.5)
+    with pytest.raises(ValueError, match="needs heads= and head_dim="):
+        stsa.SVG(g)
+
+
+def test_session_outlives_the_callers_references(data):
+    g, q, k, v, _ = data
+    svg = stsa.SVG(g, heads=H, head_dim=D, sample_rows=8)
+    ctx = svg.context
+    del ctx  # the session keeps its context; it is freed with the session
+    out, _ = svg(q, k, v, layer=3, step=3)
+    assert np.isfinite(out).all()
+    with svg:
+        pass
+    with pytest.raises(ValueError, match="closed"):
+        svg(q, k, v)
