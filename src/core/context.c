@@ -114,6 +114,7 @@ stsa_status stsa_param_bounds(stsa_param param, int64_t *lo, int64_t *hi) {
 stsa_status stsa_ctx_set(stsa_ctx *ctx, stsa_param param, int64_t value) {
   if (!ctx)
     return STSA_ERR_NULL_ARG;
+  stsa_err_clear(&ctx->err);
   STSA_RETURN_IF((unsigned)param >= STSA_PARAM_COUNT_, &ctx->err, STSA_ERR_BAD_PARAM,
                  "unknown parameter %d", (int)param);
   const param_info *p = &PARAMS[param];

@@ -15,6 +15,10 @@ typedef struct stsa_errbuf {
 stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Forgets the previous failure: every entry point taking a context starts
+ * with it, so stsa_ctx_last_error never shows a stale message. */
+static inline void stsa_err_clear(stsa_errbuf *err) { err->text[0] = '\0'; }
+
 /* `return`s the failure from the enclosing function when `cond` holds. */
 #define STSA_RETURN_IF(cond, err, code, ...)                                           \
   do {                                                                                 \

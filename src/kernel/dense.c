@@ -18,6 +18,7 @@ stsa_status stsa_attention_check(stsa_ctx *ctx, const stsa_tensor *q,
                                  const stsa_tensor *out, const stsa_attn_opts *opts) {
   if (!ctx)
     return STSA_ERR_NULL_ARG;
+  stsa_err_clear(&ctx->err);
   return stsa_check_attention(q, k, v, out, opts, ctx->check_finite, &ctx->err);
 }
 
@@ -44,6 +45,7 @@ stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q, const stsa_tenso
                            const stsa_attn_opts *opts) {
   if (!ctx)
     return STSA_ERR_NULL_ARG;
+  stsa_err_clear(&ctx->err);
   STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, &ctx->err));
   stsa_backend backend = stsa_resolve_backend(ctx->backend);
   stsa_status st;

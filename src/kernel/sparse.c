@@ -339,6 +339,7 @@ stsa_status stsa_sparse_attention(stsa_ctx *ctx, const stsa_plan *plan,
                                   const stsa_sparse_opts *opts) {
   if (!ctx)
     return STSA_ERR_NULL_ARG;
+  stsa_err_clear(&ctx->err);
   STSA_RETURN_IF(!plan, &ctx->err, STSA_ERR_NULL_ARG, "plan is NULL");
   STSA_TRY(stsa_check_tensor(q, "q", &ctx->err));
   STSA_RETURN_IF(q->shape[2] != plan->heads, &ctx->err, STSA_ERR_BAD_SHAPE,

@@ -563,6 +563,7 @@ stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc, stsa_plan
   if (!ctx)
     return STSA_ERR_NULL_ARG;
   stsa_errbuf *err = &ctx->err;
+  stsa_err_clear(err);
   STSA_RETURN_IF(!desc || !out, err, STSA_ERR_NULL_ARG, "plan: desc or out is NULL");
   STSA_RETURN_IF(desc->q_tile < 0 || desc->q_tile > MAX_TILE, err, STSA_ERR_BAD_PARAM,
                  "plan: q_tile = %d, expected 0 (context default) or 1..4096",

@@ -143,6 +143,7 @@ static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
 stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg **out) {
   if (!ctx || !cfg || !out)
     return STSA_ERR_NULL_ARG;
+  stsa_err_clear(&ctx->err);
   STSA_TRY(check_config(cfg, &ctx->err));
   stsa_svg *svg = calloc(1, sizeof *svg);
   if (!svg)
@@ -224,6 +225,7 @@ stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
     return STSA_ERR_NULL_ARG;
   stsa_ctx *ctx = svg->ctx;
   stsa_errbuf *err = &ctx->err;
+  stsa_err_clear(err);
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
   STSA_TRY(stsa_check_attention(q, k, v, out, NULL, ctx->check_finite, err));
   STSA_RETURN_IF(q->shape[1] != svg->tokens || k->shape[1] != svg->tokens ||
