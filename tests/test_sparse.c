@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel/tile_loop.h"
 #include "testutil.h"
 
 static stsa_ctx *make_ctx(stsa_backend backend, int threads, int q_tile, int kv_tile) {
@@ -430,6 +431,73 @@ static void test_invalid(void) {
   tu_free_tensor(&out);
 }
 
+/* Compaction (Splash's rule: the compacted grid gives bitwise the output of
+ * the uncompacted one): walking every kv tile, with the empty ones masked
+ * entirely, gives the same bytes as walking only the active ones, because a
+ * fully masked tile leaves m, l and o exactly as they were (alpha = 1, p = 0). */
+typedef struct band_ctx {
+  int64_t w;
+} band_ctx;
+
+static void band_mask(const void *ctx, int64_t entry, int64_t q0, int rows, int64_t k0,
+                      int n, float *s, int ld_s) {
+  (void)entry;
+  const band_ctx *b = ctx;
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < n; c++)
+      if (llabs((q0 + r) - (k0 + c)) > b->w)
+        s[(int64_t)r * ld_s + c] = -INFINITY;
+}
+
+static void test_compaction(void) {
+  tu_rng rng = {77};
+  const int64_t S = 700, D = 64;
+  stsa_tensor q = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, S, 1, D, 1);
+  stsa_tensor k = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, S, 1, D, 1);
+  stsa_tensor v = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, S, 1, D, 1);
+  stsa_tensor o_all = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, 1, D);
+  stsa_tensor o_compact = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, 1, D);
+  const int backends[2] = {STSA_BACKEND_PORTABLE, STSA_BACKEND_AVX2};
+  for (int bi = 0; bi < (stsa_cpu_has_avx2() ? 2 : 1); bi++) {
+    stsa_attn_problem pb_all, pb_compact;
+    stsa_problem_init(&pb_all, &q, &k, &v, &o_all, NULL, 48, 64,
+                      stsa_kernels_for(backends[bi]));
+    stsa_problem_init(&pb_compact, &q, &k, &v, &o_compact, NULL, 48, 64,
+                      stsa_kernels_for(backends[bi]));
+    float *mem = aligned_alloc(64, stsa_kv_packed_floats(&pb_all) * sizeof(float));
+    stsa_kv_packed kv = stsa_kv_packed_at(&pb_all, mem);
+    for (int64_t t = 0; t < stsa_kv_tiles(&pb_all); t++)
+      stsa_pack_kv_tile(&pb_all, 0, 0, t, NULL, &kv);
+    stsa_tile_scratch sc;
+    CHECK(stsa_tile_scratch_alloc(&pb_all, &sc) == 0, "scratch");
+    band_ctx band = {90};
+    const int64_t nkt = stsa_kv_tiles(&pb_all);
+    int32_t tiles[64], active[64];
+    uint8_t kinds[64];
+    for (int64_t qt = 0; qt < stsa_q_tiles(&pb_all); qt++) {
+      int32_t n_active = 0;
+      for (int64_t t = 0; t < nkt; t++) {
+        tiles[t] = (int32_t)t;
+        kinds[t] = STSA_TILE_PARTIAL;
+        /* active when the band reaches the tile from some row of the q tile */
+        int64_t q_lo = qt * 48, q_hi = q_lo + 47, k_lo = t * 64, k_hi = k_lo + 63;
+        if (k_hi >= q_lo - band.w && k_lo <= q_hi + band.w)
+          active[n_active++] = (int32_t)t;
+      }
+      stsa_kv_list all = {tiles, kinds, (int32_t)nkt, band_mask, &band, NULL};
+      stsa_kv_list compact = {active, kinds, n_active, band_mask, &band, NULL};
+      stsa_run_q_tile(&pb_all, &kv, 0, 0, qt, &all, &sc);
+      stsa_run_q_tile(&pb_compact, &kv, 0, 0, qt, &compact, &sc);
+    }
+    CHECK(same_bytes(&o_all, &o_compact), "[%s] the compacted walk differs from the full one",
+          stsa_backend_name((stsa_backend)backends[bi]));
+    stsa_tile_scratch_free(&sc);
+    free(mem);
+  }
+  tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+  tu_free_tensor(&o_all), tu_free_tensor(&o_compact);
+}
+
 int main(void) {
   test_index_masks();
   test_dtypes_layouts();
@@ -438,5 +506,6 @@ int main(void) {
   test_tile_rounded();
   test_empty_rows();
   test_invalid();
+  test_compaction();
   return tu_finish("test_sparse");
 }
