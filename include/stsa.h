@@ -505,6 +505,15 @@ typedef struct stsa_svg_windows {
 } stsa_svg_windows;
 STSA_API stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out);
 
+/* The mask the session runs heads of `kind` with (a new reference, free it
+ * with stsa_mask_free) and the memory orders its plan walks: spatial heads
+ * native/native, temporal heads position-major queries and sink-first keys.
+ * STSA_HEAD_MIXED gives the mask of the policy's dense calls (native).
+ * q_order and kv_order may be NULL. */
+STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind,
+                                        stsa_mask **mask, stsa_order *q_order,
+                                        stsa_order *kv_order);
+
 /* Per-call report; every array pointer is optional (caller-owned). */
 typedef struct stsa_svg_report {
   int dense;                 /* 1: the policy ran this call dense */

@@ -213,7 +213,8 @@ static int plot_plan(int argc, char **argv) {
   cli_check(stsa_ctx_create(&ctx), NULL, "creating a context");
   stsa_svg_windows w;
   run_session_windows(ctx, &cfg, &w);
-  stsa_mask *mask = run_kind_mask(&cfg, &w, o.kind);
+  /* the same mask in both panels: native order and the permuted one */
+  stsa_mask *mask = run_kind_mask(ctx, &cfg, o.kind, NULL, NULL);
   stsa_plan *plans[2] = {
       build_plan(ctx, &cfg, &w, mask, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE),
       build_plan(ctx, &cfg, &w, mask, STSA_ORDER_POSITION_MAJOR, STSA_ORDER_SINK_FIRST)};

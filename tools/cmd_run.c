@@ -213,10 +213,9 @@ static void run_mode_sparse(run_state *s) {
   double t0 = cli_now();
   run_session_windows(s->ctx, &s->cfg, &s->win);
   s->have_windows = 1;
-  stsa_mask *mask = run_kind_mask(&s->cfg, &s->win, s->o.head_kind);
-  const stsa_mask *masks[1] = {mask};
   stsa_order qo, ko;
-  run_kind_orders(s->o.head_kind, &qo, &ko);
+  stsa_mask *mask = run_kind_mask(s->ctx, &s->cfg, s->o.head_kind, &qo, &ko);
+  const stsa_mask *masks[1] = {mask};
   /* the session's tile sizes, so the plan is the session's plan */
   stsa_plan_desc desc = {s->N,
                          s->N,

@@ -365,31 +365,18 @@ stsa_head_kind run_parse_kind(int argc, char **argv, int *i) {
   cli_die("%s expects spatial or temporal, got '%s'", opt, s);
 }
 
-stsa_mask *run_kind_mask(const stsa_svg_config *cfg, const stsa_svg_windows *w,
-                         stsa_head_kind kind) {
-  const stsa_geometry *g = &cfg->geometry;
-  stsa_mask *video = NULL, *sink = NULL, *text = NULL, *both = NULL, *out = NULL;
-  if (kind == STSA_HEAD_SPATIAL)
-    cli_check(stsa_mask_frame_window(g, w->frame_window, &video), NULL, "frame window");
-  else
-    cli_check(stsa_mask_position_band(g, w->band, &video), NULL, "position band");
-  cli_check(stsa_mask_text(g, &text), NULL, "text mask");
-  if (cfg->sink_frames > 0) {
-    cli_check(stsa_mask_sink_frames(g, cfg->sink_frames, &sink), NULL, "sink mask");
-    cli_check(stsa_mask_or(video, sink, &both), NULL, "mask union");
-  }
-  cli_check(stsa_mask_or(both ? both : video, text, &out), NULL, "mask union");
-  stsa_mask_free(both);
-  stsa_mask_free(sink);
-  stsa_mask_free(text);
-  stsa_mask_free(video);
-  return out;
-}
-
-void run_kind_orders(stsa_head_kind kind, stsa_order *q_order, stsa_order *kv_order) {
-  const int temporal = kind == STSA_HEAD_TEMPORAL;
-  *q_order = temporal ? STSA_ORDER_POSITION_MAJOR : STSA_ORDER_NATIVE;
-  *kv_order = temporal ? STSA_ORDER_SINK_FIRST : STSA_ORDER_NATIVE;
+stsa_mask *run_kind_mask(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_head_kind kind,
+                         stsa_order *q_order, stsa_order *kv_order) {
+  stsa_svg_config one = *cfg;
+  one.heads = 1;
+  one.head_dim = one.head_dim > 0 ? one.head_dim : 64;
+  stsa_svg *svg;
+  cli_check(stsa_svg_create(ctx, &one, &svg), ctx, "creating the SVG session");
+  stsa_mask *mask;
+  cli_check(stsa_svg_kind_mask(svg, kind, &mask, q_order, kv_order), NULL,
+            "reading the session's mask");
+  stsa_svg_free(svg);
+  return mask;
 }
 
 void run_session_windows(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg_windows *w) {

@@ -76,13 +76,11 @@ void run_free_qkv(run_qkv *qkv);
 /* Dies unless the tensors hold N = text + F*Hp*Wp tokens. */
 void run_check_tokens(const stsa_svg_config *cfg, const run_qkv *qkv, int layout);
 
-/* The mask of an SVG head of this kind, exactly as the session builds it:
- * (frame window | position band) | first-frame sink | text rules. */
-stsa_mask *run_kind_mask(const stsa_svg_config *cfg, const stsa_svg_windows *w,
-                         stsa_head_kind kind);
-/* Memory orders the session uses for a kind: spatial heads native/native,
- * temporal heads position-major queries and sink-first keys. */
-void run_kind_orders(stsa_head_kind kind, stsa_order *q_order, stsa_order *kv_order);
+/* The mask and memory orders the SVG session for cfg runs heads of this kind
+ * with (stsa_svg_kind_mask of a one-head session, then freed); the orders may
+ * be NULL. */
+stsa_mask *run_kind_mask(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_head_kind kind,
+                         stsa_order *q_order, stsa_order *kv_order);
 /* Window widths a session derives for cfg (a one-head session, then freed). */
 void run_session_windows(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg_windows *w);
 

@@ -11,6 +11,7 @@
 #include "core/context.h"
 #include "core/tensor.h"
 #include "kernel/sparse.h"
+#include "mask/mask.h"
 #include "mask/plan.h"
 #include "svg/profile.h"
 #include "svg/windows.h"
@@ -196,6 +197,26 @@ stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out) {
   if (!svg || !out)
     return STSA_ERR_NULL_ARG;
   *out = svg->windows;
+  return STSA_OK;
+}
+
+stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind, stsa_mask **mask,
+                               stsa_order *q_order, stsa_order *kv_order) {
+  if (!svg || !mask)
+    return STSA_ERR_NULL_ARG;
+  if ((unsigned)kind >= STSA_HEAD_KIND_COUNT_)
+    return STSA_ERR_BAD_PARAM;
+  const stsa_mask *m = kind == STSA_HEAD_SPATIAL    ? svg->mask_spatial
+                       : kind == STSA_HEAD_TEMPORAL ? svg->mask_temporal
+                                                    : svg->mask_dense;
+  const stsa_plan *p = kind == STSA_HEAD_SPATIAL    ? svg->plan_spatial
+                       : kind == STSA_HEAD_TEMPORAL ? svg->plan_temporal
+                                                    : svg->plan_dense;
+  *mask = (stsa_mask *)stsa_mask_ref(m);
+  if (q_order)
+    *q_order = p->q_order;
+  if (kv_order)
+    *kv_order = p->kv_order;
   return STSA_OK;
 }
 

@@ -272,6 +272,8 @@ SIGNATURES = {
     "stsa_svg_create": (_int, [CtxP, ctypes.POINTER(SvgConfig), ctypes.POINTER(SvgP)]),
     "stsa_svg_free": (None, [SvgP]),
     "stsa_svg_get_windows": (_int, [SvgP, ctypes.POINTER(SvgWindows)]),
+    "stsa_svg_kind_mask": (_int, [SvgP, _int, ctypes.POINTER(MaskP), ctypes.POINTER(_int),
+                                  ctypes.POINTER(_int)]),
     "stsa_svg_attention": (_int, [SvgP, _i64, _i64, TensorP, TensorP, TensorP, TensorP,
                                   ctypes.POINTER(SvgReport)]),
     "stsa_permute_tokens": (_int, [GeometryP, _int, _int, TensorP, TensorP]),
