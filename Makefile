@@ -7,7 +7,8 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 DIFFUSERS_VENV ?= build-venv-diffusers
 
-.PHONY: all build demo test deps sanitize fuzz format clean test-python test-diffusers
+.PHONY: all build demo test test-c deps sanitize fuzz format format-check clean test-python \
+        test-diffusers
 
 all: build
 
@@ -21,13 +22,15 @@ build: deps
 demo: build
 	./$(BUILD)/stsa demo
 
-test: build
+test: test-c test-python
+
+# The C tests only (ctest).
+test-c: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
-	$(MAKE) test-python
 
 # The same tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize:
-	$(MAKE) test BUILD=build-asan TYPE=RelWithDebInfo CMAKE_FLAGS="-DSTSA_SANITIZE=ON -DSTSA_WERROR=ON"
+	$(MAKE) test-c BUILD=build-asan TYPE=RelWithDebInfo CMAKE_FLAGS="-DSTSA_SANITIZE=ON -DSTSA_WERROR=ON"
 
 # Python package in a fresh venv: pip install ./python builds libstsa.so;
 # the torch/diffusers tests skip there.
@@ -47,9 +50,14 @@ fuzz:
 	STSA_WITH_FUZZ=1 scripts/deps.sh
 	fuzz/run.sh build-fuzz $${FUZZ_SECONDS:-60}
 
+C_SOURCES = include/*.h src/*/*.[ch] src/*/*/*.[ch] tools/*.[ch] tests/*.[ch] fuzz/*.c
+
 format:
-	clang-format -i include/*.h src/*/*.[ch] src/*/*/*.[ch] tools/*.[ch] tests/*.[ch] \
-	  bench/*.c fuzz/*.c 2>/dev/null || true
+	clang-format -i $(C_SOURCES)
+
+# Fails when a C file is not formatted as .clang-format says.
+format-check:
+	clang-format --dry-run -Werror $(C_SOURCES)
 
 clean:
 	rm -rf build build-asan build-fuzz build-venv $(DIFFUSERS_VENV) python/build python/src/stsa/_lib

@@ -34,7 +34,7 @@ extern "C" {
 #define STSA_VERSION_MAJOR 0
 #define STSA_VERSION_MINOR 1
 #define STSA_VERSION_PATCH 0
-#define STSA_VERSION_NUMBER                                                    \
+#define STSA_VERSION_NUMBER                                                              \
   (STSA_VERSION_MAJOR * 10000 + STSA_VERSION_MINOR * 100 + STSA_VERSION_PATCH)
 
 #if defined(_WIN32) && defined(STSA_BUILD_SHARED)
@@ -55,13 +55,13 @@ STSA_API const char *stsa_version_string(void);
 /* ------------------------------------------------------------------------ */
 typedef enum stsa_status {
   STSA_OK = 0,
-  STSA_ERR_NULL_ARG = 1,     /* a required pointer is NULL */
-  STSA_ERR_BAD_SHAPE = 2,    /* zero/negative sizes, mismatched shapes */
-  STSA_ERR_BAD_DTYPE = 3,    /* unknown or unsupported dtype */
-  STSA_ERR_BAD_STRIDE = 4,   /* strides that alias elements or overflow */
-  STSA_ERR_MISALIGNED = 5,   /* data pointer not aligned to its element */
-  STSA_ERR_OVERLAP = 6,      /* output overlaps an input or another output */
-  STSA_ERR_NONFINITE = 7,    /* NaN or Inf found in an input */
+  STSA_ERR_NULL_ARG = 1,   /* a required pointer is NULL */
+  STSA_ERR_BAD_SHAPE = 2,  /* zero/negative sizes, mismatched shapes */
+  STSA_ERR_BAD_DTYPE = 3,  /* unknown or unsupported dtype */
+  STSA_ERR_BAD_STRIDE = 4, /* strides that alias elements or overflow */
+  STSA_ERR_MISALIGNED = 5, /* data pointer not aligned to its element */
+  STSA_ERR_OVERLAP = 6,    /* output overlaps an input or another output */
+  STSA_ERR_NONFINITE = 7,  /* NaN or Inf found in an input */
   STSA_ERR_OUT_OF_MEMORY = 8,
   STSA_ERR_BAD_PARAM = 9,    /* unknown parameter or value out of bounds */
   STSA_ERR_UNSUPPORTED = 10, /* valid request this build cannot serve */
@@ -111,12 +111,12 @@ typedef struct stsa_tensor {
 
 enum { STSA_DIM_B = 0, STSA_DIM_S = 1, STSA_DIM_H = 2, STSA_DIM_D = 3 };
 
-STSA_API stsa_tensor stsa_tensor_bshd(void *data, stsa_dtype dtype, int64_t B,
-                                      int64_t S, int64_t H, int64_t D);
-STSA_API stsa_tensor stsa_tensor_bhsd(void *data, stsa_dtype dtype, int64_t B,
-                                      int64_t S, int64_t H, int64_t D);
-STSA_API stsa_tensor stsa_tensor_shd(void *data, stsa_dtype dtype, int64_t S,
-                                     int64_t H, int64_t D);
+STSA_API stsa_tensor stsa_tensor_bshd(void *data, stsa_dtype dtype, int64_t B, int64_t S,
+                                      int64_t H, int64_t D);
+STSA_API stsa_tensor stsa_tensor_bhsd(void *data, stsa_dtype dtype, int64_t B, int64_t S,
+                                      int64_t H, int64_t D);
+STSA_API stsa_tensor stsa_tensor_shd(void *data, stsa_dtype dtype, int64_t S, int64_t H,
+                                     int64_t D);
 
 /* ------------------------------------------------------------------------ */
 /* Context and parameters                                                    */
@@ -146,17 +146,16 @@ typedef enum stsa_backend {
 STSA_API const char *stsa_backend_name(stsa_backend backend);
 
 typedef enum stsa_param {
-  STSA_PARAM_THREADS = 0,      /* worker threads, 1..1024; default: online CPUs */
-  STSA_PARAM_BACKEND = 1,      /* an stsa_backend */
-  STSA_PARAM_Q_TILE = 2,       /* query rows per tile, 6..4096; default 192 */
-  STSA_PARAM_KV_TILE = 3,      /* key rows per tile, multiple of 16, 16..4096; default 256 */
+  STSA_PARAM_THREADS = 0, /* worker threads, 1..1024; default: online CPUs */
+  STSA_PARAM_BACKEND = 1, /* an stsa_backend */
+  STSA_PARAM_Q_TILE = 2,  /* query rows per tile, 6..4096; default 192 */
+  STSA_PARAM_KV_TILE = 3, /* key rows per tile, multiple of 16, 16..4096; default 256 */
   STSA_PARAM_CHECK_FINITE = 4, /* 1: reject NaN/Inf inputs (default), 0: skip the scan */
   STSA_PARAM_COUNT_
 } stsa_param;
 
 STSA_API stsa_status stsa_ctx_set(stsa_ctx *ctx, stsa_param param, int64_t value);
-STSA_API stsa_status stsa_ctx_get(const stsa_ctx *ctx, stsa_param param,
-                                  int64_t *value);
+STSA_API stsa_status stsa_ctx_get(const stsa_ctx *ctx, stsa_param param, int64_t *value);
 /* Inclusive bounds of a parameter's value. */
 STSA_API stsa_status stsa_param_bounds(stsa_param param, int64_t *lo, int64_t *hi);
 
@@ -187,8 +186,7 @@ typedef struct stsa_attn_opts {
 
 STSA_API stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q,
                                     const stsa_tensor *k, const stsa_tensor *v,
-                                    const stsa_tensor *out,
-                                    const stsa_attn_opts *opts);
+                                    const stsa_tensor *out, const stsa_attn_opts *opts);
 
 /*
  * Partitioned form for a host's own threads (ggml custom ops, an OpenMP
@@ -198,21 +196,16 @@ STSA_API stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q,
  * each call allocates its own scratch. If any part fails, parts may have
  * written their rows; validate first with stsa_attention_check to be sure.
  */
-STSA_API stsa_status stsa_attention_part(const stsa_ctx *ctx,
-                                         const stsa_tensor *q,
-                                         const stsa_tensor *k,
-                                         const stsa_tensor *v,
+STSA_API stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
+                                         const stsa_tensor *k, const stsa_tensor *v,
                                          const stsa_tensor *out,
-                                         const stsa_attn_opts *opts, int ith,
-                                         int nth);
+                                         const stsa_attn_opts *opts, int ith, int nth);
 
 /* Validates the arguments of a dense attention call without computing. */
 STSA_API stsa_status stsa_attention_check(stsa_ctx *ctx, const stsa_tensor *q,
-                                          const stsa_tensor *k,
-                                          const stsa_tensor *v,
+                                          const stsa_tensor *k, const stsa_tensor *v,
                                           const stsa_tensor *out,
                                           const stsa_attn_opts *opts);
-
 
 /* ------------------------------------------------------------------------ */
 /* Video geometry and token orders                                           */
@@ -337,8 +330,8 @@ typedef enum stsa_plan_flags {
 } stsa_plan_flags;
 
 typedef struct stsa_plan_desc {
-  int64_t s_q, s_kv;           /* lengths (both N for a video geometry) */
-  int64_t heads;               /* H */
+  int64_t s_q, s_kv;             /* lengths (both N for a video geometry) */
+  int64_t heads;                 /* H */
   const stsa_mask *const *masks; /* [heads] (may repeat) */
   const stsa_geometry *geometry; /* NULL for plain sequences */
   stsa_order q_order, kv_order;  /* memory order of queries and of keys */
@@ -354,19 +347,20 @@ STSA_API stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc,
 STSA_API void stsa_plan_free(stsa_plan *plan);
 
 typedef struct stsa_plan_stats {
-  int64_t q_tiles, kv_tiles;   /* grid size */
-  int64_t tiles_total;         /* heads * q_tiles * kv_tiles */
-  int64_t tiles_active;        /* visited tiles, all heads */
-  int64_t tiles_partial;       /* visited tiles that need the mask, all heads */
-  int64_t pairs_total;         /* heads * s_q * s_kv */
-  int64_t pairs_kept;          /* kept pairs, all heads */
-  int64_t distinct_masks;      /* plans actually stored (after sharing) */
-  int64_t distinct_partials;   /* stored partial tiles (after deduplication) */
+  int64_t q_tiles, kv_tiles; /* grid size */
+  int64_t tiles_total;       /* heads * q_tiles * kv_tiles */
+  int64_t tiles_active;      /* visited tiles, all heads */
+  int64_t tiles_partial;     /* visited tiles that need the mask, all heads */
+  int64_t pairs_total;       /* heads * s_q * s_kv */
+  int64_t pairs_kept;        /* kept pairs, all heads */
+  int64_t distinct_masks;    /* plans actually stored (after sharing) */
+  int64_t distinct_partials; /* stored partial tiles (after deduplication) */
 } stsa_plan_stats;
 
 STSA_API stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *stats);
 /* Block kind of tile (qt, kt) of head h: 0 empty, 1 partial, 2 full. */
-STSA_API int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt, int64_t kt);
+STSA_API int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt,
+                                 int64_t kt);
 
 /* ------------------------------------------------------------------------ */
 /* Block-sparse attention                                                    */
@@ -393,8 +387,8 @@ typedef enum stsa_sparse_flags {
 } stsa_sparse_flags;
 
 typedef struct stsa_sparse_opts {
-  float scale;            /* 0 means 1/sqrt(D) */
-  float *lse;             /* optional float [B, H, S_q] */
+  float scale; /* 0 means 1/sqrt(D) */
+  float *lse;  /* optional float [B, H, S_q] */
   stsa_sparse_mode mode;
   int64_t *pairs_changed; /* optional out: pairs whose keep flag rounding flipped */
   unsigned flags;         /* stsa_sparse_flags */
@@ -412,7 +406,6 @@ STSA_API stsa_status stsa_sparse_attention(stsa_ctx *ctx, const stsa_plan *plan,
                                            const stsa_tensor *q, const stsa_tensor *k,
                                            const stsa_tensor *v, const stsa_tensor *out,
                                            const stsa_sparse_opts *opts);
-
 
 /* ------------------------------------------------------------------------ */
 /* Sparse VideoGen: head kinds, the built-in workload                        */
@@ -451,7 +444,6 @@ STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
                                             const stsa_tensor *v,
                                             stsa_head_kind *kinds_out);
 
-
 /* ------------------------------------------------------------------------ */
 /* Sparse VideoGen: the session                                              */
 /* ------------------------------------------------------------------------ */
@@ -468,12 +460,12 @@ STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
 typedef struct stsa_svg_config {
   stsa_geometry geometry;
   int64_t heads, head_dim;
-  double density;       /* kept fraction of pairs aimed at (SVG's "sparsity") */
-  int64_t dense_steps;  /* steps 0..dense_steps-1 run dense */
-  int64_t dense_layers; /* layers 0..dense_layers-1 run dense */
-  int64_t sample_rows;  /* query rows profiled per call (SVG: 64) */
-  int64_t sink_frames;  /* frames every query sees (1: the first frame) */
-  uint64_t seed;        /* row sampling seed (mixed with layer, step, batch) */
+  double density;        /* kept fraction of pairs aimed at (SVG's "sparsity") */
+  int64_t dense_steps;   /* steps 0..dense_steps-1 run dense */
+  int64_t dense_layers;  /* layers 0..dense_layers-1 run dense */
+  int64_t sample_rows;   /* query rows profiled per call (SVG: 64) */
+  int64_t sink_frames;   /* frames every query sees (1: the first frame) */
+  uint64_t seed;         /* row sampling seed (mixed with layer, step, batch) */
   int64_t steps, layers; /* the model's schedule (informational, for presets) */
   /* tile sizes of the session's plans; 0 = automatic: frame-aligned tiles
    * (q tile and kv tile dividing Hp*Wp, so frame windows have no partial
@@ -498,9 +490,9 @@ STSA_API void stsa_svg_free(stsa_svg *svg);
 
 /* What the session derived from the density. */
 typedef struct stsa_svg_windows {
-  int q_tile, kv_tile;   /* tile sizes the plans use */
-  int64_t frame_window;  /* w_f of spatial heads */
-  int64_t band;          /* half-width in tokens of temporal heads */
+  int q_tile, kv_tile;                      /* tile sizes the plans use */
+  int64_t frame_window;                     /* w_f of spatial heads */
+  int64_t band;                             /* half-width in tokens of temporal heads */
   double density_spatial, density_temporal; /* realised kept fraction */
 } stsa_svg_windows;
 STSA_API stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out);
@@ -516,13 +508,13 @@ STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind
 
 /* Per-call report; every array pointer is optional (caller-owned). */
 typedef struct stsa_svg_report {
-  int dense;                 /* 1: the policy ran this call dense */
-  stsa_head_kind *kinds;     /* [B * H] chosen kind per (batch, head) */
-  float *mse_spatial;        /* [B * H] profiling error of the spatial mask */
-  float *mse_temporal;       /* [B * H] profiling error of the temporal mask */
-  double profile_ms;         /* time spent profiling */
-  double attention_ms;       /* time spent in attention proper */
-  double density;            /* realised kept fraction over all heads */
+  int dense;             /* 1: the policy ran this call dense */
+  stsa_head_kind *kinds; /* [B * H] chosen kind per (batch, head) */
+  float *mse_spatial;    /* [B * H] profiling error of the spatial mask */
+  float *mse_temporal;   /* [B * H] profiling error of the temporal mask */
+  double profile_ms;     /* time spent profiling */
+  double attention_ms;   /* time spent in attention proper */
+  double density;        /* realised kept fraction over all heads */
 } stsa_svg_report;
 
 /* out = SVG attention of (q, k, v) of shape [B, N, H, D] for one layer of one

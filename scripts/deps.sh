@@ -8,7 +8,7 @@ for pkg in build-essential cmake pkg-config libjansson-dev libpng-dev python3 py
   have_pkg "$pkg" || need+=("$pkg")
 done
 if [ "${STSA_WITH_FUZZ:-0}" = 1 ]; then
-  for pkg in clang libclang-rt-14-dev libomp-14-dev; do have_pkg "$pkg" || need+=("$pkg"); done
+  for pkg in clang clang-format libclang-rt-14-dev libomp-14-dev; do have_pkg "$pkg" || need+=("$pkg"); done
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ]; then

@@ -21,7 +21,8 @@ static void test_version_and_names(void) {
         stsa_version_string());
   for (int s = 0; s < STSA_STATUS_COUNT_; s++) {
     const char *name = stsa_status_str((stsa_status)s);
-    CHECK(name && *name && strcmp(name, "unknown status") != 0, "status %d has no name", s);
+    CHECK(name && *name && strcmp(name, "unknown status") != 0, "status %d has no name",
+          s);
     for (int t = 0; t < s; t++)
       CHECK(strcmp(name, stsa_status_str((stsa_status)t)) != 0,
             "statuses %d and %d share a name", s, t);
@@ -70,7 +71,8 @@ static void test_env_backend(void) {
   setenv("STSA_FORCE_PORTABLE", "1", 1);
   stsa_ctx_create(&ctx);
   CHECK(stsa_ctx_backend(ctx) == STSA_BACKEND_PORTABLE,
-        "STSA_FORCE_PORTABLE=1 gave backend %s", stsa_backend_name(stsa_ctx_backend(ctx)));
+        "STSA_FORCE_PORTABLE=1 gave backend %s",
+        stsa_backend_name(stsa_ctx_backend(ctx)));
   stsa_ctx_free(ctx);
   unsetenv("STSA_FORCE_PORTABLE");
   setenv("STSA_BACKEND", "ref", 1);

@@ -99,7 +99,8 @@ typedef struct attn_case {
 } attn_case;
 
 static void describe(const attn_case *c, char *buf, size_t len) {
-  snprintf(buf, len, "B=%lld Sq=%lld Skv=%lld H=%lld D=%lld q=%s/%s kv=%s/%s out=%s/%s x%g",
+  snprintf(buf, len,
+           "B=%lld Sq=%lld Skv=%lld H=%lld D=%lld q=%s/%s kv=%s/%s out=%s/%s x%g",
            (long long)c->B, (long long)c->Sq, (long long)c->Skv, (long long)c->H,
            (long long)c->D, stsa_dtype_name(c->q_dtype), tu_layout_name(c->q_layout),
            stsa_dtype_name(c->kv_dtype), tu_layout_name(c->kv_layout),
@@ -115,8 +116,8 @@ static void run_case(const attn_case *c, int check_lowprec) {
                                    c->input_scale);
   stsa_tensor k = tu_random_tensor(&rng, c->kv_dtype, c->kv_layout, c->B, c->Skv, c->H,
                                    c->D, c->input_scale);
-  stsa_tensor v = tu_random_tensor(&rng, c->kv_dtype, c->kv_layout, c->B, c->Skv, c->H,
-                                   c->D, 1.0);
+  stsa_tensor v =
+      tu_random_tensor(&rng, c->kv_dtype, c->kv_layout, c->B, c->Skv, c->H, c->D, 1.0);
   stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, c->B, c->Sq, c->H, c->D);
   size_t nlse = (size_t)(c->B * c->H * c->Sq);
   float *ref_lse = tu_guarded_alloc(nlse * sizeof(float));
@@ -177,8 +178,8 @@ static void run_case(const attn_case *c, int check_lowprec) {
 }
 
 static attn_case basic(int64_t Sq, int64_t Skv, int64_t D) {
-  attn_case c = {1, Sq, Skv, 2, D, STSA_F32, STSA_F32, STSA_F32,
-                 TU_BSHD, TU_BSHD, TU_BSHD, 1.0};
+  attn_case c = {1,        Sq,       Skv,     2,       D,       STSA_F32,
+                 STSA_F32, STSA_F32, TU_BSHD, TU_BSHD, TU_BSHD, 1.0};
   return c;
 }
 
@@ -214,19 +215,38 @@ static void test_dtypes_layouts(void) {
   for (int qd = 0; qd < 3; qd++)
     for (int kd = 0; kd < 3; kd++)
       for (int L = 0; L < TU_LAYOUT_COUNT; L++) {
-        attn_case c = {1, 129, 300, 2, 80, dts[qd], dts[kd], dts[qd],
-                       (tu_layout)L, (tu_layout)((L + 1) % 3), (tu_layout)((L + 2) % 3),
+        attn_case c = {1,
+                       129,
+                       300,
+                       2,
+                       80,
+                       dts[qd],
+                       dts[kd],
+                       dts[qd],
+                       (tu_layout)L,
+                       (tu_layout)((L + 1) % 3),
+                       (tu_layout)((L + 2) % 3),
                        1.0};
         run_case(&c, qd == kd && L == 0);
       }
   /* f32 Q with f16 K/V is what stable-diffusion.cpp passes */
-  attn_case sdcpp = {1, 257, 257, 3, 128, STSA_F32, STSA_F16, STSA_F32,
-                     TU_BSHD, TU_BSHD, TU_BSHD, 1.0};
+  attn_case sdcpp = {1,        257,      257,     3,       128,     STSA_F32,
+                     STSA_F16, STSA_F32, TU_BSHD, TU_BSHD, TU_BSHD, 1.0};
   run_case(&sdcpp, 0);
   /* batch 2 in both 4-D layouts */
   for (int L = 0; L < 2; L++) {
-    attn_case c = {2, 150, 150, 3, 64, STSA_BF16, STSA_F16, STSA_F32,
-                   (tu_layout)L, (tu_layout)(1 - L), (tu_layout)L, 1.0};
+    attn_case c = {2,
+                   150,
+                   150,
+                   3,
+                   64,
+                   STSA_BF16,
+                   STSA_F16,
+                   STSA_F32,
+                   (tu_layout)L,
+                   (tu_layout)(1 - L),
+                   (tu_layout)L,
+                   1.0};
     run_case(&c, 0);
   }
 }
@@ -346,9 +366,9 @@ static void test_reference_oracle(void) {
         double mean = 0;
         for (int64_t j = 0; j < S; j++)
           mean += v[j * D + d] / (double)S;
-        CHECK(fabs(out[i * D + d] - mean) < 1e-5 * 20, "[%s] out[%lld][%lld] = %g, want %g",
-              stsa_backend_name(all[bi]), (long long)i, (long long)d,
-              (double)out[i * D + d], mean);
+        CHECK(fabs(out[i * D + d] - mean) < 1e-5 * 20,
+              "[%s] out[%lld][%lld] = %g, want %g", stsa_backend_name(all[bi]),
+              (long long)i, (long long)d, (double)out[i * D + d], mean);
       }
     }
     stsa_ctx_free(ctx);

@@ -61,7 +61,8 @@ typedef struct sparse_case {
  * reference backend (which applies the mask pair by pair). */
 static void run_case(sparse_case *c) {
   tu_rng rng = {(uint64_t)(c->Sq * 31 + c->Skv * 17 + c->D + c->q_order * 5)};
-  stsa_tensor q = tu_random_tensor(&rng, c->q_dtype, c->layout, c->B, c->Sq, c->H, c->D, 1);
+  stsa_tensor q =
+      tu_random_tensor(&rng, c->q_dtype, c->layout, c->B, c->Sq, c->H, c->D, 1);
   stsa_tensor k =
       tu_random_tensor(&rng, c->kv_dtype, c->layout, c->B, c->Skv, c->H, c->D, 1);
   stsa_tensor v =
@@ -70,8 +71,8 @@ static void run_case(sparse_case *c) {
   const stsa_mask *masks[4];
   for (int h = 0; h < c->H; h++)
     masks[h] = c->masks[h];
-  stsa_plan_desc desc = {c->Sq,      c->Skv,     c->H,    masks, c->geom,
-                         c->q_order, c->kv_order, 0,      0,     c->flags, NULL};
+  stsa_plan_desc desc = {c->Sq,       c->Skv, c->H, masks,    c->geom, c->q_order,
+                         c->kv_order, 0,      0,    c->flags, NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(rctx, &desc, &plan), STSA_OK);
   if (!plan) {
@@ -90,8 +91,10 @@ static void run_case(sparse_case *c) {
   int nb = stsa_cpu_has_avx2() ? 2 : 1;
   for (int bi = 0; bi < nb; bi++) {
     stsa_ctx *ctx = make_ctx(backends[bi], 2, c->q_tile, c->kv_tile);
-    stsa_tensor exact = tu_sentinel_tensor(c->out_dtype, c->layout, c->B, c->Sq, c->H, c->D);
-    stsa_tensor naive = tu_sentinel_tensor(c->out_dtype, c->layout, c->B, c->Sq, c->H, c->D);
+    stsa_tensor exact =
+        tu_sentinel_tensor(c->out_dtype, c->layout, c->B, c->Sq, c->H, c->D);
+    stsa_tensor naive =
+        tu_sentinel_tensor(c->out_dtype, c->layout, c->B, c->Sq, c->H, c->D);
     float *lse = tu_guarded_alloc(nlse * sizeof(float));
     stsa_sparse_opts eo = {0.0f, lse, STSA_SPARSE_EXACT, NULL, 0};
     stsa_sparse_opts no = {0.0f, NULL, STSA_SPARSE_NAIVE, NULL, 0};
@@ -107,7 +110,8 @@ static void run_case(sparse_case *c) {
           stsa_backend_name(backends[bi]));
     double lse_err = 0;
     for (size_t i = 0; i < nlse; i++) {
-      double e = lse[i] == ref_lse[i] ? 0 : fabs(lse[i] - ref_lse[i]) / (1 + fabs(ref_lse[i]));
+      double e =
+          lse[i] == ref_lse[i] ? 0 : fabs(lse[i] - ref_lse[i]) / (1 + fabs(ref_lse[i]));
       lse_err = isnan(e) ? INFINITY : (e > lse_err ? e : lse_err);
     }
     CHECK(lse_err < 2e-5, "%s [%s]: lse err %.3g", c->name,
@@ -137,8 +141,23 @@ static void run_case(sparse_case *c) {
 }
 
 static sparse_case plain(const char *name, int64_t Sq, int64_t Skv, stsa_mask *m) {
-  sparse_case c = {name, 1, Sq, Skv, 2, 64, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                   {m, m}, STSA_F32, STSA_F32, STSA_F32, TU_BSHD, 48, 32, 0};
+  sparse_case c = {name,
+                   1,
+                   Sq,
+                   Skv,
+                   2,
+                   64,
+                   NULL,
+                   STSA_ORDER_NATIVE,
+                   STSA_ORDER_NATIVE,
+                   {m, m},
+                   STSA_F32,
+                   STSA_F32,
+                   STSA_F32,
+                   TU_BSHD,
+                   48,
+                   32,
+                   0};
   return c;
 }
 
@@ -249,15 +268,31 @@ static void test_video_masks(void) {
     stsa_mask_or(band, sink, &tmp);
     stsa_mask_or(tmp, text, &temporal);
     stsa_mask_free(tmp);
-    const stsa_order orders[][2] = {{STSA_ORDER_NATIVE, STSA_ORDER_NATIVE},
-                                    {STSA_ORDER_POSITION_MAJOR, STSA_ORDER_POSITION_MAJOR},
-                                    {STSA_ORDER_POSITION_MAJOR, STSA_ORDER_SINK_FIRST}};
+    const stsa_order orders[][2] = {
+        {STSA_ORDER_NATIVE, STSA_ORDER_NATIVE},
+        {STSA_ORDER_POSITION_MAJOR, STSA_ORDER_POSITION_MAJOR},
+        {STSA_ORDER_POSITION_MAJOR, STSA_ORDER_SINK_FIRST}};
     for (int oi = 0; oi < 3; oi++) {
       char name[96];
       snprintf(name, sizeof name, "video geom %d order %d/%d", gi, orders[oi][0],
                orders[oi][1]);
-      sparse_case c = {name,  1, N, N, 2, 64, g, orders[oi][0], orders[oi][1],
-                       {spatial, temporal}, STSA_F32, STSA_F16, STSA_F32, TU_BSHD, 24, 16, 0};
+      sparse_case c = {name,
+                       1,
+                       N,
+                       N,
+                       2,
+                       64,
+                       g,
+                       orders[oi][0],
+                       orders[oi][1],
+                       {spatial, temporal},
+                       STSA_F32,
+                       STSA_F16,
+                       STSA_F32,
+                       TU_BSHD,
+                       24,
+                       16,
+                       0};
       run_case(&c);
     }
     stsa_mask_free(frame);
@@ -283,14 +318,16 @@ static void test_full_equals_dense(void) {
   for (int bi = 0; bi < (stsa_cpu_has_avx2() ? 2 : 1); bi++) {
     stsa_ctx *ctx = make_ctx(backends[bi], 2, 192, 256);
     stsa_plan_desc desc = {S, Skv, H, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                           0, 0, 0, NULL};
+                           0, 0,   0, NULL};
     stsa_plan *plan = NULL;
     CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
     stsa_plan_stats st;
     stsa_plan_get_stats(plan, &st);
-    CHECK(st.tiles_partial == 0 && st.tiles_active == st.tiles_total && st.distinct_masks == 1,
-          "full plan: %lld partial, %lld/%lld active, %lld distinct", (long long)st.tiles_partial,
-          (long long)st.tiles_active, (long long)st.tiles_total, (long long)st.distinct_masks);
+    CHECK(st.tiles_partial == 0 && st.tiles_active == st.tiles_total &&
+              st.distinct_masks == 1,
+          "full plan: %lld partial, %lld/%lld active, %lld distinct",
+          (long long)st.tiles_partial, (long long)st.tiles_active,
+          (long long)st.tiles_total, (long long)st.distinct_masks);
     stsa_tensor dense = tu_sentinel_tensor(STSA_F32, TU_BSHD, 2, S, H, D);
     stsa_tensor sparse = tu_sentinel_tensor(STSA_F32, TU_BSHD, 2, S, H, D);
     CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, &dense, NULL), STSA_OK);
@@ -321,7 +358,8 @@ static void test_tile_rounded(void) {
   const stsa_mask *masks[1] = {band};
   stsa_ctx *ref = make_ctx(STSA_BACKEND_REF, 2, 48, 32);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 48, 32);
-  stsa_plan_desc desc = {S, S, H, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE, 0, 0, 0, NULL};
+  stsa_plan_desc desc = {S, S, H, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
+                         0, 0, 0, NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   stsa_tensor o_ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, H, D);
@@ -348,8 +386,9 @@ static void test_tile_rounded(void) {
         }
       flips += (kept > 0 && 2 * kept >= pairs) ? pairs - kept : kept;
     }
-  CHECK(changed == flips && changed_ref == flips, "pairs changed %lld / %lld, direct %lld",
-        (long long)changed, (long long)changed_ref, (long long)flips);
+  CHECK(changed == flips && changed_ref == flips,
+        "pairs changed %lld / %lld, direct %lld", (long long)changed,
+        (long long)changed_ref, (long long)flips);
   double e2 = max_abs_diff(&o, &o_exact, &scale);
   CHECK(e2 > 1e-4, "tile-rounded should differ from exact (lossy), diff %.3g", e2);
   stsa_plan_free(plan);
@@ -370,7 +409,8 @@ static void test_empty_rows(void) {
   stsa_mask_dense(bits, S, S, &m);
   const stsa_mask *masks[1] = {m};
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
-  stsa_plan_desc desc = {S, S, 1, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE, 0, 0, 0, NULL};
+  stsa_plan_desc desc = {S, S, 1, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
+                         0, 0, 0, NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_ERR_EMPTY_ROW);
   CHECK(plan == NULL, "no plan on error");
@@ -406,24 +446,28 @@ static void test_invalid(void) {
   const stsa_mask *masks[2] = {m, m};
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
   stsa_plan_desc desc = {100, 100, 2, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                         0, 0, 0, NULL};
+                         0,   0,   0, NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   stsa_tensor short_q = q, short_out = out;
   short_q.shape[1] = short_out.shape[1] = 90;
-  CHECK_STATUS(stsa_sparse_attention(ctx, plan, &short_q, &short_q, &short_q, &short_out, NULL),
-               STSA_ERR_BAD_SHAPE);
+  CHECK_STATUS(
+      stsa_sparse_attention(ctx, plan, &short_q, &short_q, &short_q, &short_out, NULL),
+      STSA_ERR_BAD_SHAPE);
   CHECK(strstr(stsa_ctx_last_error(ctx), "plan is for") != NULL, "message: %s",
         stsa_ctx_last_error(ctx));
   stsa_tensor one_head = q, one_head_out = out;
   one_head.shape[2] = one_head_out.shape[2] = 1;
-  CHECK_STATUS(
-      stsa_sparse_attention(ctx, plan, &one_head, &one_head, &one_head, &one_head_out, NULL),
-      STSA_ERR_BAD_SHAPE);
-  CHECK_STATUS(stsa_sparse_attention(ctx, NULL, &q, &q, &q, &out, NULL), STSA_ERR_NULL_ARG);
+  CHECK_STATUS(stsa_sparse_attention(ctx, plan, &one_head, &one_head, &one_head,
+                                     &one_head_out, NULL),
+               STSA_ERR_BAD_SHAPE);
+  CHECK_STATUS(stsa_sparse_attention(ctx, NULL, &q, &q, &q, &out, NULL),
+               STSA_ERR_NULL_ARG);
   stsa_sparse_opts bad = {0.0f, NULL, (stsa_sparse_mode)7, NULL, 0};
-  CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &q, &q, &out, &bad), STSA_ERR_BAD_PARAM);
-  CHECK(tu_is_sentinel(&out) && tu_guard_ok(out.data), "output untouched by invalid calls");
+  CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &q, &q, &out, &bad),
+               STSA_ERR_BAD_PARAM);
+  CHECK(tu_is_sentinel(&out) && tu_guard_ok(out.data),
+        "output untouched by invalid calls");
   stsa_plan_free(plan);
   stsa_mask_free(m);
   stsa_ctx_free(ctx);
@@ -489,7 +533,8 @@ static void test_compaction(void) {
       stsa_run_q_tile(&pb_all, &kv, 0, 0, qt, &all, &sc);
       stsa_run_q_tile(&pb_compact, &kv, 0, 0, qt, &compact, &sc);
     }
-    CHECK(same_bytes(&o_all, &o_compact), "[%s] the compacted walk differs from the full one",
+    CHECK(same_bytes(&o_all, &o_compact),
+          "[%s] the compacted walk differs from the full one",
           stsa_backend_name((stsa_backend)backends[bi]));
     stsa_tile_scratch_free(&sc);
     free(mem);

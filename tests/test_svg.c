@@ -54,7 +54,8 @@ static void test_presets(void) {
   }
   stsa_svg_config c;
   stsa_svg_preset("hunyuan-720p", &c);
-  CHECK(c.geometry.text_pos == STSA_TEXT_SUFFIX && c.dense_steps == 5, "hunyuan text/steps");
+  CHECK(c.geometry.text_pos == STSA_TEXT_SUFFIX && c.dense_steps == 5,
+        "hunyuan text/steps");
   stsa_svg_preset("cogvideox15", &c);
   CHECK(c.geometry.text_pos == STSA_TEXT_PREFIX && c.dense_layers == 1, "cogvideo text");
   stsa_svg_preset("wan21-720p", &c);
@@ -142,19 +143,19 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
   stsa_svg_report rep = {0};
   rep.kinds = kinds;
   CHECK_STATUS(stsa_svg_attention(svg, layer, step, &q, &k, &v, &out, &rep), STSA_OK);
-  CHECK(rep.dense == (step < dense_steps), "%s: dense flag %d at step %lld", name, rep.dense,
-        (long long)step);
+  CHECK(rep.dense == (step < dense_steps), "%s: dense flag %d at step %lld", name,
+        rep.dense, (long long)step);
   stsa_svg_windows w;
   stsa_svg_get_windows(svg, &w);
   /* the session's masks are the ones this test builds from the windows */
   for (int kind = 0; kind < STSA_HEAD_KIND_COUNT_; kind++) {
-    stsa_mask *session_mask = NULL, *mine = kind_mask(g, &w, (stsa_head_kind)kind,
-                                                      kind == STSA_HEAD_MIXED);
+    stsa_mask *session_mask = NULL,
+              *mine = kind_mask(g, &w, (stsa_head_kind)kind, kind == STSA_HEAD_MIXED);
     stsa_order qo, ko;
     CHECK_STATUS(stsa_svg_kind_mask(svg, (stsa_head_kind)kind, &session_mask, &qo, &ko),
                  STSA_OK);
-    CHECK(session_mask && stsa_mask_equal(session_mask, mine), "%s: mask of kind %d", name,
-          kind);
+    CHECK(session_mask && stsa_mask_equal(session_mask, mine), "%s: mask of kind %d",
+          name, kind);
     int temporal = kind == STSA_HEAD_TEMPORAL;
     CHECK(qo == (temporal ? STSA_ORDER_POSITION_MAJOR : STSA_ORDER_NATIVE) &&
               ko == (temporal ? STSA_ORDER_SINK_FIRST : STSA_ORDER_NATIVE),
@@ -191,8 +192,8 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
           scale = fabs(y) > scale ? fabs(y) : scale;
         }
     CHECK(worst <= 2e-5 * (scale > 1e-3 ? scale : 1e-3),
-          "%s b=%lld: SVG vs reference max err %.3g (scale %.3g)", name, (long long)b, worst,
-          scale);
+          "%s b=%lld: SVG vs reference max err %.3g (scale %.3g)", name, (long long)b,
+          worst, scale);
     tu_free_tensor(&ref);
     stsa_plan_free(plan);
     for (int64_t h = 0; h < H; h++)
@@ -214,7 +215,8 @@ static void test_svg_vs_reference(void) {
   const stsa_geometry suffix = {4, 6, 5, 12, 7, STSA_TEXT_SUFFIX}; /* 5 padding */
   check_against_reference("no text", &none, 1, 4, 64, 2, 3, 1);
   check_against_reference("prefix text", &prefix, 1, 3, 80, 1, 1, 0);
-  check_against_reference("suffix text with padding, batch 2", &suffix, 2, 4, 64, 1, 2, 1);
+  check_against_reference("suffix text with padding, batch 2", &suffix, 2, 4, 64, 1, 2,
+                          1);
   check_against_reference("dense step (policy)", &suffix, 1, 2, 32, 3, 0, 1);
 }
 
@@ -278,7 +280,8 @@ static void test_profiling_accuracy(void) {
     CHECK_STATUS(stsa_workload_generate(&wd, &q, &k, &v, truth), STSA_OK);
     stsa_svg_report rep = {0};
     rep.kinds = chosen;
-    CHECK_STATUS(stsa_svg_attention(svg, 1, (int64_t)seed, &q, &k, &v, &o, &rep), STSA_OK);
+    CHECK_STATUS(stsa_svg_attention(svg, 1, (int64_t)seed, &q, &k, &v, &o, &rep),
+                 STSA_OK);
     for (int64_t h = 0; h < H; h++)
       if (truth[h] != STSA_HEAD_MIXED) {
         total++;

@@ -18,11 +18,11 @@ void tu_check(int ok, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 #define CHECK(cond, ...) tu_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 /* Asserts that an expression returns the given stsa_status. */
-#define CHECK_STATUS(expr, expected)                                            \
-  do {                                                                          \
-    stsa_status tu_st_ = (expr);                                                \
-    CHECK(tu_st_ == (expected), "%s returned %s, expected %s", #expr,           \
-          stsa_status_str(tu_st_), stsa_status_str(expected));                  \
+#define CHECK_STATUS(expr, expected)                                                     \
+  do {                                                                                   \
+    stsa_status tu_st_ = (expr);                                                         \
+    CHECK(tu_st_ == (expected), "%s returned %s, expected %s", #expr,                    \
+          stsa_status_str(tu_st_), stsa_status_str(expected));                           \
   } while (0)
 
 int tu_finish(const char *name);
@@ -56,19 +56,23 @@ size_t tu_offset(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t 
 size_t tu_span(const stsa_tensor *t);
 
 /* ---- layouts ------------------------------------------------------------- */
-typedef enum tu_layout { TU_BSHD = 0, TU_BHSD = 1, TU_SHD = 2, TU_LAYOUT_COUNT } tu_layout;
+typedef enum tu_layout {
+  TU_BSHD = 0,
+  TU_BHSD = 1,
+  TU_SHD = 2,
+  TU_LAYOUT_COUNT
+} tu_layout;
 const char *tu_layout_name(tu_layout layout);
 /* A descriptor of the given layout over `data` (B must be 1 for TU_SHD). */
-stsa_tensor tu_make_tensor(void *data, stsa_dtype dtype, tu_layout layout,
-                           int64_t B, int64_t S, int64_t H, int64_t D);
+stsa_tensor tu_make_tensor(void *data, stsa_dtype dtype, tu_layout layout, int64_t B,
+                           int64_t S, int64_t H, int64_t D);
 
 /* Allocates a guarded tensor and fills it with scale * N(0,1) values.  */
-stsa_tensor tu_random_tensor(tu_rng *rng, stsa_dtype dtype, tu_layout layout,
-                             int64_t B, int64_t S, int64_t H, int64_t D,
-                             double scale);
+stsa_tensor tu_random_tensor(tu_rng *rng, stsa_dtype dtype, tu_layout layout, int64_t B,
+                             int64_t S, int64_t H, int64_t D, double scale);
 /* A guarded tensor filled with a NaN-free sentinel (0x7b bytes). */
-stsa_tensor tu_sentinel_tensor(stsa_dtype dtype, tu_layout layout, int64_t B,
-                               int64_t S, int64_t H, int64_t D);
+stsa_tensor tu_sentinel_tensor(stsa_dtype dtype, tu_layout layout, int64_t B, int64_t S,
+                               int64_t H, int64_t D);
 /* 1 if every byte of the tensor's span is the sentinel. */
 int tu_is_sentinel(const stsa_tensor *t);
 void tu_free_tensor(stsa_tensor *t);

@@ -42,7 +42,8 @@ int64_t cli_int(int argc, char **argv, int *i, int64_t lo, int64_t hi) {
   if (errno || *end || end == s)
     cli_die("%s expects an integer, got '%s'", opt, s);
   if (v < lo || v > hi)
-    cli_die("%s = %lld is out of range [%lld, %lld]", opt, v, (long long)lo, (long long)hi);
+    cli_die("%s = %lld is out of range [%lld, %lld]", opt, v, (long long)lo,
+            (long long)hi);
   return v;
 }
 

@@ -23,33 +23,40 @@ typedef struct bench_opts {
   /* sparse only */
   const char *mask;
   double density;
-  int64_t band;  /* explicit band half-width (0: from the density) */
-  int no_dense;  /* skip the dense baseline (long sequences) */
+  int64_t band; /* explicit band half-width (0: from the density) */
+  int no_dense; /* skip the dense baseline (long sequences) */
   stsa_sparse_mode modes[STSA_SPARSE_MODE_COUNT_]; /* run in this order */
   int n_modes;
 } bench_opts;
 
 static void bench_usage(void) {
-  printf(
-      "usage: stsa bench dense  [common options]\n"
-      "       stsa bench sparse [common options] [--mask band|causal] [--density F]\n"
-      "                         [--mode exact|naive|tile-rounded|all] [--band W]\n"
-      "                         [--no-dense]\n"
-      "       stsa bench svg --preset NAME [--heads H] ... (stsa bench svg --help)\n"
-      "common options:\n"
-      "  --seq S --seq-kv S --heads H --dim D --batch B --threads T --reps N\n"
-      "  --dtype f32|f16|bf16 (Q, K, V)  --kv-dtype f32|f16|bf16 (K and V only)\n"
-      "  --q-tile N --kv-tile N --backend auto|portable|avx2|ref --json\n"
-      "defaults: --seq 8192 --heads 4 --dim 128 --batch 1 --threads <cpus> --reps 5,\n"
-      "          sparse: --mask band --density 0.39 --mode exact; --mode all runs\n"
-      "          naive, exact and tile-rounded against one dense run (the TPU post's\n"
-      "          B1, B2, B3 against B0)\n");
+  printf("usage: stsa bench dense  [common options]\n"
+         "       stsa bench sparse [common options] [--mask band|causal] [--density F]\n"
+         "                         [--mode exact|naive|tile-rounded|all] [--band W]\n"
+         "                         [--no-dense]\n"
+         "       stsa bench svg --preset NAME [--heads H] ... (stsa bench svg --help)\n"
+         "common options:\n"
+         "  --seq S --seq-kv S --heads H --dim D --batch B --threads T --reps N\n"
+         "  --dtype f32|f16|bf16 (Q, K, V)  --kv-dtype f32|f16|bf16 (K and V only)\n"
+         "  --q-tile N --kv-tile N --backend auto|portable|avx2|ref --json\n"
+         "defaults: --seq 8192 --heads 4 --dim 128 --batch 1 --threads <cpus> --reps 5,\n"
+         "          sparse: --mask band --density 0.39 --mode exact; --mode all runs\n"
+         "          naive, exact and tile-rounded against one dense run (the TPU post's\n"
+         "          B1, B2, B3 against B0)\n");
 }
 
 static void parse_bench(int argc, char **argv, bench_opts *o) {
-  *o = (bench_opts){.batch = 1, .seq = 8192, .heads = 4, .dim = 128, .reps = 5,
-                    .dtype = STSA_F32, .kv_dtype = STSA_F32, .mask = "band",
-                    .density = 0.39, .modes = {STSA_SPARSE_EXACT}, .n_modes = 1};
+  *o = (bench_opts){.batch = 1,
+                    .seq = 8192,
+                    .heads = 4,
+                    .dim = 128,
+                    .reps = 5,
+                    .dtype = STSA_F32,
+                    .kv_dtype = STSA_F32,
+                    .mask = "band",
+                    .density = 0.39,
+                    .modes = {STSA_SPARSE_EXACT},
+                    .n_modes = 1};
   const int sparse = !strcmp(argv[1], "sparse");
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
@@ -208,8 +215,9 @@ static const char *json_num(char *buf, size_t len, double x) {
 /* Times several configurations (plan NULL: dense) in interleaved rounds,
  * after one warm-up each, so that a slow spell of the shared machine hits
  * all of them alike instead of one. */
-static void time_interleaved(bench_data *bd, int reps, int n, const stsa_plan *const *plans,
-                             const stsa_sparse_opts *opts, timing *out) {
+static void time_interleaved(bench_data *bd, int reps, int n,
+                             const stsa_plan *const *plans, const stsa_sparse_opts *opts,
+                             timing *out) {
   double *ms = malloc(sizeof(double) * (size_t)(reps * n));
   if (!ms)
     cli_die("out of memory");
@@ -292,8 +300,9 @@ static int bench_sparse(const bench_opts *o) {
     cli_die("out of memory");
   for (int64_t h = 0; h < o->heads; h++)
     masks[h] = mask;
-  stsa_plan_desc desc = {o->seq, o->seq_kv, o->heads, masks, NULL, STSA_ORDER_NATIVE,
-                         STSA_ORDER_NATIVE, 0, 0, 0, NULL};
+  stsa_plan_desc desc = {
+      o->seq, o->seq_kv, o->heads, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
+      0,      0,         0,        NULL};
   stsa_plan *plan;
   double t0 = cli_now();
   cli_check(stsa_plan_build(bd.ctx, &desc, &plan), bd.ctx, "building the plan");
@@ -302,7 +311,8 @@ static int bench_sparse(const bench_opts *o) {
   stsa_plan_get_stats(plan, &st);
   double density = (double)st.pairs_kept / (double)st.pairs_total;
   double visited = (double)st.tiles_active / (double)st.tiles_total;
-  double partial = st.tiles_active ? (double)st.tiles_partial / (double)st.tiles_active : 0;
+  double partial =
+      st.tiles_active ? (double)st.tiles_partial / (double)st.tiles_active : 0;
   int64_t q_tile, kv_tile;
   stsa_ctx_get(bd.ctx, STSA_PARAM_Q_TILE, &q_tile);
   stsa_ctx_get(bd.ctx, STSA_PARAM_KV_TILE, &kv_tile);
@@ -324,12 +334,13 @@ static int bench_sparse(const bench_opts *o) {
   }
   const timing dense = times[0];
   if (!o->json)
-    printf("sparse %s: S=%lld H=%lld D=%lld, %d threads, tiles %lld x %lld, plan %.2f ms\n"
-           "  density %.4f (kept pairs), tiles visited %.4f, of them partial %.4f\n"
-           "  dense: median %.2f ms, best %.2f ms\n",
-           o->mask, (long long)o->seq, (long long)o->heads, (long long)o->dim, bd.threads,
-           (long long)q_tile, (long long)kv_tile, plan_ms, density, visited, partial,
-           dense.median_ms, dense.best_ms);
+    printf(
+        "sparse %s: S=%lld H=%lld D=%lld, %d threads, tiles %lld x %lld, plan %.2f ms\n"
+        "  density %.4f (kept pairs), tiles visited %.4f, of them partial %.4f\n"
+        "  dense: median %.2f ms, best %.2f ms\n",
+        o->mask, (long long)o->seq, (long long)o->heads, (long long)o->dim, bd.threads,
+        (long long)q_tile, (long long)kv_tile, plan_ms, density, visited, partial,
+        dense.median_ms, dense.best_ms);
   for (int mi = 0; mi < o->n_modes; mi++) {
     const timing sparse = times[1 + mi];
     const int64_t n_changed = changed[1 + mi];
@@ -347,10 +358,11 @@ static int bench_sparse(const bench_opts *o) {
              "%lld}\n",
              o->mask, mode, (long long)o->seq, (long long)o->heads, (long long)o->dim,
              bd.threads, (long long)w, sparse.median_ms, sparse.best_ms,
-             json_num(j1, sizeof j1, dense.median_ms), json_num(j2, sizeof j2, dense.best_ms),
-             json_num(j3, sizeof j3, speedup), 1.0 / density,
-             json_num(j4, sizeof j4, efficiency), density, visited, partial,
-             (long long)n_changed, plan_ms, (long long)q_tile, (long long)kv_tile);
+             json_num(j1, sizeof j1, dense.median_ms),
+             json_num(j2, sizeof j2, dense.best_ms), json_num(j3, sizeof j3, speedup),
+             1.0 / density, json_num(j4, sizeof j4, efficiency), density, visited,
+             partial, (long long)n_changed, plan_ms, (long long)q_tile,
+             (long long)kv_tile);
     else
       printf("  %-12s median %.2f ms, best %.2f ms: speed-up %.2fx (ideal %.2fx, "
              "efficiency %.2f)%s\n",

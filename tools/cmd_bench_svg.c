@@ -22,10 +22,11 @@ typedef struct svg_bench_opts {
 } svg_bench_opts;
 
 static void usage(void) {
-  printf("usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
-         "                      [--q-tile N] [--kv-tile N] [--reps N] [--compare-permute]\n"
-         "                      [--json]\n"
-         "presets:");
+  printf(
+      "usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
+      "                      [--q-tile N] [--kv-tile N] [--reps N] [--compare-permute]\n"
+      "                      [--json]\n"
+      "presets:");
   for (int i = 0; stsa_svg_preset_name(i); i++)
     printf(" %s", stsa_svg_preset_name(i));
   printf("\ndefault --heads 2 (the preset's head count makes dense runs take minutes)\n");
@@ -53,8 +54,17 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
     cli_die("out of memory");
   for (int64_t h = 0; h < H; h++)
     masks[h] = m;
-  stsa_plan_desc desc = {N, N, H, masks, g, STSA_ORDER_POSITION_MAJOR, STSA_ORDER_SINK_FIRST,
-                         win.q_tile, win.kv_tile, 0, NULL};
+  stsa_plan_desc desc = {N,
+                         N,
+                         H,
+                         masks,
+                         g,
+                         STSA_ORDER_POSITION_MAJOR,
+                         STSA_ORDER_SINK_FIRST,
+                         win.q_tile,
+                         win.kv_tile,
+                         0,
+                         NULL};
   stsa_plan *plan;
   cli_check(stsa_plan_build(ctx, &desc, &plan), ctx, "temporal plan");
   /* the copy variant: w->ref holds the permuted q, then the output */
@@ -80,8 +90,8 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
     cli_check(stsa_sparse_attention(ctx, plan, &w->ref, &pk, &pv, &w->out, &pre), ctx,
               "copy");
     double t2 = cli_now();
-    cli_check(stsa_permute_tokens(g, STSA_ORDER_POSITION_MAJOR, 1, &w->out, &w->ref), NULL,
-              "out");
+    cli_check(stsa_permute_tokens(g, STSA_ORDER_POSITION_MAJOR, 1, &w->out, &w->ref),
+              NULL, "out");
     double t3 = cli_now();
     *fused_ms = fmin(*fused_ms, fused);
     *copy_ms = fmin(*copy_ms, (t3 - t0) * 1e3);
@@ -162,7 +172,8 @@ int bench_svg(int argc, char **argv) {
   stsa_svg_report rep = {0}, best = {0};
   for (int r = 0; r < o.reps; r++) {
     t0 = cli_now();
-    cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx, "dense attention");
+    cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,
+              "dense attention");
     dense_ms = fmin(dense_ms, (cli_now() - t0) * 1e3);
     rep.kinds = kinds;
     t0 = cli_now();
@@ -199,26 +210,29 @@ int bench_svg(int argc, char **argv) {
   double rel_sp = n_kind[0] ? rel_kind[0] / n_kind[0] : 0;
   double rel_tm = n_kind[1] ? rel_kind[1] / n_kind[1] : 0;
   if (o.json)
-    printf("{\"bench\": \"svg\", \"preset\": \"%s\", \"tokens\": %lld, \"heads\": %lld, "
-           "\"dim\": %lld, \"threads\": %lld, \"dense_ms\": %.3f, \"svg_ms\": %.3f, "
-           "\"speedup\": %.3f, \"ideal_speedup\": %.3f, \"efficiency\": %.3f, "
-           "\"profile_ms\": %.3f, \"attention_ms\": %.3f, \"permute_ms\": %.3f, "
-           "\"temporal_fused_ms\": %.3f, \"temporal_copy_ms\": %.3f, \"density\": %.5f, "
-           "\"rel_l2\": %.5f, \"rel_l2_spatial\": %.5f, \"rel_l2_temporal\": %.5f, "
-           "\"min_cosine\": %.6f, \"kind_accuracy\": %.4f, \"spatial_heads\": %d, "
-           "\"temporal_heads\": %d, \"setup_ms\": %.3f, \"q_tile\": %d, \"kv_tile\": %d}\n",
-           o.preset, (long long)N, (long long)H, (long long)cfg.head_dim, (long long)threads,
-           dense_ms, svg_ms, speedup, ideal, speedup / ideal, rep.profile_ms,
-           rep.attention_ms, permute_ms, fused_ms, copy_ms, rep.density, rel_all, rel_sp,
-           rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1], setup_ms, win.q_tile,
-           win.kv_tile);
+    printf(
+        "{\"bench\": \"svg\", \"preset\": \"%s\", \"tokens\": %lld, \"heads\": %lld, "
+        "\"dim\": %lld, \"threads\": %lld, \"dense_ms\": %.3f, \"svg_ms\": %.3f, "
+        "\"speedup\": %.3f, \"ideal_speedup\": %.3f, \"efficiency\": %.3f, "
+        "\"profile_ms\": %.3f, \"attention_ms\": %.3f, \"permute_ms\": %.3f, "
+        "\"temporal_fused_ms\": %.3f, \"temporal_copy_ms\": %.3f, \"density\": %.5f, "
+        "\"rel_l2\": %.5f, \"rel_l2_spatial\": %.5f, \"rel_l2_temporal\": %.5f, "
+        "\"min_cosine\": %.6f, \"kind_accuracy\": %.4f, \"spatial_heads\": %d, "
+        "\"temporal_heads\": %d, \"setup_ms\": %.3f, \"q_tile\": %d, \"kv_tile\": %d}\n",
+        o.preset, (long long)N, (long long)H, (long long)cfg.head_dim, (long long)threads,
+        dense_ms, svg_ms, speedup, ideal, speedup / ideal, rep.profile_ms,
+        rep.attention_ms, permute_ms, fused_ms, copy_ms, rep.density, rel_all, rel_sp,
+        rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1], setup_ms, win.q_tile,
+        win.kv_tile);
   else {
-    printf("svg %s: %lld tokens, %lld heads x %lld, %lld threads\n", o.preset, (long long)N,
-           (long long)H, (long long)cfg.head_dim, (long long)threads);
-    printf("  dense %.1f ms | SVG %.1f ms (profiling %.1f ms = %.1f%%, attention %.1f ms)\n",
-           dense_ms, svg_ms, rep.profile_ms, 100 * rep.profile_ms / svg_ms, rep.attention_ms);
-    printf("  speed-up %.2fx, ideal %.2fx at density %.3f (efficiency %.2f)\n", speedup, ideal,
-           rep.density, speedup / ideal);
+    printf("svg %s: %lld tokens, %lld heads x %lld, %lld threads\n", o.preset,
+           (long long)N, (long long)H, (long long)cfg.head_dim, (long long)threads);
+    printf(
+        "  dense %.1f ms | SVG %.1f ms (profiling %.1f ms = %.1f%%, attention %.1f ms)\n",
+        dense_ms, svg_ms, rep.profile_ms, 100 * rep.profile_ms / svg_ms,
+        rep.attention_ms);
+    printf("  speed-up %.2fx, ideal %.2fx at density %.3f (efficiency %.2f)\n", speedup,
+           ideal, rep.density, speedup / ideal);
     printf("  heads: %d spatial, %d temporal; kind accuracy %.0f%%; rel L2 %.4f (spatial "
            "%.4f, temporal %.4f), min cosine %.5f\n",
            n_kind[0], n_kind[1], 100 * accuracy, rel_all, rel_sp, rel_tm, worst_cos);
@@ -226,7 +240,8 @@ int bench_svg(int argc, char **argv) {
       printf("  temporal heads: permutation fused %.1f ms vs copied %.1f ms (of which "
              "copies %.1f ms)\n",
              fused_ms, copy_ms, permute_ms);
-    printf("  session set-up (windows and plans) %.1f ms, once per geometry; tiles %d x %d\n",
+    printf("  session set-up (windows and plans) %.1f ms, once per geometry; tiles %d x "
+           "%d\n",
            setup_ms, win.q_tile, win.kv_tile);
   }
   free(kinds);

@@ -84,7 +84,18 @@ int cmd_demo(int argc, char **argv) {
   int64_t threads;
   stsa_ctx_get(ctx, STSA_PARAM_THREADS, &threads);
   stsa_svg_config cfg = {{o.frames, o.height, o.width, 0, 0, STSA_TEXT_NONE},
-                         o.heads, o.dim, o.density, 1, 1, 64, 1, o.seed, o.steps, o.layers, 0, 0};
+                         o.heads,
+                         o.dim,
+                         o.density,
+                         1,
+                         1,
+                         64,
+                         1,
+                         o.seed,
+                         o.steps,
+                         o.layers,
+                         0,
+                         0};
   const int64_t N = stsa_geometry_tokens(&cfg.geometry), H = o.heads;
   if (cfg.sample_rows > N - o.height * o.width)
     cfg.sample_rows = N / 4;
@@ -106,7 +117,8 @@ int cmd_demo(int argc, char **argv) {
   head_row *rows = calloc((size_t)(o.layers * H), sizeof *rows);
   stsa_head_kind *base = malloc(sizeof *base * (size_t)H);
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)H);
-  float *mse_s = malloc(sizeof *mse_s * (size_t)H), *mse_t = malloc(sizeof *mse_t * (size_t)H);
+  float *mse_s = malloc(sizeof *mse_s * (size_t)H),
+        *mse_t = malloc(sizeof *mse_t * (size_t)H);
   double *rel = malloc(sizeof *rel * (size_t)H), *cosv = malloc(sizeof *cosv * (size_t)H);
   if (!rows || !base || !kinds || !mse_s || !mse_t || !rel || !cosv)
     cli_die("out of memory");
@@ -123,11 +135,13 @@ int cmd_demo(int argc, char **argv) {
       /* every layer has its own head mix; inputs change with every step */
       for (int64_t h = 0; h < H; h++)
         w.truth[h] = base[(h + layer) % H];
-      stsa_workload_desc wd = {cfg.geometry, 1, H, o.dim, o.seed + 1000 * (uint64_t)step +
-                               (uint64_t)layer, w.truth};
+      stsa_workload_desc wd = {
+          cfg.geometry, 1, H, o.dim, o.seed + 1000 * (uint64_t)step + (uint64_t)layer,
+          w.truth};
       cli_check(stsa_workload_generate(&wd, &w.q, &w.k, &w.v, NULL), NULL, "workload");
       double t0 = cli_now();
-      cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx, "dense attention");
+      cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,
+                "dense attention");
       double dense_ms = (cli_now() - t0) * 1e3;
       stsa_svg_report rep = {0};
       rep.kinds = kinds, rep.mse_spatial = mse_s, rep.mse_temporal = mse_t;
@@ -144,10 +158,14 @@ int cmd_demo(int argc, char **argv) {
         svg_head_errors(&w.out, &w.ref, rel, cosv);
         for (int64_t h = 0; h < H; h++) {
           head_row *r = &rows[layer * H + h];
-          *r = (head_row){w.truth[h], kinds[h], rel[h], cosv[h],
+          *r = (head_row){w.truth[h],
+                          kinds[h],
+                          rel[h],
+                          cosv[h],
                           kinds[h] == STSA_HEAD_SPATIAL ? win.density_spatial
                                                         : win.density_temporal,
-                          mse_s[h], mse_t[h]};
+                          mse_s[h],
+                          mse_t[h]};
           if (w.truth[h] != STSA_HEAD_MIXED) {
             clear++;
             right += kinds[h] == w.truth[h];
@@ -164,14 +182,16 @@ int cmd_demo(int argc, char **argv) {
   for (int64_t layer = 1; layer < o.layers; layer++)
     for (int64_t h = 0; h < H; h++) {
       const head_row *r = &rows[layer * H + h];
-      printf("%5lld %4lld  %-8s %-8s %8.3f %10.3g %10.3g %9.4f %8.5f%s\n", (long long)layer,
-             (long long)h, stsa_head_kind_name(r->truth), stsa_head_kind_name(r->chosen),
-             r->density, (double)r->mse_s, (double)r->mse_t, r->rel_l2, r->cosine,
+      printf("%5lld %4lld  %-8s %-8s %8.3f %10.3g %10.3g %9.4f %8.5f%s\n",
+             (long long)layer, (long long)h, stsa_head_kind_name(r->truth),
+             stsa_head_kind_name(r->chosen), r->density, (double)r->mse_s,
+             (double)r->mse_t, r->rel_l2, r->cosine,
              r->truth != STSA_HEAD_MIXED && r->truth != r->chosen ? "  <- mismatch" : "");
     }
-  printf("\nkind accuracy on clearly spatial/temporal heads: %d / %d (%.1f%%)\n", right, clear,
-         clear ? 100.0 * right / clear : 0.0);
-  printf("sparse calls: dense %.1f ms vs SVG %.1f ms -> %.2fx (profiling %.1f%% of SVG time)\n",
+  printf("\nkind accuracy on clearly spatial/temporal heads: %d / %d (%.1f%%)\n", right,
+         clear, clear ? 100.0 * right / clear : 0.0);
+  printf("sparse calls: dense %.1f ms vs SVG %.1f ms -> %.2fx (profiling %.1f%% of SVG "
+         "time)\n",
          dense_sparse_calls, svg_sparse_calls, dense_sparse_calls / svg_sparse_calls,
          100.0 * profile_total / svg_sparse_calls);
   printf("whole trace:  dense %.1f ms vs SVG %.1f ms -> %.2fx\n", dense_total, svg_total,

@@ -21,8 +21,8 @@ int cmd_peak(int argc, char **argv) {
     cli_die("peak: this CPU has no AVX2+FMA; the probe needs it");
   double one = cli_fma_peak(1), all = cli_fma_peak(threads);
   if (json)
-    printf("{\"peak_gflops_1\": %.1f, \"peak_gflops\": %.1f, \"threads\": %d}\n", one, all,
-           threads);
+    printf("{\"peak_gflops_1\": %.1f, \"peak_gflops\": %.1f, \"threads\": %d}\n", one,
+           all, threads);
   else
     printf("fp32 FMA peak: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", one,
            all, threads);

@@ -388,4 +388,3 @@ void run_session_windows(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg_win
   cli_check(stsa_svg_get_windows(svg, w), NULL, "reading the SVG windows");
   stsa_svg_free(svg);
 }
-

@@ -6,19 +6,20 @@
 #include "stsa.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: stsa <command> [options]\n"
-          "\n"
-          "commands:\n"
-          "  demo                 run the main job on the built-in workload\n"
-          "  peak [--threads T]   measure this machine's fp32 FMA peak\n"
-          "  bench dense|sparse|svg ...  benchmarks (stsa bench --help)\n"
-          "  run ...              attention on dumped Q/K/V (stsa run --help)\n"
-          "  plot ...             pictures of plans, attention, reports (stsa plot --help)\n"
-          "  version              print the library version\n"
-          "\n"
-          "environment: STSA_BACKEND=ref|portable|avx2 forces a backend,\n"
-          "             STSA_FORCE_PORTABLE=1 forces the portable C path.\n");
+  fprintf(
+      f,
+      "usage: stsa <command> [options]\n"
+      "\n"
+      "commands:\n"
+      "  demo                 run the main job on the built-in workload\n"
+      "  peak [--threads T]   measure this machine's fp32 FMA peak\n"
+      "  bench dense|sparse|svg ...  benchmarks (stsa bench --help)\n"
+      "  run ...              attention on dumped Q/K/V (stsa run --help)\n"
+      "  plot ...             pictures of plans, attention, reports (stsa plot --help)\n"
+      "  version              print the library version\n"
+      "\n"
+      "environment: STSA_BACKEND=ref|portable|avx2 forces a backend,\n"
+      "             STSA_FORCE_PORTABLE=1 forces the portable C path.\n");
 }
 
 int main(int argc, char **argv) {

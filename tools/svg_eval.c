@@ -43,7 +43,8 @@ void svg_workload_free(svg_workload *w) {
 
 void svg_head_errors(const stsa_tensor *out, const stsa_tensor *ref, double *rel_l2,
                      double *cosine) {
-  const int64_t B = out->shape[0], N = out->shape[1], H = out->shape[2], D = out->shape[3];
+  const int64_t B = out->shape[0], N = out->shape[1], H = out->shape[2],
+                D = out->shape[3];
   const float *o = out->data, *r = ref->data;
   for (int64_t h = 0; h < H; h++) {
     double diff = 0, rr = 0, oo = 0, dot = 0;

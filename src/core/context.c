@@ -127,7 +127,8 @@ stsa_status stsa_ctx_set(stsa_ctx *ctx, stsa_param param, int64_t value) {
     break;
   case STSA_PARAM_BACKEND:
     STSA_RETURN_IF(value == STSA_BACKEND_AVX2 && !stsa_cpu_has_avx2(), &ctx->err,
-                   STSA_ERR_UNSUPPORTED, "backend avx2 requested but this CPU lacks "
+                   STSA_ERR_UNSUPPORTED,
+                   "backend avx2 requested but this CPU lacks "
                    "AVX2/FMA/F16C");
     ctx->backend = (stsa_backend)value;
     break;

@@ -9,12 +9,12 @@
 #include "stsa.h"
 
 struct stsa_ctx {
-  int threads;          /* worker threads for calls that own their threads */
-  stsa_backend backend; /* as requested (may be AUTO) */
-  int q_tile;           /* query rows per tile */
-  int kv_tile;          /* key rows per tile, multiple of 16 */
-  int check_finite;     /* scan inputs for NaN/Inf before computing */
-  stsa_errbuf err;      /* message of the last failure */
+  int threads;                   /* worker threads for calls that own their threads */
+  stsa_backend backend;          /* as requested (may be AUTO) */
+  int q_tile;                    /* query rows per tile */
+  int kv_tile;                   /* key rows per tile, multiple of 16 */
+  int check_finite;              /* scan inputs for NaN/Inf before computing */
+  stsa_errbuf err;               /* message of the last failure */
   struct stsa_plan_cache *plans; /* plans built on this context, by signature */
   stsa_workspace packed;         /* packed K/V, reused across calls */
 };

@@ -20,18 +20,18 @@ stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...)
 static inline void stsa_err_clear(stsa_errbuf *err) { err->text[0] = '\0'; }
 
 /* `return`s the failure from the enclosing function when `cond` holds. */
-#define STSA_RETURN_IF(cond, err, code, ...)                                           \
-  do {                                                                                 \
-    if (cond)                                                                          \
-      return stsa_fail((err), (code), __VA_ARGS__);                                    \
+#define STSA_RETURN_IF(cond, err, code, ...)                                             \
+  do {                                                                                   \
+    if (cond)                                                                            \
+      return stsa_fail((err), (code), __VA_ARGS__);                                      \
   } while (0)
 
 /* Propagates a non-OK status. */
-#define STSA_TRY(expr)                                                                 \
-  do {                                                                                 \
-    stsa_status stsa_try_st_ = (expr);                                                 \
-    if (stsa_try_st_ != STSA_OK)                                                       \
-      return stsa_try_st_;                                                             \
+#define STSA_TRY(expr)                                                                   \
+  do {                                                                                   \
+    stsa_status stsa_try_st_ = (expr);                                                   \
+    if (stsa_try_st_ != STSA_OK)                                                         \
+      return stsa_try_st_;                                                               \
   } while (0)
 
 #endif

@@ -92,9 +92,9 @@ static stsa_status check_finite_tensor(const stsa_tensor *t, const char *name,
   for (int64_t b = 0; b < t->shape[0]; b++)
     for (int64_t s = 0; s < t->shape[1]; s++)
       for (int64_t h = 0; h < t->shape[2]; h++) {
-        const char *row = (const char *)t->data +
-                          (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]) *
-                              esize;
+        const char *row =
+            (const char *)t->data +
+            (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]) * esize;
         STSA_RETURN_IF(!stsa_row_is_finite(row, t->dtype, t->stride[3], t->shape[3]), err,
                        STSA_ERR_NONFINITE, "%s[b=%lld, s=%lld, h=%lld] holds NaN or Inf",
                        name, (long long)b, (long long)s, (long long)h);
@@ -143,7 +143,8 @@ stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
       STSA_RETURN_IF((uintptr_t)opts->lse % sizeof(float) != 0, err, STSA_ERR_MISALIGNED,
                      "lse pointer is not aligned to float");
       lo[4] = (uintptr_t)opts->lse;
-      hi[4] = lo[4] + (uintptr_t)(q->shape[0] * q->shape[2] * q->shape[1]) * sizeof(float);
+      hi[4] =
+          lo[4] + (uintptr_t)(q->shape[0] * q->shape[2] * q->shape[1]) * sizeof(float);
       for (int i = 0; i < 4; i++)
         STSA_RETURN_IF(ranges_overlap(lo[4], hi[4], lo[i], hi[i]), err, STSA_ERR_OVERLAP,
                        "lse overlaps %s in memory", names[i]);

@@ -111,7 +111,6 @@ int stsa_io_tensor_bytes(int rank, const int64_t *shape, size_t elem_size,
   return 1;
 }
 
-
 int stsa_io_utf8_valid(const uint8_t *s, size_t n, size_t *bad_at) {
   size_t i = 0;
   while (i < n) {

@@ -592,9 +592,8 @@ static stsa_status check_tensor(const json_t *root, const stsa_io_tensor *t, siz
   if (json_object_get(root, t->name))
     return stsa_io_fail(err, err_len, STSA_ERR_BAD_PARAM, "tensor %zu: duplicate name %s",
                         i, qn);
-  size_t es = (int)t->dtype >= 0 && t->dtype < STSA_DTYPE_COUNT_
-                  ? stsa_dtype_size(t->dtype)
-                  : 0;
+  size_t es =
+      (int)t->dtype >= 0 && t->dtype < STSA_DTYPE_COUNT_ ? stsa_dtype_size(t->dtype) : 0;
   if (es == 0)
     return stsa_io_fail(err, err_len, STSA_ERR_BAD_DTYPE, "tensor %s: invalid dtype %d",
                         qn, (int)t->dtype);

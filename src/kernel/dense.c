@@ -10,8 +10,8 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
-#include "kernel/ref/attention_ref.h"
 #include "kernel/driver.h"
+#include "kernel/ref/attention_ref.h"
 
 stsa_status stsa_attention_check(stsa_ctx *ctx, const stsa_tensor *q,
                                  const stsa_tensor *k, const stsa_tensor *v,

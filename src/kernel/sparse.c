@@ -36,8 +36,8 @@ typedef struct sparse_run {
   const stsa_attn_problem *pb;
   head_route route;
   stsa_sparse_mode mode;
-  int prepermuted;  /* tensors already in plan order: no gathers */
-  uint8_t *used;    /* [H][kv_tiles]: kv tiles some q tile of the head visits */
+  int prepermuted; /* tensors already in plan order: no gathers */
+  uint8_t *used;   /* [H][kv_tiles]: kv tiles some q tile of the head visits */
 } sparse_run;
 
 static int tile_rows(const stsa_plan *plan, int64_t qt) {
@@ -255,8 +255,8 @@ static stsa_status run_ref(ref_keep_ctx *rk, int64_t heads, const stsa_tensor *q
   rk->q_pos = calloc((size_t)heads, sizeof *rk->q_pos);
   rk->kv_pos = calloc((size_t)heads, sizeof *rk->kv_pos);
   failed = !rk->q_pos || !rk->kv_pos;
-  for (int64_t h = 0; !failed && h < heads && rk->mode == STSA_SPARSE_TILE_ROUNDED &&
-                      !rk->prepermuted;
+  for (int64_t h = 0;
+       !failed && h < heads && rk->mode == STSA_SPARSE_TILE_ROUNDED && !rk->prepermuted;
        h++) {
     const stsa_plan *plan = plan_of(rk->route, h);
     rk->q_pos[h] = inverse_order(plan->q_native, plan->s_q, &failed);
@@ -317,15 +317,17 @@ stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *p
   stsa_backend backend = stsa_resolve_backend(ctx->backend);
   if (backend == STSA_BACKEND_REF) {
     ref_keep_ctx rk = {&route, mode, prepermuted, NULL, NULL};
-    STSA_RETURN_IF(run_ref(&rk, H, q, k, v, out, &dense_opts, ctx->threads) != STSA_OK, err,
-                   STSA_ERR_OUT_OF_MEMORY, "sparse attention: out of memory");
+    STSA_RETURN_IF(run_ref(&rk, H, q, k, v, out, &dense_opts, ctx->threads) != STSA_OK,
+                   err, STSA_ERR_OUT_OF_MEMORY, "sparse attention: out of memory");
     return STSA_OK;
   }
   stsa_attn_problem pb;
   stsa_problem_init(&pb, q, k, v, out, &dense_opts, plans[0]->q_tile, plans[0]->kv_tile,
                     stsa_kernels_for(backend));
-  sparse_run run = {&pb, route, mode, prepermuted, used_tiles(&route, H, stsa_kv_tiles(&pb))};
-  STSA_RETURN_IF(!run.used, err, STSA_ERR_OUT_OF_MEMORY, "sparse attention: out of memory");
+  sparse_run run = {&pb, route, mode, prepermuted,
+                    used_tiles(&route, H, stsa_kv_tiles(&pb))};
+  STSA_RETURN_IF(!run.used, err, STSA_ERR_OUT_OF_MEMORY,
+                 "sparse attention: out of memory");
   stsa_work_source src = {sparse_unit, sparse_cost, sparse_used, sparse_kv_rows, &run};
   stsa_status st = stsa_drive(&pb, ctx->threads, &src, &ctx->packed);
   free(run.used);
@@ -351,14 +353,15 @@ stsa_status stsa_sparse_attention(stsa_ctx *ctx, const stsa_plan *plan,
   if (!plans || !heads) {
     free(plans);
     free(heads);
-    return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "sparse attention: out of memory");
+    return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY,
+                     "sparse attention: out of memory");
   }
   for (int64_t h = 0; h < H; h++) {
     plans[h] = plan;
     heads[h] = h;
   }
-  stsa_status st =
-      stsa_sparse_attention_heads(ctx, plans, heads, q, k, v, out, opts, ctx->check_finite);
+  stsa_status st = stsa_sparse_attention_heads(ctx, plans, heads, q, k, v, out, opts,
+                                               ctx->check_finite);
   free(plans);
   free(heads);
   return st;

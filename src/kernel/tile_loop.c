@@ -59,8 +59,10 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   for (int64_t r = r0; r < r0 + pb->kv_tile; r++) {
     if (r < pb->Skv) {
       int64_t tok = kv_rows ? kv_rows[r] : r;
-      pb->kern->load_row(row_ptr(pb->k, b, tok, h), pb->k->dtype, pb->k->stride[3], D, krow);
-      pb->kern->load_row(row_ptr(pb->v, b, tok, h), pb->v->dtype, pb->v->stride[3], D, vrow);
+      pb->kern->load_row(row_ptr(pb->k, b, tok, h), pb->k->dtype, pb->k->stride[3], D,
+                         krow);
+      pb->kern->load_row(row_ptr(pb->v, b, tok, h), pb->v->dtype, pb->v->stride[3], D,
+                         vrow);
       for (int d = D; d < D_pad; d++)
         vrow[d] = 0.0f;
     } else {
@@ -82,9 +84,14 @@ static size_t align64(size_t floats) { return (floats + 15) / 16 * 16; }
 int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) {
   size_t nq = (size_t)pb->q_tile;
   enum { SLOTS = 8 };
-  size_t sizes[SLOTS] = {align64(nq * (size_t)pb->D), align64(nq * (size_t)pb->kv_tile),
-                         align64(nq * (size_t)pb->D_pad), align64(nq), align64(nq),
-                         align64(nq), align64(nq), align64((size_t)pb->D_pad)};
+  size_t sizes[SLOTS] = {align64(nq * (size_t)pb->D),
+                         align64(nq * (size_t)pb->kv_tile),
+                         align64(nq * (size_t)pb->D_pad),
+                         align64(nq),
+                         align64(nq),
+                         align64(nq),
+                         align64(nq),
+                         align64((size_t)pb->D_pad)};
   size_t total = 0;
   for (int i = 0; i < SLOTS; i++)
     total += sizes[i];
@@ -118,7 +125,8 @@ static void load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64
     for (int d = 0; d < D; d++)
       dst[d] *= pb->qscale;
   }
-  memset(qbuf + (int64_t)rows * D, 0, sizeof(float) * (size_t)(rows_pad - rows) * (size_t)D);
+  memset(qbuf + (int64_t)rows * D, 0,
+         sizeof(float) * (size_t)(rows_pad - rows) * (size_t)D);
 }
 
 /* Normalises the finished rows and writes them in the caller's layout. */
@@ -188,8 +196,8 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
     for (int j = 0; j < D_pad / STSA_NR; j++)
       for (int r = 0; r < rows_pad; r += STSA_MR)
         kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * pb->Skv_pad * STSA_NR,
-                 pb->Skv_pad * STSA_NR, 1, sc->o + (int64_t)r * D_pad + j * STSA_NR, D_pad,
-                 sc->alpha + r);
+                 pb->Skv_pad * STSA_NR, 1, sc->o + (int64_t)r * D_pad + j * STSA_NR,
+                 D_pad, sc->alpha + r);
   }
   store_rows(pb, b, h, q0, rows, q_rows, sc);
 }

@@ -18,10 +18,10 @@ typedef struct stsa_attn_problem {
   float *lse;   /* optional [B, H, S_q] */
   float qscale; /* scale * log2(e): scores come out in log2 units */
   int64_t B, H, Sq, Skv;
-  int D;        /* head dim */
-  int D_pad;    /* D rounded up to a multiple of STSA_NR */
-  int q_tile;   /* rows per q tile (a multiple of STSA_MR) */
-  int kv_tile;  /* rows per kv tile (a multiple of STSA_NR) */
+  int D;           /* head dim */
+  int D_pad;       /* D rounded up to a multiple of STSA_NR */
+  int q_tile;      /* rows per q tile (a multiple of STSA_MR) */
+  int kv_tile;     /* rows per kv tile (a multiple of STSA_NR) */
   int64_t Skv_pad; /* S_kv rounded up to a multiple of kv_tile */
   const stsa_kernels *kern;
 } stsa_attn_problem;
@@ -57,13 +57,13 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
 
 /* Per-thread working memory for one q tile. */
 typedef struct stsa_tile_scratch {
-  float *q;     /* [q_tile][D], pre-scaled */
-  float *s;     /* [q_tile][kv_tile] scores, then probabilities */
-  float *o;     /* [q_tile][D_pad] unnormalised output */
+  float *q;             /* [q_tile][D], pre-scaled */
+  float *s;             /* [q_tile][kv_tile] scores, then probabilities */
+  float *o;             /* [q_tile][D_pad] unnormalised output */
   float *m, *l, *alpha; /* [q_tile] row max (log2 units), row sum, rescale */
   float *tile_max;      /* [q_tile] row max of the current kv tile's scores */
-  float *row;   /* [D_pad] output row staging */
-  void *block_; /* the one allocation */
+  float *row;           /* [D_pad] output row staging */
+  void *block_;         /* the one allocation */
 } stsa_tile_scratch;
 
 /* 0 on success, -1 when out of memory. */
@@ -84,10 +84,10 @@ typedef void (*stsa_mask_fn)(const void *mask_ctx, int64_t entry, int64_t q0, in
 
 /* A q tile's list of kv tiles to visit, in order. NULL tiles = all, FULL. */
 typedef struct stsa_kv_list {
-  const int32_t *tiles;  /* kv tile indices */
-  const uint8_t *kinds;  /* stsa_tile_kind per entry */
+  const int32_t *tiles; /* kv tile indices */
+  const uint8_t *kinds; /* stsa_tile_kind per entry */
   int32_t count;
-  stsa_mask_fn mask;     /* called for PARTIAL tiles */
+  stsa_mask_fn mask; /* called for PARTIAL tiles */
   const void *mask_ctx;
   const int64_t *q_rows; /* q position -> token row of q/out/lse (NULL: identity) */
 } stsa_kv_list;

@@ -32,8 +32,8 @@ stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order order, int in
     return STSA_ERR_OVERLAP;
   int64_t *perm = malloc(sizeof *perm * (size_t)N);
   float *row = malloc(sizeof *row * (size_t)in->shape[3]);
-  stsa_status st = perm && row ? stsa_order_permutation(g, order, perm)
-                               : STSA_ERR_OUT_OF_MEMORY;
+  stsa_status st =
+      perm && row ? stsa_order_permutation(g, order, perm) : STSA_ERR_OUT_OF_MEMORY;
   const int64_t B = in->shape[0], H = in->shape[2], D = in->shape[3];
   for (int64_t b = 0; st == STSA_OK && b < B; b++)
     for (int64_t pos = 0; pos < N; pos++) {
@@ -41,7 +41,8 @@ stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order order, int in
       int64_t src = inverse ? pos : perm[pos], dst = inverse ? perm[pos] : pos;
       for (int64_t h = 0; h < H; h++) {
         stsa_load_row_f32(row_at(in, b, src, h), in->dtype, in->stride[3], D, row);
-        stsa_store_row(row, D, (void *)row_at(out, b, dst, h), out->dtype, out->stride[3]);
+        stsa_store_row(row, D, (void *)row_at(out, b, dst, h), out->dtype,
+                       out->stride[3]);
       }
     }
   free(perm);

@@ -13,29 +13,37 @@ typedef struct svg_preset {
   stsa_svg_config cfg;
 } svg_preset;
 
-/* Field order of stsa_svg_config: geometry {F, Hp, Wp, text, text_real,
- * text_pos}, heads, head_dim, density, dense_steps, dense_layers,
- * sample_rows, sink_frames, seed, steps, layers, q_tile, kv_tile (0 = auto). */
+/* One preset: geometry (text tokens all real), heads, head dim, density, the
+ * dense steps and layers, sampled rows, and the model's schedule. */
+#define PRESET(name_, F_, Hp_, Wp_, text_, pos_, heads_, dim_, density_, dsteps_,        \
+               dlayers_, rows_, steps_, layers_)                                         \
+  {                                                                                      \
+    name_, {                                                                             \
+      .geometry = {F_, Hp_, Wp_, text_, text_, pos_}, .heads = heads_, .head_dim = dim_, \
+      .density = density_, .dense_steps = dsteps_, .dense_layers = dlayers_,             \
+      .sample_rows = rows_, .sink_frames = 1, .steps = steps_, .layers = layers_         \
+    }                                                                                    \
+  }
+
+/* clang-format off */
 static const svg_preset PRESETS[] = {
     /* Wan 2.1 T2V 1.3B at 480p (832x480, 81 frames): 0.30 kept, first 20% of
      * 50 steps and layer 0 dense (SVG's Wan scripts) */
-    {"wan21-480p", {{21, 30, 52, 0, 0, STSA_TEXT_NONE}, 12, 128, 0.30, 10, 1, 64, 1, 0, 50, 30, 0, 0}},
+    PRESET("wan21-480p", 21, 30, 52, 0, STSA_TEXT_NONE, 12, 128, 0.30, 10, 1, 64, 50, 30),
     /* Wan 2.1/2.2 14B at 720p (1280x720, 81 frames): 0.30, 20% of 50 steps,
      * layer 0 */
-    {"wan21-720p", {{21, 45, 80, 0, 0, STSA_TEXT_NONE}, 40, 128, 0.30, 10, 1, 64, 1, 0, 50, 40, 0, 0}},
+    PRESET("wan21-720p", 21, 45, 80, 0, STSA_TEXT_NONE, 40, 128, 0.30, 10, 1, 64, 50, 40),
     /* HunyuanVideo 720p (129 frames): 256 text tokens as a suffix (the real
      * prompt length varies; set text_real per prompt), 0.25, first 10% of
      * 50 steps, 1 of 60 layers */
-    {"hunyuan-720p",
-     {{33, 45, 80, 256, 256, STSA_TEXT_SUFFIX}, 24, 128, 0.25, 5, 1, 64, 1, 0, 50, 60, 0, 0}},
+    PRESET("hunyuan-720p", 33, 45, 80, 256, STSA_TEXT_SUFFIX, 24, 128, 0.25, 5, 1, 64, 50, 60),
     /* HunyuanVideo 480p: 0.20, first 4% of 50 steps, no dense layer */
-    {"hunyuan-480p",
-     {{33, 30, 45, 256, 256, STSA_TEXT_SUFFIX}, 24, 128, 0.20, 2, 0, 64, 1, 0, 50, 60, 0, 0}},
+    PRESET("hunyuan-480p", 33, 30, 45, 256, STSA_TEXT_SUFFIX, 24, 128, 0.20, 2, 0, 64, 50, 60),
     /* CogVideoX 1.5 (768x1360): 226 text tokens as a prefix, 48 heads of 64,
      * 0.25, first 20% of 50 steps, layer 0; 32 sampled rows */
-    {"cogvideox15",
-     {{11, 48, 85, 226, 226, STSA_TEXT_PREFIX}, 48, 64, 0.25, 10, 1, 32, 1, 0, 50, 42, 0, 0}},
+    PRESET("cogvideox15", 11, 48, 85, 226, STSA_TEXT_PREFIX, 48, 64, 0.25, 10, 1, 32, 50, 42),
 };
+/* clang-format on */
 
 #define PRESET_COUNT ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 

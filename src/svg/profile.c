@@ -25,8 +25,8 @@ void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
                           int64_t layer, int64_t step, int64_t batch, int64_t *out) {
   const int64_t L = g->frames * g->height * g->width;
   const int64_t first = g->text_pos == STSA_TEXT_PREFIX ? g->text : 0;
-  uint64_t state = seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
-                   ((uint64_t)step << 32) ^ ((uint64_t)batch * 0x9e3779b97f4a7c15ull);
+  uint64_t state = seed ^ ((uint64_t)layer * 0x100000001b3ull) ^ ((uint64_t)step << 32) ^
+                   ((uint64_t)batch * 0x9e3779b97f4a7c15ull);
   for (int64_t r = 0; r < rows; r++) {
     /* stratum r covers video tokens [r*L/rows, (r+1)*L/rows) */
     int64_t lo = r * L / rows, hi = (r + 1) * L / rows;
@@ -36,8 +36,8 @@ void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
 }
 
 /* Gathers the sampled rows of batch entry b into a compact f32 [1, r, H, D]. */
-static void gather_rows(const stsa_tensor *q, int64_t b, const int64_t *rows, int64_t nrows,
-                        float *dst) {
+static void gather_rows(const stsa_tensor *q, int64_t b, const int64_t *rows,
+                        int64_t nrows, float *dst) {
   const int64_t H = q->shape[2], D = q->shape[3];
   size_t es = stsa_dtype_size(q->dtype);
   for (int64_t r = 0; r < nrows; r++)
@@ -49,14 +49,23 @@ static void gather_rows(const stsa_tensor *q, int64_t b, const int64_t *rows, in
 }
 
 /* Attention of the sampled rows under one mask: out [1, r, H, D] f32. */
-static stsa_status masked_rows(stsa_ctx *ctx, const stsa_geometry *g, const stsa_mask *mask,
-                               const int64_t *rows, int64_t nrows, const stsa_tensor *qs,
-                               const stsa_tensor *kb, const stsa_tensor *vb,
-                               const stsa_tensor *out) {
+static stsa_status masked_rows(stsa_ctx *ctx, const stsa_geometry *g,
+                               const stsa_mask *mask, const int64_t *rows, int64_t nrows,
+                               const stsa_tensor *qs, const stsa_tensor *kb,
+                               const stsa_tensor *vb, const stsa_tensor *out) {
   const int64_t H = qs->shape[2], N = kb->shape[1];
   const stsa_mask *masks[1] = {mask};
-  stsa_plan_desc desc = {nrows, N, 1, masks, g, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE, 0, 0,
-                         STSA_PLAN_ALLOW_EMPTY_ROWS, rows};
+  stsa_plan_desc desc = {nrows,
+                         N,
+                         1,
+                         masks,
+                         g,
+                         STSA_ORDER_NATIVE,
+                         STSA_ORDER_NATIVE,
+                         0,
+                         0,
+                         STSA_PLAN_ALLOW_EMPTY_ROWS,
+                         rows};
   stsa_plan *plan = NULL;
   STSA_TRY(stsa_plan_build(ctx, &desc, &plan));
   const stsa_plan **plans = malloc(sizeof *plans * (size_t)H);

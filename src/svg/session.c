@@ -68,17 +68,10 @@ static stsa_status with_sink_and_text(const stsa_geometry *g, int64_t sink_frame
 static stsa_status build_plan(stsa_svg *svg, const stsa_mask *mask, stsa_order q_order,
                               stsa_order kv_order, stsa_plan **out, double *density) {
   const stsa_mask *masks[1] = {mask};
-  stsa_plan_desc desc = {svg->tokens,
-                         svg->tokens,
-                         1,
-                         masks,
-                         &svg->cfg.geometry,
-                         q_order,
-                         kv_order,
-                         svg->windows.q_tile,
-                         svg->windows.kv_tile,
-                         STSA_PLAN_DEFAULT,
-                         NULL};
+  stsa_plan_desc desc = {
+      svg->tokens,          svg->tokens,       1,        masks,
+      &svg->cfg.geometry,   q_order,           kv_order, svg->windows.q_tile,
+      svg->windows.kv_tile, STSA_PLAN_DEFAULT, NULL};
   STSA_TRY(stsa_plan_build(svg->ctx, &desc, out));
   stsa_plan_stats st;
   stsa_plan_get_stats(*out, &st);
@@ -132,12 +125,13 @@ static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
   STSA_RETURN_IF(c->sink_frames < 0 || c->sink_frames > g->frames, err,
                  STSA_ERR_BAD_PARAM, "svg: sink_frames = %lld must be in [0, F]",
                  (long long)c->sink_frames);
-  STSA_RETURN_IF(c->q_tile < 0 || c->q_tile > 4096 || c->kv_tile < 0 || c->kv_tile > 4096 ||
-                     c->kv_tile % 16 != 0,
-                 err, STSA_ERR_BAD_PARAM,
-                 "svg: q_tile = %d, kv_tile = %d: 0 (automatic) or at most 4096, kv_tile a "
-                 "multiple of 16",
-                 c->q_tile, c->kv_tile);
+  STSA_RETURN_IF(
+      c->q_tile < 0 || c->q_tile > 4096 || c->kv_tile < 0 || c->kv_tile > 4096 ||
+          c->kv_tile % 16 != 0,
+      err, STSA_ERR_BAD_PARAM,
+      "svg: q_tile = %d, kv_tile = %d: 0 (automatic) or at most 4096, kv_tile a "
+      "multiple of 16",
+      c->q_tile, c->kv_tile);
   return STSA_OK;
 }
 
@@ -153,9 +147,9 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   svg->cfg = *cfg;
   const stsa_geometry *g = &svg->cfg.geometry;
   svg->tokens = stsa_geometry_tokens(g);
-  stsa_status st = svg->tokens > 0 ? STSA_OK
-                                   : stsa_fail(&ctx->err, STSA_ERR_BAD_PARAM,
-                                               "svg: invalid geometry");
+  stsa_status st =
+      svg->tokens > 0 ? STSA_OK
+                      : stsa_fail(&ctx->err, STSA_ERR_BAD_PARAM, "svg: invalid geometry");
   choose_tiles(cfg, ctx, &svg->windows.q_tile, &svg->windows.kv_tile);
   double video = stsa_svg_video_density(g, cfg->density);
   svg->windows.frame_window = stsa_svg_frame_window(g, cfg->sink_frames, video);
@@ -228,14 +222,15 @@ static stsa_status run_heads(stsa_svg *svg, const stsa_head_kind *kinds, int den
   const int64_t H = svg->cfg.heads;
   for (int64_t h = 0; h < H; h++) {
     plan_heads[h] = 0;
-    plans[h] = dense ? svg->plan_dense
-                     : kinds[h] == STSA_HEAD_SPATIAL ? svg->plan_spatial
-                                                     : svg->plan_temporal;
+    plans[h] = dense                           ? svg->plan_dense
+               : kinds[h] == STSA_HEAD_SPATIAL ? svg->plan_spatial
+                                               : svg->plan_temporal;
   }
   stsa_tensor qb = stsa_batch_view(q, b), kb = stsa_batch_view(k, b),
               vb = stsa_batch_view(v, b), ob = stsa_batch_view(out, b);
   /* stsa_svg_attention scanned the inputs for NaN/Inf already */
-  return stsa_sparse_attention_heads(svg->ctx, plans, plan_heads, &qb, &kb, &vb, &ob, NULL, 0);
+  return stsa_sparse_attention_heads(svg->ctx, plans, plan_heads, &qb, &kb, &vb, &ob,
+                                     NULL, 0);
 }
 
 stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
@@ -294,9 +289,9 @@ stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
     st = run_heads(svg, kinds + b * H, dense, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
     for (int64_t h = 0; h < H; h++)
-      kept += dense ? svg->density_dense
-                    : kinds[b * H + h] == STSA_HEAD_SPATIAL ? svg->windows.density_spatial
-                                                            : svg->windows.density_temporal;
+      kept += dense                                   ? svg->density_dense
+              : kinds[b * H + h] == STSA_HEAD_SPATIAL ? svg->windows.density_spatial
+                                                      : svg->windows.density_temporal;
   }
   if (st == STSA_OK && report) {
     report->dense = dense;

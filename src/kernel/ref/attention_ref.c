@@ -7,8 +7,8 @@
 #include "core/convert.h"
 
 static double load(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
-  size_t off = (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2] +
-                        d * t->stride[3]);
+  size_t off =
+      (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3]);
   switch (t->dtype) {
   case STSA_F16:
     return stsa_f16_to_f32(((const uint16_t *)t->data)[off]);

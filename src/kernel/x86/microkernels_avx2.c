@@ -159,8 +159,9 @@ static void softmax_avx2(float *s, int ld_s, int rows, int n, float *m, float *l
   }
 }
 
-static void pv_avx2(const float *p, int ld_p, int n, const float *vp, int64_t panel_stride,
-                    int npanels, float *o, int ld_o, const float *alpha) {
+static void pv_avx2(const float *p, int ld_p, int n, const float *vp,
+                    int64_t panel_stride, int npanels, float *o, int ld_o,
+                    const float *alpha) {
   const float *p0 = p, *p1 = p + ld_p, *p2 = p + 2 * ld_p, *p3 = p + 3 * ld_p,
               *p4 = p + 4 * ld_p, *p5 = p + 5 * ld_p;
   __m256 a0 = _mm256_set1_ps(alpha[0]), a1 = _mm256_set1_ps(alpha[1]),
@@ -229,11 +230,13 @@ static void load_row_avx2(const void *src, int dtype, int64_t stride, int64_t n,
   if (stride == 1 && dtype == STSA_F16) {
     const uint16_t *s = src;
     for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i))));
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                    (const __m128i *)(const void *)(s + i))));
   } else if (stride == 1 && dtype == STSA_BF16) {
     const uint16_t *s = src;
     for (; i + 8 <= n; i += 8) {
-      __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+      __m256i w =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(s + i)));
       _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
     }
   }
