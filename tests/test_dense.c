@@ -30,27 +30,6 @@ static int tiled_backends(stsa_backend out[2]) {
   return n;
 }
 
-/* Max |a - b| over all elements, and max |b| (the output scale). NaN/Inf in
- * either gives +inf so it can never pass a tolerance. */
-static double max_abs_diff(const stsa_tensor *a, const stsa_tensor *b, double *scale) {
-  double worst = 0, sc = 0;
-  for (int64_t bi = 0; bi < a->shape[0]; bi++)
-    for (int64_t s = 0; s < a->shape[1]; s++)
-      for (int64_t h = 0; h < a->shape[2]; h++)
-        for (int64_t d = 0; d < a->shape[3]; d++) {
-          double x = tu_load(a->data, a->dtype, tu_offset(a, bi, s, h, d));
-          double y = tu_load(b->data, b->dtype, tu_offset(b, bi, s, h, d));
-          if (!isfinite(x) || !isfinite(y))
-            return INFINITY;
-          double e = fabs(x - y);
-          worst = e > worst ? e : worst;
-          sc = fabs(y) > sc ? fabs(y) : sc;
-        }
-  if (scale)
-    *scale = sc;
-  return worst;
-}
-
 /* Naive attention in the output's precision: scores and sums in f32,
  * probabilities rounded to `dtype` before P.V, output rounded to `dtype`.
  * This is what a plain same-precision implementation achieves; the FA-style
@@ -130,7 +109,7 @@ static void run_case(const attn_case *c, int check_lowprec) {
   if (check_lowprec) {
     stsa_tensor lp = tu_sentinel_tensor(c->out_dtype, TU_BSHD, c->B, c->Sq, c->H, c->D);
     lowprec_reference(&q, &k, &v, &lp);
-    lp_err = max_abs_diff(&lp, &ref, NULL);
+    lp_err = tu_max_abs_diff(&lp, &ref, NULL);
     tu_free_tensor(&lp);
   }
 
@@ -144,7 +123,7 @@ static void run_case(const attn_case *c, int check_lowprec) {
     stsa_attn_opts opts = {0.0f, lse};
     CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, &out, &opts), STSA_OK);
     double scale;
-    double err = max_abs_diff(&out, &ref, &scale);
+    double err = tu_max_abs_diff(&out, &ref, &scale);
     double tol = 1e-5 * (scale > 1e-3 ? scale : 1e-3);
     if (check_lowprec) {
       tol += 2 * lp_err;
@@ -264,11 +243,6 @@ static void test_large_logits(void) {
   run_case(&h, 1);
 }
 
-/* Bitwise equality of two tensors' bytes. */
-static int same_bytes(const stsa_tensor *a, const stsa_tensor *b) {
-  return memcmp(a->data, b->data, tu_span(a) * stsa_dtype_size(a->dtype)) == 0;
-}
-
 static void test_determinism(void) {
   tu_rng rng = {42};
   const int64_t B = 2, Sq = 1000, Skv = 777, H = 3, D = 64;
@@ -285,7 +259,7 @@ static void test_determinism(void) {
       stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, Sq, H, D);
       stsa_ctx *ctx = make_ctx(backends[bi], threads);
       CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, &o, NULL), STSA_OK);
-      CHECK(same_bytes(&o, &base), "[%s] %d threads differ from 1 thread",
+      CHECK(tu_same_bytes(&o, &base), "[%s] %d threads differ from 1 thread",
             stsa_backend_name(backends[bi]), threads);
       stsa_ctx_free(ctx);
       tu_free_tensor(&o);
@@ -297,7 +271,7 @@ static void test_determinism(void) {
       for (int ith = parts[pi] - 1; ith >= 0; ith--)
         CHECK_STATUS(stsa_attention_part(ctx1, &q, &k, &v, &o, NULL, ith, parts[pi]),
                      STSA_OK);
-      CHECK(same_bytes(&o, &base), "[%s] %d parts differ from stsa_attention",
+      CHECK(tu_same_bytes(&o, &base), "[%s] %d parts differ from stsa_attention",
             stsa_backend_name(backends[bi]), parts[pi]);
       tu_free_tensor(&o);
     }
@@ -325,7 +299,7 @@ static void test_strided(void) {
   CHECK_STATUS(stsa_attention(rctx, &q, &k, &v, &ref, NULL), STSA_OK);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2);
   CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, &out, NULL), STSA_OK);
-  double scale, err = max_abs_diff(&out, &ref, &scale);
+  double scale, err = tu_max_abs_diff(&out, &ref, &scale);
   CHECK(err <= 1e-5 * scale, "strided inputs: err %.3g", err);
   stsa_ctx_free(rctx);
   stsa_ctx_free(ctx);

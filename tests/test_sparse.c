@@ -23,28 +23,6 @@ static stsa_ctx *make_ctx(stsa_backend backend, int threads, int q_tile, int kv_
   return ctx;
 }
 
-static int same_bytes(const stsa_tensor *a, const stsa_tensor *b) {
-  return memcmp(a->data, b->data, tu_span(a) * stsa_dtype_size(a->dtype)) == 0;
-}
-
-/* Max |a - b| and max |b|; NaN/Inf anywhere gives +inf. */
-static double max_abs_diff(const stsa_tensor *a, const stsa_tensor *b, double *scale) {
-  double worst = 0, sc = 0;
-  for (int64_t bi = 0; bi < a->shape[0]; bi++)
-    for (int64_t s = 0; s < a->shape[1]; s++)
-      for (int64_t h = 0; h < a->shape[2]; h++)
-        for (int64_t d = 0; d < a->shape[3]; d++) {
-          double x = tu_load(a->data, a->dtype, tu_offset(a, bi, s, h, d));
-          double y = tu_load(b->data, b->dtype, tu_offset(b, bi, s, h, d));
-          if (!isfinite(x) || !isfinite(y))
-            return INFINITY;
-          worst = fabs(x - y) > worst ? fabs(x - y) : worst;
-          sc = fabs(y) > sc ? fabs(y) : sc;
-        }
-  *scale = sc;
-  return worst;
-}
-
 typedef struct sparse_case {
   const char *name;
   int64_t B, Sq, Skv, H, D;
@@ -100,13 +78,13 @@ static void run_case(sparse_case *c) {
     stsa_sparse_opts no = {0.0f, NULL, STSA_SPARSE_NAIVE, NULL, 0};
     CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &exact, &eo), STSA_OK);
     CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &naive, &no), STSA_OK);
-    double scale, err = max_abs_diff(&exact, &ref, &scale);
+    double scale, err = tu_max_abs_diff(&exact, &ref, &scale);
     double tol = 1e-5 * (scale > 1e-3 ? scale : 1e-3);
     if (c->out_dtype != STSA_F32)
       tol += 0.5 * (c->out_dtype == STSA_F16 ? 0x1p-10 : 0x1p-7) * scale * 1.01;
     CHECK(err <= tol, "%s [%s]: err %.3g > tol %.3g", c->name,
           stsa_backend_name(backends[bi]), err, tol);
-    CHECK(same_bytes(&exact, &naive), "%s [%s]: naive differs from exact", c->name,
+    CHECK(tu_same_bytes(&exact, &naive), "%s [%s]: naive differs from exact", c->name,
           stsa_backend_name(backends[bi]));
     double lse_err = 0;
     for (size_t i = 0; i < nlse; i++) {
@@ -122,7 +100,7 @@ static void run_case(sparse_case *c) {
     stsa_ctx *one = make_ctx(backends[bi], 1, c->q_tile, c->kv_tile);
     stsa_tensor o1 = tu_sentinel_tensor(c->out_dtype, c->layout, c->B, c->Sq, c->H, c->D);
     CHECK_STATUS(stsa_sparse_attention(one, plan, &q, &k, &v, &o1, &eo), STSA_OK);
-    CHECK(same_bytes(&o1, &exact), "%s [%s]: 1 thread differs from 2", c->name,
+    CHECK(tu_same_bytes(&o1, &exact), "%s [%s]: 1 thread differs from 2", c->name,
           stsa_backend_name(backends[bi]));
     stsa_ctx_free(one);
     tu_free_tensor(&o1);
@@ -332,7 +310,7 @@ static void test_full_equals_dense(void) {
     stsa_tensor sparse = tu_sentinel_tensor(STSA_F32, TU_BSHD, 2, S, H, D);
     CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, &dense, NULL), STSA_OK);
     CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &sparse, NULL), STSA_OK);
-    CHECK(same_bytes(&dense, &sparse), "[%s] full plan differs from dense",
+    CHECK(tu_same_bytes(&dense, &sparse), "[%s] full plan differs from dense",
           stsa_backend_name(backends[bi]));
     stsa_plan_free(plan);
     stsa_ctx_free(ctx);
@@ -371,7 +349,7 @@ static void test_tile_rounded(void) {
   CHECK_STATUS(stsa_sparse_attention(ref, plan, &q, &k, &v, &o_ref, &rr), STSA_OK);
   CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &o, &ro), STSA_OK);
   CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &o_exact, NULL), STSA_OK);
-  double scale, err = max_abs_diff(&o, &o_ref, &scale);
+  double scale, err = tu_max_abs_diff(&o, &o_ref, &scale);
   CHECK(err <= 1e-5 * scale, "tile-rounded vs its reference: err %.3g", err);
   /* count flips directly, tile by tile: a tile is kept whole when at least
    * half its pairs are kept, else dropped */
@@ -389,7 +367,7 @@ static void test_tile_rounded(void) {
   CHECK(changed == flips && changed_ref == flips,
         "pairs changed %lld / %lld, direct %lld", (long long)changed,
         (long long)changed_ref, (long long)flips);
-  double e2 = max_abs_diff(&o, &o_exact, &scale);
+  double e2 = tu_max_abs_diff(&o, &o_exact, &scale);
   CHECK(e2 > 1e-4, "tile-rounded should differ from exact (lossy), diff %.3g", e2);
   stsa_plan_free(plan);
   stsa_mask_free(band);
@@ -533,7 +511,7 @@ static void test_compaction(void) {
       stsa_run_q_tile(&pb_all, &kv, 0, 0, qt, &all, &sc);
       stsa_run_q_tile(&pb_compact, &kv, 0, 0, qt, &compact, &sc);
     }
-    CHECK(same_bytes(&o_all, &o_compact),
+    CHECK(tu_same_bytes(&o_all, &o_compact),
           "[%s] the compacted walk differs from the full one",
           stsa_backend_name((stsa_backend)backends[bi]));
     stsa_tile_scratch_free(&sc);

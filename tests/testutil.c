@@ -173,3 +173,25 @@ void tu_free_tensor(stsa_tensor *t) {
   tu_guarded_free(t->data);
   t->data = NULL;
 }
+
+double tu_max_abs_diff(const stsa_tensor *a, const stsa_tensor *b, double *scale) {
+  double worst = 0, sc = 0;
+  for (int64_t bi = 0; bi < a->shape[0]; bi++)
+    for (int64_t s = 0; s < a->shape[1]; s++)
+      for (int64_t h = 0; h < a->shape[2]; h++)
+        for (int64_t d = 0; d < a->shape[3]; d++) {
+          double x = tu_load(a->data, a->dtype, tu_offset(a, bi, s, h, d));
+          double y = tu_load(b->data, b->dtype, tu_offset(b, bi, s, h, d));
+          if (!isfinite(x) || !isfinite(y))
+            return INFINITY;
+          worst = fabs(x - y) > worst ? fabs(x - y) : worst;
+          sc = fabs(y) > sc ? fabs(y) : sc;
+        }
+  if (scale)
+    *scale = sc;
+  return worst;
+}
+
+int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b) {
+  return memcmp(a->data, b->data, tu_span(a) * stsa_dtype_size(a->dtype)) == 0;
+}

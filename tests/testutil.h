@@ -77,4 +77,12 @@ stsa_tensor tu_sentinel_tensor(stsa_dtype dtype, tu_layout layout, int64_t B, in
 int tu_is_sentinel(const stsa_tensor *t);
 void tu_free_tensor(stsa_tensor *t);
 
+/* ---- comparisons --------------------------------------------------------- */
+/* Max |a - b| over all elements of two same-shape tensors, and (if scale is
+ * not NULL) max |b|, the output scale. NaN or Inf in either gives +inf, so it
+ * can never pass a tolerance. */
+double tu_max_abs_diff(const stsa_tensor *a, const stsa_tensor *b, double *scale);
+/* 1 if two tensors of one layout and dtype hold the same bytes. */
+int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b);
+
 #endif
