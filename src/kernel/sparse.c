@@ -73,16 +73,8 @@ static void fill_neg_inf(float *row, int from, int to) {
     row[c] = -INFINITY;
 }
 
-/* EXACT mode: drops every column outside the stored row intervals. */
-static void apply_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
-                          int64_t k0, int n, float *s, int ld_s) {
-  (void)q0;
-  (void)k0;
-  const stsa_unit_buf *buf = mask_ctx;
-  const sparse_run *run = buf->ud;
-  const stsa_plan_part *part = part_of(&run->route, buf->head % run->pb->H);
-  int64_t e = part->tile_ptr[buf->qt] + entry;
-  const stsa_tile_pattern *pat = &part->pattern_list[part->pattern[e]];
+void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int rows, int n, float *s,
+                             int ld_s) {
   for (int r = 0; r < rows; r++) {
     float *row = s + (int64_t)r * ld_s;
     int c = 0;
@@ -92,6 +84,18 @@ static void apply_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int r
     }
     fill_neg_inf(row, c, n);
   }
+}
+
+/* EXACT mode: drops every column outside the stored row intervals. */
+static void apply_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
+                          int64_t k0, int n, float *s, int ld_s) {
+  (void)q0;
+  (void)k0;
+  const stsa_unit_buf *buf = mask_ctx;
+  const sparse_run *run = buf->ud;
+  const stsa_plan_part *part = part_of(&run->route, buf->head % run->pb->H);
+  int64_t e = part->tile_ptr[buf->qt] + entry;
+  stsa_apply_tile_pattern(&part->pattern_list[part->pattern[e]], rows, n, s, ld_s);
 }
 
 /* NAIVE mode: asks the mask about every pair, from token coordinates. */

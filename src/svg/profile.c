@@ -48,41 +48,25 @@ static void gather_rows(const stsa_tensor *q, int64_t b, const int64_t *rows,
     }
 }
 
-/* Attention of the sampled rows under one mask: out [1, r, H, D] f32. */
-static stsa_status masked_rows(stsa_ctx *ctx, const stsa_geometry *g,
-                               const stsa_mask *mask, const int64_t *rows, int64_t nrows,
-                               const stsa_tensor *qs, const stsa_tensor *kb,
-                               const stsa_tensor *vb, const stsa_tensor *out) {
-  const int64_t H = qs->shape[2], N = kb->shape[1];
+/* A one-head plan of the sampled rows under `mask`: one q tile holding all
+ * of them, keys in native order. */
+static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_mask *mask,
+                             const int64_t *rows, int64_t nrows, int64_t tokens,
+                             stsa_plan **plan) {
   const stsa_mask *masks[1] = {mask};
+  int q_tile = (int)((nrows + 5) / 6 * 6);
   stsa_plan_desc desc = {nrows,
-                         N,
+                         tokens,
                          1,
                          masks,
                          g,
                          STSA_ORDER_NATIVE,
                          STSA_ORDER_NATIVE,
-                         0,
+                         q_tile,
                          0,
                          STSA_PLAN_ALLOW_EMPTY_ROWS,
                          rows};
-  stsa_plan *plan = NULL;
-  STSA_TRY(stsa_plan_build(ctx, &desc, &plan));
-  const stsa_plan **plans = malloc(sizeof *plans * (size_t)H);
-  int64_t *heads = calloc((size_t)H, sizeof *heads);
-  stsa_status st = STSA_ERR_OUT_OF_MEMORY;
-  if (plans && heads) {
-    for (int64_t h = 0; h < H; h++)
-      plans[h] = plan;
-    /* q rows are already gathered; keys stay in native order */
-    stsa_sparse_opts so = {0.0f, NULL, STSA_SPARSE_EXACT, NULL, STSA_SPARSE_PREPERMUTED};
-    /* the session scanned the inputs for NaN/Inf already */
-    st = stsa_sparse_attention_heads(ctx, plans, heads, qs, kb, vb, out, &so, 0);
-  }
-  free(plans);
-  free(heads);
-  stsa_plan_free(plan);
-  return st;
+  return stsa_plan_build(ctx, &desc, plan);
 }
 
 stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
@@ -102,11 +86,19 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
   stsa_tensor td = stsa_tensor_bshd(o_dense, STSA_F32, 1, nrows, H, D);
   stsa_tensor ts = stsa_tensor_bshd(o_sp, STSA_F32, 1, nrows, H, D);
   stsa_tensor tt = stsa_tensor_bshd(o_tm, STSA_F32, 1, nrows, H, D);
-  stsa_status st = masked_rows(ctx, g, masks->dense, rows, nrows, &qs, &kb, &vb, &td);
-  if (st == STSA_OK)
-    st = masked_rows(ctx, g, masks->spatial, rows, nrows, &qs, &kb, &vb, &ts);
-  if (st == STSA_OK)
-    st = masked_rows(ctx, g, masks->temporal, rows, nrows, &qs, &kb, &vb, &tt);
+  /* one pass over each head's K/V serves all three masks */
+  const stsa_mask *which[3] = {masks->dense, masks->spatial, masks->temporal};
+  stsa_plan *plans[3] = {NULL, NULL, NULL};
+  stsa_status st = STSA_OK;
+  for (int i = 0; i < 3 && st == STSA_OK; i++)
+    st = rows_plan(ctx, g, which[i], rows, nrows, kb.shape[1], &plans[i]);
+  if (st == STSA_OK) {
+    const stsa_tensor outs[3] = {td, ts, tt};
+    const stsa_plan *const cplans[3] = {plans[0], plans[1], plans[2]};
+    st = stsa_sparse_rows_multi(ctx, cplans, 3, &qs, &kb, &vb, outs);
+  }
+  for (int i = 0; i < 3; i++)
+    stsa_plan_free(plans[i]);
   if (st == STSA_OK)
     for (int64_t h = 0; h < H; h++) {
       double es = 0, et = 0;

@@ -118,9 +118,11 @@ static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
                  c->density);
   STSA_RETURN_IF(c->dense_steps < 0 || c->dense_layers < 0, err, STSA_ERR_BAD_PARAM,
                  "svg: dense_steps and dense_layers must be >= 0");
-  STSA_RETURN_IF(c->sample_rows < 1 || c->sample_rows > g->frames * g->height * g->width,
+  STSA_RETURN_IF(c->sample_rows < 1 ||
+                     c->sample_rows > g->frames * g->height * g->width ||
+                     c->sample_rows > 4092,
                  err, STSA_ERR_BAD_PARAM,
-                 "svg: sample_rows = %lld must be in [1, video tokens]",
+                 "svg: sample_rows = %lld must be in [1, min(video tokens, 4092)]",
                  (long long)c->sample_rows);
   STSA_RETURN_IF(c->sink_frames < 0 || c->sink_frames > g->frames, err,
                  STSA_ERR_BAD_PARAM, "svg: sink_frames = %lld must be in [0, F]",
