@@ -27,17 +27,9 @@ static stsa_status run_ref(const stsa_tensor *q, const stsa_tensor *k,
                            const stsa_tensor *v, const stsa_tensor *out,
                            const stsa_attn_opts *opts, int64_t row0, int64_t row1,
                            int threads) {
-  const int64_t chunk = 16;
-  int failed = 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t r = row0; r < row1; r += chunk) {
-    int64_t end = r + chunk < row1 ? r + chunk : row1;
-    if (stsa_attention_ref_rows(q, k, v, out, opts, NULL, NULL, r, end) != 0) {
-#pragma omp atomic write
-      failed = 1;
-    }
-  }
-  return failed ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
+  return stsa_attention_ref_parallel(q, k, v, out, opts, NULL, NULL, row0, row1, threads)
+             ? STSA_ERR_OUT_OF_MEMORY
+             : STSA_OK;
 }
 
 stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q, const stsa_tensor *k,

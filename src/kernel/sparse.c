@@ -266,17 +266,10 @@ static stsa_status run_ref(ref_keep_ctx *rk, int64_t heads, const stsa_tensor *q
     rk->q_pos[h] = inverse_order(plan->q_native, plan->s_q, &failed);
     rk->kv_pos[h] = inverse_order(plan->kv_native, plan->s_kv, &failed);
   }
-  const int64_t rows = q->shape[0] * q->shape[2] * q->shape[1], chunk = 16;
-  if (!failed) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t r = 0; r < rows; r += chunk) {
-      int64_t end = r + chunk < rows ? r + chunk : rows;
-      if (stsa_attention_ref_rows(q, k, v, out, opts, ref_keep, rk, r, end) != 0) {
-#pragma omp atomic write
-        failed = 1;
-      }
-    }
-  }
+  const int64_t rows = q->shape[0] * q->shape[2] * q->shape[1];
+  if (!failed)
+    failed =
+        stsa_attention_ref_parallel(q, k, v, out, opts, ref_keep, rk, 0, rows, threads);
   for (int64_t h = 0; h < heads && rk->q_pos && rk->kv_pos; h++) {
     free(rk->q_pos[h]);
     free(rk->kv_pos[h]);

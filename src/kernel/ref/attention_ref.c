@@ -74,3 +74,21 @@ int stsa_attention_ref_rows(const stsa_tensor *q, const stsa_tensor *k,
   free(score);
   return 0;
 }
+
+int stsa_attention_ref_parallel(const stsa_tensor *q, const stsa_tensor *k,
+                                const stsa_tensor *v, const stsa_tensor *out,
+                                const stsa_attn_opts *opts, stsa_pair_pred keep,
+                                const void *keep_ctx, int64_t row0, int64_t row1,
+                                int threads) {
+  const int64_t chunk = 16;
+  int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t r = row0; r < row1; r += chunk) {
+    int64_t end = r + chunk < row1 ? r + chunk : row1;
+    if (stsa_attention_ref_rows(q, k, v, out, opts, keep, keep_ctx, r, end) != 0) {
+#pragma omp atomic write
+      failed = 1;
+    }
+  }
+  return failed ? -1 : 0;
+}

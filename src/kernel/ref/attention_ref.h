@@ -20,4 +20,12 @@ int stsa_attention_ref_rows(const stsa_tensor *q, const stsa_tensor *k,
                             const stsa_attn_opts *opts, stsa_pair_pred keep,
                             const void *keep_ctx, int64_t row0, int64_t row1);
 
+/* The same over rows [row0, row1) on `threads` OpenMP threads, in chunks of
+ * 16 rows; -1 when out of memory. */
+int stsa_attention_ref_parallel(const stsa_tensor *q, const stsa_tensor *k,
+                                const stsa_tensor *v, const stsa_tensor *out,
+                                const stsa_attn_opts *opts, stsa_pair_pred keep,
+                                const void *keep_ctx, int64_t row0, int64_t row1,
+                                int threads);
+
 #endif
