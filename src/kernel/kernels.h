@@ -24,10 +24,10 @@
 #define STSA_NR 16
 
 typedef struct stsa_kernels {
-  /* s[r][16 p + c] = sum_d q[r][d] * kt[p][d][c] for r < STSA_MR, p < npanels.
-   * q rows are D apart, s rows ld_s apart. Also folds the row maxima while
-   * the scores are in registers: rowmax[r] = max(rowmax[r], s[r][..]). */
-  void (*qk)(const float *q, int D, const float *kt, int npanels, float *s, int ld_s,
+  /* s[r][c] = sum_d q[r][d] * panel[d][c] for r < STSA_MR, c < 16: one K^T
+   * panel. q rows are D apart, s rows ld_s apart. Also folds the row maxima
+   * while the scores are in registers: rowmax[r] = max(rowmax[r], s[r][..]). */
+  void (*qk)(const float *q, int D, const float *panel, float *s, int ld_s,
              float *rowmax);
   /* Online-softmax update of `rows` score rows holding n valid columns
    * (columns n..roundup(n,16) are ignored and written as 0):
@@ -38,10 +38,10 @@ typedef struct stsa_kernels {
    * columns (folded by qk), which saves a pass over the scores. */
   void (*softmax)(float *s, int ld_s, int rows, int n, float *m, float *l, float *alpha,
                   const float *tile_max);
-  /* o[r][16 j + c] = alpha[r] * o[r][..] + sum_{t<n} p[r][t] * vp[j][t][c]
-   * for r < STSA_MR, j < npanels; vp panels are panel_stride floats apart. */
-  void (*pv)(const float *p, int ld_p, int n, const float *vp, int64_t panel_stride,
-             int npanels, float *o, int ld_o, const float *alpha);
+  /* o[r][c] = alpha[r] * o[r][c] + sum_{t<n} p[r][t] * panel[t][c] for
+   * r < STSA_MR, c < 16: one V panel (n rows of 16). */
+  void (*pv)(const float *p, int ld_p, int n, const float *panel, float *o, int ld_o,
+             const float *alpha);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);

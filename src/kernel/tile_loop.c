@@ -181,7 +181,7 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
       sc->tile_max[r] = -INFINITY;
     for (int p = 0; p < npanels; p++)
       for (int r = 0; r < rows_pad; r += STSA_MR)
-        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * STSA_NR, 1,
+        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * STSA_NR,
                  sc->s + (int64_t)r * ld_s + p * STSA_NR, ld_s, sc->tile_max + r);
     /* The folded maxima count masked pairs and the zero scores of padding
      * columns, so partial and ragged tiles find their maxima again. */
@@ -196,8 +196,7 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
     for (int j = 0; j < D_pad / STSA_NR; j++)
       for (int r = 0; r < rows_pad; r += STSA_MR)
         kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * pb->Skv_pad * STSA_NR,
-                 pb->Skv_pad * STSA_NR, 1, sc->o + (int64_t)r * D_pad + j * STSA_NR,
-                 D_pad, sc->alpha + r);
+                 sc->o + (int64_t)r * D_pad + j * STSA_NR, D_pad, sc->alpha + r);
   }
   store_rows(pb, b, h, q0, rows, q_rows, sc);
 }

@@ -100,13 +100,11 @@ static void pv_row_pair(const float *p0, const float *p1, int n, const float *pa
 }
 #endif
 
-static void qk_generic(const float *q, int D, const float *kt, int npanels, float *s,
-                       int ld_s, float *rowmax) {
-  for (int p = 0; p < npanels; p++)
-    for (int r = 0; r < STSA_MR; r += 2)
-      qk_row_pair(q + r * D, q + (r + 1) * D, D, kt + (int64_t)p * D * STSA_NR,
-                  s + (int64_t)r * ld_s + p * STSA_NR,
-                  s + (int64_t)(r + 1) * ld_s + p * STSA_NR, rowmax + r, rowmax + r + 1);
+static void qk_generic(const float *q, int D, const float *panel, float *s, int ld_s,
+                       float *rowmax) {
+  for (int r = 0; r < STSA_MR; r += 2)
+    qk_row_pair(q + r * D, q + (r + 1) * D, D, panel, s + (int64_t)r * ld_s,
+                s + (int64_t)(r + 1) * ld_s, rowmax + r, rowmax + r + 1);
 }
 
 static float exp2_generic(float x) {
@@ -155,14 +153,12 @@ static void softmax_generic(float *s, int ld_s, int rows, int n, float *m, float
   }
 }
 
-static void pv_generic(const float *p, int ld_p, int n, const float *vp,
-                       int64_t panel_stride, int npanels, float *o, int ld_o,
-                       const float *alpha) {
-  for (int j = 0; j < npanels; j++)
-    for (int r = 0; r < STSA_MR; r += 2)
-      pv_row_pair(p + (int64_t)r * ld_p, p + (int64_t)(r + 1) * ld_p, n,
-                  vp + j * panel_stride, o + (int64_t)r * ld_o + j * STSA_NR,
-                  o + (int64_t)(r + 1) * ld_o + j * STSA_NR, alpha[r], alpha[r + 1]);
+static void pv_generic(const float *p, int ld_p, int n, const float *panel, float *o,
+                       int ld_o, const float *alpha) {
+  for (int r = 0; r < STSA_MR; r += 2)
+    pv_row_pair(p + (int64_t)r * ld_p, p + (int64_t)(r + 1) * ld_p, n, panel,
+                o + (int64_t)r * ld_o, o + (int64_t)(r + 1) * ld_o, alpha[r],
+                alpha[r + 1]);
 }
 
 static void load_row_generic(const void *src, int dtype, int64_t stride, int64_t n,

@@ -27,67 +27,64 @@ static inline void fold_max(float *rowmax, __m256 a, __m256 b) {
   *rowmax = m > *rowmax ? m : *rowmax;
 }
 
-static void qk_avx2(const float *q, int D, const float *kt, int npanels, float *s,
-                    int ld_s, float *rowmax) {
-  for (int p = 0; p < npanels; p++) {
-    const float *panel = kt + (int64_t)p * D * NR;
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-    const float *q0 = q, *q1 = q + D, *q2 = q + 2 * D, *q3 = q + 3 * D, *q4 = q + 4 * D,
-                *q5 = q + 5 * D;
+static void qk_avx2(const float *q, int D, const float *panel, float *s, int ld_s,
+                    float *rowmax) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  const float *q0 = q, *q1 = q + D, *q2 = q + 2 * D, *q3 = q + 3 * D, *q4 = q + 4 * D,
+              *q5 = q + 5 * D;
 #pragma GCC unroll 4
-    for (int d = 0; d < D; d++) {
-      __m256 k0 = _mm256_load_ps(panel + d * NR);
-      __m256 k1 = _mm256_load_ps(panel + d * NR + 8);
-      __m256 a;
-      a = _mm256_broadcast_ss(q0 + d);
-      c00 = _mm256_fmadd_ps(a, k0, c00);
-      c01 = _mm256_fmadd_ps(a, k1, c01);
-      a = _mm256_broadcast_ss(q1 + d);
-      c10 = _mm256_fmadd_ps(a, k0, c10);
-      c11 = _mm256_fmadd_ps(a, k1, c11);
-      a = _mm256_broadcast_ss(q2 + d);
-      c20 = _mm256_fmadd_ps(a, k0, c20);
-      c21 = _mm256_fmadd_ps(a, k1, c21);
-      a = _mm256_broadcast_ss(q3 + d);
-      c30 = _mm256_fmadd_ps(a, k0, c30);
-      c31 = _mm256_fmadd_ps(a, k1, c31);
-      a = _mm256_broadcast_ss(q4 + d);
-      c40 = _mm256_fmadd_ps(a, k0, c40);
-      c41 = _mm256_fmadd_ps(a, k1, c41);
-      a = _mm256_broadcast_ss(q5 + d);
-      c50 = _mm256_fmadd_ps(a, k0, c50);
-      c51 = _mm256_fmadd_ps(a, k1, c51);
-    }
-    float *o = s + p * NR;
-    _mm256_storeu_ps(o, c00);
-    _mm256_storeu_ps(o + 8, c01);
-    o += ld_s;
-    _mm256_storeu_ps(o, c10);
-    _mm256_storeu_ps(o + 8, c11);
-    o += ld_s;
-    _mm256_storeu_ps(o, c20);
-    _mm256_storeu_ps(o + 8, c21);
-    o += ld_s;
-    _mm256_storeu_ps(o, c30);
-    _mm256_storeu_ps(o + 8, c31);
-    o += ld_s;
-    _mm256_storeu_ps(o, c40);
-    _mm256_storeu_ps(o + 8, c41);
-    o += ld_s;
-    _mm256_storeu_ps(o, c50);
-    _mm256_storeu_ps(o + 8, c51);
-    fold_max(rowmax, c00, c01);
-    fold_max(rowmax + 1, c10, c11);
-    fold_max(rowmax + 2, c20, c21);
-    fold_max(rowmax + 3, c30, c31);
-    fold_max(rowmax + 4, c40, c41);
-    fold_max(rowmax + 5, c50, c51);
+  for (int d = 0; d < D; d++) {
+    __m256 k0 = _mm256_load_ps(panel + d * NR);
+    __m256 k1 = _mm256_load_ps(panel + d * NR + 8);
+    __m256 a;
+    a = _mm256_broadcast_ss(q0 + d);
+    c00 = _mm256_fmadd_ps(a, k0, c00);
+    c01 = _mm256_fmadd_ps(a, k1, c01);
+    a = _mm256_broadcast_ss(q1 + d);
+    c10 = _mm256_fmadd_ps(a, k0, c10);
+    c11 = _mm256_fmadd_ps(a, k1, c11);
+    a = _mm256_broadcast_ss(q2 + d);
+    c20 = _mm256_fmadd_ps(a, k0, c20);
+    c21 = _mm256_fmadd_ps(a, k1, c21);
+    a = _mm256_broadcast_ss(q3 + d);
+    c30 = _mm256_fmadd_ps(a, k0, c30);
+    c31 = _mm256_fmadd_ps(a, k1, c31);
+    a = _mm256_broadcast_ss(q4 + d);
+    c40 = _mm256_fmadd_ps(a, k0, c40);
+    c41 = _mm256_fmadd_ps(a, k1, c41);
+    a = _mm256_broadcast_ss(q5 + d);
+    c50 = _mm256_fmadd_ps(a, k0, c50);
+    c51 = _mm256_fmadd_ps(a, k1, c51);
   }
+  float *o = s;
+  _mm256_storeu_ps(o, c00);
+  _mm256_storeu_ps(o + 8, c01);
+  o += ld_s;
+  _mm256_storeu_ps(o, c10);
+  _mm256_storeu_ps(o + 8, c11);
+  o += ld_s;
+  _mm256_storeu_ps(o, c20);
+  _mm256_storeu_ps(o + 8, c21);
+  o += ld_s;
+  _mm256_storeu_ps(o, c30);
+  _mm256_storeu_ps(o + 8, c31);
+  o += ld_s;
+  _mm256_storeu_ps(o, c40);
+  _mm256_storeu_ps(o + 8, c41);
+  o += ld_s;
+  _mm256_storeu_ps(o, c50);
+  _mm256_storeu_ps(o + 8, c51);
+  fold_max(rowmax, c00, c01);
+  fold_max(rowmax + 1, c10, c11);
+  fold_max(rowmax + 2, c20, c21);
+  fold_max(rowmax + 3, c30, c31);
+  fold_max(rowmax + 4, c40, c41);
+  fold_max(rowmax + 5, c50, c51);
 }
 
 /* 2^x for x <= 0 (see exp2_poly.h); x < -126 (and -inf) gives exactly 0. */
@@ -159,67 +156,63 @@ static void softmax_avx2(float *s, int ld_s, int rows, int n, float *m, float *l
   }
 }
 
-static void pv_avx2(const float *p, int ld_p, int n, const float *vp,
-                    int64_t panel_stride, int npanels, float *o, int ld_o,
-                    const float *alpha) {
+static void pv_avx2(const float *p, int ld_p, int n, const float *panel, float *o,
+                    int ld_o, const float *alpha) {
   const float *p0 = p, *p1 = p + ld_p, *p2 = p + 2 * ld_p, *p3 = p + 3 * ld_p,
               *p4 = p + 4 * ld_p, *p5 = p + 5 * ld_p;
   __m256 a0 = _mm256_set1_ps(alpha[0]), a1 = _mm256_set1_ps(alpha[1]),
          a2 = _mm256_set1_ps(alpha[2]), a3 = _mm256_set1_ps(alpha[3]),
          a4 = _mm256_set1_ps(alpha[4]), a5 = _mm256_set1_ps(alpha[5]);
-  for (int j = 0; j < npanels; j++) {
-    const float *panel = vp + j * panel_stride;
-    float *o0 = o + j * NR, *o1 = o0 + ld_o, *o2 = o1 + ld_o, *o3 = o2 + ld_o,
-          *o4 = o3 + ld_o, *o5 = o4 + ld_o;
-    __m256 c00 = _mm256_mul_ps(a0, _mm256_loadu_ps(o0));
-    __m256 c01 = _mm256_mul_ps(a0, _mm256_loadu_ps(o0 + 8));
-    __m256 c10 = _mm256_mul_ps(a1, _mm256_loadu_ps(o1));
-    __m256 c11 = _mm256_mul_ps(a1, _mm256_loadu_ps(o1 + 8));
-    __m256 c20 = _mm256_mul_ps(a2, _mm256_loadu_ps(o2));
-    __m256 c21 = _mm256_mul_ps(a2, _mm256_loadu_ps(o2 + 8));
-    __m256 c30 = _mm256_mul_ps(a3, _mm256_loadu_ps(o3));
-    __m256 c31 = _mm256_mul_ps(a3, _mm256_loadu_ps(o3 + 8));
-    __m256 c40 = _mm256_mul_ps(a4, _mm256_loadu_ps(o4));
-    __m256 c41 = _mm256_mul_ps(a4, _mm256_loadu_ps(o4 + 8));
-    __m256 c50 = _mm256_mul_ps(a5, _mm256_loadu_ps(o5));
-    __m256 c51 = _mm256_mul_ps(a5, _mm256_loadu_ps(o5 + 8));
+  float *o0 = o, *o1 = o0 + ld_o, *o2 = o1 + ld_o, *o3 = o2 + ld_o, *o4 = o3 + ld_o,
+        *o5 = o4 + ld_o;
+  __m256 c00 = _mm256_mul_ps(a0, _mm256_loadu_ps(o0));
+  __m256 c01 = _mm256_mul_ps(a0, _mm256_loadu_ps(o0 + 8));
+  __m256 c10 = _mm256_mul_ps(a1, _mm256_loadu_ps(o1));
+  __m256 c11 = _mm256_mul_ps(a1, _mm256_loadu_ps(o1 + 8));
+  __m256 c20 = _mm256_mul_ps(a2, _mm256_loadu_ps(o2));
+  __m256 c21 = _mm256_mul_ps(a2, _mm256_loadu_ps(o2 + 8));
+  __m256 c30 = _mm256_mul_ps(a3, _mm256_loadu_ps(o3));
+  __m256 c31 = _mm256_mul_ps(a3, _mm256_loadu_ps(o3 + 8));
+  __m256 c40 = _mm256_mul_ps(a4, _mm256_loadu_ps(o4));
+  __m256 c41 = _mm256_mul_ps(a4, _mm256_loadu_ps(o4 + 8));
+  __m256 c50 = _mm256_mul_ps(a5, _mm256_loadu_ps(o5));
+  __m256 c51 = _mm256_mul_ps(a5, _mm256_loadu_ps(o5 + 8));
 #pragma GCC unroll 4
-    for (int t = 0; t < n; t++) {
-      __m256 v0 = _mm256_load_ps(panel + t * NR);
-      __m256 v1 = _mm256_load_ps(panel + t * NR + 8);
-      __m256 b;
-      b = _mm256_broadcast_ss(p0 + t);
-      c00 = _mm256_fmadd_ps(b, v0, c00);
-      c01 = _mm256_fmadd_ps(b, v1, c01);
-      b = _mm256_broadcast_ss(p1 + t);
-      c10 = _mm256_fmadd_ps(b, v0, c10);
-      c11 = _mm256_fmadd_ps(b, v1, c11);
-      b = _mm256_broadcast_ss(p2 + t);
-      c20 = _mm256_fmadd_ps(b, v0, c20);
-      c21 = _mm256_fmadd_ps(b, v1, c21);
-      b = _mm256_broadcast_ss(p3 + t);
-      c30 = _mm256_fmadd_ps(b, v0, c30);
-      c31 = _mm256_fmadd_ps(b, v1, c31);
-      b = _mm256_broadcast_ss(p4 + t);
-      c40 = _mm256_fmadd_ps(b, v0, c40);
-      c41 = _mm256_fmadd_ps(b, v1, c41);
-      b = _mm256_broadcast_ss(p5 + t);
-      c50 = _mm256_fmadd_ps(b, v0, c50);
-      c51 = _mm256_fmadd_ps(b, v1, c51);
-    }
-    _mm256_storeu_ps(o0, c00);
-    _mm256_storeu_ps(o0 + 8, c01);
-    _mm256_storeu_ps(o1, c10);
-    _mm256_storeu_ps(o1 + 8, c11);
-    _mm256_storeu_ps(o2, c20);
-    _mm256_storeu_ps(o2 + 8, c21);
-    _mm256_storeu_ps(o3, c30);
-    _mm256_storeu_ps(o3 + 8, c31);
-    _mm256_storeu_ps(o4, c40);
-    _mm256_storeu_ps(o4 + 8, c41);
-    _mm256_storeu_ps(o5, c50);
-    _mm256_storeu_ps(o5 + 8, c51);
+  for (int t = 0; t < n; t++) {
+    __m256 v0 = _mm256_load_ps(panel + t * NR);
+    __m256 v1 = _mm256_load_ps(panel + t * NR + 8);
+    __m256 b;
+    b = _mm256_broadcast_ss(p0 + t);
+    c00 = _mm256_fmadd_ps(b, v0, c00);
+    c01 = _mm256_fmadd_ps(b, v1, c01);
+    b = _mm256_broadcast_ss(p1 + t);
+    c10 = _mm256_fmadd_ps(b, v0, c10);
+    c11 = _mm256_fmadd_ps(b, v1, c11);
+    b = _mm256_broadcast_ss(p2 + t);
+    c20 = _mm256_fmadd_ps(b, v0, c20);
+    c21 = _mm256_fmadd_ps(b, v1, c21);
+    b = _mm256_broadcast_ss(p3 + t);
+    c30 = _mm256_fmadd_ps(b, v0, c30);
+    c31 = _mm256_fmadd_ps(b, v1, c31);
+    b = _mm256_broadcast_ss(p4 + t);
+    c40 = _mm256_fmadd_ps(b, v0, c40);
+    c41 = _mm256_fmadd_ps(b, v1, c41);
+    b = _mm256_broadcast_ss(p5 + t);
+    c50 = _mm256_fmadd_ps(b, v0, c50);
+    c51 = _mm256_fmadd_ps(b, v1, c51);
   }
+  _mm256_storeu_ps(o0, c00);
+  _mm256_storeu_ps(o0 + 8, c01);
+  _mm256_storeu_ps(o1, c10);
+  _mm256_storeu_ps(o1 + 8, c11);
+  _mm256_storeu_ps(o2, c20);
+  _mm256_storeu_ps(o2 + 8, c21);
+  _mm256_storeu_ps(o3, c30);
+  _mm256_storeu_ps(o3 + 8, c31);
+  _mm256_storeu_ps(o4, c40);
+  _mm256_storeu_ps(o4 + 8, c41);
+  _mm256_storeu_ps(o5, c50);
+  _mm256_storeu_ps(o5 + 8, c51);
 }
 
 /* Contiguous f16 rows go through F16C and bf16 rows through a 16-bit shift,
