@@ -14,7 +14,7 @@ mkdir -p "$out"
 echo "== peak"
 $stsa peak --threads "$t" --json | tee "$out/peak.jsonl"
 
-echo "== dense, S = 8192, 4 heads (issue 2 targets)"
+echo "== dense, S = 8192, 4 heads (the dense kernel's targets: % of the FMA peak)"
 : >"$out/dense.jsonl"
 for d in 128 64; do
   for kv in f32 f16; do
