@@ -127,7 +127,9 @@ static void sparse_unit(const void *ud, int64_t head, int64_t qt, stsa_unit_buf 
   const int64_t e0 = part->tile_ptr[qt], e1 = part->tile_ptr[qt + 1];
   list->mask_ctx = buf;
   list->mask = NULL;
-  list->q_rows = run->prepermuted ? NULL : plan->q_native;
+  /* q/out/lse rows are plan positions when prepermuted, and always for a plan
+   * over sampled rows (q_rows): only native-order tensors need the gather */
+  list->q_rows = run->prepermuted || plan->q_sampled ? NULL : plan->q_native;
   switch (run->mode) {
   case STSA_SPARSE_NAIVE:
     for (int64_t e = e0; e < e1; e++)
@@ -218,15 +220,17 @@ static int ref_keep(const void *ctx, int64_t h, int64_t i, int64_t j) {
   const ref_keep_ctx *rk = ctx;
   const stsa_plan *plan = plan_of(rk->route, h);
   const stsa_plan_part *part = part_of(rk->route, h);
-  /* tensor rows are native tokens, or plan positions when prepermuted */
+  /* tensor rows are native tokens, or plan positions when prepermuted; q
+   * rows of a plan over sampled rows are always plan positions */
   int64_t qi = i, kj = j, qpos = i, kpos = j;
-  if (rk->prepermuted) {
+  if (rk->prepermuted || plan->q_sampled)
     qi = plan->q_native ? plan->q_native[i] : i;
-    kj = plan->kv_native ? plan->kv_native[j] : j;
-  } else if (rk->mode == STSA_SPARSE_TILE_ROUNDED) {
+  else if (rk->mode == STSA_SPARSE_TILE_ROUNDED)
     qpos = rk->q_pos[h] ? rk->q_pos[h][i] : i;
+  if (rk->prepermuted)
+    kj = plan->kv_native ? plan->kv_native[j] : j;
+  else if (rk->mode == STSA_SPARSE_TILE_ROUNDED)
     kpos = rk->kv_pos[h] ? rk->kv_pos[h][j] : j;
-  }
   if (rk->mode == STSA_SPARSE_TILE_ROUNDED) {
     int64_t qt = qpos / plan->q_tile, kt = kpos / plan->kv_tile;
     for (int64_t e = part->tile_ptr[qt]; e < part->tile_ptr[qt + 1]; e++)
@@ -263,7 +267,8 @@ static stsa_status run_ref(ref_keep_ctx *rk, int64_t heads, const stsa_tensor *q
        !failed && h < heads && rk->mode == STSA_SPARSE_TILE_ROUNDED && !rk->prepermuted;
        h++) {
     const stsa_plan *plan = plan_of(rk->route, h);
-    rk->q_pos[h] = inverse_order(plan->q_native, plan->s_q, &failed);
+    if (!plan->q_sampled) /* a permutation of s_q = N tokens */
+      rk->q_pos[h] = inverse_order(plan->q_native, plan->s_q, &failed);
     rk->kv_pos[h] = inverse_order(plan->kv_native, plan->s_kv, &failed);
   }
   const int64_t rows = q->shape[0] * q->shape[2] * q->shape[1];
@@ -290,9 +295,17 @@ stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *p
   stsa_sparse_mode mode = opts ? opts->mode : STSA_SPARSE_EXACT;
   STSA_RETURN_IF((unsigned)mode >= STSA_SPARSE_MODE_COUNT_, err, STSA_ERR_BAD_PARAM,
                  "sparse mode %d is not one of exact, naive, tile-rounded", (int)mode);
+  STSA_RETURN_IF(opts && (opts->flags & ~(unsigned)STSA_SPARSE_PREPERMUTED), err,
+                 STSA_ERR_BAD_PARAM,
+                 "sparse attention: unknown flags 0x%x (known: STSA_SPARSE_PREPERMUTED)",
+                 opts->flags & ~(unsigned)STSA_SPARSE_PREPERMUTED);
   const int64_t H = q->shape[2];
   for (int64_t h = 0; h < H; h++) {
     const stsa_plan *plan = plans[h];
+    STSA_RETURN_IF(plan->q_sampled && q->shape[1] != plan->s_q, err, STSA_ERR_BAD_SHAPE,
+                   "plan is over %lld sampled query rows (q_rows): q and out hold those "
+                   "rows only, in q_rows order, but q has %lld tokens",
+                   (long long)plan->s_q, (long long)q->shape[1]);
     STSA_RETURN_IF(q->shape[1] != plan->s_q || k->shape[1] != plan->s_kv, err,
                    STSA_ERR_BAD_SHAPE,
                    "plan is for S_q = %lld, S_kv = %lld but q has %lld and k %lld tokens",

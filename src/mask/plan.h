@@ -48,6 +48,8 @@ struct stsa_plan {
   stsa_geometry geometry; /* frames = 0 when none was given */
   int has_geometry;
   unsigned flags;
+  int q_sampled;      /* built from q_rows: q/out/lse hold the s_q sampled rows,
+                         in plan order, whatever the call's flags */
   int64_t *q_native;  /* [s_q] native index of q position (NULL: identity) */
   int64_t *kv_native; /* [s_kv] native index of kv position (NULL: identity) */
   int32_t parts_count;

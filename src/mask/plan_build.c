@@ -395,6 +395,7 @@ static stsa_status plan_init(stsa_plan *p, const stsa_plan_desc *d, int q_tile,
     p->geometry = *d->geometry;
   p->flags = d->flags;
   if (d->q_rows) {
+    p->q_sampled = 1;
     if (!(p->q_native = store_alloc(s, sizeof(int64_t) * (size_t)d->s_q)))
       return STSA_ERR_OUT_OF_MEMORY;
     memcpy(p->q_native, d->q_rows, sizeof(int64_t) * (size_t)d->s_q);
