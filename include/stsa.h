@@ -338,7 +338,11 @@ typedef struct stsa_plan_desc {
   int q_tile, kv_tile;           /* 0: the context's tile sizes */
   unsigned flags;                /* stsa_plan_flags */
   /* optional [s_q]: the native token of each query position, for plans over
-   * a subset of rows (online profiling); overrides q_order */
+   * a subset of rows (online profiling); overrides q_order. Entries need not
+   * be sorted or distinct. A call with such a plan takes q, out (and lse) of
+   * exactly s_q rows, row i holding the query of native token q_rows[i]
+   * (the gathered rows, so nothing of size N is allocated for them), and k,
+   * v of all s_kv tokens; q or out of N rows is rejected. */
   const int64_t *q_rows;
 } stsa_plan_desc;
 
@@ -398,9 +402,12 @@ typedef struct stsa_sparse_opts {
  * Block-sparse attention: q, k, v and out as for stsa_attention, tokens in
  * native order (the permutation of a plan's q_order / kv_order is fused into
  * the kernel's gathers; see STSA_SPARSE_PREPERMUTED). S_q, S_kv and H must
- * match the plan. Threads are balanced by active-tile count; the output is
- * bitwise identical for any thread count, a FULL-only plan reproduces
- * stsa_attention bitwise, and NAIVE mode equals EXACT mode bitwise.
+ * match the plan. For a plan over sampled rows (stsa_plan_desc.q_rows) S_q
+ * is the number of sampled rows: q, out and lse hold only those rows, in
+ * q_rows order, with or without PREPERMUTED. Unknown bits in opts->flags are
+ * rejected (STSA_ERR_BAD_PARAM). Threads are balanced by active-tile count;
+ * the output is bitwise identical for any thread count, a FULL-only plan
+ * reproduces stsa_attention bitwise, and NAIVE mode equals EXACT mode bitwise.
  */
 STSA_API stsa_status stsa_sparse_attention(stsa_ctx *ctx, const stsa_plan *plan,
                                            const stsa_tensor *q, const stsa_tensor *k,
