@@ -121,11 +121,10 @@ static void parse_bench(int argc, char **argv, bench_opts *o) {
         o->modes[0] = (stsa_sparse_mode)m;
         o->n_modes = 1;
       }
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      bench_usage();
-      exit(0);
-    } else
-      cli_die("bench %s: unknown option '%s' (see stsa bench --help)", argv[1], a);
+    } else {
+      cli_help_version(a, bench_usage);
+      cli_unknown(sparse ? "bench sparse" : "bench dense", a, "stsa bench --help");
+    }
   }
   if (!o->kv_dtype_set)
     o->kv_dtype = o->dtype;
@@ -385,6 +384,7 @@ int cmd_bench(int argc, char **argv) {
     bench_usage();
     return argc < 2 ? 2 : 0;
   }
+  cli_help_version(argv[1], bench_usage);
   bench_opts o;
   if (!strcmp(argv[1], "dense")) {
     parse_bench(argc, argv, &o);

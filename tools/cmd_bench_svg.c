@@ -130,11 +130,10 @@ int bench_svg(int argc, char **argv) {
       o.compare_permute = 1;
     else if (!strcmp(a, "--json"))
       o.json = 1;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage();
-      return 0;
-    } else
-      cli_die("bench svg: unknown option '%s' (see stsa bench svg --help)", a);
+    else {
+      cli_help_version(a, usage);
+      cli_unknown("bench svg", a, "stsa bench svg --help");
+    }
   }
   if (!o.preset)
     cli_die("bench svg: --preset is required (see stsa bench svg --help)");

@@ -59,11 +59,10 @@ static void parse_demo(int argc, char **argv, demo_opts *o) {
       o->steps = 2, o->layers = 2;
     } else if (!strcmp(a, "--quiet"))
       o->quiet = 1;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      demo_usage();
-      exit(0);
-    } else
-      cli_die("demo: unknown option '%s' (see stsa demo --help)", a);
+    else {
+      cli_help_version(a, demo_usage);
+      cli_unknown("demo", a, "stsa demo --help");
+    }
   }
 }
 

@@ -6,6 +6,12 @@
 #include "cli_util.h"
 #include "commands.h"
 
+static void peak_usage(void) {
+  printf("usage: stsa peak [--threads T] [--json]\n"
+         "Measures this machine's fp32 FMA peak (GFLOP/s) on 1 thread and on T threads\n"
+         "(default: all CPUs). --json prints one JSON line.\n");
+}
+
 int cmd_peak(int argc, char **argv) {
   int threads = omp_get_num_procs();
   int json = 0;
@@ -14,8 +20,10 @@ int cmd_peak(int argc, char **argv) {
       threads = (int)cli_int(argc, argv, &i, 1, 1024);
     else if (!strcmp(argv[i], "--json"))
       json = 1;
-    else
-      cli_die("peak: unknown option '%s' (options: --threads T, --json)", argv[i]);
+    else {
+      cli_help_version(argv[i], peak_usage);
+      cli_unknown("peak", argv[i], "stsa peak --help");
+    }
   }
   if (!stsa_cpu_has_avx2())
     cli_die("peak: this CPU has no AVX2+FMA; the probe needs it");

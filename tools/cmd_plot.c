@@ -133,8 +133,10 @@ static void parse_plan(int argc, char **argv, plan_opts *o) {
       o->kind = run_parse_kind(argc, argv, &i);
     else if (!strcmp(a, "--out"))
       o->out = cli_str(argc, argv, &i);
-    else
-      cli_die("plot plan: unknown option '%s' (see stsa plot --help)", a);
+    else {
+      cli_help_version(a, plot_usage);
+      cli_unknown("plot plan", a, "stsa plot --help");
+    }
   }
   need_out(o->out, "plan");
 }
@@ -297,8 +299,10 @@ static void parse_attn(int argc, char **argv, attn_opts *o) {
       o->linear = 1;
     else if (!strcmp(a, "--out"))
       o->out = cli_str(argc, argv, &i);
-    else
-      cli_die("plot attention: unknown option '%s' (see stsa plot --help)", a);
+    else {
+      cli_help_version(a, plot_usage);
+      cli_unknown("plot attention", a, "stsa plot --help");
+    }
   }
   need_out(o->out, "attention");
   if (o->head < 0)
@@ -568,9 +572,17 @@ static int64_t json_int_or(json_t *v, int64_t dflt) {
 /* One row per report: the kind of every head of batch entry 0. */
 static void read_report(const char *path, kinds_row *row) {
   json_error_t e;
-  json_t *root = json_load_file(path, 0, &e);
+  FILE *f = cli_open_input("--report", path); /* a missing file: why, not "line -1" */
+  json_t *root = json_loadf(f, 0, &e);
+  const int read_error = ferror(f);
+  fclose(f);
+  if (!root && read_error)
+    cli_die("--report %s: cannot read it", path);
+  if (!root && e.line >= 1)
+    cli_die("--report %s: not valid JSON: line %d, column %d: %s", path, e.line, e.column,
+            e.text);
   if (!root)
-    cli_die("--report %s: line %d: %s", path, e.line, e.text);
+    cli_die("--report %s: not valid JSON: %s", path, e.text);
   json_t *heads = json_object_get(root, "per_head");
   if (!json_is_object(root) || !json_is_array(heads))
     cli_die("--report %s: not an stsa run report (no \"per_head\" array)", path);
@@ -685,8 +697,10 @@ static kinds_row *load_kinds(int argc, char **argv, const char **out, int *n,
       ++*n;
     } else if (!strcmp(argv[i], "--out"))
       *out = cli_str(argc, argv, &i);
-    else
-      cli_die("plot kinds: unknown option '%s' (see stsa plot --help)", argv[i]);
+    else {
+      cli_help_version(argv[i], plot_usage);
+      cli_unknown("plot kinds", argv[i], "stsa plot --help");
+    }
   }
   need_out(*out, "kinds");
   if (!*n)
@@ -788,9 +802,7 @@ static void add_point(series *s, double x, double y) {
 /* Reads JSON lines; lines that are not objects with numeric "density" in
  * (0, 1] and "speedup" > 0 (such as plain-text output) are skipped. */
 static int read_bench(const char *path, series *s, int *ns, int *skipped) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    cli_die("--bench %s: cannot open it", path);
+  FILE *f = cli_open_input("--bench", path);
   char *line = NULL;
   size_t cap = 0;
   int points = 0;
@@ -857,8 +869,10 @@ static int load_bench(int argc, char **argv, const char **out, series *s, int *n
       files++;
     } else if (!strcmp(argv[i], "--out"))
       *out = cli_str(argc, argv, &i);
-    else
-      cli_die("plot speedup: unknown option '%s' (see stsa plot --help)", argv[i]);
+    else {
+      cli_help_version(argv[i], plot_usage);
+      cli_unknown("plot speedup", argv[i], "stsa plot --help");
+    }
   }
   need_out(*out, "speedup");
   if (!files)
@@ -928,6 +942,7 @@ int cmd_plot(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   const char *what = argv[1];
+  cli_help_version(what, plot_usage);
   if (!strcmp(what, "plan"))
     return plot_plan(argc, argv);
   if (!strcmp(what, "attention"))

@@ -8,8 +8,11 @@
  * per head and a progress bar, and costs nothing in exactness (every head of
  * a library call is independent: the kernels are bitwise partition
  * invariant, and SVG profiles each head on the same sampled rows).
- * Everything is computed before anything is written, and both writers are
- * atomic, so a failed run leaves --out and --report untouched.
+ * Every output target is validated before the computation starts (not an
+ * input, not a device, a writable folder); everything is computed before
+ * anything is written; the files are staged next to their targets and then
+ * committed together (cli_outputs_commit), so a failed run leaves --out and
+ * --report untouched.
  * Input loading and geometry options live in run_input.c (shared with
  * `stsa plot`).
  */
@@ -39,6 +42,8 @@ typedef struct run_opts {
   run_input_opts in;
   run_geo_opts geo;
   int mode, compare_dense, quiet, threads;
+  double warn_rel_l2; /* warn about heads whose rel L2 vs dense exceeds it */
+  int warn_set;
   stsa_head_kind head_kind; /* sparse mode */
   int head_kind_set;
   const char *out, *report;
@@ -52,6 +57,7 @@ typedef struct head_result {
   double mse_spatial, mse_temporal;
   double density, ms;
   double rel_l2, cosine;
+  int warn; /* rel_l2 above --warn-rel-l2 (or not finite) */
 } head_result;
 
 typedef struct run_state {
@@ -68,7 +74,8 @@ typedef struct run_state {
   stsa_svg_windows win;
   int have_windows, svg_dense_call;
   int64_t layer, step;
-  double load_ms, setup_ms, compute_ms, profile_ms, attention_ms, dense_ms;
+  double load_ms, setup_ms, compute_ms, profile_ms, attention_ms, dense_ms, warmup_ms;
+  int n_warn;
   progress bar;
   int64_t units_done;
 } run_state;
@@ -78,29 +85,52 @@ static void run_usage(void) {
       "usage: stsa run --in QKV.safetensors [--q NAME --k NAME --v NAME]\n"
       "                (or --in-q Q.npy --in-k K.npy --in-v V.npy)\n"
       "                --layout bshd|bhsd|shd --frames F --height Hp --width Wp\n"
-      "                [--text N --text-pos prefix|suffix [--text-real M]]\n"
-      "                [--preset NAME] [--density D] [--mode dense|sparse|svg]\n"
-      "                [--head-kind spatial|temporal] [--layer L --step S]\n"
-      "                [--sample-rows R] [--sink-frames K] [--tile T]\n"
-      "                --out OUT.safetensors|OUT.npy [--report REPORT.json]\n"
-      "                [--compare-dense] [--threads T] [--quiet]\n"
+      "                [options] --out OUT.safetensors|OUT.npy and/or --report R.json\n"
       "Attention on dumped Q, K, V (self-attention over N = text + F*Hp*Wp tokens).\n"
-      "  --mode svg     (default) the SVG session: profiling, a kind per head, sparse\n"
-      "                 attention, for one --layer and --step (default: the first\n"
-      "                 sparse call of the policy)\n"
-      "  --mode sparse  block-sparse, every head with the SVG mask of --head-kind\n"
-      "                 (default spatial), widths from --density\n"
-      "  --mode dense   dense attention (stsa_attention)\n"
-      "  --preset       wan21-480p, wan21-720p, hunyuan-720p, hunyuan-480p or\n"
-      "                 cogvideox15: geometry, density, dense steps/layers; flags win\n"
+      "Heads and head dim always come from the tensors (a preset's head count is\n"
+      "not applied). Options take --opt VALUE or --opt=VALUE.\n"
+      "input:\n"
+      "  --in FILE        safetensors file holding q, k and v\n"
+      "  --q NAME, --k NAME, --v NAME  their tensor names (default q, k, v)\n"
+      "  --in-q FILE, --in-k FILE, --in-v FILE  or three .npy files\n"
+      "  --layout L       bshd [B,S,H,D], bhsd [B,H,S,D] or shd [S,H,D] (required)\n"
+      "geometry and SVG settings:\n"
+      "  --frames F, --height Hp, --width Wp  latent frames and tokens per side\n"
+      "  --text N         text tokens inside self-attention (default 0)\n"
+      "  --text-pos P     prefix or suffix (required when --text > 0), or none\n"
+      "  --text-real M    real text tokens of a suffix, the rest padding\n"
+      "  --preset NAME    wan21-480p, wan21-720p, hunyuan-720p, hunyuan-480p,\n"
+      "                   cogvideox15: geometry, density, dense steps/layers; flags win\n"
+      "  --density D      kept fraction of pairs aimed at, in (0, 1] (default 0.30)\n"
+      "  --sample-rows R  query rows SVG profiles (default 64)\n"
+      "  --sink-frames K  frames every query sees (default 1)\n"
+      "  --tile T, --q-tile T, --kv-tile T  tile sizes of the plans\n"
+      "what to run:\n"
+      "  --mode M         svg (default): profiling, a kind per head, sparse attention;\n"
+      "                   sparse: every head with the SVG mask of --head-kind;\n"
+      "                   dense: dense attention. A dense call reports kind dense\n"
+      "  --head-kind K    spatial (default) or temporal (--mode sparse)\n"
+      "  --layer L, --step S  the call's layer and step (--mode svg; default: the\n"
+      "                   first call the policy runs sparse)\n"
       "  --compare-dense  also run dense attention; per head relative L2 and cosine\n"
-      "Output: tensor \"out\" in q's dtype, layout and shape; --out, --report or both.\n"
-      "Nothing is written on error. See docs/cli.md.\n");
+      "  --warn-rel-l2 X  with --compare-dense: warn (stderr and report) about heads\n"
+      "                   whose relative L2 exceeds X (default 0.1)\n"
+      "  --threads T      worker threads (default: all CPUs)\n"
+      "output:\n"
+      "  --out FILE       tensor \"out\" in q's dtype, layout and shape (.npy suffix:\n"
+      "                   a .npy file); never an input, a device or a directory\n"
+      "  --report FILE    the JSON report\n"
+      "  --quiet          no progress bar and no summary on stdout\n"
+      "  -h, --help       this text; -V, --version the version\n"
+      "Times exclude one untimed warm-up call per kernel. Nothing is written on\n"
+      "error; an existing output keeps its permission bits. See docs/cli.md.\n");
 }
 
 /* Flags that only one mode reads are errors in the others: a silently
  * ignored --layer would make a report claim what did not happen. */
 static void check_mode_flags(const run_opts *o) {
+  if (o->warn_set && !o->compare_dense)
+    cli_die("run: --warn-rel-l2 needs --compare-dense (it warns about the comparison)");
   if (o->mode != MODE_SVG && (o->layer >= 0 || o->step >= 0))
     cli_die("run: --layer and --step apply to --mode svg only (this is --mode %s)",
             MODE_NAME[o->mode]);
@@ -110,8 +140,11 @@ static void check_mode_flags(const run_opts *o) {
 }
 
 static void parse_run(int argc, char **argv, run_opts *o) {
-  *o = (run_opts){
-      .mode = MODE_SVG, .head_kind = STSA_HEAD_SPATIAL, .layer = -1, .step = -1};
+  *o = (run_opts){.mode = MODE_SVG,
+                  .head_kind = STSA_HEAD_SPATIAL,
+                  .layer = -1,
+                  .step = -1,
+                  .warn_rel_l2 = 0.1};
   run_input_defaults(&o->in);
   run_geo_defaults(&o->geo);
   for (int i = 1; i < argc; i++) {
@@ -142,18 +175,18 @@ static void parse_run(int argc, char **argv, run_opts *o) {
       o->threads = (int)cli_int(argc, argv, &i, 1, 1024);
     else if (!strcmp(a, "--compare-dense"))
       o->compare_dense = 1;
-    else if (!strcmp(a, "--quiet"))
+    else if (!strcmp(a, "--warn-rel-l2")) {
+      o->warn_rel_l2 = cli_double(argc, argv, &i, 0.0, 1e300);
+      o->warn_set = 1;
+    } else if (!strcmp(a, "--quiet"))
       o->quiet = 1;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      run_usage();
-      exit(0);
-    } else
-      cli_die("run: unknown option '%s' (see stsa run --help)", a);
+    else {
+      cli_help_version(a, run_usage);
+      cli_unknown("run", a, "stsa run --help");
+    }
   }
   if (!o->out && !o->report)
     cli_die("run: nothing to write: give --out FILE (and/or --report FILE.json)");
-  if (o->out && o->report && !strcmp(o->out, o->report))
-    cli_die("run: --out and --report name the same file '%s'", o->out);
   check_mode_flags(o);
 }
 
@@ -165,6 +198,44 @@ static stsa_tensor head_view(const stsa_tensor *t, int64_t h) {
   v.data = (char *)t->data + (size_t)(h * t->stride[2]) * stsa_dtype_size(t->dtype);
   v.shape[2] = 1;
   return v;
+}
+
+/* The first non-finite value of head h of q, k or v, as "<tensor> holds NaN
+ * or Inf at b=.., s=.., h=.., d=.." in the caller's coordinates; 0 if none. */
+static int find_nonfinite(const run_state *s, int64_t h, char *msg, size_t len) {
+  float *row = malloc(sizeof *row * (size_t)s->D);
+  if (!row)
+    return 0;
+  for (int t = 0; t < 3; t++) {
+    const stsa_tensor *x = &s->qkv.t[t];
+    const size_t es = stsa_dtype_size(x->dtype);
+    for (int64_t b = 0; b < s->B; b++)
+      for (int64_t i = 0; i < s->N; i++) {
+        size_t off = (size_t)(b * x->stride[0] + i * x->stride[1] + h * x->stride[2]);
+        stsa_load_row_f32((const char *)x->data + off * es, x->dtype, x->stride[3], s->D,
+                          row);
+        for (int64_t d = 0; d < s->D; d++)
+          if (!isfinite(row[d])) {
+            snprintf(msg, len, "%s holds %s at b=%lld, s=%lld, h=%lld, d=%lld",
+                     s->qkv.label[t], isnan(row[d]) ? "NaN" : "Inf", (long long)b,
+                     (long long)i, (long long)h, (long long)d);
+            free(row);
+            return 1;
+          }
+      }
+  }
+  free(row);
+  return 0;
+}
+
+/* cli_check for a call on the one-head views of head h: the library names a
+ * non-finite input by its position in the view (always h=0), so the tool
+ * names it in the tensors as given. */
+static void check_head(const run_state *s, stsa_status st, int64_t h, const char *what) {
+  char msg[256];
+  if (st == STSA_ERR_NONFINITE && find_nonfinite(s, h, msg, sizeof msg))
+    cli_die("%s failed: %s", what, msg);
+  cli_check(st, s->ctx, what);
 }
 
 /* The bar appears only once a run has lasted a second: short runs stay quiet. */
@@ -186,23 +257,34 @@ static void alloc_out(run_state *s) {
   s->out.data = s->out_data;
 }
 
-static void run_dense_heads(run_state *s, const stsa_tensor *out, double *ms) {
+/* Dense attention head by head into out; returns the timed total in ms.
+ * One untimed warm-up call on head 0 first (threads started, caches warm). */
+static double run_dense_heads(run_state *s, const stsa_tensor *out, double *ms) {
   const stsa_tensor *t = s->qkv.t;
-  for (int64_t h = 0; h < s->H; h++) {
-    stsa_tensor q = head_view(&t[0], h), k = head_view(&t[1], h), v = head_view(&t[2], h),
-                o = head_view(out, h);
+  double total = 0;
+  for (int64_t h = -1; h < s->H; h++) {
+    const int64_t hh = h < 0 ? 0 : h;
+    stsa_tensor q = head_view(&t[0], hh), k = head_view(&t[1], hh),
+                v = head_view(&t[2], hh), o = head_view(out, hh);
     double t0 = cli_now();
-    cli_check(stsa_attention(s->ctx, &q, &k, &v, &o, NULL), s->ctx, "dense attention");
-    ms[h] = (cli_now() - t0) * 1e3;
+    check_head(s, stsa_attention(s->ctx, &q, &k, &v, &o, NULL), hh, "dense attention");
+    double dt = (cli_now() - t0) * 1e3;
+    if (h < 0) {
+      s->warmup_ms += dt;
+      continue;
+    }
+    ms[h] = dt;
+    total += dt;
     tick(s);
   }
+  return total;
 }
 
 static void run_mode_dense(run_state *s) {
   double *ms = malloc(sizeof *ms * (size_t)s->H);
   if (!ms)
     cli_die("out of memory");
-  run_dense_heads(s, &s->out, ms);
+  s->compute_ms = run_dense_heads(s, &s->out, ms);
   for (int64_t b = 0; b < s->B; b++)
     for (int64_t h = 0; h < s->H; h++)
       s->res[b * s->H + h] = (head_result){.kind = -1, .density = 1.0, .ms = ms[h]};
@@ -234,14 +316,20 @@ static void run_mode_sparse(run_state *s) {
   cli_check(stsa_plan_get_stats(plan, &st), NULL, "plan statistics");
   const double density = (double)st.pairs_kept / (double)st.pairs_total;
   s->setup_ms = (cli_now() - t0) * 1e3;
-  for (int64_t h = 0; h < s->H; h++) {
+  for (int64_t h = -1; h < s->H; h++) { /* h = -1: untimed warm-up on head 0 */
+    const int64_t hh = h < 0 ? 0 : h;
     const stsa_tensor *t = s->qkv.t;
-    stsa_tensor q = head_view(&t[0], h), k = head_view(&t[1], h), v = head_view(&t[2], h),
-                o = head_view(&s->out, h);
+    stsa_tensor q = head_view(&t[0], hh), k = head_view(&t[1], hh),
+                v = head_view(&t[2], hh), o = head_view(&s->out, hh);
     double t1 = cli_now();
-    cli_check(stsa_sparse_attention(s->ctx, plan, &q, &k, &v, &o, NULL), s->ctx,
-              "block-sparse attention");
+    check_head(s, stsa_sparse_attention(s->ctx, plan, &q, &k, &v, &o, NULL), hh,
+               "block-sparse attention");
     double ms = (cli_now() - t1) * 1e3;
+    if (h < 0) {
+      s->warmup_ms += ms;
+      continue;
+    }
+    s->compute_ms += ms;
     for (int64_t b = 0; b < s->B; b++)
       s->res[b * s->H + h] =
           (head_result){.kind = (int)s->o.head_kind, .density = density, .ms = ms};
@@ -267,16 +355,22 @@ static void run_mode_svg(run_state *s) {
   float *mse = malloc(sizeof *mse * (size_t)(2 * s->B));
   if (!kinds || !mse)
     cli_die("out of memory");
-  for (int64_t h = 0; h < s->H; h++) {
+  for (int64_t h = -1; h < s->H; h++) { /* h = -1: untimed warm-up on head 0 */
+    const int64_t hh = h < 0 ? 0 : h;
     const stsa_tensor *t = s->qkv.t;
-    stsa_tensor q = head_view(&t[0], h), k = head_view(&t[1], h), v = head_view(&t[2], h),
-                o = head_view(&s->out, h);
+    stsa_tensor q = head_view(&t[0], hh), k = head_view(&t[1], hh),
+                v = head_view(&t[2], hh), o = head_view(&s->out, hh);
     stsa_svg_report rep = {0};
     rep.kinds = kinds, rep.mse_spatial = mse, rep.mse_temporal = mse + s->B;
     double t1 = cli_now();
-    cli_check(stsa_svg_attention(svg, s->layer, s->step, &q, &k, &v, &o, &rep), s->ctx,
-              "SVG attention");
+    check_head(s, stsa_svg_attention(svg, s->layer, s->step, &q, &k, &v, &o, &rep), hh,
+               "SVG attention");
     double ms = (cli_now() - t1) * 1e3;
+    if (h < 0) {
+      s->warmup_ms += ms;
+      continue;
+    }
+    s->compute_ms += ms;
     s->svg_dense_call = rep.dense;
     s->profile_ms += rep.profile_ms;
     s->attention_ms += rep.attention_ms;
@@ -332,18 +426,25 @@ static void compare_dense(run_state *s) {
   if (!ref_data || !rows || !ms)
     cli_die("out of memory for the dense reference (%zu floats)", n);
   stsa_tensor ref = stsa_tensor_bshd(ref_data, STSA_F32, s->B, s->N, s->H, s->D);
-  double t0 = cli_now();
-  run_dense_heads(s, &ref, ms);
-  s->dense_ms = (cli_now() - t0) * 1e3;
+  s->dense_ms = run_dense_heads(s, &ref, ms);
   for (int64_t b = 0; b < s->B; b++)
-    for (int64_t h = 0; h < s->H; h++)
-      compare_head(&s->out, &ref, b, h, rows, rows + s->D, &s->res[b * s->H + h]);
+    for (int64_t h = 0; h < s->H; h++) {
+      head_result *r = &s->res[b * s->H + h];
+      compare_head(&s->out, &ref, b, h, rows, rows + s->D, r);
+      r->warn = !(r->rel_l2 <= s->o.warn_rel_l2); /* NaN warns too */
+      s->n_warn += r->warn;
+    }
   free(ref_data);
   free(rows);
   free(ms);
 }
 
 /* ---- the report ----------------------------------------------------------- */
+
+/* Kind of head result r as the report and the summary name it. */
+static const char *kind_name(const head_result *r) {
+  return r->kind < 0 ? "dense" : stsa_head_kind_name((stsa_head_kind)r->kind);
+}
 
 /* JSON has no NaN or Inf: such values become null. */
 static json_t *jreal(double x) { return isfinite(x) ? json_real(x) : json_null(); }
@@ -408,10 +509,8 @@ static json_t *report_heads(const run_state *s) {
   json_t *arr = json_array();
   for (int64_t i = 0; i < s->B * s->H; i++) {
     const head_result *r = &s->res[i];
-    json_t *j =
-        json_pack("{s:I, s:I, s:s}", "batch", (json_int_t)(i / s->H), "head",
-                  (json_int_t)(i % s->H), "kind",
-                  r->kind < 0 ? "dense" : stsa_head_kind_name((stsa_head_kind)r->kind));
+    json_t *j = json_pack("{s:I, s:I, s:s}", "batch", (json_int_t)(i / s->H), "head",
+                          (json_int_t)(i % s->H), "kind", kind_name(r));
     json_object_set_new(j, "mse_spatial",
                         r->has_mse ? jreal(r->mse_spatial) : json_null());
     json_object_set_new(j, "mse_temporal",
@@ -421,6 +520,7 @@ static json_t *report_heads(const run_state *s) {
     if (s->o.compare_dense) {
       json_object_set_new(j, "rel_l2", jreal(r->rel_l2));
       json_object_set_new(j, "cosine", jreal(r->cosine));
+      json_object_set_new(j, "warning", json_boolean(r->warn));
     }
     json_array_append_new(arr, j);
   }
@@ -439,6 +539,7 @@ static json_t *report_timing(const run_state *s) {
   json_object_set_new(j, "load_ms", jreal(s->load_ms));
   json_object_set_new(j, "setup_ms", jreal(s->setup_ms));
   json_object_set_new(j, "compute_ms", jreal(s->compute_ms));
+  json_object_set_new(j, "warmup_ms", jreal(s->warmup_ms));
   if (s->o.mode == MODE_SVG) {
     json_object_set_new(j, "profile_ms", jreal(s->profile_ms));
     json_object_set_new(j, "attention_ms", jreal(s->attention_ms));
@@ -448,6 +549,27 @@ static json_t *report_timing(const run_state *s) {
     json_object_set_new(j, "speedup_vs_dense", jreal(s->dense_ms / s->compute_ms));
   }
   return j;
+}
+
+/* The text of the warning about head i (rel L2 above --warn-rel-l2). */
+static void warning_text(const run_state *s, int64_t i, char *buf, size_t len) {
+  const head_result *r = &s->res[i];
+  snprintf(buf, len,
+           "batch %lld head %lld (%s): relative L2 %.4g against dense exceeds "
+           "--warn-rel-l2 %g (cosine %.4f)",
+           (long long)(i / s->H), (long long)(i % s->H), kind_name(r), r->rel_l2,
+           s->o.warn_rel_l2, r->cosine);
+}
+
+static json_t *report_warnings(const run_state *s) {
+  json_t *arr = json_array();
+  for (int64_t i = 0; i < s->B * s->H; i++)
+    if (s->res[i].warn) {
+      char w[256];
+      warning_text(s, i, w, sizeof w);
+      json_array_append_new(arr, json_string(w));
+    }
+  return arr;
 }
 
 /* The whole report as a JSON string (malloc'd), before anything is written. */
@@ -482,6 +604,9 @@ static char *build_report(const run_state *s) {
                       json_string(stsa_backend_name(stsa_ctx_backend(s->ctx))));
   json_object_set_new(root, "threads", json_integer(threads));
   json_object_set_new(root, "compare_dense", json_boolean(s->o.compare_dense));
+  if (s->o.compare_dense)
+    json_object_set_new(root, "warn_rel_l2", jreal(s->o.warn_rel_l2));
+  json_object_set_new(root, "warnings", report_warnings(s));
   json_object_set_new(root, "per_head", report_heads(s));
   json_object_set_new(root, "timing", report_timing(s));
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
@@ -499,8 +624,8 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 /* Writes the output tensor to `path` (atomically: temp file + rename). */
-static stsa_status write_out(const run_state *s, const char *path, char *err,
-                             size_t err_len) {
+static stsa_status write_out(const char *path, void *arg, char *err, size_t err_len) {
+  const run_state *s = arg;
   const stsa_geometry *g = &s->cfg.geometry;
   const stsa_dtype dt = s->qkv.t[0].dtype;
   if (ends_with(s->o.out, ".npy"))
@@ -517,44 +642,36 @@ static stsa_status write_out(const run_state *s, const char *path, char *err,
   return stsa_st_write_meta(path, &t, 1, meta, 3, err, err_len);
 }
 
-static char *staging_name(const char *path) {
-  size_t n = strlen(path) + 40;
-  char *tmp = malloc(n);
-  if (!tmp)
-    cli_die("out of memory");
-  snprintf(tmp, n, "%s.stsa-run.%ld", path, (long)getpid());
-  return tmp;
+static stsa_status write_report(const char *path, void *arg, char *err, size_t err_len) {
+  const char *report = arg;
+  stsa_io_chunk chunks[2] = {{report, strlen(report)}, {"\n", 1}};
+  return stsa_io_atomic_write(path, chunks, 2, err, err_len);
+}
+
+/* --out and --report as outputs (validated by cli_outputs_prepare). */
+static int output_list(const run_state *s, cli_output *outs) {
+  int n = 0;
+  if (s->o.out)
+    outs[n++] = (cli_output){.flag = "--out", .path = s->o.out};
+  if (s->o.report)
+    outs[n++] = (cli_output){.flag = "--report", .path = s->o.report};
+  return n;
 }
 
 /* Both files are first written in full under staging names next to their
- * targets and only then renamed over them, so a failed write (a full disk,
- * a missing folder) leaves --out and --report exactly as they were. */
-static void write_files(const run_state *s, const char *report) {
-  char err[512];
-  char *out_tmp = s->o.out ? staging_name(s->o.out) : NULL;
-  char *rep_tmp = s->o.report ? staging_name(s->o.report) : NULL;
-  if (out_tmp && write_out(s, out_tmp, err, sizeof err) != STSA_OK)
-    cli_die("--out %s: %s", s->o.out, err);
-  if (rep_tmp) {
-    stsa_io_chunk chunks[2] = {{report, strlen(report)}, {"\n", 1}};
-    if (stsa_io_atomic_write(rep_tmp, chunks, 2, err, sizeof err) != STSA_OK) {
-      if (out_tmp)
-        unlink(out_tmp);
-      cli_die("--report %s: %s", s->o.report, err);
-    }
+ * targets and only then renamed over them together, so a failed write (a
+ * full disk) or a signal leaves --out and --report exactly as they were. */
+static void write_files(run_state *s, cli_output *outs, int n, char *report) {
+  int k = 0;
+  if (s->o.out)
+    cli_output_stage(outs, n, k++, write_out, s);
+  if (s->o.report)
+    cli_output_stage(outs, n, k++, write_report, report);
+  cli_outputs_commit(outs, n);
+  for (int i = 0; i < n; i++) {
+    free(outs[i].staging);
+    free(outs[i].backup);
   }
-  if (out_tmp && rename(out_tmp, s->o.out) != 0) {
-    unlink(out_tmp);
-    if (rep_tmp)
-      unlink(rep_tmp);
-    cli_die("--out %s: cannot rename the finished file into place", s->o.out);
-  }
-  if (rep_tmp && rename(rep_tmp, s->o.report) != 0) {
-    unlink(rep_tmp);
-    cli_die("--report %s: cannot rename the finished file into place", s->o.report);
-  }
-  free(out_tmp);
-  free(rep_tmp);
 }
 
 static void print_summary(const run_state *s) {
@@ -565,26 +682,44 @@ static void print_summary(const run_state *s) {
       MODE_NAME[s->o.mode], (long long)s->N, (long long)g->frames, (long long)g->height,
       (long long)g->width, (long long)g->text, (long long)s->B, (long long)s->H,
       (long long)s->D, stsa_dtype_name(s->qkv.t[0].dtype));
-  int spatial = 0, temporal = 0;
+  int spatial = 0, temporal = 0, dense = 0;
   for (int64_t i = 0; i < s->B * s->H; i++) {
     spatial += s->res[i].kind == STSA_HEAD_SPATIAL;
     temporal += s->res[i].kind == STSA_HEAD_TEMPORAL;
+    dense += s->res[i].kind < 0;
   }
   if (s->o.mode == MODE_SVG)
-    printf("  layer %lld step %lld: %s call, %d spatial / %d temporal heads\n",
-           (long long)s->layer, (long long)s->step,
-           s->svg_dense_call ? "dense (by policy)" : "sparse", spatial, temporal);
-  printf("  density %.4f (target %.2f), %.2f ms\n", mean_density(s), s->cfg.density,
-         s->compute_ms);
+    printf("  layer %lld step %lld: %s call\n", (long long)s->layer, (long long)s->step,
+           s->svg_dense_call ? "dense (by policy)" : "sparse");
+  printf("  kinds of the %lld (batch, head) pairs: %d spatial, %d temporal, %d dense\n",
+         (long long)(s->B * s->H), spatial, temporal, dense);
+  printf("  density %.4f (target %.2f), attention %.2f ms (after one untimed warm-up "
+         "call)\n",
+         mean_density(s), s->cfg.density, s->compute_ms);
   if (s->o.compare_dense) {
-    double worst = 0, cmin = 1;
+    double worst = 0, cmin = 1, ratio = s->dense_ms / s->compute_ms;
     for (int64_t i = 0; i < s->B * s->H; i++) {
       worst = fmax(worst, s->res[i].rel_l2);
       cmin = fmin(cmin, s->res[i].cosine);
     }
-    printf("  vs dense (%.2f ms, %.2fx): worst head rel L2 %.4g, lowest cosine %.6f\n",
-           s->dense_ms, s->dense_ms / s->compute_ms, worst, cmin);
+    printf("  dense reference %.2f ms: %s %.2fx %s than dense\n", s->dense_ms,
+           MODE_NAME[s->o.mode], ratio >= 1 ? ratio : 1 / ratio,
+           ratio >= 1 ? "faster" : "slower");
+    printf(
+        "  against dense: worst head rel L2 %.4g, lowest cosine %.6f; %d head(s) above "
+        "--warn-rel-l2 %g\n",
+        worst, cmin, s->n_warn, s->o.warn_rel_l2);
   }
+}
+
+/* Warnings go to stderr even with --quiet. */
+static void print_warnings(const run_state *s) {
+  for (int64_t i = 0; i < s->B * s->H; i++)
+    if (s->res[i].warn) {
+      char w[256];
+      warning_text(s, i, w, sizeof w);
+      fprintf(stderr, "stsa: warning: %s\n", w);
+    }
 }
 
 /* Geometry and settings from the tensors and flags; dies on inconsistency. */
@@ -607,6 +742,7 @@ static void setup(run_state *s) {
 }
 
 int cmd_run(int argc, char **argv) {
+  cli_signals_start(); /* before any thread exists */
   run_state s;
   memset(&s, 0, sizeof s);
   parse_run(argc, argv, &s.o);
@@ -614,25 +750,35 @@ int cmd_run(int argc, char **argv) {
   run_load_qkv(&s.o.in, &s.qkv);
   s.load_ms = (cli_now() - t_start) * 1e3;
   setup(&s);
+  /* every output target is checked before the (long) computation */
+  cli_output outs[2];
+  const int n_out = output_list(&s, outs);
+  char in_desc[3][512];
+  const char *in_names[3];
+  for (int i = 0; i < s.qkv.n_ids; i++) {
+    snprintf(in_desc[i], sizeof in_desc[i], "%s %s", s.qkv.id_names[i],
+             s.o.in.in ? s.o.in.in : s.o.in.npy[i]);
+    in_names[i] = in_desc[i];
+  }
+  cli_outputs_prepare(outs, n_out, s.qkv.ids, in_names, s.qkv.n_ids);
   cli_check(stsa_ctx_create(&s.ctx), NULL, "creating a context");
   if (s.o.threads)
     cli_check(stsa_ctx_set(s.ctx, STSA_PARAM_THREADS, s.o.threads), s.ctx, "--threads");
 
   progress_start(&s.bar, "stsa run", s.H * (s.o.compare_dense ? 2 : 1), s.o.quiet);
-  double t0 = cli_now();
   if (s.o.mode == MODE_DENSE)
     run_mode_dense(&s);
   else if (s.o.mode == MODE_SPARSE)
     run_mode_sparse(&s);
   else
     run_mode_svg(&s);
-  s.compute_ms = (cli_now() - t0) * 1e3 - s.setup_ms;
   if (s.o.compare_dense)
     compare_dense(&s);
   progress_finish(&s.bar);
 
   char *report = s.o.report ? build_report(&s) : NULL;
-  write_files(&s, report);
+  write_files(&s, outs, n_out, report);
+  print_warnings(&s);
   if (!s.o.quiet)
     print_summary(&s);
   free(report);

@@ -45,10 +45,11 @@ int run_parse_input_opt(int argc, char **argv, int *i, run_input_opts *o) {
       }
     cli_die("--layout expects bshd, bhsd or shd, got '%s'", s);
   }
+  /* literal option names: tests/test_cli_usage.sh reads them from here */
+  static const char *const NAME_OPT[3] = {"--q", "--k", "--v"};
+  static const char *const NPY_OPT[3] = {"--in-q", "--in-k", "--in-v"};
   for (int t = 0; t < 3; t++) {
-    char name_opt[8], npy_opt[8];
-    snprintf(name_opt, sizeof name_opt, "--%s", QKV_NAME[t]);
-    snprintf(npy_opt, sizeof npy_opt, "--in-%s", QKV_NAME[t]);
+    const char *name_opt = NAME_OPT[t], *npy_opt = NPY_OPT[t];
     if (!strcmp(a, name_opt)) {
       o->names[t] = cli_str(argc, argv, i);
       if (!*o->names[t])
@@ -260,6 +261,10 @@ static void list_names(const stsa_st_file *f, char *buf, size_t len) {
 
 static void load_safetensors(const run_input_opts *o, run_qkv *x) {
   char err[512];
+  /* stat first: opening a FIFO would block before the library sees it */
+  cli_check_input("--in", o->in, &x->ids[0]);
+  x->id_names[0] = "--in";
+  x->n_ids = 1;
   if (stsa_st_open(o->in, &x->st, err, sizeof err) != STSA_OK)
     cli_die("--in %s: %s", o->in, err);
   for (int i = 0; i < 3; i++) {
@@ -279,6 +284,12 @@ static void load_safetensors(const run_input_opts *o, run_qkv *x) {
 
 static void load_npy(const run_input_opts *o, run_qkv *x) {
   char err[512];
+  static const char *const FLAG[3] = {"--in-q", "--in-k", "--in-v"};
+  for (int i = 0; i < 3; i++) {
+    cli_check_input(FLAG[i], o->npy[i], &x->ids[i]);
+    x->id_names[i] = FLAG[i];
+    x->n_ids = i + 1;
+  }
   for (int i = 0; i < 3; i++) {
     if (stsa_npy_read(o->npy[i], &x->npy[i], err, sizeof err) != STSA_OK)
       cli_die("--in-%s %s: %s", QKV_NAME[i], o->npy[i], err);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli_util.h"
 #include "io/tensor_file.h"
 #include "stsa.h"
 
@@ -62,7 +63,10 @@ typedef struct run_qkv {
   int64_t file_shape[4]; /* q's shape as stored */
   const char *label[3];  /* "tensor 'q'" or the .npy path, for messages */
   char label_buf[3][96];
-  int copied[3]; /* 1: data copied (misaligned in the mapping, or .npy) */
+  int copied[3];           /* 1: data copied (misaligned in the mapping, or .npy) */
+  cli_file_id ids[3];      /* the input files (device, inode) */
+  const char *id_names[3]; /* their flags: "--in" or "--in-q", ... */
+  int n_ids;
   stsa_st_file *st;
   stsa_npy_array npy[3];
   void *copy[3];

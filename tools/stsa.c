@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "stsa.h"
 
@@ -16,13 +17,17 @@ static void usage(FILE *f) {
       "  bench dense|sparse|svg ...  benchmarks (stsa bench --help)\n"
       "  run ...              attention on dumped Q/K/V (stsa run --help)\n"
       "  plot ...             pictures of plans, attention, reports (stsa plot --help)\n"
-      "  version              print the library version\n"
+      "  version              print the library version (also -V, --version)\n"
+      "\n"
+      "Every command answers -h/--help; options take their value as --opt VALUE or\n"
+      "--opt=VALUE.\n"
       "\n"
       "environment: STSA_BACKEND=ref|portable|avx2 forces a backend,\n"
       "             STSA_FORCE_PORTABLE=1 forces the portable C path.\n");
 }
 
 int main(int argc, char **argv) {
+  cli_split_args(&argc, &argv);
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -32,7 +37,7 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
     printf("stsa %s\n", stsa_version_string());
     return 0;
   }
