@@ -6,6 +6,7 @@
  * then a table compares chosen head kinds with the ground truth, realised
  * density, time and output error against dense.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,9 @@ static void demo_usage(void) {
          "                 [--steps S] [--layers L] [--density F] [--threads T]\n"
          "                 [--seed N] [--quick] [--quiet]\n"
          "defaults: 13 x 20 x 32 tokens (8,320), 6 heads of 128, 4 steps x 3 layers\n"
-         "(step 0 and layer 0 dense, as SVG's policy), density 0.30\n");
+         "(step 0 and layer 0 dense, as SVG's policy), density 0.30\n"
+         "--quick: 5 x 8 x 12 tokens, 4 heads of 64, 2 steps x 2 layers (a smoke test:\n"
+         "too small for sparse attention to be faster, and the output says so)\n");
 }
 
 static void parse_demo(int argc, char **argv, demo_opts *o) {
@@ -127,6 +130,9 @@ int cmd_demo(int argc, char **argv) {
   double dense_total = 0, svg_total = 0, dense_sparse_calls = 0, svg_sparse_calls = 0;
   double profile_total = 0;
   int right = 0, clear = 0;
+  /* worst head of the whole trace (every sparse call), where it happened */
+  double worst_rel = -1, lowest_cos = 2;
+  int64_t worst_at[3] = {0, 0, 0}, lowest_at[3] = {0, 0, 0};
   progress bar;
   progress_start(&bar, "denoising", o.steps * o.layers, o.quiet);
   for (int64_t step = 0; step < o.steps; step++)
@@ -138,6 +144,9 @@ int cmd_demo(int argc, char **argv) {
           cfg.geometry, 1, H, o.dim, o.seed + 1000 * (uint64_t)step + (uint64_t)layer,
           w.truth};
       cli_check(stsa_workload_generate(&wd, &w.q, &w.k, &w.v, NULL), NULL, "workload");
+      if (step == 0 && layer == 0) /* untimed warm-up: threads started, caches warm */
+        cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,
+                  "dense attention");
       double t0 = cli_now();
       cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,
                 "dense attention");
@@ -165,6 +174,14 @@ int cmd_demo(int argc, char **argv) {
                                                         : win.density_temporal,
                           mse_s[h],
                           mse_t[h]};
+          if (!(rel[h] <= worst_rel)) { /* NaN counts as worst */
+            worst_rel = rel[h];
+            worst_at[0] = step, worst_at[1] = layer, worst_at[2] = h;
+          }
+          if (!(cosv[h] >= lowest_cos)) {
+            lowest_cos = cosv[h];
+            lowest_at[0] = step, lowest_at[1] = layer, lowest_at[2] = h;
+          }
           if (w.truth[h] != STSA_HEAD_MIXED) {
             clear++;
             right += kinds[h] == w.truth[h];
@@ -187,14 +204,50 @@ int cmd_demo(int argc, char **argv) {
              (double)r->mse_t, r->rel_l2, r->cosine,
              r->truth != STSA_HEAD_MIXED && r->truth != r->chosen ? "  <- mismatch" : "");
     }
+  printf(
+      "\ncolumns:\n"
+      "  truth     the kind the built-in workload planted in the head (mixed: neither)\n"
+      "  chosen    the kind SVG picked by profiling\n"
+      "  density   kept fraction of (query, key) pairs of the chosen mask\n"
+      "  mse_spat  mse_spatial: error of the spatial mask on the profiled rows\n"
+      "  mse_temp  mse_temporal: the same for the temporal mask (SVG picks the smaller)\n"
+      "  rel_L2    ||SVG - dense|| / ||dense|| of the head's output (0 = exact)\n"
+      "  cosine    cosine similarity of the SVG and dense outputs (1 = same "
+      "direction)\n");
   printf("\nkind accuracy on clearly spatial/temporal heads: %d / %d (%.1f%%)\n", right,
          clear, clear ? 100.0 * right / clear : 0.0);
-  printf("sparse calls: dense %.1f ms vs SVG %.1f ms -> %.2fx (profiling %.1f%% of SVG "
-         "time)\n",
-         dense_sparse_calls, svg_sparse_calls, dense_sparse_calls / svg_sparse_calls,
-         100.0 * profile_total / svg_sparse_calls);
-  printf("whole trace:  dense %.1f ms vs SVG %.1f ms -> %.2fx\n", dense_total, svg_total,
-         dense_total / svg_total);
+  if (worst_rel >= 0 || isnan(worst_rel))
+    printf("whole trace, every sparse call: worst relative L2 %.4f (step %lld layer %lld "
+           "head %lld),\n  lowest cosine %.5f (step %lld layer %lld head %lld)\n",
+           worst_rel, (long long)worst_at[0], (long long)worst_at[1],
+           (long long)worst_at[2], lowest_cos, (long long)lowest_at[0],
+           (long long)lowest_at[1], (long long)lowest_at[2]);
+  const double sparse_ratio = dense_sparse_calls / svg_sparse_calls;
+  printf(
+      "sparse calls: dense %.1f ms vs SVG %.1f ms: SVG %.2fx %s than dense\n  (profiling "
+      "%.1f%% of SVG time)\n",
+      dense_sparse_calls, svg_sparse_calls,
+      sparse_ratio >= 1 ? sparse_ratio : 1 / sparse_ratio,
+      sparse_ratio >= 1 ? "faster" : "slower", 100.0 * profile_total / svg_sparse_calls);
+  const double trace_ratio = dense_total / svg_total;
+  printf("whole trace (dense calls by policy included): dense %.1f ms vs SVG %.1f ms:\n  "
+         "SVG "
+         "%.2fx %s than dense\n",
+         dense_total, svg_total, trace_ratio >= 1 ? trace_ratio : 1 / trace_ratio,
+         trace_ratio >= 1 ? "faster" : "slower");
+  /* a sparse mask can only skip whole key tiles: with few of them there is
+   * little to skip, and profiling and planning cost the same as ever */
+  const int64_t kv_tiles = (N + win.kv_tile - 1) / win.kv_tile;
+  if (kv_tiles < 8)
+    printf("note: this problem is too small to speed up: %lld tokens make only %lld key\n"
+           "  tile(s) of %d, so the masks skip little while profiling and planning cost\n"
+           "  as much as ever; the ratios above measure that overhead. Run without\n"
+           "  --quick (or with larger --frames/--height/--width) for a real speed-up.\n",
+           (long long)N, (long long)kv_tiles, win.kv_tile);
+  else if (sparse_ratio < 1)
+    printf("note: SVG was not faster than dense at this size (%lld tokens): the skipped\n"
+           "  work did not pay for profiling and planning; larger problems gain more.\n",
+           (long long)N);
   free(rows);
   free(base);
   free(kinds);
