@@ -51,7 +51,8 @@ def test_bfloat16_numpy(layout, threads):
 def test_mixed_dtypes_and_scale_and_lse(threads):
     q, k, v = qkv("bshd", np.float32)
     k16, v16 = k.astype(np.float16), v.astype(np.float16)
-    out, lse = stsa.attention(q, k16, v16, scale=0.3, return_lse=True, threads=threads)
+    out, lse = stsa.attention(q, k16, v16, layout="bshd", scale=0.3, return_lse=True,
+                              threads=threads)
     assert out.dtype == np.float32 and lse.dtype == np.float32 and lse.shape == (B, H, SQ)
     want, want_lse = ref.attention(q, k16, v16, scale=0.3)
     np.testing.assert_allclose(out, want, atol=2e-5)
@@ -77,7 +78,7 @@ def test_strided_views_without_copies(threads):
         assert not x.flags.c_contiguous
         view = _core.view(x, name, "bshd")
         assert not view.copied and view.tensor.data == x.ctypes.data
-    out = stsa.attention(q, k, v, threads=threads)
+    out = stsa.attention(q, k, v, threads=threads, layout="bshd")
     want, _ = ref.attention(q, k, v)
     np.testing.assert_allclose(out, want, atol=2e-5)
 
@@ -88,7 +89,7 @@ def test_negative_and_zero_strides_are_copied_for_inputs():
     v_b = np.broadcast_to(v[:, :1], v.shape)             # zero stride on S
     assert _core.view(q_rev, "q", "bshd").copied
     assert _core.view(v_b, "v", "bshd").copied
-    out = stsa.attention(q_rev, k, v_b)
+    out = stsa.attention(q_rev, k, v_b, layout="bshd")
     want, _ = ref.attention(q_rev, k, v_b)
     np.testing.assert_allclose(out, want, atol=2e-5)
 
@@ -97,7 +98,7 @@ def test_out_negative_strides_refused():
     q, k, v = qkv("bshd", np.float32)
     out = np.empty_like(q)[:, ::-1]
     with pytest.raises(ValueError, match="cannot be written in place"):
-        stsa.attention(q, k, v, out=out)
+        stsa.attention(q, k, v, out=out, layout="bshd")
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -114,7 +115,7 @@ def test_out_strided_view_of_a_bigger_buffer_and_another_dtype():
     q, k, v = qkv("bshd", np.float32)
     buf = np.zeros((B, H, SQ, D), dtype=np.float16)      # out in [B,H,S,D] memory
     out = buf.transpose(0, 2, 1, 3)                       # ... passed as bshd
-    got = stsa.attention(q, k, v, out=out)
+    got = stsa.attention(q, k, v, out=out, layout="bshd")
     assert got is out and np.shares_memory(got, buf)
     want, _ = ref.attention(q, k, v)
     np.testing.assert_allclose(buf.transpose(0, 2, 1, 3), want, atol=2e-3)
@@ -122,8 +123,8 @@ def test_out_strided_view_of_a_bigger_buffer_and_another_dtype():
 
 def test_bitwise_identical_for_any_thread_count():
     q, k, v = qkv("bshd", np.float32, s_q=300, s_kv=300)
-    one = stsa.attention(q, k, v, threads=1)
-    two = stsa.attention(q, k, v, threads=2)
+    one = stsa.attention(q, k, v, threads=1, layout="bshd")
+    two = stsa.attention(q, k, v, threads=2, layout="bshd")
     assert np.array_equal(one, two)
 
 
@@ -131,7 +132,7 @@ def test_reference_backend_through_a_context():
     q, k, v = qkv("bshd", np.float32)
     ctx = stsa.Context(backend="ref", threads=1)
     assert ctx.backend == "ref"
-    out = stsa.attention(q, k, v, ctx=ctx)
+    out = stsa.attention(q, k, v, ctx=ctx, layout="bshd")
     want, _ = ref.attention(q, k, v)
     np.testing.assert_allclose(out, want, atol=1e-6)
 
@@ -140,7 +141,7 @@ def test_reference_backend_through_a_context():
 def test_heads_mismatch_carries_the_c_message():
     q, k, v = qkv("bshd", np.float32)
     with pytest.raises(ValueError) as e:
-        stsa.attention(q, k[:, :, :2], v)
+        stsa.attention(q, k[:, :, :2], v, layout="bshd")
     assert str(e.value) == "k has 2 heads but q has 3"
     assert isinstance(e.value, stsa.Error) and e.value.status == 2
     assert e.value.status_name == stsa._lib.status_name(2)
@@ -149,47 +150,101 @@ def test_heads_mismatch_carries_the_c_message():
 def test_token_mismatch_of_k_and_v():
     q, k, v = qkv("bshd", np.float32)
     with pytest.raises(ValueError, match="^v has 52 tokens but k has 53$"):
-        stsa.attention(q, k, v[:, :52])
+        stsa.attention(q, k, v[:, :52], layout="bshd")
 
 
 def test_head_dim_limit():
     q = np.zeros((1, 4, 1, 600), dtype=np.float32)
     with pytest.raises(ValueError, match=r"^q: head dim D = 600 exceeds the supported "
                                          r"maximum 512$"):
-        stsa.attention(q, q, q)
+        stsa.attention(q, q, q, layout="bshd")
 
 
-def test_empty_sequence():
+def test_empty_sequence_and_zero_head_dim_are_named():
     q, k, v = qkv("bshd", np.float32)
-    with pytest.raises(ValueError, match=r"^q: size of S is 0, expected 1\.\.2\^40$"):
-        stsa.attention(q[:, :0], k, v)
+    with pytest.raises(ValueError, match=r"^q is empty \(shape \(2, 0, 3, 40\), layout "
+                                         r"'bshd'\): every dimension must be >= 1$") as e:
+        stsa.attention(q[:, :0], k, v, layout="bshd")
+    assert e.value.status_name == stsa._lib.status_name(stsa._lib.STSA_ERR_BAD_SHAPE)
+    with pytest.raises(ValueError, match=r"^k is empty \(shape \(0, 53, 3, 40\)"):
+        stsa.attention(q, k[:0], v, layout="bshd")
+    # D = 0 used to be reported as "stride of S is 0"
+    with pytest.raises(ValueError, match=r"^q: head dim is 0 \(shape \(2, 37, 3, 0\), "
+                                         r"layout 'bshd'\)$"):
+        stsa.attention(q[..., :0], k[..., :0], v, layout="bshd")
+
+
+def test_layout_is_required_everywhere():
+    """[B, S, H, D] and [B, H, S, D] arrays of equal sizes look alike: there
+    is no default layout, and omitting it names the choices."""
+    q, k, v = qkv("bshd", np.float32)
+    g = stsa.Geometry(2, 2, 3)
+    x = np.zeros((1, g.tokens, 2, 8), np.float32)
+    svg = stsa.SVG(g, sample_rows=4)
+    calls = {
+        "stsa.attention": lambda: stsa.attention(q, k, v),
+        "stsa.sparse_attention": lambda: stsa.sparse_attention(q, k, v, mask=stsa.masks.full()),
+        "stsa.SVG": lambda: svg(x, x, x, layer=1, step=1),
+        "stsa.permute_tokens": lambda: stsa.permute_tokens(x, g, "position_major"),
+    }
+    for who, call in calls.items():
+        with pytest.raises(TypeError, match=rf"^{who}: layout= is required: .*'bshd' "
+                                            rf"\(\[B, S, H, D\].*'bhsd' \(\[B, H, S, D\].*"
+                                            rf"'shd' \(\[S, H, D\]"):
+            call()
+    with pytest.raises(TypeError):  # keyword only: a positional layout is not taken
+        stsa.attention(q, k, v, "bshd")
+    # the SDPA layout by mistake is caught when the sizes differ, and never
+    # guessed: with the explicit layout the same arrays give the right result
+    qb, kb, vb = (np.ascontiguousarray(a.transpose(0, 2, 1, 3)) for a in (q, k, v))
+    out = stsa.attention(qb, kb, vb, layout="bhsd")
+    np.testing.assert_allclose(out.transpose(0, 2, 1, 3),
+                               stsa.attention(q, k, v, layout="bshd"), atol=1e-6)
+
+
+def test_integers_out_of_range_are_refused_not_wrapped():
+    q, k, v = qkv("bshd", np.float32)
+    # 10**20 threads used to reach the library as 7766279631452241920
+    with pytest.raises(ValueError, match=r"^threads = 100000000000000000000 is out of "
+                                         r"range \[1, 1024\]$"):
+        stsa.attention(q, k, v, layout="bshd", threads=10**20)
+    with pytest.raises(ValueError, match=r"^threads = 100000000000000000000 is out of range"):
+        stsa.Context(threads=10**20)
+    with pytest.raises(TypeError, match="threads must be an integer, got float"):
+        stsa.attention(q, k, v, layout="bshd", threads=2.5)
+    g = stsa.Geometry(2, 2, 3)
+    with pytest.raises(ValueError, match=r"^w = 18446744073709551618 is out of range"):
+        stsa.masks.frame_window(g, 2**64 + 2)  # would have wrapped to a window of 2
+    with pytest.raises(ValueError, match=r"^step = 18446744073709551616 is out of range"):
+        x = np.zeros((1, g.tokens, 1, 8), np.float32)
+        stsa.SVG(g, sample_rows=4)(x, x, x, layer=1, step=2**64, layout="bshd")
 
 
 def test_non_finite_input():
     q, k, v = qkv("bshd", np.float32)
     q[1, 5, 2, 0] = np.nan
     with pytest.raises(ValueError, match=r"^q\[b=1, s=5, h=2\] holds NaN or Inf$"):
-        stsa.attention(q, k, v)
+        stsa.attention(q, k, v, layout="bshd")
 
 
 def test_out_overlapping_an_input():
     q, k, v = qkv("bshd", np.float32)
     with pytest.raises(ValueError, match="^out overlaps q in memory$"):
-        stsa.attention(q, k, v, out=q)
+        stsa.attention(q, k, v, out=q, layout="bshd")
 
 
 def test_negative_scale():
     q, k, v = qkv("bshd", np.float32)
     with pytest.raises(ValueError, match=r"^scale = -1 must be finite and >= 0"):
-        stsa.attention(q, k, v, scale=-1.0)
+        stsa.attention(q, k, v, scale=-1.0, layout="bshd")
 
 
 def test_bad_dtype_is_a_type_error():
     q, k, v = qkv("bshd", np.float64)
     with pytest.raises(TypeError, match="q: dtype float64 is not supported"):
-        stsa.attention(q, k, v)
+        stsa.attention(q, k, v, layout="bshd")
     with pytest.raises(TypeError, match="must be a numpy array"):
-        stsa.attention(q.tolist(), k, v)
+        stsa.attention(q.tolist(), k, v, layout="bshd")
 
 
 def test_bad_rank_and_layout():
@@ -203,18 +258,18 @@ def test_bad_rank_and_layout():
 def test_out_of_wrong_shape_and_read_only():
     q, k, v = qkv("bshd", np.float32)
     with pytest.raises(ValueError, match="out has shape"):
-        stsa.attention(q, k, v, out=np.empty((B, SQ, H, D + 1), np.float32))
+        stsa.attention(q, k, v, out=np.empty((B, SQ, H, D + 1), np.float32), layout="bshd")
     out = np.empty_like(q)
     out.flags.writeable = False
     with pytest.raises(ValueError, match="out is read-only"):
-        stsa.attention(q, k, v, out=out)
+        stsa.attention(q, k, v, out=out, layout="bshd")
 
 
 def test_error_leaves_out_untouched():
     q, k, v = qkv("bshd", np.float32)
     out = np.full(q.shape, 7.0, dtype=np.float32)
     with pytest.raises(ValueError):
-        stsa.attention(q, k[:, :, :2], v[:, :, :2], out=out)
+        stsa.attention(q, k[:, :, :2], v[:, :, :2], out=out, layout="bshd")
     assert (out == 7.0).all()
 
 
@@ -224,7 +279,7 @@ def test_gil_is_released_during_the_call():
     the switch interval at 0.5 s, the spinner could only run during a
     sub-second call if the call released the GIL."""
     q, k, v = qkv("bshd", np.float32, s_q=2048, s_kv=2048, b=1, h=2, d=64)
-    stsa.attention(q, k, v, threads=1)  # warm up
+    stsa.attention(q, k, v, threads=1, layout="bshd")  # warm up
     count, stop = [0], threading.Event()
 
     def spin():
@@ -239,7 +294,7 @@ def test_gil_is_released_during_the_call():
         sys.setswitchinterval(0.5)
         before = count[0]
         t0 = time.perf_counter()
-        stsa.attention(q, k, v, threads=1)
+        stsa.attention(q, k, v, threads=1, layout="bshd")
         elapsed = time.perf_counter() - t0
         during = count[0] - before
     finally:

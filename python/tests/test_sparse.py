@@ -79,7 +79,7 @@ def test_sparse_attention_matches_masked_reference(mode, name, threads):
     # padding text keeps padding only; the geometry has rows for all of them
     q, k, v = _qkv(g.tokens)
     out, lse = stsa.sparse_attention(q, k, v, mask=[spatial, temporal, spatial], mode=mode,
-                                     return_lse=True, threads=threads)
+                                     return_lse=True, threads=threads, layout="bshd")
     want, want_lse = ref.attention(q, k, v, keep=np.stack([keep, keep_t, keep]))
     np.testing.assert_allclose(out, want, atol=2e-5)
     np.testing.assert_allclose(lse, want_lse, atol=2e-5)
@@ -89,12 +89,12 @@ def test_exact_and_naive_are_bitwise_equal_and_orders_do_not_change_pairs():
     g, t = geo("video")
     band = masks.position_band(g, 3) | masks.sink_frames(g, 1)
     q, k, v = _qkv(g.tokens, h=2, d=24)
-    exact = stsa.sparse_attention(q, k, v, mask=band, mode="exact")
-    naive = stsa.sparse_attention(q, k, v, mask=band, mode="naive")
+    exact = stsa.sparse_attention(q, k, v, mask=band, mode="exact", layout="bshd")
+    naive = stsa.sparse_attention(q, k, v, mask=band, mode="naive", layout="bshd")
     assert np.array_equal(exact, naive)
     plan = stsa.Plan(band, g.tokens, heads=2, q_order="position_major",
                      kv_order="sink_first")
-    permuted = stsa.sparse_attention(q, k, v, plan=plan)
+    permuted = stsa.sparse_attention(q, k, v, plan=plan, layout="bshd")
     np.testing.assert_allclose(permuted, exact, atol=2e-6)
     want, _ = ref.attention(q, k, v, keep=ref.position_band(t, 3) | ref.sink_frames(t, 1))
     np.testing.assert_allclose(exact, want, atol=2e-5)
@@ -133,7 +133,7 @@ def test_out_and_plain_sequence_masks(threads):
     q, k, v = _qkv(s, h=2, d=16)
     out = np.empty_like(q)
     got = stsa.sparse_attention(q, k, v, mask=masks.causal() & masks.local(7, 0), out=out,
-                                threads=threads)
+                                threads=threads, layout="bshd")
     assert got is out
     want, _ = ref.attention(q, k, v, keep=ref.causal(s, s) & ref.local(s, s, 7, 0))
     np.testing.assert_allclose(out, want, atol=2e-5)
@@ -143,8 +143,8 @@ def test_tile_rounded_is_lossy_but_close():
     g, t = geo("video")
     q, k, v = _qkv(g.tokens, h=2, d=16)
     mask = masks.frame_window(g, 1)
-    exact = stsa.sparse_attention(q, k, v, mask=mask)
-    rounded = stsa.sparse_attention(q, k, v, mask=mask, mode="tile-rounded")
+    exact = stsa.sparse_attention(q, k, v, mask=mask, layout="bshd")
+    rounded = stsa.sparse_attention(q, k, v, mask=mask, mode="tile-rounded", layout="bshd")
     assert np.isfinite(rounded).all() and rounded.shape == exact.shape
 
 
@@ -154,10 +154,10 @@ def test_empty_rows():
     keep = np.ones((s, s), dtype=bool)
     keep[3] = False
     with pytest.raises(ValueError) as e:
-        stsa.sparse_attention(q, k, v, mask=masks.dense(keep))
+        stsa.sparse_attention(q, k, v, mask=masks.dense(keep), layout="bshd")
     assert e.value.status_name == stsa._lib.status_name(stsa._lib.STSA_ERR_EMPTY_ROW)
     out, lse = stsa.sparse_attention(q, k, v, mask=masks.dense(keep), allow_empty_rows=True,
-                                     return_lse=True)
+                                     return_lse=True, layout="bshd")
     assert (out[:, 3] == 0).all() and np.isneginf(lse[:, :, 3]).all()
 
 
@@ -166,11 +166,11 @@ def test_plan_errors_carry_the_c_message():
     q, k, v = _qkv(g.tokens + 1, h=2, d=8)
     with pytest.raises(ValueError, match=r"^plan: s_q = 49 and s_kv = 49, but the geometry "
                                          r"has 48 tokens$"):
-        stsa.sparse_attention(q, k, v, mask=masks.frame_window(g, 1))
+        stsa.sparse_attention(q, k, v, mask=masks.frame_window(g, 1), layout="bshd")
     with pytest.raises(ValueError, match="exactly one of mask= and plan="):
-        stsa.sparse_attention(q, k, v)
+        stsa.sparse_attention(q, k, v, layout="bshd")
     with pytest.raises(ValueError, match="mode 'fast' is not one of"):
-        stsa.sparse_attention(q, k, v, mask=masks.full(), mode="fast")
+        stsa.sparse_attention(q, k, v, mask=masks.full(), mode="fast", layout="bshd")
     with pytest.raises(ValueError, match=r"^frame_window\(-1\): "):
         masks.frame_window(g, -1)
     with pytest.raises(ValueError, match="2 masks for 3 heads"):
@@ -193,9 +193,9 @@ def test_permute_tokens_matches_the_permutation(order):
     g = stsa.Geometry(3, 2, 4, text=2, text_pos="prefix")
     x = ref.rand((2, g.tokens, 3, 8), np.float32, 0)
     perm = g.permutation(order)
-    moved = stsa.permute_tokens(x, g, order)
+    moved = stsa.permute_tokens(x, g, order, layout="bshd")
     assert np.array_equal(moved, x[:, perm])
-    back = stsa.permute_tokens(moved, g, order, inverse=True)
+    back = stsa.permute_tokens(moved, g, order, inverse=True, layout="bshd")
     assert np.array_equal(back, x)
     xb = np.ascontiguousarray(x.transpose(0, 2, 1, 3))
     assert np.array_equal(stsa.permute_tokens(xb, g, order, layout="bhsd"),

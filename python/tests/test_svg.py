@@ -34,7 +34,7 @@ def test_svg_output_info_and_error_against_dense(data, threads):
     g, q, k, v, kinds = data
     svg = stsa.SVG(g, heads=H, head_dim=D, density=0.5, sample_rows=32, dense_steps=2,
                    dense_layers=1, threads=threads)
-    out, info = svg(q, k, v, layer=1, step=3)
+    out, info = svg(q, k, v, layer=1, step=3, layout="bshd")
     assert out.shape == q.shape and out.dtype == q.dtype
     assert not info.dense and (info.layer, info.step) == (1, 3)
     assert info.kinds.shape == (1, H) and set(info.kinds.ravel()) <= {"spatial", "temporal"}
@@ -49,7 +49,7 @@ def test_svg_output_info_and_error_against_dense(data, threads):
         chosen_mse = min(info.mse_spatial[0, h], info.mse_temporal[0, h])
         mse = {"spatial": info.mse_spatial[0, h], "temporal": info.mse_temporal[0, h]}
         assert mse[info.kinds[0, h]] == chosen_mse
-    dense = stsa.attention(q, k, v)
+    dense = stsa.attention(q, k, v, layout="bshd")
     rel = np.linalg.norm(out - dense) / np.linalg.norm(dense)
     print(f"SVG density {info.density:.3f}: relative L2 error vs dense {rel:.4f}")
     assert rel < 0.05
@@ -62,7 +62,7 @@ def test_svg_computes_exactly_the_masks_it_reports(text):
     g = stsa.Geometry(**geo)
     q, k, v, _ = stsa.workload(g, H, D, seed=2)
     svg = stsa.SVG(g, heads=H, head_dim=D, density=0.4, sample_rows=16)
-    out, info = svg(q, k, v, layer=2, step=5)
+    out, info = svg(q, k, v, layer=2, step=5, layout="bshd")
     w = svg.windows
     t = ref.tokens(**geo)
     extra = ref.sink_frames(t, 1) | ref.text(t)
@@ -75,9 +75,9 @@ def test_svg_computes_exactly_the_masks_it_reports(text):
 def test_dense_policy_is_bitwise_dense(data):
     g, q, k, v, _ = data
     svg = stsa.SVG(g, heads=H, head_dim=D, dense_steps=2, dense_layers=1, sample_rows=8)
-    dense = stsa.attention(q, k, v)
+    dense = stsa.attention(q, k, v, layout="bshd")
     for layer, step in ((0, 10), (5, 1)):
-        out, info = svg(q, k, v, layer=layer, step=step)
+        out, info = svg(q, k, v, layer=layer, step=step, layout="bshd")
         assert info.dense and info.density == 1.0
         assert np.array_equal(out, dense)
 
@@ -86,7 +86,7 @@ def test_dense_policy_is_bitwise_dense(data):
 def test_svg_layouts_and_out(data, layout):
     g, q, k, v, _ = data
     svg = stsa.SVG(g, heads=H, head_dim=D, density=0.4, sample_rows=16)
-    want, _ = svg(q, k, v, layer=1, step=1)
+    want, _ = svg(q, k, v, layer=1, step=1, layout="bshd")
     conv = {"bhsd": lambda a: a.transpose(0, 2, 1, 3), "shd": lambda a: a[0]}[layout]
     out = np.zeros(conv(q).shape, dtype=np.float16)
     got, _ = svg(conv(q), conv(k), conv(v), layer=1, step=1, layout=layout, out=out)
@@ -98,18 +98,55 @@ def test_presets_and_errors(data):
     g, q, k, v, _ = data
     assert "wan21-480p" in stsa.presets()
     svg = stsa.SVG("wan21-480p", heads=2)
-    assert svg.heads == 2 and svg.geometry == stsa.Geometry(21, 30, 52)
+    assert svg.heads == 2 and svg.head_dim is None and svg.geometry == stsa.Geometry(21, 30, 52)
     assert svg.config.dense_steps == 10 and svg.config.density == pytest.approx(0.3)
-    with pytest.raises(ValueError, match=r"^svg: session is for N = 32760, H = 2, D = 128 "
-                                         r"but q is \[1, 288, 4, 32\]"):
-        svg(q, k, v)
+    with pytest.raises(ValueError, match=r"^stsa\.SVG was created with heads=2 but q has "
+                                         r"H = 4 \(shape \(1, 288, 4, 32\), layout 'bshd'\)"):
+        svg(q, k, v, layout="bshd")
     svg.close()
     with pytest.raises(ValueError, match="unknown SVG preset"):
         stsa.SVG("wan99")
     with pytest.raises(ValueError, match=r"^svg: density = 1\.5 is the KEPT fraction"):
         stsa.SVG(g, heads=H, head_dim=D, density=1.5)
-    with pytest.raises(ValueError, match="needs heads= and head_dim="):
-        stsa.SVG(g)
+    with pytest.raises(ValueError, match=r"^svg: density = 1\.5 is the KEPT fraction"):
+        stsa.SVG(g, density=1.5)  # settings are checked at construction, heads or not
+
+
+def test_preset_head_count_is_not_applied(data):
+    """As in the CLI, heads and head dim come from the tensors: the preset's
+    12 heads of 128 are not imposed (the session the call ran was for the
+    tensors' H = 4, D = 32; only the token count differs here)."""
+    g, q, k, v, _ = data
+    with stsa.SVG("wan21-480p") as svg:
+        assert svg.heads is None and svg.head_dim is None
+        with pytest.raises(ValueError, match=r"^svg: session is for N = 32760, H = 4, "
+                                             r"D = 32 but q is \[1, 288, 4, 32\]"):
+            svg(q, k, v, layout="bshd")
+
+
+def test_heads_and_head_dim_come_from_the_tensors(data):
+    g, q, k, v, _ = data
+    svg = stsa.SVG(g, density=0.4, sample_rows=16)  # neither heads= nor head_dim=
+    for h, d in ((H, D), (2, D), (3, 16), (H, D)):
+        qs, ks, vs = (np.ascontiguousarray(a[..., :h, :d]) for a in (q, k, v))
+        got, info = svg(qs, ks, vs, layer=2, step=4, layout="bshd")
+        assert info.kinds.shape == (1, h)
+        with stsa.SVG(g, heads=h, head_dim=d, density=0.4, sample_rows=16) as fixed:
+            want, want_info = fixed(qs, ks, vs, layer=2, step=4, layout="bshd")
+        assert np.array_equal(got, want) and np.array_equal(info.kinds, want_info.kinds)
+    fixed = stsa.SVG(g, head_dim=D, sample_rows=16)
+    with pytest.raises(ValueError, match=r"^stsa\.SVG was created with head_dim=32 but q has "
+                                         r"D = 16"):
+        fixed(q[..., :16], k[..., :16], v[..., :16], layout="bshd")
+
+
+def test_dense_calls_report_kind_dense(data):
+    g, q, k, v, _ = data
+    svg = stsa.SVG(g, heads=H, head_dim=D, dense_steps=2, dense_layers=1, sample_rows=8)
+    _, dense = svg(q, k, v, layer=0, step=5, layout="bshd")
+    assert dense.dense and dense.kinds.shape == (1, H) and (dense.kinds == "dense").all()
+    _, sparse = svg(q, k, v, layer=1, step=5, layout="bshd")
+    assert not sparse.dense and set(sparse.kinds.ravel()) <= {"spatial", "temporal"}
 
 
 def test_session_outlives_the_callers_references(data):
@@ -117,9 +154,9 @@ def test_session_outlives_the_callers_references(data):
     svg = stsa.SVG(g, heads=H, head_dim=D, sample_rows=8)
     ctx = svg.context
     del ctx  # the session keeps its context; it is freed with the session
-    out, _ = svg(q, k, v, layer=3, step=3)
+    out, _ = svg(q, k, v, layer=3, step=3, layout="bshd")
     assert np.isfinite(out).all()
     with svg:
         pass
     with pytest.raises(ValueError, match="closed"):
-        svg(q, k, v)
+        svg(q, k, v, layout="bshd")

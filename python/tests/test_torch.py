@@ -46,7 +46,7 @@ def test_torch_in_torch_out(name, layout, threads):
 
 def test_lse_is_a_tensor():
     q, k, v = tensors(torch.float32)
-    out, lse = stsa.attention(q, k, v, return_lse=True)
+    out, lse = stsa.attention(q, k, v, return_lse=True, layout="bshd")
     assert isinstance(lse, torch.Tensor) and lse.shape == (B, H, S)
     want = torch.logsumexp(torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double())
                            / D ** 0.5, dim=-1)
@@ -63,7 +63,7 @@ def test_zero_copy_views_and_out():
         assert not view.copied and view.tensor.data == x.data_ptr()
     out_buf = torch.empty(B, H, S, D, dtype=torch.bfloat16)
     out = out_buf.transpose(1, 2)
-    got = stsa.attention(q, k, v, out=out)
+    got = stsa.attention(q, k, v, out=out, layout="bshd")
     assert got is out and got.data_ptr() == out_buf.data_ptr()
     err = (out_buf.transpose(1, 2).double() - sdpa64(q, k, v, "bshd")).abs().max().item()
     assert err < ref.TOL["bfloat16"]
@@ -73,29 +73,30 @@ def test_expanded_inputs_are_copied_and_expanded_out_refused():
     q, k, v = tensors(torch.float32)
     v_exp = v[:, :1].expand(B, S, H, D)              # stride 0 on S
     assert _core.view(v_exp, "v", "bshd").copied
-    out = stsa.attention(q, k, v_exp)
+    out = stsa.attention(q, k, v_exp, layout="bshd")
     assert (out.double() - sdpa64(q, k, v_exp, "bshd")).abs().max().item() < 2e-5
     with pytest.raises(ValueError, match="cannot be written in place"):
-        stsa.attention(q, k, v, out=torch.empty(B, 1, H, D).expand(B, S, H, D))
+        stsa.attention(q, k, v, out=torch.empty(B, 1, H, D).expand(B, S, H, D), layout="bshd")
 
 
 def test_autograd_and_device_rules():
     q, k, v = tensors(torch.float32)
     q.requires_grad_(True)
-    out = stsa.attention(q, k, v)                    # no backward: inputs are detached
+    out = stsa.attention(q, k, v, layout="bshd")     # no backward: inputs are detached
     assert not out.requires_grad
     with pytest.raises(ValueError, match="requires grad"):
-        stsa.attention(q.detach(), k, v, out=torch.empty(B, S, H, D, requires_grad=True))
+        stsa.attention(q.detach(), k, v, layout="bshd",
+                       out=torch.empty(B, S, H, D, requires_grad=True))
     with pytest.raises(ValueError, match="is on meta"):
-        stsa.attention(q.detach().to("meta"), k, v)
+        stsa.attention(q.detach().to("meta"), k, v, layout="bshd")
     with pytest.raises(TypeError, match="torch.float64 is not supported"):
-        stsa.attention(q.detach().double(), k, v)
+        stsa.attention(q.detach().double(), k, v, layout="bshd")
 
 
 def test_shape_error_message_from_c():
     q, k, v = tensors(torch.float16)
     with pytest.raises(ValueError, match="^k has head dim 16 but q has 32$"):
-        stsa.attention(q, k[..., :16], v)
+        stsa.attention(q, k[..., :16], v, layout="bshd")
 
 
 def test_sparse_and_svg_with_tensors(threads):
@@ -103,12 +104,12 @@ def test_sparse_and_svg_with_tensors(threads):
     qn, kn, vn, _ = stsa.workload(g, 2, 16, seed=3)
     q, k, v = (torch.from_numpy(a).to(torch.bfloat16) for a in (qn, kn, vn))
     mask = stsa.masks.frame_window(g, 1) | stsa.masks.sink_frames(g, 1)
-    out = stsa.sparse_attention(q, k, v, mask=mask, threads=threads)
+    out = stsa.sparse_attention(q, k, v, mask=mask, threads=threads, layout="bshd")
     assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
     keep = mask.to_dense(g.tokens)
     want, _ = ref.attention(q.float().numpy(), k.float().numpy(), v.float().numpy(), keep=keep)
     assert np.abs(out.float().numpy() - want).max() < ref.TOL["bfloat16"]
     svg = stsa.SVG(g, heads=2, head_dim=16, sample_rows=16, threads=threads)
-    out, info = svg(q, k, v, layer=1, step=1)
+    out, info = svg(q, k, v, layer=1, step=1, layout="bshd")
     assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
     assert info.kinds.shape == (1, 2)

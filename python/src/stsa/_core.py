@@ -9,6 +9,7 @@ output array passed with such strides is refused.
 """
 
 import ctypes
+import operator
 import sys
 import threading
 import weakref
@@ -77,24 +78,47 @@ def check(status, ctx=None, what=""):
     raise_status(status, message)
 
 
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+UINT64 = (0, 2**64 - 1)
+
+
+def as_int(value, name, bounds=INT64):
+    """value as a Python int inside `bounds` (lo, hi), the range of the C
+    type it goes into. ctypes would silently wrap an int that does not fit
+    (10**20 threads became 7766279631452241920); this refuses it instead,
+    naming the accepted range."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    lo, hi = bounds
+    if not lo <= n <= hi:
+        raise_status(_lib.STSA_ERR_BAD_PARAM, f"{name} = {n} is out of range [{lo}, {hi}]")
+    return n
+
+
 # ------------------------------------------------------------------ contexts
 
 
 class Context:
     """An stsa_ctx: thread count, backend, tile sizes, finite checks.
 
-    A context is used by one call at a time (calls on one Context from several
-    Python threads are serialised by a lock). Functions that take `ctx=` use
-    a per-thread default context when it is None.
+    A context is used by one call at a time: calls on one Context from
+    several Python threads are serialised by its lock (`ctx.lock`), and
+    close() takes the same lock, so it waits for a call in flight instead of
+    freeing the context under it. Functions that take `ctx=` use a
+    per-thread default context when it is None.
     """
 
     def __init__(self, threads=None, backend=None, q_tile=None, kv_tile=None,
                  check_finite=None):
+        self.lock = threading.RLock()
+        self._owner = None  # the stsa.SVG whose session uses this context, if any
         handle = _lib.CtxP()
         check(lib.stsa_ctx_create(ctypes.byref(handle)), what="stsa_ctx_create")
         self._handle = handle
-        self._finalizer = weakref.finalize(self, lib.stsa_ctx_free, handle)
-        self.lock = threading.RLock()
+        self._finalizer = weakref.finalize(self, _free_context, handle, self.lock)
         for name, value in (("threads", threads), ("backend", backend), ("q_tile", q_tile),
                             ("kv_tile", kv_tile), ("check_finite", check_finite)):
             if value is not None:
@@ -102,13 +126,20 @@ class Context:
 
     @property
     def handle(self):
+        """The stsa_ctx pointer. Use it only while holding `lock`: close()
+        from another thread may free it otherwise."""
         if not self._finalizer.alive:
             raise ValueError("stsa.Context is closed")
         return self._handle
 
+    @property
+    def closed(self):
+        return not self._finalizer.alive
+
     def set(self, name, value):
         """Sets a parameter: threads, backend ('auto', 'ref', 'portable',
-        'avx2'), q_tile, kv_tile, check_finite (bool)."""
+        'avx2'), q_tile, kv_tile, check_finite (bool). Integers outside the
+        library's bounds (stsa_param_bounds) are refused with the range."""
         if name not in _lib.PARAMS:
             raise ValueError(f"unknown parameter {name!r}; expected one of "
                              f"{', '.join(_lib.PARAMS)}")
@@ -117,8 +148,9 @@ class Context:
                 raise ValueError(f"unknown backend {value!r}; expected one of "
                                  f"{', '.join(_lib.BACKENDS)}")
             value = _lib.BACKENDS[value]
+        value = as_int(value, name, param_bounds(name))
         with self.lock:
-            check(lib.stsa_ctx_set(self.handle, _lib.PARAMS[name], int(value)), self.handle,
+            check(lib.stsa_ctx_set(self.handle, _lib.PARAMS[name], value), self.handle,
                   f"stsa_ctx_set({name})")
 
     def get(self, name):
@@ -133,19 +165,42 @@ class Context:
     @property
     def backend(self):
         """The backend calls on this context actually run ('avx2', ...)."""
-        return lib.stsa_backend_name(lib.stsa_ctx_backend(self.handle)).decode()
+        with self.lock:
+            return lib.stsa_backend_name(lib.stsa_ctx_backend(self.handle)).decode()
 
     @property
     def last_error(self):
-        return (lib.stsa_ctx_last_error(self.handle) or b"").decode(errors="replace")
+        with self.lock:
+            return (lib.stsa_ctx_last_error(self.handle) or b"").decode(errors="replace")
 
     def close(self):
+        """Frees the context now (otherwise when it is garbage collected).
+        Waits for a call in flight on another thread; calls after close()
+        raise ValueError. A session's context is closed with the session."""
+        if self._owner is not None and self._owner() is not None:
+            raise ValueError("this stsa.Context belongs to an stsa.SVG session, which "
+                             "keeps using it: close the session (svg.close()) instead")
         self._finalizer()
 
     def __repr__(self):
         if not self._finalizer.alive:
             return "stsa.Context(closed)"
         return f"stsa.Context(threads={self.get('threads')}, backend={self.backend!r})"
+
+
+def _free_context(handle, lock):
+    # the finalizer of a Context (close(), garbage collection, interpreter
+    # exit): under the context's lock, so never while a call uses it
+    with lock:
+        lib.stsa_ctx_free(handle)
+
+
+def param_bounds(name):
+    """(lo, hi) of a context parameter (stsa_param_bounds)."""
+    lo, hi = ctypes.c_int64(), ctypes.c_int64()
+    check(lib.stsa_param_bounds(_lib.PARAMS[name], ctypes.byref(lo), ctypes.byref(hi)),
+          what=f"stsa_param_bounds({name})")
+    return lo.value, hi.value
 
 
 _local = threading.local()
@@ -160,27 +215,42 @@ def default_context():
 
 
 class threads_set:
-    """`with threads_set(ctx, n):` runs calls on ctx with n threads, then
-    restores what was there (None leaves the context as it is)."""
+    """`with threads_set(ctx, n) as handle:` holds ctx's lock, runs calls on
+    the context with n threads, then restores what was there (None leaves
+    the context as it is). `handle` is the stsa_ctx pointer, valid for the
+    whole block: close() on another thread waits for the block to end."""
 
     def __init__(self, ctx, threads):
         self.ctx, self.threads = ctx, threads
+        if threads is not None:
+            self.threads = as_int(threads, "threads", param_bounds("threads"))
 
     def __enter__(self):
         self.ctx.lock.acquire()
-        if self.threads is not None:
-            self.saved = self.ctx.get("threads")
-            try:
-                self.ctx.set("threads", self.threads)
-            except BaseException:
-                self.ctx.lock.release()
-                raise
-        return self.ctx
+        try:
+            self.handle = self.ctx.handle  # raises if the context is closed
+            if self.threads is not None:
+                self.saved = self._param("threads")
+                self._set(self.threads)
+        except BaseException:
+            self.ctx.lock.release()
+            raise
+        return self.handle
+
+    def _param(self, name):
+        value = ctypes.c_int64()
+        check(lib.stsa_ctx_get(self.handle, _lib.PARAMS[name], ctypes.byref(value)),
+              self.handle, f"stsa_ctx_get({name})")
+        return value.value
+
+    def _set(self, n):
+        check(lib.stsa_ctx_set(self.handle, _lib.PARAMS["threads"], n), self.handle,
+              "stsa_ctx_set(threads)")
 
     def __exit__(self, *exc):
         try:
             if self.threads is not None:
-                self.ctx.set("threads", self.saved)
+                self._set(self.saved)
         finally:
             self.ctx.lock.release()
 
@@ -195,10 +265,26 @@ LAYOUTS = {
 }
 
 
-def check_layout(layout):
+class _Required:
+    """The default of a required `layout=`: omitting it is a TypeError that
+    names the choices, never a silent guess."""
+
+    def __repr__(self):
+        return "<required>"
+
+
+REQUIRED = _Required()
+
+LAYOUT_CHOICES = ("'bshd' ([B, S, H, D]: diffusers), 'bhsd' ([B, H, S, D]: "
+                  "torch's scaled_dot_product_attention), 'shd' ([S, H, D]: one sequence)")
+
+
+def check_layout(layout, who="stsa"):
+    if layout is REQUIRED:
+        raise TypeError(f"{who}: layout= is required: say how the arrays are laid out, "
+                        f"one of {LAYOUT_CHOICES}")
     if layout not in LAYOUTS:
-        raise ValueError(f"layout {layout!r} is not one of 'bshd' ([B,S,H,D]), "
-                         f"'bhsd' ([B,H,S,D]), 'shd' ([S,H,D])")
+        raise ValueError(f"layout {layout!r} is not one of {LAYOUT_CHOICES}")
     return LAYOUTS[layout]
 
 
@@ -239,14 +325,28 @@ class View:
 
 
 def _strides_ok(shape, strides, itemsize, ptr):
-    if 0 in tuple(shape):
-        return True  # addresses nothing; the library reports the empty dimension
     if ptr % itemsize:
         return False
     for n, s in zip(shape, strides):
         if n > 1 and (s <= 0 or s % itemsize):
             return False
     return True
+
+
+def _check_shape(name, shape, layout, rank):
+    """Refuses an array of the wrong rank, a head dim of 0 or another empty
+    dimension before the C API sees it (it would only see a stride or a
+    NULL data pointer)."""
+    shape = tuple(int(n) for n in shape)
+    if len(shape) != rank:
+        raise ValueError(f"{name} has {len(shape)} dimensions {shape} but layout "
+                         f"{layout!r} needs {rank}")
+    if shape[-1] == 0:
+        raise_status(_lib.STSA_ERR_BAD_SHAPE, f"{name}: head dim is 0 (shape {shape}, "
+                                              f"layout {layout!r})")
+    if 0 in shape:
+        raise_status(_lib.STSA_ERR_BAD_SHAPE, f"{name} is empty (shape {shape}, layout "
+                                              f"{layout!r}): every dimension must be >= 1")
 
 
 def _descriptor(ptr, code, shape, strides_el, axes):
@@ -267,7 +367,7 @@ def view(x, name, layout, output=False):
     """Describes array x (numpy or CPU torch) in `layout` as an stsa_tensor.
 
     Inputs the C API cannot describe are copied; outputs are refused."""
-    rank, axes = check_layout(layout)
+    rank, axes = check_layout(layout, name)
     if is_torch(x):
         return _view_torch(x, name, layout, rank, axes, output)
     if not isinstance(x, np.ndarray):
@@ -277,9 +377,7 @@ def view(x, name, layout, output=False):
     if code is None:
         raise TypeError(f"{name}: dtype {x.dtype} is not supported; stsa takes float32, "
                         f"float16 or bfloat16 (f32, f16, bf16)")
-    if x.ndim != rank:
-        raise ValueError(f"{name} has {x.ndim} dimensions {tuple(x.shape)} but layout "
-                         f"{layout!r} needs {rank}")
+    _check_shape(name, x.shape, layout, rank)
     copied = False
     if not _strides_ok(x.shape, x.strides, x.itemsize, x.ctypes.data):
         if output:
@@ -294,22 +392,34 @@ def view(x, name, layout, output=False):
 
 
 def _view_torch(x, name, layout, rank, axes, output):
+    torch = _torch()
     if x.device.type != "cpu":
         raise ValueError(f"{name} is on {x.device}; stsa runs on the CPU (pass "
                          f"{name}.cpu())")
+    if x.layout != torch.strided:
+        raise TypeError(f"{name} is a {x.layout} torch tensor; stsa takes dense (strided) "
+                        f"tensors only: pass {name}.to_dense()")
     code = _torch_code(x.dtype)
     if code is None:
         raise TypeError(f"{name}: dtype {x.dtype} is not supported; stsa takes "
                         f"torch.float32, torch.float16 or torch.bfloat16")
-    if x.dim() != rank:
-        raise ValueError(f"{name} has {x.dim()} dimensions {tuple(x.shape)} but layout "
-                         f"{layout!r} needs {rank}")
+    _check_shape(name, x.shape, layout, rank)
     if output and x.requires_grad:
         raise ValueError(f"{name} requires grad; stsa writes outputs without autograd")
     x = x.detach()  # stsa has no backward pass; the data pointer is the same
+    copied = False
+    # A view with the negative (torch._neg_view) or conjugate bit set holds
+    # data that torch negates or conjugates lazily: stsa reads raw memory, so
+    # such an input is resolved into a copy and such an output refused.
+    lazy = [bit for bit, on in (("negative", x.is_neg()), ("conjugate", x.is_conj())) if on]
+    if lazy:
+        if output:
+            raise ValueError(f"{name} has the {' and '.join(lazy)} bit set (a lazy view); "
+                             f"stsa cannot write into it: pass a plain tensor")
+        x = x.resolve_neg().resolve_conj()
+        copied = True
     itemsize = x.element_size()
     strides_b = [s * itemsize for s in x.stride()]
-    copied = False
     if not _strides_ok(x.shape, strides_b, itemsize, x.data_ptr()):
         if output:
             raise ValueError(f"{name}: strides {tuple(x.stride())} cannot be written in "

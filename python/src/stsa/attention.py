@@ -1,7 +1,10 @@
 """Dense and block-sparse attention on numpy arrays and CPU torch tensors.
 
-Both functions take q, k, v in one of three layouts and return an array of
-q's kind (numpy or torch), q's dtype and the same layout:
+Both functions take q, k, v in one of three layouts, named by the required
+keyword layout= (there is no default: [B, S, H, D] and [B, H, S, D] arrays
+of equal sizes look alike, and a guessed layout would give a wrong result
+without an error), and return an array of q's kind (numpy or torch), q's
+dtype and the same layout:
 
     "bshd"  [B, S, H, D]   diffusers, the C API's logical order
     "bhsd"  [B, H, S, D]   torch.nn.functional.scaled_dot_product_attention
@@ -48,17 +51,19 @@ def _result(out, lse, return_lse):
     return (out, lse) if return_lse else out
 
 
-def attention(q, k, v, layout="bshd", scale=None, return_lse=False, out=None,
+def attention(q, k, v, *, layout=_core.REQUIRED, scale=None, return_lse=False, out=None,
               threads=None, ctx=None):
     """Dense attention: softmax(scale * q k^T) v per batch and head.
 
-    q: [.., S_q, H, D] and k, v: [.., S_kv, H, D] in `layout`.
+    layout (required keyword): "bshd" ([B, S, H, D]), "bhsd" ([B, H, S, D],
+    SDPA's) or "shd" ([S, H, D]); q: S_q tokens, k and v: S_kv tokens.
     scale: None for 1/sqrt(D). out: an array to write into (any supported
     dtype, any positive strides), returned as is. return_lse: also return the
     natural-log log-sum-exp of each row, float32 [B, H, S_q]. threads: worker
     threads for this call (default: all CPUs). ctx: an stsa.Context.
     Errors raise stsa.Error (a ValueError / TypeError) with the library's
     message."""
+    _core.check_layout(layout, "stsa.attention")
     qv = _core.view(q, "q", layout)
     kv = _core.view(k, "k", layout)
     vv = _core.view(v, "v", layout)
@@ -66,10 +71,10 @@ def attention(q, k, v, layout="bshd", scale=None, return_lse=False, out=None,
     opts = _lib.AttnOpts(_core.scale_value(scale),
                          _core.float_ptr(lse) if lse is not None else None)
     ctx = ctx or _core.default_context()
-    with _core.threads_set(ctx, threads):
-        status = lib.stsa_attention(ctx.handle, qv.tensor, kv.tensor, vv.tensor, ov.tensor,
+    with _core.threads_set(ctx, threads) as handle:
+        status = lib.stsa_attention(handle, qv.tensor, kv.tensor, vv.tensor, ov.tensor,
                                     ctypes.byref(opts))
-        check(status, ctx.handle, "stsa_attention")
+        check(status, handle, "stsa_attention")
     return _result(out, lse, return_lse)
 
 
@@ -126,6 +131,10 @@ class Plan:
     q_tile, kv_tile: tile sizes (None: the context's).
     allow_empty_rows: rows that keep nothing give 0 and lse -inf instead of
     an error.
+    ctx: the context that builds the plan (None: this thread's default). The
+    context's plan cache shares the plan, so the Plan keeps the context
+    alive and its finalizer releases the plan under the context's lock (the
+    same lock as every call on that context).
     """
 
     def __init__(self, masks, s_q, s_kv=None, geometry=None, q_order="native",
@@ -133,8 +142,8 @@ class Plan:
                  allow_empty_rows=False, ctx=None):
         self.masks = _mask_list(masks, heads, "Plan")
         self.heads = len(self.masks)
-        self.s_q = int(s_q)
-        self.s_kv = self.s_q if s_kv is None else int(s_kv)
+        self.s_q = _core.as_int(s_q, "s_q")
+        self.s_kv = self.s_q if s_kv is None else _core.as_int(s_kv, "s_kv")
         if geometry is None:
             geometry = next((m.geometry for m in self.masks if m.geometry), None)
         elif isinstance(geometry, str):
@@ -150,15 +159,21 @@ class Plan:
             s_q=self.s_q, s_kv=self.s_kv, heads=self.heads, masks=handles,
             geometry=ctypes.pointer(g) if g is not None else None,
             q_order=_lib.ORDERS[q_order], kv_order=_lib.ORDERS[kv_order],
-            q_tile=int(q_tile or 0), kv_tile=int(kv_tile or 0),
+            q_tile=_core.as_int(q_tile or 0, "q_tile", _core.INT32),
+            kv_tile=_core.as_int(kv_tile or 0, "kv_tile", _core.INT32),
             flags=_lib.STSA_PLAN_ALLOW_EMPTY_ROWS if allow_empty_rows else 0, q_rows=None)
         ctx = ctx or _core.default_context()
         handle = _lib.PlanP()
         with ctx.lock:
-            check(lib.stsa_plan_build(ctx.handle, ctypes.byref(desc), ctypes.byref(handle)),
-                  ctx.handle, "stsa_plan_build")
+            c = ctx.handle
+            check(lib.stsa_plan_build(c, ctypes.byref(desc), ctypes.byref(handle)), c,
+                  "stsa_plan_build")
         self._handle = handle
-        self._finalizer = weakref.finalize(self, lib.stsa_plan_free, handle)
+        self.context = ctx
+        # The finalizer holds the context (so it outlives the plan) and frees
+        # under its lock: the context's cache holds a reference to the same
+        # plan and updates the count during builds on that context.
+        self._finalizer = weakref.finalize(self, _free_plan, handle, ctx)
 
     @property
     def handle(self):
@@ -173,7 +188,9 @@ class Plan:
 
     def tile_kind(self, head, q_tile, kv_tile):
         """'empty', 'partial' or 'full' for tile (q_tile, kv_tile) of a head."""
-        kind = lib.stsa_plan_tile_kind(self._handle, int(head), int(q_tile), int(kv_tile))
+        kind = lib.stsa_plan_tile_kind(self._handle, _core.as_int(head, "head"),
+                                       _core.as_int(q_tile, "q_tile"),
+                                       _core.as_int(kv_tile, "kv_tile"))
         return ("empty", "partial", "full")[kind] if 0 <= kind <= 2 else "empty"
 
     def __repr__(self):
@@ -183,7 +200,12 @@ class Plan:
                 f"density {st.density:.3f}>")
 
 
-def sparse_attention(q, k, v, mask=None, plan=None, layout="bshd", mode="exact",
+def _free_plan(handle, ctx):
+    with ctx.lock:
+        lib.stsa_plan_free(handle)
+
+
+def sparse_attention(q, k, v, *, layout=_core.REQUIRED, mask=None, plan=None, mode="exact",
                      scale=None, return_lse=False, out=None, threads=None, geometry=None,
                      q_order="native", kv_order="native", allow_empty_rows=False,
                      ctx=None):
@@ -195,7 +217,9 @@ def sparse_attention(q, k, v, mask=None, plan=None, layout="bshd", mode="exact",
     mode: "exact" (mask only on boundary tiles), "naive" (mask evaluated on
     every visited tile; same result) or "tile-rounded" (lossy: partial tiles
     kept whole or dropped).
-    Other arguments as for stsa.attention. Tokens are in native order."""
+    layout (required) and the other arguments as for stsa.attention. Tokens
+    are in native order."""
+    _core.check_layout(layout, "stsa.sparse_attention")
     if (mask is None) == (plan is None):
         raise ValueError("sparse_attention: pass exactly one of mask= and plan=")
     if mode not in _lib.SPARSE_MODES:
@@ -215,22 +239,24 @@ def sparse_attention(q, k, v, mask=None, plan=None, layout="bshd", mode="exact",
     opts = _lib.SparseOpts(scale=_core.scale_value(scale),
                            lse=_core.float_ptr(lse) if lse is not None else None,
                            mode=_lib.SPARSE_MODES[mode], pairs_changed=None, flags=0)
-    with _core.threads_set(ctx, threads):
-        status = lib.stsa_sparse_attention(ctx.handle, plan.handle, qv.tensor, kv.tensor,
+    with _core.threads_set(ctx, threads) as handle:
+        status = lib.stsa_sparse_attention(handle, plan.handle, qv.tensor, kv.tensor,
                                            vv.tensor, ov.tensor, ctypes.byref(opts))
-        check(status, ctx.handle, "stsa_sparse_attention")
+        check(status, handle, "stsa_sparse_attention")
     return _result(out, lse, return_lse)
 
 
-def permute_tokens(x, geometry, order, inverse=False, layout="bshd", out=None):
+def permute_tokens(x, geometry, order, inverse=False, *, layout=_core.REQUIRED, out=None):
     """Tokens of x reordered from native order to `order` ("native",
     "position_major", "sink_first"), or back with inverse=True
-    (stsa_permute_tokens). x: [B, N, H, D] in `layout`, N = geometry.tokens;
+    (stsa_permute_tokens). x: [B, N, H, D] in `layout` (required: "bshd",
+    "bhsd" or "shd"), N = geometry.tokens;
     the result has x's kind, dtype and layout (or is `out`). The sparse
     kernels fuse this permutation into their gathers; this copy is for
     inspection and for callers that want permuted tensors."""
     if isinstance(geometry, str):
         geometry = Geometry.preset(geometry)
+    _core.check_layout(layout, "stsa.permute_tokens")
     if order not in _lib.ORDERS:
         raise ValueError(f"order {order!r} is not one of {', '.join(_lib.ORDERS)}")
     xv = _core.view(x, "x", layout)

@@ -104,7 +104,8 @@ class SVGAttnProcessor:
                 f"stsa SVG session of layer {self.layer} is for {expected} tokens "
                 f"({self.svg.geometry}) but self-attention got {n}; install the processor "
                 f"with the video's height, width and num_frames")
-        out, self.last_info = self.svg(q, k, v, layer=self.layer, step=self.step)
+        out, self.last_info = self.svg(q, k, v, layer=self.layer, step=self.step,
+                                       layout="bshd")
         return out
 
     def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None,

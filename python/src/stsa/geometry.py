@@ -20,9 +20,11 @@ class Geometry:
     __slots__ = ("frames", "height", "width", "text", "text_real", "text_pos")
 
     def __init__(self, frames, height, width, text=0, text_real=None, text_pos="none"):
-        self.frames, self.height, self.width = int(frames), int(height), int(width)
-        self.text = int(text)
-        self.text_real = self.text if text_real is None else int(text_real)
+        from ._core import as_int
+        self.frames = as_int(frames, "frames")
+        self.height, self.width = as_int(height, "height"), as_int(width, "width")
+        self.text = as_int(text, "text")
+        self.text_real = self.text if text_real is None else as_int(text_real, "text_real")
         if text_pos not in _lib.TEXT_POS:
             raise ValueError(f"text_pos {text_pos!r} is not one of 'none', 'prefix', "
                              f"'suffix'")

@@ -17,7 +17,7 @@ import weakref
 import numpy as np
 
 from . import _lib
-from ._core import raise_status
+from ._core import as_int, raise_status
 from ._lib import lib
 from .geometry import Geometry
 
@@ -106,25 +106,27 @@ def full():
 
 def causal(offset=0):
     """j <= i + offset."""
-    return _make("stsa_mask_causal", f"causal({offset})", int(offset))
+    return _make("stsa_mask_causal", f"causal({offset})", as_int(offset, "offset"))
 
 
 def local(left=None, right=None):
     """i - left <= j <= i + right; None leaves a side unbounded."""
-    lo = _lib.STSA_UNBOUNDED if left is None else int(left)
-    hi = _lib.STSA_UNBOUNDED if right is None else int(right)
+    lo = _lib.STSA_UNBOUNDED if left is None else as_int(left, "left")
+    hi = _lib.STSA_UNBOUNDED if right is None else as_int(right, "right")
     return _make("stsa_mask_local", f"local({left}, {right})", lo, hi)
 
 
 def chunked_causal(chunk):
     """j <= i and i // chunk == j // chunk."""
-    return _make("stsa_mask_chunked_causal", f"chunked_causal({chunk})", int(chunk))
+    return _make("stsa_mask_chunked_causal", f"chunked_causal({chunk})",
+                 as_int(chunk, "chunk"))
 
 
 def frame_window(geometry, w):
     """Video pairs with |f_i - f_j| <= w (a spatial head)."""
     g = _geometry(geometry, "frame_window")
-    return _make("stsa_mask_frame_window", f"frame_window({w})", ctypes.byref(g.c()), int(w),
+    return _make("stsa_mask_frame_window", f"frame_window({w})", ctypes.byref(g.c()),
+                 as_int(w, "w"),
                  geometry=g)
 
 
@@ -132,7 +134,7 @@ def spatial_window(geometry, a, b):
     """Video pairs with |y_i - y_j| <= a and |x_i - x_j| <= b, any frames."""
     g = _geometry(geometry, "spatial_window")
     return _make("stsa_mask_spatial_window", f"spatial_window({a}, {b})",
-                 ctypes.byref(g.c()), int(a), int(b), geometry=g)
+                 ctypes.byref(g.c()), as_int(a, "a"), as_int(b, "b"), geometry=g)
 
 
 def position_band(geometry, w):
@@ -140,13 +142,14 @@ def position_band(geometry, w):
     head): |(p_i*F + f_i) - (p_j*F + f_j)| <= w."""
     g = _geometry(geometry, "position_band")
     return _make("stsa_mask_position_band", f"position_band({w})", ctypes.byref(g.c()),
-                 int(w), geometry=g)
+                 as_int(w, "w"), geometry=g)
 
 
 def sink_frames(geometry, n=1):
     """Every real query sees the video keys of frames < n."""
     g = _geometry(geometry, "sink_frames")
-    return _make("stsa_mask_sink_frames", f"sink_frames({n})", ctypes.byref(g.c()), int(n),
+    return _make("stsa_mask_sink_frames", f"sink_frames({n})", ctypes.byref(g.c()),
+                 as_int(n, "n"),
                  geometry=g)
 
 

@@ -57,12 +57,13 @@ class SVGWindows:
 class SVGInfo:
     """Report of one SVG call (stsa_svg_report).
 
-    kinds: numpy str array [B, H], "spatial" or "temporal" per head.
-    mse_spatial, mse_temporal: float32 [B, H], the profiling error of each
-    mask on the sampled rows (0 when the call ran dense).
-    dense: the policy ran this call dense (step < dense_steps or layer <
-    dense_layers). profile_ms, attention_ms: time spent. density: realised
-    kept fraction over all heads."""
+    kinds: numpy str array [B, H]: "spatial" or "temporal" per head, or
+    "dense" for every head when the policy ran the call dense (the kind the
+    CLI reports too). mse_spatial, mse_temporal: float32 [B, H], the
+    profiling error of each mask on the sampled rows (0 when the call ran
+    dense). dense: the policy ran this call dense (step < dense_steps or
+    layer < dense_layers). profile_ms, attention_ms: time spent. density:
+    realised kept fraction over all heads."""
     kinds: np.ndarray
     mse_spatial: np.ndarray
     mse_temporal: np.ndarray
@@ -74,21 +75,43 @@ class SVGInfo:
     step: int
 
 
+# Sessions kept per (heads, head_dim) pair, least recently used dropped first.
+_MAX_SESSIONS = 4
+
+_INT_FIELDS = {"dense_steps": _core.INT64, "dense_layers": _core.INT64,
+               "sample_rows": _core.INT64, "sink_frames": _core.INT64,
+               "seed": _core.UINT64, "q_tile": _core.INT32, "kv_tile": _core.INT32}
+
+
 class SVG:
     """A Sparse VideoGen session for one geometry (one model, one video size).
 
         svg = stsa.SVG("wan21-480p")                       # a preset
-        svg = stsa.SVG(stsa.Geometry(21, 30, 52), heads=12, head_dim=128,
-                       density=0.3, dense_steps=10, dense_layers=1)
-        out, info = svg(q, k, v, layer=3, step=12)         # [B, N, H, D]
+        svg = stsa.SVG(stsa.Geometry(21, 30, 52), density=0.3, dense_steps=10,
+                       dense_layers=1)
+        out, info = svg(q, k, v, layer=3, step=12, layout="bshd")
 
     Each call profiles sample_rows query rows against dense attention, picks
     per head the spatial or temporal mask that reproduces them best and runs
     block-sparse attention; dense for steps < dense_steps and layers <
     dense_layers. Arguments left None keep the preset's value (with a
     Geometry: density 0.3, no dense steps or layers, 64 sampled rows, a
-    one-frame sink). The session owns its own stsa context (threads=,
-    backend=) and serialises calls from several Python threads.
+    one-frame sink).
+
+    Heads and head dim come from the tensors of each call, as in the CLI: a
+    preset's head count and head dim are NOT applied. heads= / head_dim=,
+    when given, are enforced: a call with other tensors raises ValueError.
+    The C session (stsa_svg) depends on (H, D) only through its shape check,
+    so one is created for each (H, D) the calls use (the first at
+    construction, with the given or a placeholder H and D, to validate the
+    settings); they share windows and plans (the context's plan cache), and
+    the session holds no step or layer state: every call is decided by its
+    own layer= and step=.
+
+    The session owns its own stsa context (threads=, backend=) for as long
+    as it lives and serialises calls from several Python threads; close()
+    (or leaving `with stsa.SVG(...) as svg:`) waits for a call in flight,
+    then frees both.
     """
 
     def __init__(self, geometry, heads=None, head_dim=None, density=None, dense_steps=None,
@@ -98,8 +121,6 @@ class SVG:
             cfg = preset_config(geometry)
             self.preset = geometry
         elif isinstance(geometry, Geometry):
-            if heads is None or head_dim is None:
-                raise ValueError("SVG(geometry, ...) needs heads= and head_dim=")
             cfg = _Config()
             cfg.geometry = geometry.c()
             cfg.density = 0.3
@@ -109,32 +130,66 @@ class SVG:
         else:
             raise TypeError(f"SVG: geometry must be an stsa.Geometry or a preset name "
                             f"({', '.join(presets())}), got {type(geometry).__name__}")
-        for name, value in (("heads", heads), ("head_dim", head_dim),
-                            ("dense_steps", dense_steps), ("dense_layers", dense_layers),
+        self.heads = None if heads is None else _core.as_int(heads, "heads")
+        self.head_dim = None if head_dim is None else _core.as_int(head_dim, "head_dim")
+        # the rule shared with the CLI: heads and head dim come from the tensors
+        cfg.heads = self.heads or 0
+        cfg.head_dim = self.head_dim or 0
+        for name, value in (("dense_steps", dense_steps), ("dense_layers", dense_layers),
                             ("sample_rows", sample_rows), ("sink_frames", sink_frames),
                             ("seed", seed), ("q_tile", q_tile), ("kv_tile", kv_tile)):
             if value is not None:
-                setattr(cfg, name, int(value))
+                setattr(cfg, name, _core.as_int(value, name, _INT_FIELDS[name]))
         if density is not None:
             cfg.density = float(density)
         self.config = cfg
         self.geometry = Geometry.from_c(cfg.geometry)
-        self.heads, self.head_dim = int(cfg.heads), int(cfg.head_dim)
-        # The session keeps using the context: it lives as long as the session
-        # (the finalizer below holds it and frees the session first).
-        self.context = _core.Context(threads=threads, backend=backend)
-        handle = _lib.SvgP()
-        check(lib.stsa_svg_create(self.context.handle, ctypes.byref(cfg), ctypes.byref(handle)),
-              self.context.handle, "stsa_svg_create")
-        self._handle = handle
-        self._finalizer = weakref.finalize(self, _free_session, handle, self.context)
         self._lock = threading.Lock()
+        self._sessions = {}  # (H, D) -> stsa_svg handle, most recently used last
+        # The sessions keep using the context: it lives as long as they do
+        # (the finalizer holds it and frees the sessions first, under both
+        # locks), and Context.close() refuses while this SVG exists.
+        self.context = _core.Context(threads=threads, backend=backend)
+        self.context._owner = weakref.ref(self)
+        self._finalizer = weakref.finalize(self, _free_sessions, self._sessions,
+                                           self.context, self._lock)
+        # validate the settings now, with a placeholder (H, D) where not given
+        with self._lock, self.context.lock:
+            self._session(self.heads or 1, self.head_dim or 64)
+
+    def _session(self, H, D):
+        """The C session for H heads of dimension D (caller holds both locks)."""
+        key = (H, D)
+        handle = self._sessions.pop(key, None)
+        if handle is None:
+            cfg = _Config.from_buffer_copy(self.config)
+            cfg.heads, cfg.head_dim = H, D
+            handle = _lib.SvgP()
+            c = self.context.handle
+            check(lib.stsa_svg_create(c, ctypes.byref(cfg), ctypes.byref(handle)), c,
+                  "stsa_svg_create")
+            while len(self._sessions) >= _MAX_SESSIONS:
+                lib.stsa_svg_free(self._sessions.pop(next(iter(self._sessions))))
+        self._sessions[key] = handle
+        return handle
+
+    def _open(self):
+        if not self._finalizer.alive:
+            raise ValueError("stsa.SVG session is closed")
+
+    @property
+    def closed(self):
+        return not self._finalizer.alive
 
     @property
     def windows(self):
+        """What the session derived from its density (the same for every H, D)."""
         w = _lib.SvgWindows()
-        check(lib.stsa_svg_get_windows(self._handle, ctypes.byref(w)),
-              what="stsa_svg_get_windows")
+        with self._lock:
+            self._open()
+            handle = next(reversed(self._sessions.values()))
+            check(lib.stsa_svg_get_windows(handle, ctypes.byref(w)),
+                  what="stsa_svg_get_windows")
         return SVGWindows(w.q_tile, w.kv_tile, w.frame_window, w.band, w.density_spatial,
                           w.density_temporal)
 
@@ -142,20 +197,30 @@ class SVG:
     def tokens(self):
         return self.geometry.tokens
 
-    def __call__(self, q, k, v, layer=0, step=0, layout="bshd", out=None):
+    def __call__(self, q, k, v, layer=0, step=0, *, layout=_core.REQUIRED, out=None):
         """SVG attention of one layer at one denoising step.
 
         q, k, v: [B, N, H, D] ("bshd"), [B, H, N, D] ("bhsd") or [N, H, D]
-        ("shd"), tokens in the model's native order, N = geometry.tokens.
-        Returns (out, info): out of q's kind, dtype and layout, and an
-        SVGInfo."""
-        if not self._finalizer.alive:
-            raise ValueError("stsa.SVG session is closed")
+        ("shd"), as layout= (required) says; tokens in the model's native
+        order, N = geometry.tokens, any H and D (unless heads= / head_dim=
+        were given). Returns (out, info): out of q's kind, dtype and layout,
+        and an SVGInfo."""
+        _core.check_layout(layout, "stsa.SVG")
+        layer = _core.as_int(layer, "layer")
+        step = _core.as_int(step, "step")
+        self._open()
         qv = _core.view(q, "q", layout)
         kv = _core.view(k, "k", layout)
         vv = _core.view(v, "v", layout)
+        B, H, D = qv.tensor.shape[0], qv.tensor.shape[2], qv.tensor.shape[3]
+        for what, want, got, dim in (("heads", self.heads, H, "H"),
+                                     ("head_dim", self.head_dim, D, "D")):
+            if want is not None and got != want:
+                raise _core.StsaValueError(
+                    f"stsa.SVG was created with {what}={want} but q has {dim} = {got} "
+                    f"(shape {tuple(q.shape)}, layout {layout!r}); leave {what}= out to "
+                    f"take it from the tensors", _lib.STSA_ERR_BAD_SHAPE)
         out, ov, _ = _out_and_lse(qv, vv, layout, out, False)
-        B, H = qv.tensor.shape[0], qv.tensor.shape[2]
         kinds = np.zeros(B * H, dtype=np.intc)
         mse_s = np.zeros(B * H, dtype=np.float32)
         mse_t = np.zeros(B * H, dtype=np.float32)
@@ -165,19 +230,26 @@ class SVG:
             mse_temporal=mse_t.ctypes.data_as(_lib.c_float_p))
         ctx = self.context
         with self._lock, ctx.lock:
-            status = lib.stsa_svg_attention(self._handle, int(layer), int(step), qv.tensor,
-                                            kv.tensor, vv.tensor, ov.tensor,
-                                            ctypes.byref(report))
-            check(status, ctx.handle, "stsa_svg_attention")
-        names = np.array(_lib.HEAD_KINDS)[kinds].reshape(B, H)
+            self._open()  # close() may have run while this call waited
+            c = ctx.handle
+            handle = self._session(H, D)
+            status = lib.stsa_svg_attention(handle, layer, step, qv.tensor, kv.tensor,
+                                            vv.tensor, ov.tensor, ctypes.byref(report))
+            check(status, c, "stsa_svg_attention")
+        if report.dense:
+            names = np.full((B, H), "dense")
+        else:
+            names = np.array(_lib.HEAD_KINDS)[kinds].reshape(B, H)
         info = SVGInfo(kinds=names, mse_spatial=mse_s.reshape(B, H),
                        mse_temporal=mse_t.reshape(B, H), dense=bool(report.dense),
                        profile_ms=report.profile_ms, attention_ms=report.attention_ms,
-                       density=report.density, layer=int(layer), step=int(step))
+                       density=report.density, layer=layer, step=step)
         return out, info
 
     def close(self):
-        """Frees the session now (otherwise when it is garbage collected)."""
+        """Frees the session and its context now (otherwise when it is
+        garbage collected). Waits for a call in flight on another thread;
+        later calls raise ValueError."""
         self._finalizer()
 
     def __enter__(self):
@@ -188,14 +260,20 @@ class SVG:
 
     def __repr__(self):
         c = self.config
-        return (f"stsa.SVG({self.preset or self.geometry!r}, heads={c.heads}, "
-                f"head_dim={c.head_dim}, density={c.density}, dense_steps={c.dense_steps}, "
-                f"dense_layers={c.dense_layers}, sample_rows={c.sample_rows})")
+        return (f"stsa.SVG({self.preset or self.geometry!r}, heads={self.heads}, "
+                f"head_dim={self.head_dim}, density={c.density}, "
+                f"dense_steps={c.dense_steps}, dense_layers={c.dense_layers}, "
+                f"sample_rows={c.sample_rows})")
 
 
-def _free_session(handle, context):
-    lib.stsa_svg_free(handle)
-    context.close()
+def _free_sessions(sessions, context, lock):
+    # The finalizer of an SVG (close(), garbage collection, interpreter
+    # exit): takes the locks of a call, so never frees under one.
+    with lock, context.lock:
+        while sessions:
+            lib.stsa_svg_free(sessions.popitem()[1])
+        context._owner = None
+        context.close()
 
 
 def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.float32,
@@ -207,8 +285,10 @@ def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.fl
     kinds: None for the default mix, or a list of kind names, one per head."""
     if isinstance(geometry, str):
         geometry = Geometry.preset(geometry)
-    desc = _lib.WorkloadDesc(geometry=geometry.c(), batch=int(batch), heads=int(heads),
-                             head_dim=int(head_dim), seed=int(seed))
+    batch, heads = _core.as_int(batch, "batch"), _core.as_int(heads, "heads")
+    head_dim = _core.as_int(head_dim, "head_dim")
+    desc = _lib.WorkloadDesc(geometry=geometry.c(), batch=batch, heads=heads,
+                             head_dim=head_dim, seed=_core.as_int(seed, "seed", _core.UINT64))
     if kinds is not None:
         kinds = list(kinds)
         if len(kinds) != heads or any(kd not in _lib.HEAD_KINDS for kd in kinds):
