@@ -113,3 +113,30 @@ def test_sparse_and_svg_with_tensors(threads):
     out, info = svg(q, k, v, layer=1, step=1, layout="bshd")
     assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
     assert info.kinds.shape == (1, 2)
+
+
+def test_negative_bit_views_are_resolved_for_inputs_and_refused_for_out():
+    q, k, v = tensors(torch.float32)
+    qn, vn = torch._neg_view(q), torch._neg_view(v)  # lazily negated: memory holds q, v
+    assert qn.is_neg() and vn.is_neg()
+    assert _core.view(qn, "q", "bshd").copied
+    out = stsa.attention(qn, k, vn, layout="bshd")
+    want = sdpa64(-q, k, -v, "bshd")  # computed as if the bit were not set before
+    assert (out.double() - want).abs().max().item() < 2e-5
+    with pytest.raises(ValueError, match="^out has the negative bit set"):
+        stsa.attention(q, k, v, layout="bshd", out=torch._neg_view(torch.empty(B, S, H, D)))
+    assert not torch.ones(2).conj().is_conj()  # real tensors never carry the conj bit
+    with pytest.raises(TypeError, match="torch.complex64 is not supported"):
+        stsa.attention(q.to(torch.complex64).conj(), k, v, layout="bshd")
+
+
+def test_sparse_and_empty_tensors_are_named():
+    q, k, v = tensors(torch.float32)
+    with pytest.raises(TypeError, match=r"^k is a torch.sparse_coo torch tensor; stsa takes "
+                                        r"dense \(strided\) tensors only: pass k.to_dense\(\)$"):
+        stsa.attention(q, k.to_sparse(), v, layout="bshd")
+    # a 0-size tensor used to be reported as "data pointer is NULL"
+    with pytest.raises(ValueError, match=r"^q is empty \(shape \(2, 0, 3, 32\), layout 'bshd'\)"):
+        stsa.attention(q[:, :0], k, v, layout="bshd")
+    with pytest.raises(ValueError, match=r"^v: head dim is 0 \(shape \(2, 45, 3, 0\)"):
+        stsa.attention(q, k, v[..., :0], layout="bshd")
