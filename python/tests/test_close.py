@@ -55,3 +55,10 @@ def test_plan_finalizer_takes_the_context_lock():
         t.join(0.3)
         assert t.is_alive(), "the plan was released while the context was in use"
     t.join()
+
+
+def test_closed_default_context_is_replaced():
+    q = np.ones((1, 8, 1, 4), dtype=np.float32)
+    stsa.default_context().close()
+    assert not stsa.default_context().closed
+    assert np.isfinite(stsa.attention(q, q, q, layout="bshd")).all()

@@ -2,7 +2,10 @@
 
     import stsa
     out = stsa.attention(q, k, v, layout="bshd")      # numpy or CPU torch
-    out, info = stsa.SVG("wan21-480p")(q, k, v, layer=5, step=20)
+    out, info = stsa.SVG("wan21-480p")(q, k, v, layer=5, step=20, layout="bshd")
+
+layout= is required wherever arrays go in ("bshd", "bhsd" or "shd"): there
+is no default to silently misread SDPA's [B, H, S, D] as [B, S, H, D].
 
 A ctypes binding of libstsa (include/stsa.h). See docs/python.md.
 """

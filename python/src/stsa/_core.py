@@ -4,8 +4,10 @@ Arrays are never copied when the C API can describe them: the descriptor is
 the array's data pointer plus its strides in elements, permuted from the
 caller's layout into stsa's logical [B, S, H, D]. Only inputs the C API
 cannot take (negative or zero strides on a dimension longer than one, a
-misaligned pointer, strides that are not whole elements) are copied, and an
-output array passed with such strides is refused.
+misaligned pointer, strides that are not whole elements, torch views with
+the negative or conjugate bit) are copied, and an output array like that is
+refused. Shapes are checked here first (rank, an empty dimension, D = 0), so
+that the message names the problem rather than a stride or a NULL pointer.
 """
 
 import ctypes
@@ -207,9 +209,10 @@ _local = threading.local()
 
 
 def default_context():
-    """This thread's default context (created on first use)."""
+    """This thread's default context (created on first use, and again after
+    someone closed it)."""
     ctx = getattr(_local, "ctx", None)
-    if ctx is None:
+    if ctx is None or ctx.closed:
         ctx = _local.ctx = Context()
     return ctx
 

@@ -34,7 +34,12 @@ def _make(fn_name, description, *args, geometry=None, shape=None):
 
 
 class Mask:
-    """An stsa_mask. Build one with the functions of stsa.masks."""
+    """An stsa_mask. Build one with the functions of stsa.masks.
+
+    A mask belongs to no context, and its reference count in the library is
+    atomic (plans on any thread hold references to it), so the finalizer
+    releases it without a lock: a plan that uses the mask keeps its own
+    reference, and a Plan object keeps its Mask objects too."""
 
     __slots__ = ("_handle", "_finalizer", "description", "geometry", "shape",
                  "__weakref__")
