@@ -22,7 +22,7 @@ import numpy as np
 
 import stsa
 
-G = stsa.Geometry(12, 8, 16)  # N = 1536
+G = stsa.Geometry(8, 8, 16)  # N = 1024
 H, D = 2, 64
 
 
