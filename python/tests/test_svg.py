@@ -138,6 +138,8 @@ def test_heads_and_head_dim_come_from_the_tensors(data):
     with pytest.raises(ValueError, match=r"^stsa\.SVG was created with head_dim=32 but q has "
                                          r"D = 16"):
         fixed(q[..., :16], k[..., :16], v[..., :16], layout="bshd")
+    with pytest.raises(ValueError, match=r"^heads = 0 is out of range \[1, "):
+        stsa.SVG(g, heads=0)
 
 
 def test_dense_calls_report_kind_dense(data):

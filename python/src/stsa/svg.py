@@ -130,8 +130,10 @@ class SVG:
         else:
             raise TypeError(f"SVG: geometry must be an stsa.Geometry or a preset name "
                             f"({', '.join(presets())}), got {type(geometry).__name__}")
-        self.heads = None if heads is None else _core.as_int(heads, "heads")
-        self.head_dim = None if head_dim is None else _core.as_int(head_dim, "head_dim")
+        positive = (1, _core.INT64[1])
+        self.heads = None if heads is None else _core.as_int(heads, "heads", positive)
+        self.head_dim = None if head_dim is None else _core.as_int(head_dim, "head_dim",
+                                                                    positive)
         # the rule shared with the CLI: heads and head dim come from the tensors
         cfg.heads = self.heads or 0
         cfg.head_dim = self.head_dim or 0
