@@ -128,7 +128,8 @@ typedef struct stsa_ctx stsa_ctx;
  * here, once) overrides the backend; STSA_FORCE_PORTABLE=1 is a synonym for
  * STSA_BACKEND=portable. */
 STSA_API stsa_status stsa_ctx_create(stsa_ctx **out_ctx);
-/* Frees a context; NULL is accepted. */
+/* Frees a context; NULL is accepted. Only when no call on it (or on a session
+ * made from it) is in flight on any thread; plans it built stay valid. */
 STSA_API void stsa_ctx_free(stsa_ctx *ctx);
 /* Message of the last failure on this context ("" if none). Valid until the
  * next call on the context. */
@@ -265,7 +266,8 @@ STSA_API stsa_status stsa_order_permutation(const stsa_geometry *g, stsa_order o
  * A mask decides for a (query i, key j) pair, in native token indices,
  * whether the pair is kept. Masks are immutable and reference counted:
  * combinators take their own references, so the caller frees what it
- * created, in any order.
+ * created, in any order. References are counted atomically: stsa_mask_free
+ * may run on any thread, as for plans.
  */
 typedef struct stsa_mask stsa_mask;
 
@@ -320,6 +322,15 @@ STSA_API int stsa_mask_equal(const stsa_mask *a, const stsa_mask *b);
  * are absent. Heads with equal masks share one list; identical partial
  * tiles are stored once. Built in O(N * intervals per row + tiles), never
  * O(N^2) for structured masks. Plans are immutable and reusable.
+ *
+ * Threads: a plan is reference counted atomically. stsa_plan_build may hand
+ * out the same plan again (the context's cache); each successful build gives
+ * one reference, which stsa_plan_free drops. stsa_plan_free may be called on
+ * any thread, without the context and concurrently with calls that use other
+ * references to the same plan (on any context, including builds that hit the
+ * cache); a plan outlives the context that built it. A call must hold a
+ * reference of its own for its whole duration: do not drop the last one
+ * while a call that was given the plan is in flight.
  */
 typedef struct stsa_plan stsa_plan;
 
@@ -490,7 +501,10 @@ STSA_API const char *stsa_svg_preset_name(int i);
 typedef struct stsa_svg stsa_svg;
 
 /* A session: configuration, window widths and cached plans, reused across
- * layers and steps. Uses ctx for its tile sizes; ctx must outlive it. */
+ * layers and steps. Uses ctx for its tile sizes; ctx must outlive it. A
+ * session follows its context's thread rule: one call at a time on the
+ * session and the context together, and stsa_svg_free only when no call on
+ * either is in flight (on any thread). */
 STSA_API stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg,
                                      stsa_svg **out);
 STSA_API void stsa_svg_free(stsa_svg *svg);

@@ -9,10 +9,11 @@
  *  4. Plans against a brute-force classification of every tile, for random
  *     small geometries, every order combination and several tile sizes.
  *  5. HunyuanVideo 720p-sized plans: small and fast (numbers printed).
- *  6. The plan cache.
+ *  6. The plan cache, and plan references taken and dropped on two threads.
  * Brute-force loops count mismatches and CHECK once, naming the first one.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1121,6 +1122,62 @@ static void test_plan_errors(void) {
   stsa_ctx_free(ctx);
 }
 
+/* Plan references are counted atomically: one thread takes references (cache
+ * hits of stsa_plan_build, on the context it owns) while three others drop
+ * references taken before (stsa_plan_free without the context, as a
+ * finalizer would). A lost update shows as a wrong final count, or under
+ * ASan as a use after free. */
+static void test_plan_refs_threads(void) {
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  stsa_mask *m;
+  NEW_MASK(m, stsa_mask_causal(0, &m));
+  const stsa_mask *masks[1] = {m};
+  stsa_plan_desc d = desc_of(64, 64, 1, masks, NULL, STSA_PLAN_DEFAULT);
+  stsa_plan *plan = NULL;
+  CHECK_STATUS(stsa_plan_build(ctx, &d, &plan), STSA_OK);
+  enum { REFS = 60000, ROUNDS = 64, DROPPERS = 1 };
+  stsa_plan **held = malloc(sizeof *held * REFS);
+  long wrong = 0;
+  omp_set_dynamic(0);
+  for (int round = 0; plan && held && round < ROUNDS; round++) {
+    for (int i = 0; i < REFS; i++)
+      stsa_plan_build(ctx, &d, &held[i]);
+    long same = 0;
+#pragma omp parallel num_threads(1 + DROPPERS) reduction(+ : same)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#pragma omp barrier
+      if (t == 0) {
+        for (int i = 0; i < REFS; i++) { /* take and drop */
+          stsa_plan *p = NULL;
+          stsa_plan_build(ctx, &d, &p);
+          same += p == plan;
+          stsa_plan_free(p);
+        }
+      }
+      /* the held ones, interleaved over the other threads (all of them on
+       * thread 0 if the runtime gave only one) */
+      for (int i = nt > 1 ? t - 1 : 0; t > 0 || nt == 1; i += nt > 1 ? nt - 1 : 1) {
+        if (i >= REFS)
+          break;
+        stsa_plan_free(held[i]);
+        for (volatile int spin = 0; spin < 10; spin++)
+          ;
+      }
+    }
+    wrong += REFS - same;
+  }
+  CHECK(wrong == 0, "%ld cache hits gave another plan", wrong);
+  /* left: the caller's reference and the cache's */
+  CHECK(plan && plan->refcount == 2, "plan refcount %d after the races, expected 2",
+        plan ? (int)plan->refcount : -1);
+  free(held);
+  stsa_plan_free(plan);
+  stsa_mask_free(m);
+  stsa_ctx_free(ctx);
+}
+
 int main(void) {
   test_conformance();
   test_video_mask_semantics();
@@ -1131,6 +1188,7 @@ int main(void) {
   test_plans_plain();
   test_plan_errors();
   test_cache();
+  test_plan_refs_threads();
   test_large();
   return tu_finish("test_mask");
 }

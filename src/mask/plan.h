@@ -9,6 +9,7 @@
 #ifndef STSA_MASK_PLAN_H
 #define STSA_MASK_PLAN_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "stsa.h"
@@ -40,7 +41,9 @@ typedef struct stsa_plan_part {
 } stsa_plan_part;
 
 struct stsa_plan {
-  int refcount; /* plans are shared by the context's cache */
+  /* plans are shared by the context's cache; references are taken under the
+   * context (cache hits) and dropped from any thread (stsa_plan_free) */
+  atomic_int refcount;
   int64_t s_q, s_kv, heads;
   int q_tile, kv_tile; /* q_tile is a multiple of 6 (STSA_MR), kv_tile of 16 */
   int64_t q_tiles, kv_tiles;
@@ -62,5 +65,11 @@ struct stsa_plan {
  * description (mask structure and parameters, lengths, orders, tiles, flags). */
 typedef struct stsa_plan_cache stsa_plan_cache;
 void stsa_plan_cache_destroy(stsa_plan_cache *cache);
+
+/* Takes one more reference. */
+static inline stsa_plan *stsa_plan_ref(stsa_plan *plan) {
+  atomic_fetch_add_explicit(&plan->refcount, 1, memory_order_relaxed);
+  return plan;
+}
 
 #endif

@@ -362,8 +362,10 @@ static void plan_destroy(stsa_plan *p) {
   store_free(p->arena_); /* p itself lives there */
 }
 
+/* The last reference destroys: acq_rel orders every earlier use of the plan
+ * on other threads before the destruction. */
 void stsa_plan_free(stsa_plan *plan) {
-  if (plan && --plan->refcount == 0)
+  if (plan && atomic_fetch_sub_explicit(&plan->refcount, 1, memory_order_acq_rel) == 1)
     plan_destroy(plan);
 }
 
@@ -380,7 +382,7 @@ static int64_t *order_map(plan_store *s, const stsa_geometry *g, stsa_order orde
 static stsa_status plan_init(stsa_plan *p, const stsa_plan_desc *d, int q_tile,
                              int kv_tile, int64_t *first_head) {
   plan_store *s = p->arena_;
-  p->refcount = 1;
+  atomic_init(&p->refcount, 1);
   p->s_q = d->s_q;
   p->s_kv = d->s_kv;
   p->heads = d->heads;

@@ -68,8 +68,7 @@ stsa_plan *stsa_plan_cache_find(stsa_plan_cache *c, const stsa_plan_desc *d, int
   for (int i = 0; c && i < c->n; i++)
     if (c->slot[i].key == key && matches(c->slot[i].plan, d, q_tile, kv_tile)) {
       c->slot[i].used = ++c->clock;
-      c->slot[i].plan->refcount++;
-      return c->slot[i].plan;
+      return stsa_plan_ref(c->slot[i].plan);
     }
   return NULL;
 }
@@ -88,8 +87,7 @@ void stsa_plan_cache_insert(stsa_plan_cache **cache, stsa_plan *plan, uint64_t k
   } else {
     c->n++;
   }
-  plan->refcount++;
-  c->slot[i].plan = plan;
+  c->slot[i].plan = stsa_plan_ref(plan);
   c->slot[i].key = key;
   c->slot[i].used = ++c->clock;
 }
