@@ -57,7 +57,7 @@ class Mask:
 
     def keep(self, i, j):
         """True if the pair (query i, key j), native indices, is kept."""
-        return bool(lib.stsa_mask_keep(self._handle, int(i), int(j)))
+        return bool(lib.stsa_mask_keep(self._handle, as_int(i, "i"), as_int(j, "j")))
 
     def to_dense(self, s_q, s_kv=None):
         """The mask as a numpy bool array [s_q, s_kv] (one C call per pair:
