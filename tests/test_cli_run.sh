@@ -225,9 +225,33 @@ def cmd_bench(args):
                                     'speedup': sp}) + '\n')
 
 
+def cmd_poison(args):
+    """poison IN OUT LAYOUT S H D: IN with q at token S, head H, element D set
+    to NaN, written to OUT."""
+    t = read_st(args[0])
+    layout = args[2]
+    s, h, d = map(int, args[3:6])
+    flat, shape, dt = t['q']
+    if layout == 'bhsd':
+        _, H, S, D = shape
+        flat[(h * S + s) * D + d] = float('nan')
+    else:
+        S, H, D = shape[-3:]
+        flat[(s * H + h) * D + d] = float('nan')
+    write_st(args[1], {n: (t[n][0], t[n][1]) for n in 'qkv'}, dt)
+
+
+def cmd_check_json(args):
+    """check-json FILE EXPR...: every Python expression holds for r = the JSON."""
+    r = json.load(open(args[0]))
+    for e in args[1:]:
+        assert eval(e, {'math': math}, {'r': r}), '%s (in %s)' % (e, args[0])
+
+
 if __name__ == '__main__':
     cmds = {'gen': cmd_gen, 'check-out': cmd_check_out, 'check-report': cmd_check_report,
-            'png': cmd_png, 'truncate': cmd_truncate, 'bench': cmd_bench}
+            'png': cmd_png, 'truncate': cmd_truncate, 'bench': cmd_bench,
+            'poison': cmd_poison, 'check-json': cmd_check_json}
     try:
         cmds[sys.argv[1]](sys.argv[2:])
     except AssertionError as e:
@@ -328,6 +352,63 @@ elif [ "$(cat kept.safetensors)" = previous ] && ! ls kept.safetensors.* >/dev/n
 else
   bad "kept: the existing --out was changed or a staging file was left"
 fi
+
+# expect_grep NAME FILE PATTERN: FILE holds PATTERN
+expect_grep() {
+  if grep -q -- "$3" "$2"; then ok; else bad "$1: $2 lacks '$3': $(head -c 600 "$2")"; fi
+}
+
+# a NaN is named at the caller's (b, s, h), not the one-head view's h=0
+python3 helper.py poison bshd.t0.safetensors nan.bshd.safetensors bshd 5 1 3
+python3 helper.py poison bhsd.t0.safetensors nan.bhsd.safetensors bhsd 7 1 2
+for mode in dense sparse svg; do
+  expect_fail "nan.bshd.$mode" "b=0, s=5, h=1, d=3" err.safetensors "$STSA" run \
+    --in nan.bshd.safetensors "${base[@]}" --mode "$mode" --density 0.6 --out err.safetensors
+  expect_fail "nan.bhsd.$mode" "b=0, s=7, h=1, d=2" err.safetensors "$STSA" run \
+    --in nan.bhsd.safetensors --layout bhsd --frames $F --height $HP --width $WP \
+    --mode "$mode" --density 0.6 --out err.safetensors
+done
+
+# --compare-dense warns about heads above --warn-rel-l2 (stderr and report),
+# labels the speed-up and keeps the warm-up call out of the timing
+expect_ok warn "$STSA" run --in bshd.t0.safetensors "${base[@]}" --mode svg --density 0.6 \
+  --compare-dense --warn-rel-l2 0 --report warn.json --quiet
+expect_grep warn-stderr warn.stderr "warning: batch 0 head 1 (temporal): relative L2"
+expect_ok warn-report python3 helper.py check-json warn.json "r['warn_rel_l2'] == 0" \
+  "len(r['warnings']) == 2" "all(h['warning'] for h in r['per_head'])"
+expect_ok nowarn "$STSA" run --in bshd.t0.safetensors "${base[@]}" --mode sparse \
+  --density 0.6 --compare-dense --warn-rel-l2 1e9 --report nowarn.json
+expect_ok nowarn-report python3 helper.py check-json nowarn.json "r['warnings'] == []" \
+  "not any(h['warning'] for h in r['per_head'])" "r['warn_rel_l2'] == 1e9"
+if grep -q warning nowarn.stderr; then bad "nowarn: a warning on stderr"; else ok; fi
+expect_grep nowarn-label nowarn.stdout "sparse [0-9.]*x \(faster\|slower\) than dense"
+expect_ok default-warn "$STSA" run --in bshd.t0.safetensors "${base[@]}" --compare-dense \
+  --report default-warn.json --quiet
+# dense mode, B = 1: compute_ms is exactly the timed heads (the warm-up apart)
+expect_ok default-warn-report python3 helper.py check-json default-warn.json \
+  "r['warn_rel_l2'] == 0.1" "r['timing']['warmup_ms'] > 0" \
+  "abs(r['timing']['compute_ms'] - sum(h['time_ms'] for h in r['per_head'])) <= 1e-9 * r['timing']['compute_ms']"
+expect_fail warn-needs-compare "needs --compare-dense" err.safetensors "$STSA" run \
+  --in bshd.t0.safetensors "${base[@]}" --warn-rel-l2 0.2 --out err.safetensors
+
+# a dense call reports kind dense (report and summary), by --mode dense and by
+# the policy's dense steps; heads come from the tensors, not the preset
+expect_ok kind-dense "$STSA" run --in bshd.t0.safetensors "${base[@]}" --report kd.json
+expect_grep kind-dense-stdout kind-dense.stdout "0 spatial, 0 temporal, 2 dense"
+expect_ok kind-dense-report python3 helper.py check-json kd.json "r['dense_call'] is True" \
+  "[h['kind'] for h in r['per_head']] == ['dense', 'dense']"
+expect_ok kind-policy "$STSA" run --in bshd.t0.safetensors --layout bshd --preset wan21-480p \
+  --frames $F --height $HP --width $WP --layer 0 --step 0 --report kp.json
+expect_grep kind-policy-stdout kind-policy.stdout "0 spatial, 0 temporal, 2 dense"
+expect_grep kind-policy-call kind-policy.stdout "dense (by policy)"
+expect_ok kind-policy-report python3 helper.py check-json kp.json "r['dense_call'] is True" \
+  "[h['kind'] for h in r['per_head']] == ['dense', 'dense']" "r['geometry']['heads'] == 2" \
+  "r['preset'] == 'wan21-480p'"
+expect_ok kind-sparse "$STSA" run --in bshd.t0.safetensors "${base[@]}" --mode sparse \
+  --head-kind temporal --density 0.6 --report ks.json
+expect_grep kind-sparse-stdout kind-sparse.stdout "0 spatial, 2 temporal, 0 dense"
+"$STSA" run --help >run-help.txt
+expect_grep run-help-heads run-help.txt "a preset's head count is"
 
 # ------------------------------------------------------------- pictures
 expect_ok plot-plan "$STSA" plot plan --frames 5 --height 6 --width 8 --text 16 \
