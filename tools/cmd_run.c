@@ -88,7 +88,7 @@ static void run_usage(void) {
       "                [options] --out OUT.safetensors|OUT.npy and/or --report R.json\n"
       "Attention on dumped Q, K, V (self-attention over N = text + F*Hp*Wp tokens).\n"
       "Heads and head dim always come from the tensors (a preset's head count is\n"
-      "not applied). Options take --opt VALUE or --opt=VALUE.\n"
+      "not applied). Values go after a space or an =: --frames 21, --frames=21.\n"
       "input:\n"
       "  --in FILE        safetensors file holding q, k and v\n"
       "  --q NAME, --k NAME, --v NAME  their tensor names (default q, k, v)\n"

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# test_cli_usage.sh STSA_BINARY — what a new user sees.
+#
+# Every command answers -h/--help (exit 0, a usage text on stdout) and
+# -V/--version; every option takes --opt=value as well as --opt value (same
+# output, byte for byte); a flag without a value says so when given one;
+# `stsa run --help` names every option the code accepts (read from the
+# sources next to this script) and accepts every option it names; `stsa demo
+# --quick` explains its table, gives the worst error of the whole trace and
+# says that the problem is too small to speed up.
+# Prints "test_cli_usage: N passed, M failed".
+set -euo pipefail
+
+STSA=${1:?usage: test_cli_usage.sh path/to/stsa}
+STSA=$(cd "$(dirname "$STSA")" && pwd)/$(basename "$STSA")
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP"
+export OMP_NUM_THREADS=2
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*" >&2
+}
+
+# ------------------------------------------------ item 21: help and version
+VERSION=$("$STSA" version)
+case "$VERSION" in stsa\ [0-9]*.[0-9]*) ok ;; *) bad "version prints '$VERSION'" ;; esac
+commands=("" "peak" "bench" "bench dense" "bench sparse" "bench svg" "demo" "run" "plot"
+  "plot plan" "plot attention" "plot kinds" "plot speedup")
+for c in "${commands[@]}"; do
+  for flag in -h --help; do
+    # shellcheck disable=SC2086 # $c is words on purpose
+    rc=0
+    timeout 60 "$STSA" $c $flag >help.out 2>help.err || rc=$?
+    if [ "$rc" != 0 ]; then
+      bad "stsa $c $flag: exit $rc ($(head -c 200 help.err))"
+    elif ! grep -qi usage help.out; then
+      bad "stsa $c $flag: no usage text on stdout"
+    else
+      ok
+    fi
+  done
+  for flag in -V --version; do
+    rc=0
+    # shellcheck disable=SC2086
+    out=$(timeout 60 "$STSA" $c $flag 2>&1) || rc=$?
+    if [ "$rc" = 0 ] && [ "$out" = "$VERSION" ]; then ok; else
+      bad "stsa $c $flag: exit $rc, printed '$out' (expected '$VERSION')"
+    fi
+  done
+done
+
+# --------------------------------------------- item 21: --opt=value forms
+cat >gen.py <<'PY'
+import json, random, struct, sys
+path, S, H, D = sys.argv[1], *map(int, sys.argv[2:5])
+rnd = random.Random(3)
+hdr, blobs, off = {}, [], 0
+for name in 'qkv':
+    b = struct.pack('<%df' % (S * H * D), *[rnd.gauss(0, 1) for _ in range(S * H * D)])
+    hdr[name] = {'dtype': 'F32', 'shape': [1, S, H, D], 'data_offsets': [off, off + len(b)]}
+    off += len(b)
+    blobs.append(b)
+h = json.dumps(hdr).encode()
+h += b' ' * (-len(h) % 8)
+open(path, 'wb').write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+PY
+python3 gen.py in.safetensors 60 2 16
+if "$STSA" run --in in.safetensors --layout bshd --frames 3 --height 4 --width 5 --mode sparse \
+  --density 0.6 --head-kind temporal --out a.safetensors --quiet 2>a.err &&
+  "$STSA" run --in=in.safetensors --layout=bshd --frames=3 --height=4 --width=5 --mode=sparse \
+    --density=0.6 --head-kind=temporal --out=b.safetensors --quiet 2>b.err &&
+  cmp -s a.safetensors b.safetensors; then ok; else
+  bad "run --opt=value: $(cat a.err b.err)"
+fi
+if "$STSA" plot plan --frames=5 --height=6 --width=8 --kind=temporal --tile=32 --out=p.png \
+  2>p.err && [ -s p.png ]; then ok; else bad "plot plan --opt=value: $(cat p.err)"; fi
+if "$STSA" bench dense --seq=64 --heads=1 --dim=16 --reps=1 --threads=1 --json >bench.out \
+  2>bench.err && grep -q '"seq": 64' bench.out; then ok; else
+  bad "bench dense --opt=value: $(cat bench.err) $(head -c 300 bench.out)"
+fi
+# an empty value is a value, and a flag without one says so
+rc=0
+"$STSA" run --in in.safetensors --layout bshd --frames 3 --height 4 --width 5 --quiet=yes \
+  --out c.safetensors 2>quiet.err || rc=$?
+if [ "$rc" = 2 ] && grep -q -- "--quiet takes no value" quiet.err && [ ! -e c.safetensors ]; then
+  ok
+else
+  bad "--quiet=yes: exit $rc, $(cat quiet.err)"
+fi
+rc=0
+"$STSA" run --in= --layout bshd --frames 3 --height 4 --width 5 --out c.safetensors \
+  2>empty.err || rc=$?
+if [ "$rc" = 2 ] && grep -q -- "--in" empty.err; then ok; else bad "--in=: exit $rc"; fi
+
+# ------------------------ item 21: run --help lists every option it takes
+"$STSA" run --help >run-help.txt
+# options the code compares against: exact string literals "--name"
+opts=$(grep -ho '"--[a-z0-9-]*"' "$SRC/tools/cmd_run.c" "$SRC/tools/run_input.c" |
+  tr -d '"' | sort -u)
+[ "$(echo "$opts" | wc -l)" -ge 25 ] && ok || bad "found only $(echo "$opts" | wc -l) options in the sources"
+for o in $opts; do
+  if grep -q -- "$o\\b" run-help.txt; then ok; else bad "run --help does not list $o"; fi
+done
+# and every option the help names is one the tool accepts
+for o in $(grep -o -- '--[a-z][a-z0-9-]*' run-help.txt | sort -u); do
+  rc=0
+  "$STSA" run "$o" 2>opt.err >/dev/null || rc=$?
+  if grep -q "unknown option" opt.err; then bad "run --help names $o, which run rejects"; else ok; fi
+done
+
+# --------------------------------------------------- item 19: the demo
+if "$STSA" demo --quick --threads 2 >demo.out 2>demo.err; then
+  for want in "truth .*planted" "chosen .*picked by profiling" "mse_spatial" "mse_temporal" \
+    "rel_L2 .*dense" "cosine .*cosine similarity" "whole trace, every sparse call: worst relative L2" \
+    "lowest cosine" "too small to speed up" "SVG [0-9.]*x \(faster\|slower\) than dense"; do
+    if grep -q -- "$want" demo.out; then ok; else bad "demo --quick output lacks '$want'"; fi
+  done
+else
+  bad "demo --quick failed: $(head -c 400 demo.err)"
+fi
+
+echo "test_cli_usage: $passed passed, $failed failed"
+[ "$failed" = 0 ]
