@@ -279,6 +279,26 @@ rm -f fresh.safetensors
 (umask 027 && "${RUN[@]}" --out fresh.safetensors) && [ "$(stat -c %a fresh.safetensors)" = 640 ] && ok ||
   bad "fresh: mode $(stat -c %a fresh.safetensors 2>/dev/null), expected 640 under umask 027"
 
+# ---------------- the same rules for the pictures of stsa plot (--out PNG)
+refuse plot-out-is-input "is the input --in" "$STSA" plot attention --in in.safetensors \
+  --layout bshd --frames $F --height $HP --width $WP --head 1 --query 0,1,1 --out ./in.safetensors
+echo '{"per_head": [{"batch": 0, "head": 0, "kind": "spatial"}]}' >kinds.json
+KEEP=(kinds.json)
+refuse plot-out-is-report "is the input --report" "$STSA" plot kinds --report kinds.json \
+  --out kinds.json
+KEEP=()
+refuse plot-out-is-device "not a regular file" "$STSA" plot plan --frames 5 --height 6 \
+  --width 8 --out null-dev
+[ -c null-dev ] && ok || bad "plot-out-is-device: null-dev is no longer a character device"
+echo previous >plot.png
+chmod 604 plot.png
+if "$STSA" plot plan --frames 5 --height 6 --width 8 --out plot.png 2>plot.stderr &&
+  [ "$(stat -c %a plot.png)" = 604 ] && [ "$(head -c 4 plot.png | tail -c 3)" = PNG ] && no_leftovers; then
+  ok
+else
+  bad "plot-mode: $(stat -c %a plot.png) $(cat plot.stderr)"
+fi
+
 # ------------------------- item 13: a report that cannot be opened says why
 refuse plot-missing-report "cannot open it: No such file" "$STSA" plot kinds \
   --report missing.json --out o4.png

@@ -43,10 +43,35 @@ static void plot_usage(void) {
       "See docs/cli.md.\n");
 }
 
+/* The input files of this picture (device, inode), so --out never replaces
+ * one; recorded as they are opened. */
+static cli_file_id inputs[64];
+static const char *input_names[64];
+static int n_inputs;
+
+static void add_input(const char *flag, const char *path, cli_file_id id) {
+  if (n_inputs == 64)
+    return;
+  char *name = malloc(strlen(flag) + strlen(path) + 2);
+  if (!name)
+    cli_die("out of memory");
+  sprintf(name, "%s %s", flag, path);
+  inputs[n_inputs] = id, input_names[n_inputs++] = name;
+}
+
+static stsa_status write_png(const char *path, void *arg, char *err, size_t err_len) {
+  return canvas_write_png(arg, path, err, err_len) == 0 ? STSA_OK : STSA_ERR_IO;
+}
+
+/* --out as `stsa run` writes its outputs: checked (a regular file, not an
+ * input), staged and renamed into place. */
 static void save(const canvas *c, const char *path) {
-  char err[512];
-  if (canvas_write_png(c, path, err, sizeof err) != 0)
-    cli_die("--out %s: %s", path, err);
+  cli_output out = {.flag = "--out", .path = path};
+  cli_outputs_prepare(&out, 1, inputs, input_names, n_inputs);
+  cli_output_stage(&out, 1, 0, write_png, (void *)(uintptr_t)c);
+  cli_outputs_commit(&out, 1);
+  free(out.staging);
+  free(out.backup);
 }
 
 static void need_out(const char *out, const char *what) {
@@ -491,6 +516,8 @@ static int plot_attention(int argc, char **argv) {
   parse_attn(argc, argv, &o);
   run_qkv x;
   run_load_qkv(&o.in, &x);
+  for (int i = 0; i < x.n_ids; i++)
+    add_input(x.id_names[i], o.in.in ? o.in.in : o.in.npy[i], x.ids[i]);
   const stsa_tensor *q = &x.t[0];
   stsa_svg_config cfg;
   run_resolve_config(&o.geo, q->shape[2], q->shape[3], &cfg, NULL, 0);
@@ -573,6 +600,9 @@ static int64_t json_int_or(json_t *v, int64_t dflt) {
 static void read_report(const char *path, kinds_row *row) {
   json_error_t e;
   FILE *f = cli_open_input("--report", path); /* a missing file: why, not "line -1" */
+  cli_file_id id;
+  cli_check_input("--report", path, &id);
+  add_input("--report", path, id);
   json_t *root = json_loadf(f, 0, &e);
   const int read_error = ferror(f);
   fclose(f);
@@ -803,6 +833,9 @@ static void add_point(series *s, double x, double y) {
  * (0, 1] and "speedup" > 0 (such as plain-text output) are skipped. */
 static int read_bench(const char *path, series *s, int *ns, int *skipped) {
   FILE *f = cli_open_input("--bench", path);
+  cli_file_id id;
+  cli_check_input("--bench", path, &id);
+  add_input("--bench", path, id);
   char *line = NULL;
   size_t cap = 0;
   int points = 0;
@@ -937,6 +970,7 @@ static int plot_speedup(int argc, char **argv) {
 }
 
 int cmd_plot(int argc, char **argv) {
+  cli_signals_start(); /* before any thread exists: staging files go on a signal */
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     plot_usage();
     return argc < 2 ? 2 : 0;
