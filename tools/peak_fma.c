@@ -1,12 +1,14 @@
 /*
  * peak_fma.c — the machine's fp32 FMA peak: 12 independent accumulator
  * chains per thread (enough to cover FMA latency x throughput on Zen 3 and
- * Intel cores). Compiled with -mavx2 -mfma; cli_fma_peak checks the CPU first.
+ * Intel cores). Compiled with -mavx2 -mfma on x86; cli_fma_peak checks the
+ * CPU first. Other architectures have no probe (yet): the peak reads as 0.
  */
+#include "cli_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <omp.h>
-
-#include "cli_util.h"
 
 /* Runs `iters` steps of 12 FMA chains; returns a value so nothing is elided. */
 static float fma_chains(long iters) {
@@ -44,3 +46,9 @@ double cli_fma_peak(int threads) {
   (void)sink;
   return best;
 }
+#else
+double cli_fma_peak(int threads) {
+  (void)threads;
+  return 0.0;
+}
+#endif
