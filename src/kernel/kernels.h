@@ -34,6 +34,10 @@ typedef struct stsa_kernels {
    *   m_new = max(m, max_c s), s = exp2(s - m_new), alpha = exp2(m - m_new),
    *   l = alpha * l + sum_c s, m = m_new.
    * Rows with every score -inf keep m = -inf and give p = 0, alpha = 0.
+   * exp2 must give NaN for NaN and 0 for -inf: a NaN or +inf score then
+   * leaves l NaN (p = exp2(NaN) or exp2(inf - inf)) whether or not the max
+   * reduction kept the NaN, and l stays NaN (alpha * NaN); the tile loop
+   * reads that. A NaN row never touches another row.
    * tile_max, when not NULL, holds each row's maximum over the n valid
    * columns (folded by qk), which saves a pass over the scores. */
   void (*softmax)(float *s, int ld_s, int rows, int n, float *m, float *l, float *alpha,

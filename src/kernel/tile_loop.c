@@ -1,6 +1,7 @@
 /* tile_loop.c — packing, scratch and the per-q-tile online-softmax loop. */
 #include "kernel/tile_loop.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,20 @@
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
+
+/* Non-finite values (the rules are in stsa.h, at stsa_attention).
+ *
+ * A scaled q row q' and a K row k give |partial sums of q'.k| <= |q'| |k|
+ * (Cauchy-Schwarz), so below LOGIT_SAFE no f32 logit overflows (a factor 2
+ * under FLT_MAX covers rounding): 2^127 in log2 units is the documented
+ * finite range, scale |q| |k| < 1e38 < 2^127 / log2(e). Only when a (q tile,
+ * kv tile) pair reaches it, or holds NaN/Inf, can a kept logit be -inf. */
+#define LOGIT_SAFE 0x1p127
+/* What a kept -inf logit becomes before the mask runs, so that it stays
+ * apart from the -inf of dropped pairs: its weight exp2(KEPT_NEG_INF - m) is
+ * 0 for any m in range, and a row whose maximum ends here kept only -inf
+ * logits (NaN). No logit in range comes near it. */
+#define KEPT_NEG_INF (-FLT_MAX)
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -37,13 +52,38 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->kern = kern;
 }
 
+static size_t align64(size_t floats) { return (floats + 15) / 16 * 16; }
+
 size_t stsa_kv_packed_floats(const stsa_attn_problem *pb) {
-  return (size_t)pb->Skv_pad * (size_t)(pb->D + pb->D_pad);
+  size_t tiles = (size_t)stsa_kv_tiles(pb);
+  return (size_t)pb->Skv_pad * (size_t)(pb->D + pb->D_pad) + align64(tiles) +
+         align64((tiles + 3) / 4);
 }
 
 stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem) {
-  stsa_kv_packed p = {mem, mem + (size_t)pb->Skv_pad * (size_t)pb->D};
+  size_t tiles = (size_t)stsa_kv_tiles(pb);
+  stsa_kv_packed p;
+  p.kt = mem;
+  p.vp = p.kt + (size_t)pb->Skv_pad * (size_t)pb->D;
+  p.k_norm = p.vp + (size_t)pb->Skv_pad * (size_t)pb->D_pad;
+  p.v_nonfinite = (uint8_t *)(p.k_norm + align64(tiles));
   return p;
+}
+
+/* Euclidean norm of n floats, in double (no overflow); +inf when one of
+ * them is NaN or Inf. */
+static double norm_of(const float *x, int n) {
+  double ss = 0;
+  for (int i = 0; i < n; i++)
+    ss += (double)x[i] * (double)x[i];
+  return ss <= DBL_MAX ? sqrt(ss) : INFINITY;
+}
+
+static int all_finite(const float *x, int n) {
+  int ok = 1;
+  for (int i = 0; i < n; i++)
+    ok &= isfinite(x[i]) != 0;
+  return ok;
 }
 
 static const void *row_ptr(const stsa_tensor *t, int64_t b, int64_t s, int64_t h) {
@@ -56,6 +96,8 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   const int D = pb->D, D_pad = pb->D_pad;
   float krow[STSA_MAX_HEAD_DIM], vrow[STSA_MAX_HEAD_DIM];
   int64_t r0 = tile * pb->kv_tile;
+  double k_norm = 0;
+  int v_finite = 1;
   for (int64_t r = r0; r < r0 + pb->kv_tile; r++) {
     if (r < pb->Skv) {
       int64_t tok = kv_rows ? kv_rows[r] : r;
@@ -65,6 +107,9 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
                          vrow);
       for (int d = D; d < D_pad; d++)
         vrow[d] = 0.0f;
+      double kn = norm_of(krow, D);
+      k_norm = kn > k_norm ? kn : k_norm;
+      v_finite &= all_finite(vrow, D);
     } else {
       memset(krow, 0, sizeof(float) * (size_t)D);
       memset(vrow, 0, sizeof(float) * (size_t)D_pad);
@@ -77,34 +122,42 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       memcpy(vp + (int64_t)j * pb->Skv_pad * STSA_NR, vrow + j * STSA_NR,
              sizeof(float) * STSA_NR);
   }
+  dst->k_norm[tile] = k_norm <= FLT_MAX ? (float)k_norm : INFINITY;
+  dst->v_nonfinite[tile] = (uint8_t)!v_finite;
 }
 
-static size_t align64(size_t floats) { return (floats + 15) / 16 * 16; }
-
 int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) {
-  size_t nq = (size_t)pb->q_tile;
-  enum { SLOTS = 8 };
+  size_t nq = (size_t)pb->q_tile, nkv = (size_t)pb->kv_tile;
+  enum { SLOTS = 11 };
   size_t sizes[SLOTS] = {align64(nq * (size_t)pb->D),
-                         align64(nq * (size_t)pb->kv_tile),
+                         align64(nq * nkv),
                          align64(nq * (size_t)pb->D_pad),
                          align64(nq),
                          align64(nq),
                          align64(nq),
                          align64(nq),
-                         align64((size_t)pb->D_pad)};
+                         align64((size_t)pb->D_pad),
+                         align64(nkv * (size_t)pb->D_pad),
+                         align64(nkv),
+                         align64((nq * nkv + 3) / 4)};
   size_t total = 0;
   for (int i = 0; i < SLOTS; i++)
     total += sizes[i];
   float *mem = aligned_alloc(64, total * sizeof(float));
   if (!mem)
     return -1;
-  float **slots[SLOTS] = {&sc->q, &sc->s,     &sc->o,        &sc->m,
-                          &sc->l, &sc->alpha, &sc->tile_max, &sc->row};
+  float *v_safe, *bad_keys, *kept;
+  float **slots[SLOTS] = {&sc->q,        &sc->s,   &sc->o,  &sc->m,    &sc->l, &sc->alpha,
+                          &sc->tile_max, &sc->row, &v_safe, &bad_keys, &kept};
   float *p = mem;
   for (int i = 0; i < SLOTS; i++) {
     *slots[i] = p;
     p += sizes[i];
   }
+  sc->v_safe = v_safe;
+  sc->bad_keys = (int32_t *)(void *)bad_keys;
+  sc->kept = (uint8_t *)kept;
+  sc->q_norm = 0;
   sc->block_ = mem;
   return 0;
 }
@@ -114,19 +167,24 @@ void stsa_tile_scratch_free(stsa_tile_scratch *sc) {
   sc->block_ = NULL;
 }
 
-/* Loads the q tile's rows, scaled into log2 units; padding rows are zero. */
-static void load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
-                        int rows, int rows_pad, const int64_t *q_rows, float *qbuf) {
+/* Loads the q tile's rows, scaled into log2 units; padding rows are zero.
+ * Returns the largest norm of a scaled row (+inf for NaN/Inf). */
+static double load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
+                          int rows, int rows_pad, const int64_t *q_rows, float *qbuf) {
   const int D = pb->D;
+  double q_norm = 0;
   for (int r = 0; r < rows; r++) {
     float *dst = qbuf + (int64_t)r * D;
     int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
     pb->kern->load_row(row_ptr(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3], D, dst);
     for (int d = 0; d < D; d++)
       dst[d] *= pb->qscale;
+    double qn = norm_of(dst, D);
+    q_norm = qn > q_norm ? qn : q_norm;
   }
   memset(qbuf + (int64_t)rows * D, 0,
          sizeof(float) * (size_t)(rows_pad - rows) * (size_t)D);
+  return q_norm;
 }
 
 /* Normalises the finished rows and writes them in the caller's layout. */
@@ -136,18 +194,90 @@ static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   size_t esize = stsa_dtype_size(out->dtype);
   for (int r = 0; r < rows; r++) {
     const float *o = sc->o + (int64_t)r * pb->D_pad;
-    float l = sc->l[r];
-    /* l == 0 only for a row whose mask keeps nothing: output 0, lse -inf. */
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int d = 0; d < pb->D; d++)
-      sc->row[d] = o[d] * inv;
+    float l = sc->l[r], m = sc->m[r];
+    float lse;
+    if (isnan(l) || m == KEPT_NEG_INF) {
+      /* a NaN or +inf logit reached the row sum, or only -inf ones were kept */
+      for (int d = 0; d < pb->D; d++)
+        sc->row[d] = NAN;
+      lse = NAN;
+    } else if (l == 0.0f) {
+      /* the mask keeps nothing of this row (kept logits make l >= 1) */
+      for (int d = 0; d < pb->D; d++)
+        sc->row[d] = 0.0f;
+      lse = -INFINITY;
+    } else {
+      float inv = 1.0f / l;
+      for (int d = 0; d < pb->D; d++)
+        sc->row[d] = o[d] * inv;
+      lse = (float)(LN2 * ((double)m + log2((double)l)));
+    }
     int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
     size_t off = (size_t)(b * out->stride[0] + tok * out->stride[1] + h * out->stride[2]);
     stsa_store_row(sc->row, pb->D, (char *)out->data + off * esize, out->dtype,
                    out->stride[3]);
     if (pb->lse)
-      pb->lse[(b * pb->H + h) * pb->Sq + tok] =
-          l > 0.0f ? (float)(LN2 * ((double)sc->m[r] + log2((double)l))) : -INFINITY;
+      pb->lse[(b * pb->H + h) * pb->Sq + tok] = lse;
+  }
+}
+
+/* Marks every -inf score of the tile kept (see KEPT_NEG_INF); the mask then
+ * writes -inf for the dropped pairs only. */
+static void mark_neg_inf_kept(float *s, int ld_s, int rows, int n) {
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < n; c++)
+      if (s[(int64_t)r * ld_s + c] == -INFINITY)
+        s[(int64_t)r * ld_s + c] = KEPT_NEG_INF;
+}
+
+/* A PARTIAL tile whose V holds NaN/Inf: a dropped key has weight 0, and
+ * 0 * NaN would still reach the row. Copies the tile's V panels into v_safe
+ * with NaN/Inf as 0, lists the keys that had some, and records which rows
+ * keep them (the mask has run; kept -inf logits are marked). Returns the
+ * number of such keys. */
+static int screen_v_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                         int64_t k0, int n, int rows, stsa_tile_scratch *sc) {
+  const int ld_s = pb->kv_tile, panels = pb->D_pad / STSA_NR;
+  int nbad = 0;
+  for (int t = 0; t < n; t++) {
+    int bad = 0;
+    for (int j = 0; j < panels; j++) {
+      const float *src = kv->vp + ((int64_t)j * pb->Skv_pad + k0 + t) * STSA_NR;
+      float *dst = sc->v_safe + ((int64_t)j * pb->kv_tile + t) * STSA_NR;
+      for (int c = 0; c < STSA_NR; c++) {
+        int finite = isfinite(src[c]) != 0;
+        dst[c] = finite ? src[c] : 0.0f;
+        bad |= !finite;
+      }
+    }
+    if (bad)
+      sc->bad_keys[nbad++] = t;
+  }
+  for (int r = 0; r < rows; r++)
+    for (int i = 0; i < nbad; i++)
+      sc->kept[(int64_t)r * pb->kv_tile + i] =
+          sc->s[(int64_t)r * ld_s + sc->bad_keys[i]] != -INFINITY;
+  return nbad;
+}
+
+/* Adds what screen_v_tile held back for the rows that keep those keys:
+ * p * NaN/Inf, whatever p is (0 * NaN is NaN, as in SDPA). */
+static void add_nonfinite_v(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                            int64_t k0, int rows, int nbad, stsa_tile_scratch *sc) {
+  for (int i = 0; i < nbad; i++) {
+    const int t = sc->bad_keys[i];
+    for (int r = 0; r < rows; r++) {
+      if (!sc->kept[(int64_t)r * pb->kv_tile + i])
+        continue;
+      const float p = sc->s[(int64_t)r * pb->kv_tile + t];
+      float *o = sc->o + (int64_t)r * pb->D_pad;
+      for (int d = 0; d < pb->D; d++) {
+        float x = kv->vp[((int64_t)(d / STSA_NR) * pb->Skv_pad + k0 + t) * STSA_NR +
+                         d % STSA_NR];
+        if (!isfinite(x))
+          o[d] += p * x;
+      }
+    }
   }
 }
 
@@ -161,7 +291,7 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
   const int rows_pad = (int)round_up(rows, STSA_MR);
 
   const int64_t *q_rows = list ? list->q_rows : NULL;
-  load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
+  sc->q_norm = load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
   for (int r = 0; r < rows_pad; r++) {
     sc->m[r] = -INFINITY;
@@ -186,17 +316,27 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
     /* The folded maxima count masked pairs and the zero scores of padding
      * columns, so partial and ragged tiles find their maxima again. */
     int exact_max = n == pb->kv_tile;
-    if (list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL) {
+    if (!(sc->q_norm * (double)kv->k_norm[tile] < LOGIT_SAFE)) {
+      mark_neg_inf_kept(sc->s, ld_s, rows, n);
+      exact_max = 0;
+    }
+    const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
+    if (partial) {
       list->mask(list->mask_ctx, i, q0, rows, k0, n, sc->s, ld_s);
       exact_max = 0;
     }
+    const int nbad =
+        partial && kv->v_nonfinite[tile] ? screen_v_tile(pb, kv, k0, n, rows, sc) : 0;
     kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha,
                   exact_max ? sc->tile_max : NULL);
-    const float *vp = kv->vp + k0 * STSA_NR;
+    const float *vp = nbad ? sc->v_safe : kv->vp + k0 * STSA_NR;
+    const int64_t ld_panel = nbad ? pb->kv_tile : pb->Skv_pad;
     for (int j = 0; j < D_pad / STSA_NR; j++)
       for (int r = 0; r < rows_pad; r += STSA_MR)
-        kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * pb->Skv_pad * STSA_NR,
+        kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * ld_panel * STSA_NR,
                  sc->o + (int64_t)r * D_pad + j * STSA_NR, D_pad, sc->alpha + r);
+    if (nbad)
+      add_nonfinite_v(pb, kv, k0, rows, nbad, sc);
   }
   store_rows(pb, b, h, q0, rows, q_rows, sc);
 }

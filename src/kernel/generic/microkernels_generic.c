@@ -108,8 +108,8 @@ static void qk_generic(const float *q, int D, const float *panel, float *s, int 
 }
 
 static float exp2_generic(float x) {
-  if (!(x >= STSA_EXP2_MIN)) /* also catches -inf */
-    return 0.0f;
+  if (!(x >= STSA_EXP2_MIN)) /* -inf gives 0, NaN stays NaN */
+    return x < STSA_EXP2_MIN ? 0.0f : x;
   float n = nearbyintf(x);
   float f = x - n;
   float p = STSA_EXP2_C6;

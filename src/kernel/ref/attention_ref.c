@@ -26,51 +26,71 @@ int stsa_attention_ref_rows(const stsa_tensor *q, const stsa_tensor *k,
   const int64_t Sq = q->shape[1], H = q->shape[2], D = q->shape[3], Skv = k->shape[1];
   double scale = opts && opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)D);
   double *score = malloc(sizeof(double) * (size_t)(Skv + 2 * D));
-  if (!score)
-    return -1;
-  double *qrow = score + Skv, *acc = qrow + D;
+  unsigned char *kept = malloc((size_t)Skv);
   float *orow = malloc(sizeof(float) * (size_t)D);
-  if (!orow) {
+  if (!score || !kept || !orow) {
     free(score);
+    free(kept);
+    free(orow);
     return -1;
   }
+  double *qrow = score + Skv, *acc = qrow + D;
   for (int64_t row = row0; row < row1; row++) {
     int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H);
     for (int64_t d = 0; d < D; d++)
       qrow[d] = load(q, b, i, h, d);
+    /* The scores of the kept keys; a NaN or +inf one makes the row NaN. */
+    int64_t nkept = 0;
+    int nan_row = 0;
     double mx = -INFINITY;
     for (int64_t j = 0; j < Skv; j++) {
-      if (keep && !keep(keep_ctx, h, i, j)) {
-        score[j] = -INFINITY;
+      kept[j] = !keep || keep(keep_ctx, h, i, j);
+      if (!kept[j])
         continue;
-      }
+      nkept++;
       double dot = 0;
       for (int64_t d = 0; d < D; d++)
         dot += qrow[d] * load(k, b, j, h, d);
       score[j] = dot * scale;
-      mx = score[j] > mx ? score[j] : mx;
+      if (isnan(score[j]) || score[j] == INFINITY)
+        nan_row = 1;
+      else if (score[j] > mx)
+        mx = score[j];
     }
-    double sum = 0;
-    for (int64_t d = 0; d < D; d++)
-      acc[d] = 0;
-    if (mx > -INFINITY)
+    double sum = 0, lse;
+    if (nkept == 0) { /* nothing kept: 0, lse -inf */
+      for (int64_t d = 0; d < D; d++)
+        orow[d] = 0.0f;
+      lse = -INFINITY;
+    } else if (nan_row || mx == -INFINITY) { /* or every kept score -inf */
+      for (int64_t d = 0; d < D; d++)
+        orow[d] = NAN;
+      lse = NAN;
+    } else {
+      /* Every kept key contributes, even with weight exp(-inf) = 0: a NaN
+       * in its V reaches the row (0 * NaN), as in SDPA. */
+      for (int64_t d = 0; d < D; d++)
+        acc[d] = 0;
       for (int64_t j = 0; j < Skv; j++) {
-        if (score[j] == -INFINITY)
+        if (!kept[j])
           continue;
         double p = exp(score[j] - mx);
         sum += p;
         for (int64_t d = 0; d < D; d++)
           acc[d] += p * load(v, b, j, h, d);
       }
-    for (int64_t d = 0; d < D; d++)
-      orow[d] = sum > 0 ? (float)(acc[d] / sum) : 0.0f;
+      for (int64_t d = 0; d < D; d++)
+        orow[d] = (float)(acc[d] / sum);
+      lse = mx + log(sum);
+    }
     size_t off = (size_t)(b * out->stride[0] + i * out->stride[1] + h * out->stride[2]);
     stsa_store_row(orow, D, (char *)out->data + off * stsa_dtype_size(out->dtype),
                    out->dtype, out->stride[3]);
     if (opts && opts->lse)
-      opts->lse[row] = sum > 0 ? (float)(mx + log(sum)) : -INFINITY;
+      opts->lse[row] = (float)lse;
   }
   free(orow);
+  free(kept);
   free(score);
   return 0;
 }

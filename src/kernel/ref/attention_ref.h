@@ -14,7 +14,9 @@ typedef int (*stsa_pair_pred)(const void *ctx, int64_t h, int64_t i, int64_t j);
 
 /* Computes rows [row0, row1) of the flattened (b, h, i) row space, i fastest.
  * A NULL predicate keeps every pair. Rows that keep nothing give 0 and
- * lse = -inf. Returns -1 when out of memory. Inputs must be validated. */
+ * lse = -inf; NaN and Inf follow stsa.h ("Non-finite inputs"), the oracle of
+ * the tiled backends for those too. Returns -1 when out of memory. Inputs
+ * must be validated. */
 int stsa_attention_ref_rows(const stsa_tensor *q, const stsa_tensor *k,
                             const stsa_tensor *v, const stsa_tensor *out,
                             const stsa_attn_opts *opts, stsa_pair_pred keep,

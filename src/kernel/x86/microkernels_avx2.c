@@ -87,10 +87,13 @@ static void qk_avx2(const float *q, int D, const float *panel, float *s, int ld_
   fold_max(rowmax + 5, c50, c51);
 }
 
-/* 2^x for x <= 0 (see exp2_poly.h); x < -126 (and -inf) gives exactly 0. */
+/* 2^x for x <= 0 (see exp2_poly.h); x < -126 (and -inf) gives exactly 0 and
+ * NaN gives NaN: `keep` is true for unordered lanes, and max_ps returns its
+ * second operand when one is NaN, so NaN flows through the polynomial (its
+ * exponent term converts to 0x80000000, which the shift clears). */
 static inline __m256 exp2_avx2(__m256 x) {
-  __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(STSA_EXP2_MIN), _CMP_GE_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(STSA_EXP2_MIN));
+  __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(STSA_EXP2_MIN), _CMP_NLT_UQ);
+  x = _mm256_max_ps(_mm256_set1_ps(STSA_EXP2_MIN), x);
   __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 f = _mm256_sub_ps(x, n);
   __m256 p = _mm256_set1_ps(STSA_EXP2_C6);
@@ -149,6 +152,10 @@ static void softmax_avx2(float *s, int ld_s, int rows, int n, float *m, float *l
       sum0 = _mm256_add_ps(sum0, p0);
       sum1 = _mm256_add_ps(sum1, p1);
     }
+    /* padding lanes give exp2(-inf - base) = 0, or NaN in a row that NaN has
+     * already reached; either way the contract says 0 */
+    for (int c = n; c < n_pad; c++)
+      row[c] = 0.0f;
     float a = _mm256_cvtss_f32(exp2_avx2(_mm256_set1_ps(m[r] - base)));
     alpha[r] = a;
     l[r] = a * l[r] + hsum8(_mm256_add_ps(sum0, sum1));
