@@ -151,7 +151,9 @@ typedef enum stsa_param {
   STSA_PARAM_BACKEND = 1, /* an stsa_backend */
   STSA_PARAM_Q_TILE = 2,  /* query rows per tile, 6..4096; default 192 */
   STSA_PARAM_KV_TILE = 3, /* key rows per tile, multiple of 16, 16..4096; default 256 */
-  STSA_PARAM_CHECK_FINITE = 4, /* 1: reject NaN/Inf inputs (default), 0: skip the scan */
+  /* 1: reject NaN/Inf inputs (default); 0: skip the scan, and NaN/Inf then
+   * propagate as in PyTorch SDPA (see "Non-finite inputs" at stsa_attention) */
+  STSA_PARAM_CHECK_FINITE = 4,
   STSA_PARAM_COUNT_
 } stsa_param;
 
@@ -179,6 +181,28 @@ STSA_API int stsa_cpu_has_avx2(void);
  *
  * Accumulation is in f32 (double in the reference backend). Results are
  * bitwise identical for any thread count and any partitioning.
+ *
+ * Finite range: the f32 backends compute scale * log2(e) * q_i . k_j, and
+ * no logit or partial sum of it overflows while scale * |q_i| * |k_j| < 1e38
+ * (Euclidean norms; so |scale * q_i . k_j| < 1e38 too). Inside it every
+ * backend computes the same softmax, however large the logits. Beyond it a
+ * logit may overflow f32 to +-inf or NaN, and the rules below then apply to
+ * that logit (the reference, in double, does not overflow there).
+ *
+ * Non-finite inputs (with STSA_PARAM_CHECK_FINITE = 0; the default rejects
+ * them) follow PyTorch SDPA's math, alike in every backend, dense and
+ * sparse: row i is softmax(s_i) v over the keys j its mask keeps (dense: all),
+ * s_ij = scale * q_i . k_j; keys the mask drops never reach the row, NaN or
+ * not. For row i:
+ *   - the mask keeps no key: out 0, lse -inf, whatever q_i holds;
+ *   - a kept logit is NaN or +inf, or every kept logit is -inf: the whole
+ *     out row and lse are NaN. So a NaN or Inf in q_i, or a NaN in a kept
+ *     k_j, gives a NaN row; an Inf in a kept k_j gives the logit the sign of
+ *     q_i[d] * k_j[d] (NaN where q_i[d] = 0);
+ *   - a -inf logit among finite ones: that key's weight is 0;
+ *   - a NaN in v_j[d] of a kept key: out[i][d] is NaN, even where the weight
+ *     is 0 (0 * NaN); an Inf there gives +-Inf or NaN in out[i][d]; the
+ *     other columns and lse are unaffected.
  */
 typedef struct stsa_attn_opts {
   float scale; /* 0 means 1/sqrt(D) */
