@@ -307,11 +307,12 @@ void cli_output_stage(cli_output *outs, int n, int i,
   cli_output *o = &outs[i];
   pthread_mutex_lock(&files_lock);
   stsa_status st = write(o->staging, arg, err, sizeof err);
+  /* owner first: chown clears set-user-ID bits that chmod then restores */
+  if (st == STSA_OK && o->exists && geteuid() == 0)
+    (void)!chown(o->staging, (uid_t)o->uid, (gid_t)o->gid); /* best effort */
   if (st == STSA_OK && o->exists && chmod(o->staging, o->mode) != 0)
     st = STSA_ERR_IO, snprintf(err, sizeof err, "cannot set the mode of '%s': %s",
                                o->staging, strerror(errno));
-  if (st == STSA_OK && o->exists && geteuid() == 0)
-    (void)!chown(o->staging, (uid_t)o->uid, (gid_t)o->gid); /* best effort */
   if (st != STSA_OK) {
     remove_staged();
     cli_die("%s %s: %s (nothing written)", o->flag, o->path, err);
