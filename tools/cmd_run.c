@@ -778,9 +778,10 @@ int cmd_run(int argc, char **argv) {
 
   char *report = s.o.report ? build_report(&s) : NULL;
   write_files(&s, outs, n_out, report);
-  print_warnings(&s);
   if (!s.o.quiet)
     print_summary(&s);
+  fflush(stdout);
+  print_warnings(&s); /* last, where they are seen */
   free(report);
   free(s.res);
   free(s.out_data);
