@@ -3,12 +3,45 @@ BUILD ?= build
 TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# The build prints only warnings and errors; VERBOSE=1 shows every step and command.
+VERBOSE ?=
 
 PYTHON ?= python3
+VENV ?= build-venv
 DIFFUSERS_VENV ?= build-venv-diffusers
+PYTEST_FLAGS ?= -q -rs
+
+ifeq ($(VERBOSE),)
+QUIET_FLAGS = -DCMAKE_RULE_MESSAGES=OFF -DCMAKE_TARGET_MESSAGES=OFF -DCMAKE_VERBOSE_MAKEFILE=OFF
+BUILD_TOOL_FLAGS = -- --no-print-directory
+else
+QUIET_FLAGS = -DCMAKE_RULE_MESSAGES=ON -DCMAKE_TARGET_MESSAGES=ON -DCMAKE_VERBOSE_MAKEFILE=ON
+BUILD_TOOL_FLAGS =
+endif
+
+# JUnit results that the summary at the end of `make test` counts.
+C_RESULTS = $(abspath $(BUILD))/results-c.xml
+PY_RESULTS = $(abspath $(BUILD))/results-python.xml
+
+# The C tests (ctest).
+RUN_C_TESTS = cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --output-junit $(C_RESULTS)
+
+# The Python package, installed as a user would into a fresh venv, with the
+# library just built (STSA_LIBRARY) and from a copy of python/ (pip builds in
+# the tree it is given; the copy keeps python/ clean). numpy and ml_dtypes
+# (bf16) are there, torch/diffusers are not: their tests skip (make test-diffusers).
+RUN_PY_TESTS = rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
+  && mkdir -p $(VENV)/src && tar -C python --exclude=./build --exclude=./src/stsa/_lib -cf - . \
+     | tar -C $(VENV)/src -xf - \
+  && STSA_LIBRARY=$(abspath $(BUILD))/libstsa.so \
+     $(VENV)/bin/pip install -q --disable-pip-version-check $(VENV)/src pytest numpy ml_dtypes \
+  && $(VENV)/bin/python -c "import importlib.metadata as m; \
+       lic = m.metadata('stsa').get('License-Expression'); \
+       assert lic == 'MIT', f'stsa wheel: License-Expression is {lic!r}, not MIT'" \
+  && $(VENV)/bin/pytest python/tests $(PYTEST_FLAGS) --junitxml=$(PY_RESULTS)
 
 .PHONY: all build demo test test-c deps sanitize fuzz format format-check clean test-python \
-        test-diffusers
+        test-diffusers check-install check-cross
 
 all: build
 
@@ -16,35 +49,53 @@ deps:
 	@scripts/deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(TYPE) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS)
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(TYPE) $(QUIET_FLAGS) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) $(BUILD_TOOL_FLAGS)
+	@echo "built $(BUILD)/stsa, $(BUILD)/libstsa.so and $(BUILD)/libstsa.a ($(TYPE))"
 
 demo: build
-	./$(BUILD)/stsa demo
+	@./$(BUILD)/stsa demo
 
-test: test-c test-python
+# The C tests, then the Python tests (even when C tests failed), then a
+# summary; fails when anything failed. The last line reads
+# "N passed, N failed, N skipped".
+test: build
+	@rm -f $(C_RESULTS) $(PY_RESULTS); status=0; \
+	echo "== C tests (ctest)"; ($(RUN_C_TESTS)) || status=1; \
+	echo "== Python tests (pytest)"; ($(RUN_PY_TESTS)) || status=1; \
+	echo "== summary"; \
+	$(PYTHON) scripts/test_summary.py C=$(C_RESULTS) Python=$(PY_RESULTS) || status=1; \
+	exit $$status
 
 # The C tests only (ctest).
 test-c: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	@rm -f $(C_RESULTS)
+	$(RUN_C_TESTS)
 
 # The same tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize:
-	$(MAKE) test-c BUILD=build-asan TYPE=RelWithDebInfo CMAKE_FLAGS="-DSTSA_SANITIZE=ON -DSTSA_WERROR=ON"
+	@$(MAKE) --no-print-directory test-c BUILD=build-asan TYPE=RelWithDebInfo CMAKE_FLAGS="-DSTSA_SANITIZE=ON -DSTSA_WERROR=ON"
 
-# Python package in a fresh venv: pip install ./python builds libstsa.so;
-# the torch/diffusers tests skip there.
-test-python: deps
-	rm -rf build-venv
-	$(PYTHON) -m venv build-venv
-	build-venv/bin/pip install -q ./python pytest numpy
-	build-venv/bin/pytest python/tests -q
+# The Python tests only.
+test-python: build
+	@rm -f $(PY_RESULTS); echo "== Python tests (pytest, in $(VENV))"
+	@$(RUN_PY_TESTS)
 
 # Also PyTorch + diffusers from PyPI (~3 GB, ~95 s the first time; the venv is kept).
 test-diffusers: deps
 	test -x $(DIFFUSERS_VENV)/bin/pip || $(PYTHON) -m venv $(DIFFUSERS_VENV)
 	$(DIFFUSERS_VENV)/bin/pip install -q ./python pytest numpy ml_dtypes torch==2.15.0 diffusers==0.42.1
-	$(DIFFUSERS_VENV)/bin/pytest python/tests -q -rs
+	$(DIFFUSERS_VENV)/bin/pytest python/tests $(PYTEST_FLAGS) \
+	  --junitxml=$(abspath $(DIFFUSERS_VENV))/results-python.xml
+
+# Install into a temporary prefix; build and run README.md's C program against it.
+check-install: build
+	scripts/check_install.sh $(BUILD)
+
+# Cross-compile for aarch64 and run C tests under QEMU (STSA_WITH_CROSS=1 scripts/deps.sh).
+check-cross:
+	STSA_WITH_CROSS=1 scripts/deps.sh
+	scripts/check_cross.sh build-aarch64
 
 fuzz:
 	STSA_WITH_FUZZ=1 scripts/deps.sh
@@ -60,4 +111,5 @@ format-check:
 	clang-format --dry-run -Werror $(C_SOURCES)
 
 clean:
-	rm -rf build build-asan build-fuzz build-venv $(DIFFUSERS_VENV) python/build python/src/stsa/_lib
+	rm -rf build build-asan build-fuzz build-aarch64 $(VENV) $(DIFFUSERS_VENV) python/build \
+	  python/src/stsa/_lib

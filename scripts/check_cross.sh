@@ -31,5 +31,5 @@ echo "check_cross: built for aarch64 (library, CLI, tests)"
 
 command -v qemu-aarch64-static >/dev/null || command -v qemu-aarch64 >/dev/null ||
   fail "no qemu-aarch64; run: STSA_WITH_CROSS=1 scripts/deps.sh"
-(cd "$build" && ctest --output-on-failure -R "$tests")
+(cd "$build" && ctest --output-on-failure -j"$(nproc)" -R "$tests" --output-junit "$build/results-c.xml")
 echo "check_cross: ok"
