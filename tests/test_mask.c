@@ -1060,6 +1060,10 @@ static void test_plan_errors(void) {
   CHECK_STATUS(stsa_plan_build(ctx, &d, NULL), STSA_ERR_NULL_ARG);
   d.heads = 0;
   expect_fail(ctx, &d, STSA_ERR_BAD_SHAPE, "heads 0");
+  d.heads = INT64_MAX; /* refused before masks[1..] is read */
+  expect_fail(ctx, &d, STSA_ERR_BAD_SHAPE, "heads INT64_MAX");
+  d.heads = ((int64_t)1 << 40) + 1;
+  expect_fail(ctx, &d, STSA_ERR_BAD_SHAPE, "heads 2^40 + 1");
   d = base;
   d.masks = NULL;
   expect_fail(ctx, &d, STSA_ERR_NULL_ARG, "masks NULL");
@@ -1119,6 +1123,35 @@ static void test_plan_errors(void) {
   stsa_mask_free(causal);
   stsa_mask_free(dense);
   stsa_mask_free(other);
+  stsa_ctx_free(ctx);
+}
+
+/* Plan statistics saturate at INT64_MAX instead of overflowing: 2^22 heads
+ * of 2^21 x 2^21 pairs are 2^64 pairs. */
+static void test_stats_saturate(void) {
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  stsa_mask *diag;
+  NEW_MASK(diag, stsa_mask_local(0, 0, &diag));
+  const int64_t H = (int64_t)1 << 22, S = (int64_t)1 << 21;
+  const stsa_mask **masks = malloc(sizeof *masks * (size_t)H);
+  for (int64_t h = 0; masks && h < H; h++)
+    masks[h] = diag;
+  stsa_plan_desc d = desc_of(S, S, H, masks, NULL, STSA_PLAN_DEFAULT);
+  d.kv_tile = 4096;
+  d.q_tile = 4096;
+  stsa_plan *p = NULL;
+  CHECK_STATUS(stsa_plan_build(ctx, &d, &p), STSA_OK);
+  stsa_plan_stats st;
+  CHECK_STATUS(stsa_plan_get_stats(p, &st), STSA_OK);
+  CHECK(st.pairs_total == INT64_MAX, "pairs_total %lld, expected INT64_MAX (saturated)",
+        (long long)st.pairs_total);
+  CHECK(st.tiles_total == H * (S / 4096) * (S / 4096), "tiles_total %lld",
+        (long long)st.tiles_total);
+  CHECK(st.pairs_kept == H * S, "pairs_kept %lld", (long long)st.pairs_kept);
+  stsa_plan_free(p);
+  free(masks);
+  stsa_mask_free(diag);
   stsa_ctx_free(ctx);
 }
 
@@ -1189,6 +1222,7 @@ int main(void) {
   test_plan_errors();
   test_cache();
   test_plan_refs_threads();
+  test_stats_saturate();
   test_large();
   return tu_finish("test_mask");
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svg/windows.h"
 #include "testutil.h"
 
 static stsa_ctx *make_ctx(stsa_backend backend, int q_tile, int kv_tile) {
@@ -298,8 +299,104 @@ static void test_profiling_accuracy(void) {
   tu_free_tensor(&o);
 }
 
+/* Sizes near INT64_MAX are refused with a message before anything is
+ * multiplied (UBSan in the sanitizer build aborts on a signed overflow). */
+static void test_config_bounds(void) {
+  stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 192, 256);
+  stsa_svg_config base = {0};
+  base.geometry = (stsa_geometry){2, 4, 4, 0, 0, STSA_TEXT_NONE};
+  base.heads = 2;
+  base.head_dim = 16;
+  base.density = 0.5;
+  base.sample_rows = 4;
+  base.sink_frames = 1;
+  struct {
+    const char *what, *msg;
+    stsa_svg_config c;
+  } bad[16];
+  int n = 0;
+  const int64_t big[3] = {INT64_MAX, INT64_MAX / 2 + 1, (int64_t)1 << 40};
+  for (int i = 0; i < 3; i++) {
+    bad[n].c = base, bad[n].c.geometry.frames = big[i];
+    bad[n].what = "huge frames", bad[n++].msg = "too many tokens";
+    bad[n].c = base, bad[n].c.geometry.height = big[i], bad[n].c.geometry.width = big[i];
+    bad[n].what = "huge height x width", bad[n++].msg = "too many tokens";
+  }
+  bad[n].c = base, bad[n].c.geometry.text = INT64_MAX;
+  bad[n].c.geometry.text_pos = STSA_TEXT_PREFIX;
+  bad[n].what = "huge text", bad[n++].msg = "too many tokens";
+  bad[n].c = base, bad[n].c.heads = INT64_MAX;
+  bad[n].what = "huge heads", bad[n++].msg = "heads";
+  bad[n].c = base, bad[n].c.head_dim = INT64_MAX;
+  bad[n].what = "huge head_dim", bad[n++].msg = "head_dim";
+  bad[n].c = base, bad[n].c.head_dim = 513;
+  bad[n].what = "head_dim above the kernel's 512", bad[n++].msg = "kernel's limit";
+  bad[n].c = base, bad[n].c.sample_rows = INT64_MAX;
+  bad[n].what = "huge sample_rows", bad[n++].msg = "sample_rows";
+  bad[n].c = base, bad[n].c.sink_frames = INT64_MAX;
+  bad[n].what = "huge sink_frames", bad[n++].msg = "sink_frames";
+  bad[n].c = base, bad[n].c.dense_steps = INT64_MIN;
+  bad[n].what = "negative dense_steps", bad[n++].msg = "dense_steps";
+  for (int i = 0; i < n; i++) {
+    stsa_svg *svg = (stsa_svg *)&n; /* must stay untouched */
+    stsa_status st = stsa_svg_create(ctx, &bad[i].c, &svg);
+    CHECK(st == STSA_ERR_BAD_PARAM, "%s: got %s", bad[i].what, stsa_status_str(st));
+    CHECK(strstr(stsa_ctx_last_error(ctx), bad[i].msg) != NULL,
+          "%s: message '%s' lacks '%s'", bad[i].what, stsa_ctx_last_error(ctx),
+          bad[i].msg);
+    CHECK(svg == (stsa_svg *)&n, "%s: out written on failure", bad[i].what);
+  }
+  /* the largest head dim the kernel takes is accepted */
+  stsa_svg_config ok = base;
+  ok.head_dim = 512;
+  stsa_svg *svg = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &ok, &svg), STSA_OK);
+  stsa_svg_free(svg);
+  stsa_ctx_free(ctx);
+}
+
+/* The frame window search (closed form + bisection) picks what a scan over
+ * every w with brute-force pair counts picks. */
+static void test_frame_window_search(void) {
+  long mismatches = 0;
+  char first[160] = "";
+  for (int64_t F = 1; F <= 24; F++)
+    for (int64_t sink = 0; sink <= F; sink++)
+      for (int di = 0; di <= 40; di++) {
+        const double target = di / 40.0;
+        int64_t best = 0;
+        double best_gap = INFINITY;
+        for (int64_t w = 0; w < F; w++) {
+          int64_t kept = 0;
+          for (int64_t fq = 0; fq < F; fq++)
+            for (int64_t fk = 0; fk < F; fk++)
+              kept += (fq - fk <= w && fk - fq <= w) || fk < sink;
+          double gap = fabs((double)kept / (double)(F * F) - target);
+          if (gap < best_gap) {
+            best_gap = gap;
+            best = w;
+          }
+        }
+        stsa_geometry g = {F, 3, 5, 0, 0, STSA_TEXT_NONE};
+        int64_t got = stsa_svg_frame_window(&g, sink, target);
+        if (got != best && mismatches++ == 0)
+          snprintf(first, sizeof first, "F %lld sink %lld density %g: %lld, scan %lld",
+                   (long long)F, (long long)sink, target, (long long)got,
+                   (long long)best);
+      }
+  CHECK(mismatches == 0, "%ld frame windows differ from the scan, first: %s", mismatches,
+        first);
+  /* and a geometry with 2^40 frames answers at once, without overflow */
+  stsa_geometry huge = {(int64_t)1 << 40, 1, 1, 0, 0, STSA_TEXT_NONE};
+  int64_t w = stsa_svg_frame_window(&huge, 1, 0.25);
+  CHECK(w > 0 && w < ((int64_t)1 << 40), "2^40 frames: w = %lld", (long long)w);
+  CHECK(stsa_svg_band_halfwidth(&huge, 1, 0.25) > 0, "2^40 frames: band");
+}
+
 int main(void) {
   test_presets();
+  test_config_bounds();
+  test_frame_window_search();
   test_permutation_round_trip();
   test_policy();
   test_svg_vs_reference();

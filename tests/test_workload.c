@@ -533,8 +533,54 @@ static void test_invalid(void) {
     call[i].data = (char *)call[i].data + 1;
     expect_fail(&ok, call, &x, STSA_ERR_MISALIGNED, "tensor misaligned");
   }
+  /* Outputs that share elements: the same tensor twice, or k one element
+   * into q's buffer. */
+  {
+    stsa_tensor call[3] = {x.t[0], x.t[0], x.t[2]};
+    expect_fail(&ok, call, &x, STSA_ERR_OVERLAP, "k is q");
+    call[1] = x.t[1], call[2] = x.t[1];
+    expect_fail(&ok, call, &x, STSA_ERR_OVERLAP, "v is k");
+    call[1] = x.t[0], call[2] = x.t[2];
+    call[1].data = (float *)x.t[0].data + 1;
+    expect_fail(&ok, call, &x, STSA_ERR_OVERLAP, "k one element into q");
+  }
   CHECK_STATUS(gen(&ok, &x, NULL), STSA_OK); /* the fixture itself was valid */
   free_qkv(&x);
+}
+
+/* A fused QKV buffer [B, N, 3, H, D]: q, k and v interleave without sharing an
+ * element, which is accepted and gives what separate buffers give; offsets
+ * that make them share elements are refused. */
+static void test_fused_qkv(void) {
+  const stsa_workload_desc d =
+      make_desc(2, 3, 4, 2, STSA_TEXT_SUFFIX, 2, 3, 16, 7, SPATIAL_TEMPORAL_MIXED);
+  const int64_t B = d.batch, N = tokens(&d), H = d.heads, D = d.head_dim;
+  qkv sep = alloc_qkv(&d, STSA_F32, TU_BSHD);
+  CHECK_STATUS(gen(&d, &sep, NULL), STSA_OK);
+  float *fused = tu_guarded_alloc(sizeof(float) * (size_t)(B * N * 3 * H * D));
+  stsa_tensor t[3];
+  for (int i = 0; i < 3; i++) {
+    t[i] = stsa_tensor_bshd(fused + i * H * D, STSA_F32, B, N, H, D);
+    t[i].stride[0] = N * 3 * H * D;
+    t[i].stride[1] = 3 * H * D;
+  }
+  CHECK_STATUS(stsa_workload_generate(&d, &t[0], &t[1], &t[2], NULL), STSA_OK);
+  for (int i = 0; i < 3; i++)
+    CHECK(tu_max_abs_diff(&t[i], &sep.t[i], NULL) == 0, "fused tensor %d differs", i);
+  /* k half a head further: its elements meet q's and v's */
+  stsa_tensor k = t[1];
+  k.data = fused + H * D + D / 2;
+  CHECK_STATUS(stsa_workload_generate(&d, &t[0], &k, &t[2], NULL), STSA_ERR_OVERLAP);
+  /* k on v's heads 1.. and beyond: they share */
+  k.data = fused + 2 * H * D + D;
+  CHECK_STATUS(stsa_workload_generate(&d, &t[0], &k, &t[2], NULL), STSA_ERR_OVERLAP);
+  /* one f16 view among f32 ones over the same bytes: refused (byte ranges) */
+  stsa_tensor v16 = t[2];
+  v16.dtype = STSA_F16;
+  CHECK_STATUS(stsa_workload_generate(&d, &t[0], &t[1], &v16, NULL), STSA_ERR_OVERLAP);
+  CHECK(tu_guard_ok(fused), "fused buffer guards");
+  tu_guarded_free(fused);
+  free_qkv(&sep);
 }
 
 /* ---- timing -------------------------------------------------------------------- */
@@ -580,6 +626,7 @@ int main(void) {
   test_default_kinds();
   test_edge_shapes();
   test_invalid();
+  test_fused_qkv();
   time_wan720p();
   return tu_finish("test_workload");
 }

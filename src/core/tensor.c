@@ -4,17 +4,22 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/convert.h"
 
+/* Strides of sizes nobody has checked yet saturate at INT64_MAX instead of
+ * overflowing; stsa_check_tensor then names the size that is out of range. */
 stsa_tensor stsa_tensor_bshd(void *data, stsa_dtype dtype, int64_t B, int64_t S,
                              int64_t H, int64_t D) {
-  stsa_tensor t = {data, dtype, {B, S, H, D}, {S * H * D, H * D, D, 1}};
+  const int64_t HD = stsa_mul_sat(H, D);
+  stsa_tensor t = {data, dtype, {B, S, H, D}, {stsa_mul_sat(S, HD), HD, D, 1}};
   return t;
 }
 
 stsa_tensor stsa_tensor_bhsd(void *data, stsa_dtype dtype, int64_t B, int64_t S,
                              int64_t H, int64_t D) {
-  stsa_tensor t = {data, dtype, {B, S, H, D}, {H * S * D, D, S * D, 1}};
+  const int64_t SD = stsa_mul_sat(S, D);
+  stsa_tensor t = {data, dtype, {B, S, H, D}, {stsa_mul_sat(H, SD), D, SD, 1}};
   return t;
 }
 
@@ -31,18 +36,26 @@ static const char DIM_NAMES[4] = {'B', 'S', 'H', 'D'};
 
 stsa_status stsa_check_tensor(const stsa_tensor *t, const char *name, stsa_errbuf *err) {
   STSA_RETURN_IF(!t, err, STSA_ERR_NULL_ARG, "%s: tensor descriptor is NULL", name);
+  /* Sizes first: an empty tensor (often with a NULL pointer, and with strides
+   * of 0 derived from a 0 size) is reported as what it is. */
+  for (int i = 0; i < 4; i++) {
+    STSA_RETURN_IF(t->shape[i] == 0 && i == STSA_DIM_D, err, STSA_ERR_BAD_SHAPE,
+                   "%s: head dim D is 0, must be >= 1", name);
+    STSA_RETURN_IF(t->shape[i] == 0, err, STSA_ERR_BAD_SHAPE,
+                   "%s: tensor is empty: size of %c is 0, must be >= 1", name,
+                   DIM_NAMES[i]);
+    STSA_RETURN_IF(t->shape[i] < 0 || t->shape[i] > STSA_MAX_DIM, err, STSA_ERR_BAD_SHAPE,
+                   "%s: size of %c is %lld, expected 1..2^40", name, DIM_NAMES[i],
+                   (long long)t->shape[i]);
+  }
   STSA_RETURN_IF(!t->data, err, STSA_ERR_NULL_ARG, "%s: data pointer is NULL", name);
   size_t esize = stsa_dtype_size(t->dtype);
   STSA_RETURN_IF(esize == 0, err, STSA_ERR_BAD_DTYPE,
                  "%s: dtype %d is not one of f32, f16, bf16", name, (int)t->dtype);
-  for (int i = 0; i < 4; i++) {
-    STSA_RETURN_IF(t->shape[i] <= 0 || t->shape[i] > STSA_MAX_DIM, err,
-                   STSA_ERR_BAD_SHAPE, "%s: size of %c is %lld, expected 1..2^40", name,
-                   DIM_NAMES[i], (long long)t->shape[i]);
+  for (int i = 0; i < 4; i++)
     STSA_RETURN_IF(t->stride[i] <= 0 || t->stride[i] > STSA_MAX_DIM, err,
                    STSA_ERR_BAD_STRIDE, "%s: stride of %c is %lld, expected 1..2^40",
                    name, DIM_NAMES[i], (long long)t->stride[i]);
-  }
   STSA_RETURN_IF(t->shape[3] > STSA_MAX_HEAD_DIM, err, STSA_ERR_BAD_SHAPE,
                  "%s: head dim D = %lld exceeds the supported maximum %d", name,
                  (long long)t->shape[3], STSA_MAX_HEAD_DIM);
@@ -83,6 +96,60 @@ void stsa_tensor_byte_range(const stsa_tensor *t, uintptr_t *lo, uintptr_t *hi) 
 
 static int ranges_overlap(uintptr_t alo, uintptr_t ahi, uintptr_t blo, uintptr_t bhi) {
   return alo < bhi && blo < ahi;
+}
+
+/* 1 if some offset sum_i c_i * stride[dims[i]], |c_i| < shape[dims[i]], over
+ * dims k.. (sorted by decreasing stride, non-aliasing) equals `delta`. Every
+ * stride exceeds the reach `rest` of the smaller dims, so at most two c_k
+ * remain possible per level: at most 2^4 paths. */
+static int offset_reachable(const stsa_tensor *t, const int *dims, int n, int k,
+                            int64_t delta) {
+  if (k >= n || k >= 4)
+    return delta == 0;
+  int64_t rest = 0; /* reach of dims k+1..n-1; < 2^52 for a checked tensor */
+  for (int i = k + 1; i < n && i < 4; i++)
+    rest += (t->shape[dims[i]] - 1) * t->stride[dims[i]];
+  const int64_t st = t->stride[dims[k]], lim = t->shape[dims[k]] - 1;
+  /* c with |delta - c*st| <= rest: ceil((delta-rest)/st) .. floor((delta+rest)/st) */
+  int64_t lo = delta - rest, hi = delta + rest;
+  int64_t c0 = lo >= 0 ? (lo + st - 1) / st : -((-lo) / st);
+  int64_t c1 = hi >= 0 ? hi / st : -((-hi + st - 1) / st);
+  if (c0 < -lim)
+    c0 = -lim;
+  if (c1 > lim)
+    c1 = lim;
+  for (int64_t c = c0; c <= c1; c++)
+    if (offset_reachable(t, dims, n, k + 1, delta - c * st))
+      return 1;
+  return 0;
+}
+
+int stsa_tensors_share_memory(const stsa_tensor *a, const stsa_tensor *b) {
+  uintptr_t alo, ahi, blo, bhi;
+  stsa_tensor_byte_range(a, &alo, &ahi);
+  stsa_tensor_byte_range(b, &blo, &bhi);
+  if (!ranges_overlap(alo, ahi, blo, bhi))
+    return 0;
+  const size_t esize = stsa_dtype_size(a->dtype);
+  int same = a->dtype == b->dtype;
+  for (int i = 0; i < 4; i++)
+    same = same && a->shape[i] == b->shape[i] && a->stride[i] == b->stride[i];
+  const uintptr_t diff = alo > blo ? alo - blo : blo - alo;
+  if (!same || diff % esize != 0)
+    return 1; /* interleaving is only recognised for one layout */
+  /* b's elements are a's shifted by delta elements: they meet when delta is
+   * the offset difference of two indices of the shape */
+  int dims[4], n = 0;
+  for (int i = 0; i < 4; i++)
+    if (a->shape[i] > 1)
+      dims[n++] = i;
+  for (int i = 1; i < n; i++) /* by decreasing stride */
+    for (int j = i; j > 0 && a->stride[dims[j]] > a->stride[dims[j - 1]]; j--) {
+      int tmp = dims[j];
+      dims[j] = dims[j - 1];
+      dims[j - 1] = tmp;
+    }
+  return offset_reachable(a, dims, n, 0, (int64_t)(diff / esize));
 }
 
 /* Scans every element of a tensor for NaN/Inf. */

@@ -16,6 +16,12 @@ stsa_status stsa_check_tensor(const stsa_tensor *t, const char *name, stsa_errbu
 /* Byte range [lo, hi) that a tensor's elements occupy. */
 void stsa_tensor_byte_range(const stsa_tensor *t, uintptr_t *lo, uintptr_t *hi);
 
+/* 1 if two checked tensors may share a byte. Exact for two tensors of one
+ * dtype, shape and strides (interleaved in one buffer, such as the q, k and
+ * v of a fused QKV projection, do not share); otherwise any overlap of
+ * their byte ranges counts. */
+int stsa_tensors_share_memory(const stsa_tensor *a, const stsa_tensor *b);
+
 /* Checks a dense attention call: every tensor, matching shapes, the lse
  * buffer, no overlap between what is written and anything else, and (when
  * check_finite) that inputs hold no NaN/Inf. */

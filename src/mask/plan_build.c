@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "kernel/tile_loop.h" /* STSA_TILE_FULL, STSA_TILE_PARTIAL */
 #include "mask/intervals.h"
 #include "mask/plan_build.h"
@@ -478,8 +479,10 @@ static stsa_status build(stsa_ctx *ctx, const stsa_plan_desc *d, int q_tile, int
 /* ---- validation and the public entry points ------------------------------ */
 stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
   stsa_errbuf *err = &ctx->err;
-  STSA_RETURN_IF(d->heads < 1, err, STSA_ERR_BAD_SHAPE,
-                 "plan: heads = %lld, expected >= 1", (long long)d->heads);
+  /* a tensor has at most 2^40 heads, and so a plan (this also bounds every
+   * heads x tiles and heads x pairs product) */
+  STSA_RETURN_IF(d->heads < 1 || d->heads > STSA_MAX_TOKENS, err, STSA_ERR_BAD_SHAPE,
+                 "plan: heads = %lld, expected 1..2^40", (long long)d->heads);
   STSA_RETURN_IF(!d->masks, err, STSA_ERR_NULL_ARG, "plan: masks is NULL");
   STSA_RETURN_IF(
       d->s_q < 1 || d->s_kv < 1 || d->s_q > STSA_MAX_TOKENS || d->s_kv > STSA_MAX_TOKENS,
@@ -607,13 +610,15 @@ stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *st) {
   memset(st, 0, sizeof *st);
   st->q_tiles = plan->q_tiles;
   st->kv_tiles = plan->kv_tiles;
-  st->tiles_total = plan->heads * plan->q_tiles * plan->kv_tiles;
-  st->pairs_total = plan->heads * plan->s_q * plan->s_kv;
+  /* saturating: 2^40 heads of 2^40 x 2^40 pairs do not fit an int64 */
+  st->tiles_total =
+      stsa_mul_sat(plan->heads, stsa_mul_sat(plan->q_tiles, plan->kv_tiles));
+  st->pairs_total = stsa_mul_sat(plan->heads, stsa_mul_sat(plan->s_q, plan->s_kv));
   for (int64_t h = 0; h < plan->heads; h++) {
     const stsa_plan_part *part = &plan->parts[plan->head_part[h]];
     st->tiles_active += part->entries;
     st->tiles_partial += part->partial_entries;
-    st->pairs_kept += part->kept_pairs;
+    st->pairs_kept = stsa_add_sat(st->pairs_kept, part->kept_pairs);
   }
   st->distinct_masks = plan->parts_count;
   st->distinct_partials = ((const plan_store *)plan->arena_)->distinct_patterns;

@@ -105,22 +105,31 @@ static void choose_tiles(const stsa_svg_config *cfg, const stsa_ctx *ctx, int *q
   *kv_tile = cfg->kv_tile ? cfg->kv_tile : auto_ok ? aligned_kv : ctx->kv_tile;
 }
 
+/* Every size is checked before anything is derived from it: the geometry
+ * first (its token count cannot overflow once it passes), then the rest
+ * against it. */
 static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
   const stsa_geometry *g = &c->geometry;
   STSA_RETURN_IF(g->frames < 1 || g->height < 1 || g->width < 1, err, STSA_ERR_BAD_PARAM,
                  "svg: geometry %lld x %lld x %lld needs at least one video token",
                  (long long)g->frames, (long long)g->height, (long long)g->width);
-  STSA_RETURN_IF(c->heads < 1 || c->head_dim < 1, err, STSA_ERR_BAD_PARAM,
-                 "svg: heads = %lld and head_dim = %lld must be positive",
-                 (long long)c->heads, (long long)c->head_dim);
+  const char *why = stsa_geo_check(g);
+  STSA_RETURN_IF(why, err, STSA_ERR_BAD_PARAM, "svg: geometry %lld x %lld x %lld: %s",
+                 (long long)g->frames, (long long)g->height, (long long)g->width, why);
+  stsa_geo geo;
+  stsa_geo_init(&geo, g);
+  STSA_RETURN_IF(c->heads < 1 || c->heads > STSA_MAX_TOKENS, err, STSA_ERR_BAD_PARAM,
+                 "svg: heads = %lld, expected 1..2^40", (long long)c->heads);
+  STSA_RETURN_IF(c->head_dim < 1 || c->head_dim > STSA_MAX_HEAD_DIM, err,
+                 STSA_ERR_BAD_PARAM,
+                 "svg: head_dim = %lld, expected 1..%d (the kernel's limit)",
+                 (long long)c->head_dim, STSA_MAX_HEAD_DIM);
   STSA_RETURN_IF(!(c->density > 0 && c->density <= 1), err, STSA_ERR_BAD_PARAM,
                  "svg: density = %g is the KEPT fraction and must be in (0, 1]",
                  c->density);
   STSA_RETURN_IF(c->dense_steps < 0 || c->dense_layers < 0, err, STSA_ERR_BAD_PARAM,
                  "svg: dense_steps and dense_layers must be >= 0");
-  STSA_RETURN_IF(c->sample_rows < 1 ||
-                     c->sample_rows > g->frames * g->height * g->width ||
-                     c->sample_rows > 4092,
+  STSA_RETURN_IF(c->sample_rows < 1 || c->sample_rows > geo.L || c->sample_rows > 4092,
                  err, STSA_ERR_BAD_PARAM,
                  "svg: sample_rows = %lld must be in [1, min(video tokens, 4092)]",
                  (long long)c->sample_rows);
@@ -148,10 +157,8 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   svg->ctx = ctx;
   svg->cfg = *cfg;
   const stsa_geometry *g = &svg->cfg.geometry;
-  svg->tokens = stsa_geometry_tokens(g);
-  stsa_status st =
-      svg->tokens > 0 ? STSA_OK
-                      : stsa_fail(&ctx->err, STSA_ERR_BAD_PARAM, "svg: invalid geometry");
+  svg->tokens = stsa_geometry_tokens(g); /* > 0: check_config passed */
+  stsa_status st = STSA_OK;
   choose_tiles(cfg, ctx, &svg->windows.q_tile, &svg->windows.kv_tile);
   double video = stsa_svg_video_density(g, cfg->density);
   svg->windows.frame_window = stsa_svg_frame_window(g, cfg->sink_frames, video);

@@ -151,11 +151,16 @@ static stsa_status check_desc(const stsa_workload_desc *d, int64_t *n_out) {
     return STSA_ERR_BAD_SHAPE;
   if (d->batch < 1 || d->heads < 1 || d->head_dim < 1)
     return STSA_ERR_BAD_SHAPE;
+  *n_out = g->text + g->frames * g->height * g->width;
+  return STSA_OK;
+}
+
+/* After the output tensors passed: heads is then bounded by their shape. */
+static stsa_status check_kinds(const stsa_workload_desc *d) {
   if (d->kinds)
     for (int64_t h = 0; h < d->heads; h++)
       if ((unsigned)d->kinds[h] >= STSA_HEAD_KIND_COUNT_)
         return STSA_ERR_BAD_PARAM;
-  *n_out = g->text + g->frames * g->height * g->width;
   return STSA_OK;
 }
 
@@ -371,8 +376,12 @@ stsa_status stsa_workload_generate(const stsa_workload_desc *desc, const stsa_te
   STSA_TRY(check_out(q, desc, n));
   STSA_TRY(check_out(k, desc, n));
   STSA_TRY(check_out(v, desc, n));
-  /* q, k and v may interleave in one buffer (fused QKV), so byte ranges are
-   * not compared; outputs sharing elements are the caller's error. */
+  /* q, k and v may interleave in one buffer (fused QKV): only outputs that
+   * share elements are refused */
+  if (stsa_tensors_share_memory(q, k) || stsa_tensors_share_memory(q, v) ||
+      stsa_tensors_share_memory(k, v))
+    return STSA_ERR_OVERLAP;
+  STSA_TRY(check_kinds(desc));
   stsa_head_kind *kinds = malloc((size_t)desc->heads * sizeof *kinds);
   if (!kinds)
     return STSA_ERR_OUT_OF_MEMORY;
