@@ -124,10 +124,19 @@ STSA_API stsa_tensor stsa_tensor_shd(void *data, stsa_dtype dtype, int64_t S, in
 typedef struct stsa_ctx stsa_ctx;
 
 /* Creates a context with defaults: all online CPUs, backend AUTO, finite
- * checks on. The environment variable STSA_BACKEND=ref|portable|avx2 (read
- * here, once) overrides the backend; STSA_FORCE_PORTABLE=1 is a synonym for
- * STSA_BACKEND=portable. */
+ * checks on. The environment variable STSA_BACKEND=auto|ref|portable|avx2
+ * (read here, once; unset or empty means auto) overrides the backend;
+ * STSA_FORCE_PORTABLE=1 is a synonym for STSA_BACKEND=portable and wins over
+ * it. Any other STSA_BACKEND value fails with STSA_ERR_BAD_PARAM, and avx2
+ * on a CPU without AVX2/FMA/F16C with STSA_ERR_UNSUPPORTED; *out_ctx is then
+ * not written. There is no context to hold the message of such a failure:
+ * use stsa_ctx_create_msg to read it. */
 STSA_API stsa_status stsa_ctx_create(stsa_ctx **out_ctx);
+/* stsa_ctx_create, and on failure a NUL-terminated message (naming the bad
+ * setting and the accepted values) in msg[0 .. msg_size), truncated to fit;
+ * msg may be NULL. msg is written only on failure. Thread-safe: the message
+ * lives in the caller's buffer. */
+STSA_API stsa_status stsa_ctx_create_msg(stsa_ctx **out_ctx, char *msg, size_t msg_size);
 /* Frees a context; NULL is accepted. Only when no call on it (or on a session
  * made from it) is in flight on any thread; plans it built stay valid. */
 STSA_API void stsa_ctx_free(stsa_ctx *ctx);
@@ -220,6 +229,9 @@ STSA_API stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q,
  * context — gives exactly stsa_attention's result. The context is only read;
  * each call allocates its own scratch. If any part fails, parts may have
  * written their rows; validate first with stsa_attention_check to be sure.
+ * A failing part records its message in the context under a lock (several
+ * may fail at once); a part that succeeds does not clear it. Read
+ * stsa_ctx_last_error after every part has returned, and only if one failed.
  */
 STSA_API stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
                                          const stsa_tensor *k, const stsa_tensor *v,
@@ -385,6 +397,7 @@ STSA_API stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc,
                                      stsa_plan **out);
 STSA_API void stsa_plan_free(stsa_plan *plan);
 
+/* Counts saturate at INT64_MAX (2^40 heads of 2^40 x 2^40 pairs do not fit). */
 typedef struct stsa_plan_stats {
   int64_t q_tiles, kv_tiles; /* grid size */
   int64_t tiles_total;       /* heads * q_tiles * kv_tiles */
@@ -480,7 +493,11 @@ typedef struct stsa_workload_desc {
 } stsa_workload_desc;
 
 /* Fills q, k, v (shape [B, N, H, D], any layout/dtype the tensors describe)
- * and, if kinds_out is not NULL, the ground-truth kind of each head [H]. */
+ * and, if kinds_out is not NULL, the ground-truth kind of each head [H].
+ * q, k and v may interleave in one buffer (a fused [B, N, 3, H, D] QKV), but
+ * no element may belong to two of them: STSA_ERR_OVERLAP (recognised exactly
+ * for tensors of one dtype, shape and strides; otherwise any overlap of
+ * their byte ranges counts). */
 STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
                                             const stsa_tensor *q, const stsa_tensor *k,
                                             const stsa_tensor *v,
@@ -525,7 +542,10 @@ STSA_API const char *stsa_svg_preset_name(int i);
 typedef struct stsa_svg stsa_svg;
 
 /* A session: configuration, window widths and cached plans, reused across
- * layers and steps. Uses ctx for its tile sizes; ctx must outlive it. A
+ * layers and steps. Uses ctx for its tile sizes; ctx must outlive it. The
+ * configuration is checked before anything is derived from it (sizes near
+ * INT64_MAX give STSA_ERR_BAD_PARAM and a message, never an overflow);
+ * head_dim must be 1..512, the kernel's limit. A
  * session follows its context's thread rule: one call at a time on the
  * session and the context together, and stsa_svg_free only when no call on
  * either is in flight (on any thread). */

@@ -86,6 +86,116 @@ static void test_env_backend(void) {
   CHECK(stsa_ctx_backend(ctx) == want, "auto backend is %s",
         stsa_backend_name(stsa_ctx_backend(ctx)));
   stsa_ctx_free(ctx);
+
+  /* an unknown name fails, and the message names the accepted values */
+  setenv("STSA_BACKEND", "gpu", 1);
+  stsa_ctx *untouched = (stsa_ctx *)&want;
+  ctx = untouched;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_ERR_BAD_PARAM);
+  CHECK(ctx == untouched, "failed create wrote *out_ctx");
+  char msg[256];
+  memset(msg, 'x', sizeof msg);
+  CHECK_STATUS(stsa_ctx_create_msg(&ctx, msg, sizeof msg), STSA_ERR_BAD_PARAM);
+  CHECK(ctx == untouched && memchr(msg, '\0', sizeof msg) &&
+            strstr(msg, "STSA_BACKEND=gpu") && strstr(msg, "auto, ref, portable, avx2"),
+        "message for STSA_BACKEND=gpu: '%.256s'", msg);
+  char small[8];
+  CHECK_STATUS(stsa_ctx_create_msg(&ctx, small, sizeof small), STSA_ERR_BAD_PARAM);
+  CHECK(strlen(small) == 7 && !strncmp(small, msg, 7), "truncated message '%s'", small);
+  CHECK_STATUS(stsa_ctx_create_msg(&ctx, NULL, 0), STSA_ERR_BAD_PARAM);
+  setenv("STSA_FORCE_PORTABLE", "1", 1); /* does not hide the typo */
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_ERR_BAD_PARAM);
+  unsetenv("STSA_FORCE_PORTABLE");
+  setenv("STSA_BACKEND", "REF", 1); /* names are exact */
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_ERR_BAD_PARAM);
+  setenv("STSA_BACKEND", "avx2", 1);
+  if (!stsa_cpu_has_avx2()) {
+    CHECK_STATUS(stsa_ctx_create_msg(&ctx, msg, sizeof msg), STSA_ERR_UNSUPPORTED);
+    CHECK(strstr(msg, "lacks AVX2") != NULL, "message for avx2: '%s'", msg);
+  }
+  /* empty and "auto" mean automatic; a good name succeeds with msg untouched */
+  const char *fine[2] = {"", "auto"};
+  for (int i = 0; i < 2; i++) {
+    setenv("STSA_BACKEND", fine[i], 1);
+    memset(msg, 'x', sizeof msg);
+    ctx = NULL;
+    CHECK_STATUS(stsa_ctx_create_msg(&ctx, msg, sizeof msg), STSA_OK);
+    CHECK(ctx && stsa_ctx_backend(ctx) == want, "STSA_BACKEND='%s' gave %s", fine[i],
+          ctx ? stsa_backend_name(stsa_ctx_backend(ctx)) : "no context");
+    CHECK(msg[0] == 'x', "msg written on success");
+    stsa_ctx_free(ctx);
+  }
+  unsetenv("STSA_BACKEND");
+  CHECK_STATUS(stsa_ctx_create_msg(NULL, msg, sizeof msg), STSA_ERR_NULL_ARG);
+}
+
+/* Sizes near INT64_MAX in the descriptor helpers and at the API boundary:
+ * refused with the size named, never an overflow (UBSan aborts on one). */
+static void test_huge_sizes(void) {
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  float x[64] = {0}, y[64] = {0};
+  const int64_t M = INT64_MAX, T = (int64_t)1 << 40;
+  struct {
+    stsa_tensor q;
+    stsa_status want;
+    const char *msg;
+  } cases[] = {
+      {stsa_tensor_bshd(x, STSA_F32, 1, M, 4, 4), STSA_ERR_BAD_SHAPE, "size of S"},
+      {stsa_tensor_bshd(x, STSA_F32, 1, 4, M, M), STSA_ERR_BAD_SHAPE, "size of H"},
+      {stsa_tensor_bshd(x, STSA_F32, M, M, M, M), STSA_ERR_BAD_SHAPE, "size of B"},
+      {stsa_tensor_bhsd(x, STSA_F32, 1, M, M, 4), STSA_ERR_BAD_SHAPE, "size of S"},
+      {stsa_tensor_shd(x, STSA_F32, 4, M / 2, 3), STSA_ERR_BAD_SHAPE, "size of H"},
+      {stsa_tensor_bshd(x, STSA_F32, 1, T, T, 512), STSA_ERR_BAD_STRIDE, "stride of B"},
+      {stsa_tensor_bhsd(x, STSA_F32, T, T, T, 512), STSA_ERR_BAD_STRIDE, "stride of B"},
+      {stsa_tensor_bshd(x, STSA_F32, 1, 4, 1, 0), STSA_ERR_BAD_SHAPE, "head dim D is 0"},
+      {stsa_tensor_bshd(NULL, STSA_F32, 1, 0, 2, 4), STSA_ERR_BAD_SHAPE,
+       "tensor is empty: size of S is 0"},
+      {stsa_tensor_bshd(NULL, STSA_F16, 0, 3, 2, 4), STSA_ERR_BAD_SHAPE,
+       "tensor is empty: size of B is 0"},
+  };
+  stsa_tensor kv = stsa_tensor_bshd(y, STSA_F32, 1, 4, 1, 4);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    stsa_tensor out = cases[i].q;
+    out.data = y + 32;
+    stsa_status st = stsa_attention_check(ctx, &cases[i].q, &kv, &kv, &out, NULL);
+    CHECK(st == cases[i].want, "case %zu: got %s, expected %s", i, stsa_status_str(st),
+          stsa_status_str(cases[i].want));
+    CHECK(strstr(stsa_ctx_last_error(ctx), cases[i].msg) != NULL,
+          "case %zu: message '%s' lacks '%s'", i, stsa_ctx_last_error(ctx), cases[i].msg);
+  }
+  /* an empty q named as such even with NULL data, and D = 0 as the head dim */
+  stsa_tensor e = stsa_tensor_bshd(NULL, STSA_F32, 1, 4, 1, 0);
+  CHECK_STATUS(stsa_attention_check(ctx, &e, &kv, &kv, &kv, NULL), STSA_ERR_BAD_SHAPE);
+  CHECK(strstr(stsa_ctx_last_error(ctx), "q: head dim D is 0, must be >= 1") != NULL,
+        "D = 0: '%s'", stsa_ctx_last_error(ctx));
+  stsa_ctx_free(ctx);
+}
+
+/* Failing parts on several threads at once leave one whole message. */
+static void test_part_messages(void) {
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  float x[4 * 8] = {0}, o[4 * 8], k9[4 * 9] = {0};
+  stsa_tensor q = stsa_tensor_bshd(x, STSA_F32, 1, 4, 1, 8);
+  stsa_tensor out = stsa_tensor_bshd(o, STSA_F32, 1, 4, 1, 8);
+  stsa_tensor bad = stsa_tensor_bshd(k9, STSA_F32, 1, 4, 1, 9);
+  long wrong = 0;
+#pragma omp parallel for num_threads(4) reduction(+ : wrong)
+  for (int i = 0; i < 400; i++)
+    wrong += stsa_attention_part(ctx, &q, &bad, &q, &out, NULL, i % 4, 4) !=
+             STSA_ERR_BAD_SHAPE;
+  CHECK(wrong == 0, "%ld parts did not fail", wrong);
+  CHECK(!strcmp(stsa_ctx_last_error(ctx), "k has head dim 9 but q has 8"),
+        "message after concurrent failing parts: '%s'", stsa_ctx_last_error(ctx));
+  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 3, 2),
+               STSA_ERR_BAD_PARAM);
+  CHECK(strstr(stsa_ctx_last_error(ctx), "ith = 3, nth = 2") != NULL, "bad part: '%s'",
+        stsa_ctx_last_error(ctx));
+  /* a part that succeeds leaves the last message alone */
+  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 0, 2), STSA_OK);
+  CHECK(strstr(stsa_ctx_last_error(ctx), "ith = 3") != NULL, "message cleared by a part");
+  stsa_ctx_free(ctx);
 }
 
 /* A valid call's tensors; each invalid case perturbs a copy. */
@@ -107,9 +217,13 @@ static void expect_rejected(stsa_ctx *ctx, const call *base, call c, stsa_status
         what);
   for (int i = 0; i < 16; i++)
     CHECK(base->lse[i] == 123.0f, "%s: lse touched", what);
-  /* the partitioned entry point validates the same way */
+  /* the partitioned entry point validates the same way, and says why */
+  stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 1); /* a call that clears the message */
   st = stsa_attention_part(ctx, &c.q, &c.k, &c.v, &c.out, &opts, 0, 1);
   CHECK(st == want, "%s (part): got %s", what, stsa_status_str(st));
+  if (msg_part)
+    CHECK(strstr(stsa_ctx_last_error(ctx), msg_part) != NULL,
+          "%s (part): message '%s' lacks '%s'", what, stsa_ctx_last_error(ctx), msg_part);
   CHECK(tu_is_sentinel(&base->out), "%s (part): output touched", what);
 }
 
@@ -212,6 +326,8 @@ int main(void) {
   test_version_and_names();
   test_params();
   test_env_backend();
+  test_huge_sizes();
+  test_part_messages();
   test_invalid_inputs();
   return tu_finish("test_api");
 }

@@ -444,6 +444,17 @@ static void test_invalid(void) {
   stsa_sparse_opts bad = {0.0f, NULL, (stsa_sparse_mode)7, NULL, 0};
   CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &q, &q, &out, &bad),
                STSA_ERR_BAD_PARAM);
+  /* unknown flag bits are refused, as stsa_plan_build refuses its own */
+  int64_t changed = -7;
+  for (unsigned flags = 2; flags; flags <<= 1) {
+    stsa_sparse_opts unknown = {0.0f, NULL, STSA_SPARSE_EXACT, &changed,
+                                flags | STSA_SPARSE_PREPERMUTED};
+    CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &q, &q, &out, &unknown),
+                 STSA_ERR_BAD_PARAM);
+    CHECK(strstr(stsa_ctx_last_error(ctx), "unknown flags") != NULL,
+          "flags 0x%x: message '%s'", flags, stsa_ctx_last_error(ctx));
+  }
+  CHECK(changed == -7, "pairs_changed written by a refused call");
   CHECK(tu_is_sentinel(&out) && tu_guard_ok(out.data),
         "output untouched by invalid calls");
   stsa_plan_free(plan);

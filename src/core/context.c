@@ -3,6 +3,7 @@
 #include "core/context.h"
 #include "mask/plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,18 +41,31 @@ stsa_backend stsa_resolve_backend(stsa_backend requested) {
   return requested;
 }
 
-/* Backend forced by the environment, or AUTO. */
-static stsa_backend backend_from_env(void) {
-  const char *force = getenv("STSA_FORCE_PORTABLE");
-  if (force && *force && strcmp(force, "0") != 0)
-    return STSA_BACKEND_PORTABLE;
+/* Backend forced by the environment (AUTO when nothing is forced). An
+ * unknown STSA_BACKEND, or avx2 on a CPU without it, is an error: a typo
+ * must not silently run another backend than the one asked for. */
+static stsa_status backend_from_env(stsa_backend *out, stsa_errbuf *err) {
   const char *name = getenv("STSA_BACKEND");
-  if (name) {
-    for (int b = 0; b < STSA_BACKEND_COUNT_; b++)
-      if (strcmp(name, stsa_backend_name((stsa_backend)b)) == 0)
-        return (stsa_backend)b;
+  stsa_backend named = STSA_BACKEND_AUTO;
+  if (name && *name) {
+    int b = 0;
+    while (b < STSA_BACKEND_COUNT_ && strcmp(name, stsa_backend_name((stsa_backend)b)))
+      b++;
+    STSA_RETURN_IF(b == STSA_BACKEND_COUNT_, err, STSA_ERR_BAD_PARAM,
+                   "STSA_BACKEND=%.64s is not one of auto, ref, portable, avx2", name);
+    named = (stsa_backend)b;
   }
-  return STSA_BACKEND_AUTO;
+  const char *force = getenv("STSA_FORCE_PORTABLE");
+  if (force && *force && strcmp(force, "0") != 0) {
+    *out = STSA_BACKEND_PORTABLE;
+    return STSA_OK;
+  }
+  STSA_RETURN_IF(named == STSA_BACKEND_AVX2 && !stsa_cpu_has_avx2(), err,
+                 STSA_ERR_UNSUPPORTED,
+                 "STSA_BACKEND=avx2 but this CPU lacks AVX2/FMA/F16C (accepted: auto, "
+                 "ref, portable)");
+  *out = named;
+  return STSA_OK;
 }
 
 static int online_cpus(void) {
@@ -59,19 +73,43 @@ static int online_cpus(void) {
   return n < 1 ? 1 : (n > 1024 ? 1024 : (int)n);
 }
 
-stsa_status stsa_ctx_create(stsa_ctx **out_ctx) {
+stsa_status stsa_ctx_create_msg(stsa_ctx **out_ctx, char *msg, size_t msg_size) {
+  stsa_errbuf err;
+  stsa_err_clear(&err);
+  stsa_status st = STSA_OK;
+  stsa_backend backend = STSA_BACKEND_AUTO;
+  stsa_ctx *ctx = NULL;
   if (!out_ctx)
-    return STSA_ERR_NULL_ARG;
-  stsa_ctx *ctx = calloc(1, sizeof *ctx);
-  if (!ctx)
-    return STSA_ERR_OUT_OF_MEMORY;
+    st = stsa_fail(&err, STSA_ERR_NULL_ARG, "stsa_ctx_create: out_ctx is NULL");
+  if (st == STSA_OK)
+    st = backend_from_env(&backend, &err);
+  if (st == STSA_OK && !(ctx = calloc(1, sizeof *ctx)))
+    st = stsa_fail(&err, STSA_ERR_OUT_OF_MEMORY, "stsa_ctx_create: out of memory");
+  if (st != STSA_OK) {
+    if (msg && msg_size > 0)
+      snprintf(msg, msg_size, "%s", err.text);
+    return st;
+  }
+  atomic_flag_clear(&ctx->err_lock);
   ctx->threads = online_cpus();
-  ctx->backend = backend_from_env();
+  ctx->backend = backend;
   ctx->q_tile = 192;
   ctx->kv_tile = 256;
   ctx->check_finite = 1;
   *out_ctx = ctx;
   return STSA_OK;
+}
+
+stsa_status stsa_ctx_create(stsa_ctx **out_ctx) {
+  return stsa_ctx_create_msg(out_ctx, NULL, 0);
+}
+
+void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg) {
+  stsa_ctx *c = (stsa_ctx *)ctx; /* created writable by stsa_ctx_create */
+  while (atomic_flag_test_and_set_explicit(&c->err_lock, memory_order_acquire))
+    ;
+  memcpy(c->err.text, msg->text, sizeof c->err.text);
+  atomic_flag_clear_explicit(&c->err_lock, memory_order_release);
 }
 
 void stsa_ctx_free(stsa_ctx *ctx) {

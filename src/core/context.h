@@ -4,6 +4,8 @@
 #ifndef STSA_CORE_CONTEXT_H
 #define STSA_CORE_CONTEXT_H
 
+#include <stdatomic.h>
+
 #include "core/error.h"
 #include "core/workspace.h"
 #include "stsa.h"
@@ -15,9 +17,15 @@ struct stsa_ctx {
   int kv_tile;                   /* key rows per tile, multiple of 16 */
   int check_finite;              /* scan inputs for NaN/Inf before computing */
   stsa_errbuf err;               /* message of the last failure */
+  atomic_flag err_lock;          /* taken by stsa_ctx_record_error */
   struct stsa_plan_cache *plans; /* plans built on this context, by signature */
   stsa_workspace packed;         /* packed K/V, reused across calls */
 };
+
+/* Copies a failure's message into ctx->err under a lock, for entry points
+ * that only read the context and may fail on several threads at once
+ * (stsa_attention_part). */
+void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg);
 
 /* AUTO resolved against the CPU. */
 stsa_backend stsa_resolve_backend(stsa_backend requested);

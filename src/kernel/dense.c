@@ -61,20 +61,20 @@ static void part_range(int64_t units, int ith, int nth, int64_t *u0, int64_t *u1
   *u1 = units * (ith + 1) / nth;
 }
 
-stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
-                                const stsa_tensor *k, const stsa_tensor *v,
-                                const stsa_tensor *out, const stsa_attn_opts *opts,
-                                int ith, int nth) {
-  if (!ctx)
-    return STSA_ERR_NULL_ARG;
-  if (nth < 1 || ith < 0 || ith >= nth)
-    return STSA_ERR_BAD_PARAM;
-  STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, NULL));
+static stsa_status attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
+                                  const stsa_tensor *k, const stsa_tensor *v,
+                                  const stsa_tensor *out, const stsa_attn_opts *opts,
+                                  int ith, int nth, stsa_errbuf *err) {
+  STSA_RETURN_IF(nth < 1 || ith < 0 || ith >= nth, err, STSA_ERR_BAD_PARAM,
+                 "attention part: ith = %d, nth = %d, expected 0 <= ith < nth", ith, nth);
+  STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, err));
   stsa_backend backend = stsa_resolve_backend(ctx->backend);
   int64_t u0, u1;
   if (backend == STSA_BACKEND_REF) {
     part_range(q->shape[0] * q->shape[2] * q->shape[1], ith, nth, &u0, &u1);
-    return run_ref(q, k, v, out, opts, u0, u1, 1);
+    STSA_RETURN_IF(run_ref(q, k, v, out, opts, u0, u1, 1) != STSA_OK, err,
+                   STSA_ERR_OUT_OF_MEMORY, "attention part: out of memory");
+    return STSA_OK;
   }
   stsa_attn_problem pb;
   stsa_problem_init(&pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile,
@@ -87,7 +87,7 @@ stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
   stsa_tile_scratch sc = {0};
   if (!pack_mem || stsa_tile_scratch_alloc(&pb, &sc) != 0) {
     free(pack_mem);
-    return STSA_ERR_OUT_OF_MEMORY;
+    return stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "attention part: out of memory");
   }
   stsa_kv_packed pack = stsa_kv_packed_at(&pb, pack_mem);
   int64_t packed_head = -1;
@@ -103,4 +103,20 @@ stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
   stsa_tile_scratch_free(&sc);
   free(pack_mem);
   return STSA_OK;
+}
+
+/* Parts run concurrently on one context: a failure's message goes in under
+ * the context's lock, and a successful part leaves the message alone. */
+stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
+                                const stsa_tensor *k, const stsa_tensor *v,
+                                const stsa_tensor *out, const stsa_attn_opts *opts,
+                                int ith, int nth) {
+  if (!ctx)
+    return STSA_ERR_NULL_ARG;
+  stsa_errbuf err;
+  stsa_err_clear(&err);
+  stsa_status st = attention_part(ctx, q, k, v, out, opts, ith, nth, &err);
+  if (st != STSA_OK)
+    stsa_ctx_record_error(ctx, &err);
+  return st;
 }
