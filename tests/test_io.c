@@ -435,6 +435,9 @@ static void expect_st_fail(const char *label, const uint8_t *img, size_t len,
   unlink(path);
 }
 
+static uint8_t *npy_image(int major, int minor, const char *hdr, size_t data_len,
+                          size_t *len);
+
 static void test_st_malformed(void) {
   for (size_t i = 0; i < sizeof k_st_bad / sizeof *k_st_bad; i++) {
     const st_bad *c = &k_st_bad[i];
@@ -460,6 +463,30 @@ static void test_st_malformed(void) {
                  "header length 1073741824 exceeds the limit");
   memset(raw, 0xff, 8);
   expect_st_fail("header length 2^64-1", raw, 20, STSA_ERR_FORMAT, "exceeds the limit");
+  /* Without the '{' of a JSON header at byte 8, an impossible length means
+   * another kind of file, and the message says so. */
+  raw[8] = 0;
+  expect_st_fail("2^64-1 and no JSON", raw, 20, STSA_ERR_FORMAT,
+                 "not a safetensors file: its first 8 bytes give a header length of "
+                 "18446744073709551615 (above the limit)");
+  memset(raw, 0, 8);
+  raw[0] = 0xe8, raw[1] = 0x03; /* 1000 */
+  expect_st_fail("too long and no JSON", raw, 20, STSA_ERR_FORMAT,
+                 "not a safetensors file: its first 8 bytes give a header length of "
+                 "1000 (longer than the file)");
+  expect_st_fail("8 bytes only", raw, 8, STSA_ERR_FORMAT, "not a safetensors file");
+  {
+    const char text[] = "q,k,v\n1.0,2.0,3.0\n4.0,5.0,6.0\n"; /* a CSV file */
+    expect_st_fail("text file", (const uint8_t *)text, sizeof text - 1, STSA_ERR_FORMAT,
+                   "not a safetensors file");
+    size_t nlen;
+    uint8_t *npy = npy_image(1, 0,
+                             "{'descr': '<f4', 'fortran_order': False, "
+                             "'shape': (2,), }\n",
+                             8, &nlen);
+    expect_st_fail(".npy file", npy, nlen, STSA_ERR_FORMAT, "not a safetensors file");
+    free(npy);
+  }
 
   /* A long name is cut between characters, keeping the message UTF-8. */
   char json[1024];
@@ -888,8 +915,16 @@ static void test_npy_malformed(void) {
   uint8_t *img = npy_image(1, 0, H("<f4", "False", "(2,)"), 8, &len);
   img[5] = 'Z';
   expect_npy_fail("bad magic", img, len, STSA_ERR_FORMAT,
-                  "bad magic: expected \\x93NUMPY, found "
-                  "\\x93\\x4e\\x55\\x4d\\x50\\x5a");
+                  "not a .npy file: it starts with "
+                  "\\x93\\x4e\\x55\\x4d\\x50\\x5a, not the magic \\x93NUMPY");
+  expect_npy_fail("3 bytes, not magic", (const uint8_t *)"PK\3", 3, STSA_ERR_FORMAT,
+                  "not a .npy file: it starts with \\x50\\x4b\\x03");
+  {
+    size_t slen;
+    uint8_t *st = st_image("{" ENT("a", "F32", "[1]", "[0,4]") "}", 4, &slen);
+    expect_npy_fail("safetensors file", st, slen, STSA_ERR_FORMAT, "not a .npy file");
+    free(st);
+  }
   img[5] = 'Y';
   expect_npy_fail("truncated header", img, 40, STSA_ERR_FORMAT,
                   "header is truncated: length field says 62 bytes but only "

@@ -285,18 +285,21 @@ typedef struct npy_info {
 /* Validates a whole .npy image held in b[0..len). */
 static stsa_status parse_npy(const uint8_t *b, size_t len, npy_info *info, char *err,
                              size_t err_len) {
-  if (len < 8 || memcmp(b, k_magic, 6) != 0) {
+  const size_t head = len < 6 ? len : 6;
+  if (head && memcmp(b, k_magic, head) != 0) {
     char got[32] = "";
-    for (size_t i = 0; i < 6 && i < len; i++)
+    for (size_t i = 0; i < head; i++)
       snprintf(got + 4 * i, sizeof got - 4 * i, "\\x%02x", b[i]);
-    if (len < 8 && (len < 6 || memcmp(b, k_magic, 6) == 0))
-      return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
-                          "file is %zu bytes, shorter than the 8-byte magic "
-                          "and version",
-                          len);
     return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
-                        "bad magic: expected \\x93NUMPY, found %s", got);
+                        "not a .npy file: it starts with %s, not the magic "
+                        "\\x93NUMPY",
+                        got);
   }
+  if (len < 8)
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "file is %zu bytes, shorter than the 8-byte magic "
+                        "and version",
+                        len);
   unsigned major = b[6], minor = b[7];
   if (major < 1 || major > 3 || minor != 0)
     return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,

@@ -372,6 +372,15 @@ static stsa_status parse_file(const uint8_t *bytes, size_t len, stsa_st_file *f,
                         "length prefix",
                         len);
   uint64_t n = load_le64(bytes);
+  /* A header length that cannot be right, with no '{' opening a JSON header
+   * at byte 8, means another kind of file rather than a damaged one. */
+  if ((n > STSA_ST_MAX_HEADER || n > len - 8) && (len == 8 || bytes[8] != '{'))
+    return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
+                        "not a safetensors file: its first 8 bytes give a header "
+                        "length of %llu (%s) and no JSON header starts at byte 8",
+                        (unsigned long long)n,
+                        n > STSA_ST_MAX_HEADER ? "above the limit"
+                                               : "longer than the file");
   if (n > STSA_ST_MAX_HEADER)
     return stsa_io_fail(err, err_len, STSA_ERR_FORMAT,
                         "header length %llu exceeds the limit of %llu bytes",
