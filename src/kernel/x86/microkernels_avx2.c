@@ -7,7 +7,11 @@
  * Zen 3's two loads per cycle (cpu-kernel-notes.md: 96-98% of peak in L1).
  * The two panel vectors are loaded into named registers on purpose: folding
  * them into FMA memory operands makes the loop load-bound.
+ *
+ * x86 only: CMake compiles this file only for x86 targets, and the guard
+ * keeps it empty anywhere else (dispatch.c registers it on x86 only).
  */
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -246,3 +250,4 @@ static void load_row_avx2(const void *src, int dtype, int64_t stride, int64_t n,
 }
 
 const stsa_kernels stsa_kernels_avx2 = {qk_avx2, softmax_avx2, pv_avx2, load_row_avx2};
+#endif /* x86 */
