@@ -71,6 +71,101 @@ def npy(descr, shape, version=1, fortran=False, quote="'", data=None,
     return head + hdr.encode("utf-8") + data
 
 
+# ---- fuzz_attention: inputs laid out as fuzz_attention.c reads them ------
+def t_spec(dtype=0, lay=0, perm=(0, 0, 0), step=0, pad=(0, 0, 0, 0), al=0, off=0):
+    """One tensor: dtype byte, then make_tensor's bytes."""
+    out = [dtype, lay]
+    if lay % 4 >= 2:
+        out += list(perm)
+    if lay % 4 == 3:
+        out.append(step)
+    if lay & 16:
+        out += list(pad)
+    out += [0, al]  # brk = 0: a valid descriptor
+    if 5 <= al < 7:
+        out.append(off)
+    return out
+
+
+def attn(op, be, threads, tq, kv, cf, seed, B, H, dsel, sq, skv, tensors,
+         sparse=(), sout=0, alias=4, ls=0, sc=0, nan=0, nth=0):
+    head = [op, be, threads, tq, kv, cf] + list(struct.pack(">I", seed))
+    body = [B, H, dsel, sq, skv] + list(sparse)
+    for i, t in enumerate(tensors):
+        if i == 3 and op == 2:
+            body.append(sout)  # read before out's own bytes
+        body += t
+    body += [alias, ls, sc, nan, nth]
+    return bytes(head + body)
+
+
+def svg(be, threads, F, Hp, Wp, t, text, text_real, heads, dim, density,
+        steps, layers, rows, sink, tl, extra, B, tensors, alias=1, layer=2,
+        step=3):
+    out = [3, be, threads, 0, 3, 1, 0, 0, 7, 7, F, Hp, Wp, t]
+    if t % 3:
+        out.append(text)
+        if text % 7:
+            out.append(text_real)
+    out += [heads, dim, density, steps, layers, rows, sink, tl] + list(extra)
+    out += [0, B]  # x = 0: no extreme field
+    for t_ in tensors:
+        out += t_
+    out += [alias, layer, step]
+    return bytes(out)
+
+
+def attention_seeds():
+    f32, f16, bf16 = 0, 1, 2
+    plain = [t_spec(f32), t_spec(f32), t_spec(f32), t_spec(f32)]
+    mixed = [t_spec(f32, 1), t_spec(f16, 2, (1, 0, 2)),
+             t_spec(bf16, 19, (2, 1, 0), 1, (1, 2, 3, 0)),
+             t_spec(f16, 16, pad=(3, 0, 1, 2), al=5, off=3)]
+    seeds = {
+        # dense, portable / avx2 / ref, f32 bshd, lse
+        "dense_portable": attn(0, 1, 1, 0, 1, 1, 11, 0, 1, 31, 20, 40, plain,
+                               ls=1),
+        "dense_avx2_mixed": attn(0, 2, 1, 5, 3, 1, 12, 1, 2, 63, 37, 70,
+                                 mixed, ls=1, sc=3),
+        "dense_ref_odd_d": attn(0, 0, 0, 1, 0, 0, 13, 0, 0, 110, 5, 17, plain),
+        "part_avx2": attn(1, 2, 1, 0, 7, 1, 14, 1, 1, 15, 47, 33, mixed,
+                          ls=1, nth=3),
+        "dense_out_is_q": attn(0, 1, 0, 0, 1, 1, 15, 0, 0, 7, 9, 9, plain,
+                               alias=0),
+    }
+    # sparse, plain sequence: causal(offset 0) OR local(3, 5), q_rows
+    causal_or_local = [0,  # gsel: plain sequence
+                       0,  # nm: one mask
+                       1, 8,          # index leaf: causal, offset 0
+                       1,             # c: OR with a second leaf
+                       2, 3, 5,       # local(3, 5)
+                       0, 0, 0,       # head -> mask 0
+                       7, 2, 1,       # ts: q_tile, kv_tile, q_rows
+                       5] + [10, 0, 3, 0, 40, 0, 3, 0, 19, 0, 0, 0] + [0]
+    seeds["sparse_plain_rows"] = attn(2, 2, 1, 0, 1, 1, 21, 0, 2, 23, 47,
+                                      47, plain, sparse=causal_or_local)
+    # sparse, 2 x 4 x 4 video: frame window / position band, temporal orders
+    video = [1, 1, 3, 3,      # gsel: video; F 2, Hp 4, Wp 4
+             1,               # two masks
+             1, 0, 1, 0,      # video leaf: frame window 1; single
+             1, 1, 3, 0,      # video leaf: position band 3; single
+             0, 1,            # heads -> masks 0, 1
+             1, 2,            # q_order position-major, kv_order sink-first
+             3, 1, 0,         # ts: q_tile 12, kv_tile 16
+             5]               # so: naive mode, PREPERMUTED
+    seeds["sparse_video_orders"] = attn(2, 1, 1, 0, 1, 1, 22, 1, 1, 19, 0, 0,
+                                        mixed, sparse=video, ls=1)
+    video_rows = video[:17] + [4, 3, 0, 0, 10, 0, 20, 0, 31, 0, 2]
+    seeds["sparse_video_q_rows"] = attn(2, 0, 1, 0, 1, 1, 23, 0, 1, 19, 0,
+                                        0, plain, sparse=video_rows, ls=1)
+    # SVG: 2 x 4 x 6 video with a prefix text, 2 heads
+    seeds["svg_prefix_text"] = svg(2, 1, 1, 3, 5, 1, 4, 3, 1, 31, 80, 0, 0,
+                                   5, 1, 0, (), 1, plain)
+    seeds["svg_dense_policy"] = svg(1, 0, 2, 2, 2, 0, 0, 0, 0, 15, 120, 2, 2,
+                                    3, 0, 3, (30, 1), 0, mixed)
+    return seeds
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "corpus")
@@ -116,15 +211,16 @@ def main():
         "bad_trailing": npy("<f4", [1]) + b"\0",
         "bad_negative": npy("<f4", [2, -1], data=b""),
     }
-    for sub, seeds in (("safetensors", st), ("npy", nd)):
+    at = attention_seeds()
+    for sub, seeds in (("safetensors", st), ("npy", nd), ("attention", at)):
         d = os.path.join(root, sub)
         os.makedirs(d, exist_ok=True)
-        ext = ".safetensors" if sub == "safetensors" else ".npy"
+        ext = {"safetensors": ".safetensors", "npy": ".npy"}.get(sub, ".bin")
         for name, blob in sorted(seeds.items()):
             with open(os.path.join(d, name + ext), "wb") as f:
                 f.write(blob)
-    print("wrote %d safetensors and %d npy seeds under %s"
-          % (len(st), len(nd), root))
+    print("wrote %d safetensors, %d npy and %d attention seeds under %s"
+          % (len(st), len(nd), len(at), root))
 
 
 if __name__ == "__main__":

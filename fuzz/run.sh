@@ -22,6 +22,10 @@ fi
 mkdir -p "$out"
 io_srcs="$root/src/io/safetensors.c $root/src/io/npy.c $root/src/io/io_common.c $root/src/core/status.c"
 plan_srcs="$(ls "$root"/src/mask/*.c) $root/src/core/status.c"
+# The attention target links the whole library; the AVX2 micro-kernels are
+# compiled on their own with their ISA flags (x86 only), as CMake does.
+attn_srcs="$(find "$root/src" -name '*.c' ! -path '*/x86/*' | sort)"
+san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 
 # Dictionaries: the tokens a mutator would otherwise need many tries to hit.
 cat >"$out/safetensors.dict" <<'DICT'
@@ -61,15 +65,25 @@ cat >"$out/npy.dict" <<'DICT'
 DICT
 
 status=0
-for t in safetensors npy plan; do
+for t in safetensors npy plan attention; do
   bin=$out/fuzz_$t
+  extra=
   case $t in
     plan) srcs=$plan_srcs dict= ;;
+    attention)
+      srcs=$attn_srcs dict= extra=-fopenmp
+      case $(uname -m) in
+        x86_64 | i?86)
+          "$cc" -std=c11 -fsanitize=fuzzer-no-link $san -g -O1 -fopenmp \
+            -mavx2 -mfma -mf16c -I"$root/include" -I"$root/src" \
+            -c "$root/src/kernel/x86/microkernels_avx2.c" -o "$out/microkernels_avx2.o"
+          srcs="$srcs $out/microkernels_avx2.o" ;;
+      esac ;;
     *) srcs=$io_srcs dict="-dict=$out/$t.dict" ;;
   esac
   echo "== building $bin"
   # -fno-sanitize-recover makes UBSan findings fatal, so they count as crashes.
-  "$cc" -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+  "$cc" -std=c11 -fsanitize=fuzzer $san $extra \
     -g -O1 -I"$root/include" -I"$root/src" "$root/fuzz/fuzz_$t.c" $srcs \
     -ljansson -lm -o "$bin"
 

@@ -1,0 +1,736 @@
+/*
+ * fuzz_attention.c — libFuzzer target for the attention entry points:
+ * stsa_attention, stsa_attention_part, stsa_sparse_attention (plans with and
+ * without q_rows) and the SVG session (create + call).
+ *
+ * The input chooses the entry point, backend (ref, portable, avx2 when the
+ * CPU has it), threads, tile sizes, finite checks, and per tensor the dtype,
+ * sizes (N up to a few hundred, D up to 128), a layout (bshd, bhsd, any dim
+ * order with padding, strided D), alignment, and sometimes aliasing (out on
+ * an input, lse inside out, q = k = v) or a broken descriptor. EVERY buffer
+ * is malloc'ed exactly as large as its descriptor claims, so ASan reports any
+ * read or write past it. Then, whatever the status:
+ *   - a failed call wrote nothing: every buffer equals its snapshot;
+ *   - a successful call wrote no input, and no byte of out that is not one of
+ *     out's elements (padding between strided rows stays as it was);
+ *   - small successful calls give, within a tolerance, what the reference
+ *     backend gives on a fresh context, and bitwise the same with 1 and 2
+ *     threads (the library's determinism contract);
+ *   - with finite inputs, outputs are finite.
+ * Any violation calls abort() so libFuzzer records the input.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/convert.h"
+#include "stsa.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* FUZZ_ATTENTION_TRACE=1 prints each call's shape and outcome (reproducing). */
+static int tracing(void) {
+  static int on = -1;
+  if (on < 0)
+    on = getenv("FUZZ_ATTENTION_TRACE") != NULL;
+  return on;
+}
+
+static void fail(const char *why, const char *detail) {
+  fprintf(stderr, "fuzz_attention: %s (%s)\n", why, detail ? detail : "");
+  abort();
+}
+
+/* ---- input decoding ------------------------------------------------------ */
+typedef struct reader {
+  const uint8_t *p;
+  size_t n, at;
+} reader;
+
+static unsigned byte(reader *r) { return r->at < r->n ? r->p[r->at++] : 0; }
+static unsigned u16(reader *r) { return byte(r) | byte(r) << 8; }
+
+/* Mostly small sizes, now and then up to `big`. */
+static int64_t size_in(reader *r, int64_t small, int64_t big) {
+  unsigned b = byte(r);
+  if (b >= 240)
+    return 1 + (int64_t)(u16(r) % (unsigned)big);
+  return 1 + (int64_t)(b % (unsigned)small);
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* ---- buffers ------------------------------------------------------------- */
+enum { MAX_BUFS = 8 };
+
+typedef struct buf {
+  unsigned char *base; /* malloc'ed exactly `bytes` */
+  size_t bytes;
+  unsigned char *snap; /* contents before the call */
+} buf;
+
+typedef struct arena {
+  buf b[MAX_BUFS];
+  int n;
+} arena;
+
+static buf *arena_new(arena *a, size_t bytes) {
+  if (a->n == MAX_BUFS)
+    fail("too many buffers", NULL);
+  buf *b = &a->b[a->n++];
+  b->bytes = bytes ? bytes : 1;
+  b->base = malloc(b->bytes);
+  b->snap = malloc(b->bytes);
+  if (!b->base || !b->snap)
+    fail("out of memory in the harness", NULL);
+  return b;
+}
+
+static void arena_snapshot(arena *a) {
+  for (int i = 0; i < a->n; i++)
+    memcpy(a->b[i].snap, a->b[i].base, a->b[i].bytes);
+}
+
+static void arena_free(arena *a) {
+  for (int i = 0; i < a->n; i++) {
+    free(a->b[i].base);
+    free(a->b[i].snap);
+  }
+  a->n = 0;
+}
+
+static int buf_unchanged(const buf *b) { return !memcmp(b->base, b->snap, b->bytes); }
+
+/* Elements a checked descriptor spans (max offset + 1), or 0 when the
+ * descriptor is not plausible enough to allocate for. */
+static size_t span_of(const stsa_tensor *t) {
+  uint64_t span = 1;
+  for (int i = 0; i < 4; i++) {
+    if (t->shape[i] < 1 || t->stride[i] < 0 || t->shape[i] > 4096 ||
+        t->stride[i] > 1 << 24)
+      return 0;
+    span += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
+  }
+  return span > (1u << 24) ? 0 : (size_t)span;
+}
+
+/* A tensor of the given sizes in a layout the input picks, in its own exact
+ * buffer (or, rarely, a broken descriptor over a small one). *broken tells
+ * whether the descriptor was deliberately made invalid. */
+static stsa_tensor make_tensor(reader *r, arena *a, uint64_t *rng, stsa_dtype dt,
+                               int64_t B, int64_t S, int64_t H, int64_t D, int *broken,
+                               buf **out_buf) {
+  stsa_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt;
+  t.shape[0] = B, t.shape[1] = S, t.shape[2] = H, t.shape[3] = D;
+  const unsigned lay = byte(r);
+  int order[4] = {3, 2, 1, 0}; /* innermost first: bshd */
+  if (lay % 4 == 1) {
+    order[1] = 1, order[2] = 2; /* bhsd */
+  } else if (lay % 4 >= 2) {    /* any order */
+    for (int i = 3; i > 0; i--) {
+      int j = (int)(byte(r) % (unsigned)(i + 1)), tmp = order[i];
+      order[i] = order[j], order[j] = tmp;
+    }
+  }
+  int64_t step = lay % 4 == 3 ? 1 + byte(r) % 3 : 1; /* strided innermost */
+  for (int i = 0; i < 4; i++) {
+    int d = order[i];
+    t.stride[d] = step;
+    step = step * t.shape[d] + (lay & 16 ? byte(r) % 4 : 0); /* padding */
+  }
+  *broken = 0;
+  const unsigned brk = byte(r);
+  if (brk >= 248) { /* a descriptor the library must refuse */
+    *broken = 1;
+    switch (brk % 4) {
+    case 0:
+      t.stride[byte(r) % 4] = 0;
+      break;
+    case 1: /* aliasing: a non-innermost dim steps by the innermost's stride */
+      if (t.shape[order[0]] > 1 && t.shape[order[1]] > 1)
+        t.stride[order[1]] = t.stride[order[0]];
+      else
+        t.shape[3] = 0;
+      break;
+    case 2:
+      t.shape[byte(r) % 4] = brk & 1 ? 0 : -3;
+      break;
+    default:
+      t.dtype = (stsa_dtype)(3 + byte(r) % 2);
+      break;
+    }
+  }
+  size_t esize = stsa_dtype_size(t.dtype) ? stsa_dtype_size(t.dtype) : 4;
+  size_t span = span_of(&t);
+  /* alignment: malloc's, element-aligned but odd, or misaligned */
+  const unsigned al = byte(r) % 8;
+  size_t offset = al < 5 ? 0 : al < 7 ? esize * (1 + byte(r) % 7) : 1;
+  if (offset == 1)
+    *broken = esize > 1 ? 1 : *broken;
+  buf *b = arena_new(a, offset + (span ? span : 16) * esize);
+  t.data = b->base + offset;
+  for (size_t i = 0;
+       i + esize <= b->bytes - offset && stsa_dtype_size(dt) && i / esize < span;
+       i += esize) {
+    float x = (float)((double)(splitmix(rng) >> 11) * 0x1.0p-53 * 4.0 - 2.0);
+    unsigned char *p = (unsigned char *)t.data + i;
+    if (dt == STSA_F32)
+      memcpy(p, &x, 4);
+    else {
+      uint16_t h = dt == STSA_F16 ? stsa_f32_to_f16(x) : stsa_f32_to_bf16(x);
+      memcpy(p, &h, 2);
+    }
+  }
+  if (!span)
+    *broken = 1;
+  if (out_buf)
+    *out_buf = b;
+  return t;
+}
+
+static stsa_dtype pick_dtype(reader *r) { return (stsa_dtype)(byte(r) % 3); }
+
+/* ---- checks -------------------------------------------------------------- */
+static double load(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
+  size_t off =
+      (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2] + d * t->stride[3]);
+  const unsigned char *p =
+      (const unsigned char *)t->data + off * stsa_dtype_size(t->dtype);
+  if (t->dtype == STSA_F32) {
+    float x;
+    memcpy(&x, p, 4);
+    return x;
+  }
+  uint16_t h16;
+  memcpy(&h16, p, 2);
+  return t->dtype == STSA_F16 ? stsa_f16_to_f32(h16) : stsa_bf16_to_f32(h16);
+}
+
+/* After a successful call: out's non-element bytes untouched, outputs finite. */
+static void check_out_written(const stsa_tensor *out, const buf *ob, int finite_inputs) {
+  const size_t esize = stsa_dtype_size(out->dtype);
+  const size_t base = (size_t)((const unsigned char *)out->data - ob->base);
+  unsigned char *owned = calloc(ob->bytes, 1);
+  if (!owned)
+    fail("out of memory in the harness", NULL);
+  for (int64_t b = 0; b < out->shape[0]; b++)
+    for (int64_t s = 0; s < out->shape[1]; s++)
+      for (int64_t h = 0; h < out->shape[2]; h++)
+        for (int64_t d = 0; d < out->shape[3]; d++) {
+          size_t off = base + esize * (size_t)(b * out->stride[0] + s * out->stride[1] +
+                                               h * out->stride[2] + d * out->stride[3]);
+          memset(owned + off, 1, esize);
+          if (finite_inputs && !isfinite(load(out, b, s, h, d)))
+            fail("non-finite output from finite inputs", NULL);
+        }
+  for (size_t i = 0; i < ob->bytes; i++)
+    if (!owned[i] && ob->base[i] != ob->snap[i])
+      fail("a byte of out's buffer outside its elements was written", NULL);
+  free(owned);
+}
+
+static double max_diff(const stsa_tensor *a, const stsa_tensor *b) {
+  double worst = 0;
+  for (int64_t i = 0; i < a->shape[0]; i++)
+    for (int64_t s = 0; s < a->shape[1]; s++)
+      for (int64_t h = 0; h < a->shape[2]; h++)
+        for (int64_t d = 0; d < a->shape[3]; d++) {
+          double x = load(a, i, s, h, d), y = load(b, i, s, h, d);
+          double e = x == y ? 0 : fabs(x - y);
+          if (!(e <= worst))
+            worst = isnan(e) ? INFINITY : e;
+        }
+  return worst;
+}
+
+static int same_elements(const stsa_tensor *a, const stsa_tensor *b) {
+  for (int64_t i = 0; i < a->shape[0]; i++)
+    for (int64_t s = 0; s < a->shape[1]; s++)
+      for (int64_t h = 0; h < a->shape[2]; h++)
+        for (int64_t d = 0; d < a->shape[3]; d++) {
+          double x = load(a, i, s, h, d), y = load(b, i, s, h, d);
+          if (!(x == y || (isnan(x) && isnan(y))))
+            return 0;
+        }
+  return 1;
+}
+
+/* A second output of out's shape and layout, in its own exact buffer. */
+static stsa_tensor clone_out(arena *a, const stsa_tensor *out, const buf *ob) {
+  buf *b = arena_new(a, ob->bytes);
+  memcpy(b->base, ob->snap, ob->bytes);
+  stsa_tensor t = *out;
+  t.data = b->base + ((const unsigned char *)out->data - ob->base);
+  return t;
+}
+
+static stsa_ctx *new_ctx(stsa_backend backend, int threads, int q_tile, int kv_tile,
+                         int check_finite) {
+  stsa_ctx *ctx = NULL;
+  if (stsa_ctx_create(&ctx) != STSA_OK)
+    fail("stsa_ctx_create failed", NULL);
+  if (stsa_ctx_set(ctx, STSA_PARAM_BACKEND, backend) != STSA_OK ||
+      stsa_ctx_set(ctx, STSA_PARAM_THREADS, threads) != STSA_OK ||
+      stsa_ctx_set(ctx, STSA_PARAM_Q_TILE, q_tile) != STSA_OK ||
+      stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, kv_tile) != STSA_OK ||
+      stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, check_finite) != STSA_OK)
+    fail("stsa_ctx_set refused a valid value", stsa_ctx_last_error(ctx));
+  return ctx;
+}
+
+/* Output tolerance against the reference: the kernels accumulate in f32, the
+ * reference in double; out is rounded to its dtype either way. */
+static double tolerance(const stsa_tensor *out, const stsa_tensor *q) {
+  double t = out->dtype == STSA_BF16 ? 0.04 : out->dtype == STSA_F16 ? 6e-3 : 1e-3;
+  return q->dtype == STSA_F32 ? t : t + 2e-3; /* low-precision q: f32 vs double dots */
+}
+
+/* ---- the call ------------------------------------------------------------ */
+typedef struct setup {
+  stsa_backend backend;
+  int threads, q_tile, kv_tile, check_finite;
+} setup;
+
+enum { OP_DENSE, OP_PART, OP_SPARSE, OP_SVG };
+
+/* Plan masks: index masks for plain sequences, coordinate masks with a
+ * geometry; sometimes OR/AND of two. */
+static stsa_mask *index_leaf(reader *r) {
+  stsa_mask *m = NULL;
+  unsigned b = byte(r);
+  switch (b % 4) {
+  case 0:
+    stsa_mask_full(&m);
+    break;
+  case 1:
+    stsa_mask_causal((int64_t)(byte(r) % 17) - 8, &m);
+    break;
+  case 2:
+    stsa_mask_local(b & 4 ? STSA_UNBOUNDED : byte(r) % 24,
+                    b & 8 ? STSA_UNBOUNDED : byte(r) % 24, &m);
+    break;
+  default:
+    stsa_mask_chunked_causal(1 + byte(r) % 20, &m);
+    break;
+  }
+  return m;
+}
+
+static stsa_mask *video_leaf(reader *r, const stsa_geometry *g) {
+  stsa_mask *m = NULL;
+  switch (byte(r) % 5) {
+  case 0:
+    stsa_mask_frame_window(g, byte(r) % 4, &m);
+    break;
+  case 1:
+    stsa_mask_position_band(g, byte(r) % 40, &m);
+    break;
+  case 2:
+    stsa_mask_spatial_window(g, byte(r) % 3, byte(r) % 3, &m);
+    break;
+  case 3:
+    stsa_mask_sink_frames(g, 1 + byte(r) % 2, &m);
+    break;
+  default:
+    stsa_mask_text(g, &m);
+    break;
+  }
+  return m;
+}
+
+static stsa_mask *make_mask(reader *r, const stsa_geometry *g) {
+  stsa_mask *a = g && byte(r) % 4 ? video_leaf(r, g) : index_leaf(r);
+  unsigned c = byte(r);
+  if (c % 3 == 0 || !a)
+    return a;
+  stsa_mask *b = g && byte(r) % 2 ? video_leaf(r, g) : index_leaf(r), *m = NULL;
+  if (b)
+    (c % 3 == 1 ? stsa_mask_or : stsa_mask_and)(a, b, &m);
+  stsa_mask_free(a);
+  stsa_mask_free(b);
+  return m;
+}
+
+/* Dense, part or sparse: shared tensor setup, one call, the checks. */
+static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
+  uint64_t rng = seed;
+  arena ar = {0};
+  const int64_t B = 1 + byte(r) % 2, H = 1 + byte(r) % 3;
+  const unsigned dsel = byte(r);
+  const int64_t D = dsel >= 250 ? (dsel & 1 ? 0 : 513) : 1 + dsel % 128;
+  int64_t Sq = size_in(r, 48, 300), Skv = size_in(r, 48, 300);
+  stsa_geometry geo = {0, 0, 0, 0, 0, STSA_TEXT_NONE};
+  stsa_plan *plan = NULL;
+  int64_t rows[64];
+  stsa_mask *masks[3] = {NULL, NULL, NULL};
+  stsa_ctx *ctx =
+      new_ctx(su->backend, su->threads, su->q_tile, su->kv_tile, su->check_finite);
+  stsa_sparse_opts sopts = {0.0f, NULL, STSA_SPARSE_EXACT, NULL, 0};
+  int64_t pairs_changed = -12345;
+  if (op == OP_SPARSE) {
+    const unsigned gsel = byte(r);
+    const stsa_geometry *g = NULL;
+    if (gsel % 2) { /* a small video, N <= 300 */
+      geo.frames = 1 + byte(r) % 4;
+      geo.height = 1 + byte(r) % 6;
+      geo.width = 1 + byte(r) % 8;
+      geo.text = gsel & 2 ? byte(r) % 12 : 0;
+      geo.text_real = geo.text ? byte(r) % (unsigned)(geo.text + 1) : 0;
+      geo.text_pos =
+          geo.text ? (gsel & 4 ? STSA_TEXT_SUFFIX : STSA_TEXT_PREFIX) : STSA_TEXT_NONE;
+      g = &geo;
+      Sq = Skv = stsa_geometry_tokens(g);
+    }
+    const int nm = 1 + (int)(byte(r) % 2);
+    const stsa_mask *head_masks[3];
+    for (int i = 0; i < nm; i++)
+      masks[i] = make_mask(r, g);
+    for (int64_t h = 0; h < H; h++)
+      head_masks[h] = masks[byte(r) % (unsigned)nm];
+    stsa_plan_desc desc = {Sq,
+                           Skv,
+                           H,
+                           head_masks,
+                           g,
+                           STSA_ORDER_NATIVE,
+                           STSA_ORDER_NATIVE,
+                           0,
+                           0,
+                           STSA_PLAN_ALLOW_EMPTY_ROWS,
+                           NULL};
+    if (g) {
+      desc.q_order = (stsa_order)(byte(r) % 2);
+      desc.kv_order = (stsa_order)(byte(r) % 3);
+    }
+    const unsigned ts = byte(r);
+    desc.q_tile = ts & 1 ? 6 * (1 + byte(r) % 16) : 0;
+    desc.kv_tile = ts & 2 ? 16 * (1 + byte(r) % 8) : 0;
+    if (ts & 4) { /* a plan over sampled rows: q and out hold only those */
+      const int64_t n = 1 + byte(r) % 64;
+      for (int64_t i = 0; i < n; i++)
+        rows[i] = (int64_t)(u16(r) % (unsigned)Sq);
+      desc.q_rows = rows;
+      desc.s_q = n;
+      Sq = ts & 8 ? Sq : n; /* sometimes the refused "all N rows" shape */
+    }
+    int bad_masks = 0;
+    for (int i = 0; i < nm; i++)
+      bad_masks |= masks[i] == NULL;
+    stsa_status st = bad_masks ? STSA_ERR_BAD_MASK : stsa_plan_build(ctx, &desc, &plan);
+    if (tracing() && st != STSA_OK)
+      fprintf(stderr, "plan: %s %s\n", stsa_status_str(st), stsa_ctx_last_error(ctx));
+    if (st != STSA_OK)
+      goto done; /* plans have their own target */
+    const unsigned so = byte(r);
+    sopts.mode = (stsa_sparse_mode)(so % 4 == 3 ? 7 : so % 4);
+    sopts.flags = (so & 4 ? STSA_SPARSE_PREPERMUTED : 0) | (so >= 250 ? 2u : 0u);
+    sopts.pairs_changed = so & 8 ? &pairs_changed : NULL;
+  }
+  int broken = 0, b1;
+  buf *qb, *kb, *vb, *ob;
+  stsa_tensor q = make_tensor(r, &ar, &rng, pick_dtype(r), B, Sq, H, D, &b1, &qb);
+  broken |= b1;
+  stsa_tensor k = make_tensor(r, &ar, &rng, pick_dtype(r), B, Skv, H, D, &b1, &kb);
+  broken |= b1;
+  stsa_tensor v = make_tensor(r, &ar, &rng, pick_dtype(r), B, Skv, H, D, &b1, &vb);
+  broken |= b1;
+  const int64_t Sout = op == OP_SPARSE && (byte(r) >= 250) ? Sq + 1 : Sq;
+  stsa_tensor out = make_tensor(r, &ar, &rng, pick_dtype(r), B, Sout, H, D, &b1, &ob);
+  broken |= b1;
+  (void)broken;
+  memset(ob->base, 0x7b, ob->bytes);
+  const unsigned alias = byte(r);
+  switch (alias % 16) {
+  case 0: /* out is q (written while read): must be refused */
+    out = q, ob = qb;
+    break;
+  case 1:
+    out = k, ob = kb;
+    break;
+  case 2: /* k and v the same tensor: allowed */
+    v = k, vb = kb;
+    break;
+  case 3: /* q = k = v: allowed (self-attention on one buffer) */
+    if (Sq == Skv)
+      k = v = q, kb = vb = qb;
+    break;
+  default:
+    break;
+  }
+  float *lse = NULL;
+  buf *lb = NULL;
+  const unsigned ls = byte(r);
+  if (ls % 3 == 1) {
+    lb = arena_new(&ar, sizeof(float) * (size_t)(B * H * Sq));
+    lse = (float *)(void *)lb->base;
+    memset(lse, 0x55, lb->bytes);
+  } else if (ls % 3 == 2) {
+    lse = (float *)out.data; /* on out's first element: refused (overlap or alignment) */
+  }
+  float scale = 0.0f;
+  const unsigned sc = byte(r);
+  if (sc >= 252)
+    scale = sc & 1 ? -1.0f : NAN;
+  else if (sc % 2)
+    scale = (float)(1 + sc) / 256.0f;
+  if (byte(r) >= 252) { /* a NaN in k, seen or not by the finite scan */
+    size_t at = (size_t)(splitmix(&rng) % (kb->bytes / 2 ? kb->bytes / 2 : 1)) * 2;
+    if (at + 2 <= kb->bytes)
+      kb->base[at] = 0xff, kb->base[at + 1] = 0xff;
+  }
+  arena_snapshot(&ar);
+  int finite_inputs = 1;
+  for (int i = 0; i < 3; i++) {
+    const buf *x = i == 0 ? qb : i == 1 ? kb : vb;
+    for (size_t j = 0; j + 1 < x->bytes; j += 2)
+      if (x->base[j] == 0xff && x->base[j + 1] == 0xff)
+        finite_inputs = 0;
+  }
+
+  stsa_status st;
+  const int nth = 1 + (int)(byte(r) % 4);
+  if (op == OP_SPARSE) {
+    sopts.scale = scale, sopts.lse = lse;
+    st = stsa_sparse_attention(ctx, plan, &q, &k, &v, &out, &sopts);
+  } else {
+    stsa_attn_opts opts = {scale, lse};
+    if (op == OP_DENSE) {
+      st = stsa_attention(ctx, &q, &k, &v, &out, &opts);
+    } else {
+      st = stsa_attention_check(ctx, &q, &k, &v, &out, &opts);
+      for (int ith = 0; st == STSA_OK && ith < nth; ith++)
+        st = stsa_attention_part(ctx, &q, &k, &v, &out, &opts, ith, nth);
+    }
+  }
+  if (tracing())
+    fprintf(stderr,
+            "op %d %s threads %d: B %lld H %lld D %lld Sq %lld Skv %lld dtypes %d%d%d%d "
+            "plan %s rows %s (input byte %zu of %zu) -> %s: %s\n",
+            op, stsa_backend_name(su->backend), su->threads, (long long)B, (long long)H,
+            (long long)D, (long long)Sq, (long long)Skv, (int)q.dtype, (int)k.dtype,
+            (int)v.dtype, (int)out.dtype, plan ? "yes" : "no",
+            op == OP_SPARSE && Sq != Skv ? "subset" : "-", r->at, r->n,
+            stsa_status_str(st), stsa_ctx_last_error(ctx));
+  if (st != STSA_OK) {
+    if (!stsa_ctx_last_error(ctx)[0])
+      fail("a failure without a message", stsa_status_str(st));
+    for (int i = 0; i < ar.n; i++)
+      if (!buf_unchanged(&ar.b[i]))
+        fail("a failed call wrote caller memory", stsa_ctx_last_error(ctx));
+    if (pairs_changed != -12345)
+      fail("a failed call wrote pairs_changed", NULL);
+    goto done;
+  }
+  if (out.data == q.data || out.data == k.data || out.data == v.data)
+    fail("an output aliasing an input was accepted", NULL);
+  for (int i = 0; i < ar.n; i++)
+    if (&ar.b[i] != ob && &ar.b[i] != lb && !buf_unchanged(&ar.b[i]))
+      fail("a call wrote into an input buffer", NULL);
+  const int finite_ok = finite_inputs && isfinite(scale) && !(lse && !lb);
+  check_out_written(&out, ob, finite_ok);
+  if (lse)
+    for (int64_t i = 0; i < B * H * Sq; i++)
+      if (isnan(lse[i]) && finite_ok)
+        fail("NaN lse from finite inputs", NULL);
+
+  /* Small calls: the reference agrees, and 1 vs 2 threads agree bitwise. */
+  if (finite_ok && B * H * Sq * Skv * D <= (1 << 18)) {
+    stsa_tensor ref_out = clone_out(&ar, &out, ob);
+    stsa_ctx *ref = new_ctx(STSA_BACKEND_REF, 1, su->q_tile, su->kv_tile, 0);
+    stsa_sparse_opts ro = sopts;
+    ro.lse = NULL, ro.pairs_changed = NULL;
+    stsa_attn_opts rd = {scale, NULL};
+    stsa_status rs = op == OP_SPARSE
+                         ? stsa_sparse_attention(ref, plan, &q, &k, &v, &ref_out, &ro)
+                         : stsa_attention(ref, &q, &k, &v, &ref_out, &rd);
+    if (rs != STSA_OK)
+      fail("the reference refused what the backend accepted", stsa_ctx_last_error(ref));
+    if (su->backend != STSA_BACKEND_REF && max_diff(&out, &ref_out) > tolerance(&out, &q))
+      fail("output differs from the reference", stsa_backend_name(su->backend));
+    stsa_ctx_free(ref);
+    if (op != OP_PART) {
+      stsa_tensor again = clone_out(&ar, &out, ob);
+      stsa_ctx *other =
+          new_ctx(su->backend, su->threads == 1 ? 2 : 1, su->q_tile, su->kv_tile, 0);
+      rs = op == OP_SPARSE ? stsa_sparse_attention(other, plan, &q, &k, &v, &again, &ro)
+                           : stsa_attention(other, &q, &k, &v, &again, &rd);
+      if (rs != STSA_OK || !same_elements(&out, &again))
+        fail("the result depends on the thread count", stsa_backend_name(su->backend));
+      stsa_ctx_free(other);
+    }
+  }
+done:
+  stsa_plan_free(plan);
+  for (int i = 0; i < 3; i++)
+    stsa_mask_free(masks[i]);
+  stsa_ctx_free(ctx);
+  arena_free(&ar);
+}
+
+/* ---- SVG ------------------------------------------------------------------ */
+static int64_t extreme(reader *r) {
+  static const int64_t v[] = {INT64_MAX, INT64_MIN,        -1,
+                              0,         (int64_t)1 << 62, INT64_MAX / 2 + 1};
+  return v[byte(r) % (sizeof v / sizeof *v)];
+}
+
+static void run_svg(reader *r, const setup *su, uint64_t seed) {
+  stsa_svg_config c;
+  memset(&c, 0, sizeof c);
+  c.geometry.frames = 1 + byte(r) % 3;
+  c.geometry.height = 1 + byte(r) % 5;
+  c.geometry.width = 1 + byte(r) % 6;
+  const unsigned t = byte(r);
+  c.geometry.text = t % 3 ? byte(r) % 7 : 0;
+  c.geometry.text_real = c.geometry.text ? byte(r) % (unsigned)(c.geometry.text + 1) : 0;
+  c.geometry.text_pos =
+      c.geometry.text ? (t & 4 ? STSA_TEXT_SUFFIX : STSA_TEXT_PREFIX) : STSA_TEXT_NONE;
+  c.heads = 1 + byte(r) % 2;
+  c.head_dim = 1 + byte(r) % 48;
+  c.density = (1.0 + byte(r)) / 256.0;
+  c.dense_steps = byte(r) % 3;
+  c.dense_layers = byte(r) % 3;
+  const int64_t L = c.geometry.frames * c.geometry.height * c.geometry.width;
+  c.sample_rows = 1 + (int64_t)(byte(r) % (unsigned)(L < 12 ? L : 12));
+  c.sink_frames = byte(r) % (unsigned)(c.geometry.frames + 1);
+  c.seed = seed;
+  const unsigned tl = byte(r);
+  c.q_tile = tl & 1 ? (int)(1 + byte(r) % 60) : 0;
+  c.kv_tile = tl & 2 ? 16 * (int)(1 + byte(r) % 6) : 0;
+  /* now and then one field at an extreme: refused cleanly, never an overflow
+   * (geometry extremes are all invalid, so nothing huge gets built) */
+  const unsigned x = byte(r);
+  if (x >= 200) {
+    switch (x % 12) {
+    case 0:
+      c.geometry.frames = extreme(r);
+      break;
+    case 1:
+      c.geometry.height = extreme(r), c.geometry.width = 2;
+      break;
+    case 2:
+      c.geometry.text = extreme(r);
+      c.geometry.text_pos = STSA_TEXT_PREFIX;
+      break;
+    case 3:
+      c.heads = extreme(r);
+      break;
+    case 4:
+      c.head_dim = byte(r) & 1 ? 513 : extreme(r);
+      break;
+    case 5:
+      c.sample_rows = extreme(r);
+      break;
+    case 6:
+      c.sink_frames = extreme(r);
+      break;
+    case 7:
+      c.dense_steps = extreme(r);
+      break;
+    case 8:
+      c.density = byte(r) & 1 ? NAN : -(double)byte(r);
+      break;
+    case 9:
+      c.q_tile = (int)(extreme(r) >> 32);
+      break;
+    case 10:
+      c.geometry.text_real = extreme(r);
+      break;
+    default:
+      c.geometry.text_pos = (stsa_text_pos)(3 + byte(r) % 5);
+      break;
+    }
+  }
+  stsa_ctx *ctx =
+      new_ctx(su->backend, su->threads, su->q_tile, su->kv_tile, su->check_finite);
+  stsa_svg *svg = NULL;
+  stsa_status st = stsa_svg_create(ctx, &c, &svg);
+  if (tracing())
+    fprintf(stderr, "svg create %lld x %lld x %lld + %lld, H %lld D %lld: %s %s\n",
+            (long long)c.geometry.frames, (long long)c.geometry.height,
+            (long long)c.geometry.width, (long long)c.geometry.text, (long long)c.heads,
+            (long long)c.head_dim, stsa_status_str(st), stsa_ctx_last_error(ctx));
+  if (st != STSA_OK) {
+    if (svg)
+      fail("a failed stsa_svg_create wrote *out", NULL);
+    if (!stsa_ctx_last_error(ctx)[0])
+      fail("stsa_svg_create failed without a message", stsa_status_str(st));
+    stsa_ctx_free(ctx);
+    return;
+  }
+  const int64_t N = stsa_geometry_tokens(&c.geometry);
+  if (N < 1 || N > 4096 || c.heads > 4 || c.head_dim > 512)
+    fail("stsa_svg_create accepted a configuration it cannot run", NULL);
+  uint64_t rng = seed;
+  arena ar = {0};
+  const int64_t B = 1 + byte(r) % 2, H = c.heads, D = c.head_dim;
+  int b1;
+  buf *ob;
+  stsa_tensor q = make_tensor(r, &ar, &rng, pick_dtype(r), B, N, H, D, &b1, NULL);
+  stsa_tensor k = make_tensor(r, &ar, &rng, pick_dtype(r), B, N, H, D, &b1, NULL);
+  stsa_tensor v = make_tensor(r, &ar, &rng, pick_dtype(r), B, N, H, D, &b1, NULL);
+  stsa_tensor out = make_tensor(r, &ar, &rng, pick_dtype(r), B, N, H, D, &b1, &ob);
+  memset(ob->base, 0x7b, ob->bytes);
+  if (byte(r) % 16 == 0)
+    out = q; /* refused */
+  buf *kinds_b = arena_new(&ar, sizeof(stsa_head_kind) * (size_t)(B * H));
+  buf *mse_b = arena_new(&ar, sizeof(float) * (size_t)(B * H));
+  stsa_svg_report rep = {0,    (stsa_head_kind *)(void *)kinds_b->base,
+                         NULL, (float *)(void *)mse_b->base,
+                         0,    0,
+                         0};
+  arena_snapshot(&ar);
+  const int64_t layer = byte(r) % 4, step = byte(r) % 4;
+  st = stsa_svg_attention(svg, layer, step, &q, &k, &v, &out, &rep);
+  if (tracing())
+    fprintf(stderr, "svg call B %lld layer %lld step %lld: %s %s (dense %d)\n",
+            (long long)B, (long long)layer, (long long)step, stsa_status_str(st),
+            stsa_ctx_last_error(ctx), rep.dense);
+  if (st != STSA_OK) {
+    for (int i = 0; i < ar.n; i++)
+      if (!buf_unchanged(&ar.b[i]))
+        fail("a failed SVG call wrote caller memory", stsa_ctx_last_error(ctx));
+  } else {
+    if (out.data == q.data)
+      fail("SVG accepted out aliasing q", NULL);
+    check_out_written(&out, ob, 1);
+    for (int64_t i = 0; i < B * H; i++)
+      if ((unsigned)rep.kinds[i] > STSA_HEAD_TEMPORAL)
+        fail("SVG reported an invalid head kind", NULL);
+  }
+  stsa_svg_free(svg);
+  stsa_ctx_free(ctx);
+  arena_free(&ar);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  reader r = {data, size, 0};
+  const unsigned op = byte(&r) % 4;
+  setup su;
+  const unsigned be = byte(&r) % 3;
+  su.backend = be == 0 ? STSA_BACKEND_REF
+               : be == 1
+                   ? STSA_BACKEND_PORTABLE
+                   : (stsa_cpu_has_avx2() ? STSA_BACKEND_AVX2 : STSA_BACKEND_PORTABLE);
+  su.threads = 1 + (int)(byte(&r) % 2);
+  const unsigned tq = byte(&r);
+  su.q_tile = tq % 4 == 0 ? 192 : 6 + (int)(tq % 91);
+  su.kv_tile = 16 * (1 + (int)(byte(&r) % 8));
+  su.check_finite = (int)(byte(&r) % 4 != 0);
+  uint64_t seed = 0;
+  for (int i = 0; i < 4; i++)
+    seed = seed << 8 | byte(&r);
+  if (op == OP_SVG)
+    run_svg(&r, &su, seed);
+  else
+    run_attention(&r, (int)op, &su, seed);
+  return 0;
+}
