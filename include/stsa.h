@@ -226,12 +226,13 @@ STSA_API stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q,
  * Partitioned form for a host's own threads (ggml custom ops, an OpenMP
  * region, a worker pool): computes part `ith` of `nth` and uses no threads of
  * its own. Calling it for every ith in [0, nth) — concurrently, on one shared
- * context — gives exactly stsa_attention's result. The context is only read;
- * each call allocates its own scratch. If any part fails, parts may have
- * written their rows; validate first with stsa_attention_check to be sure.
- * A failing part records its message in the context under a lock (several
- * may fail at once); a part that succeeds does not clear it. Read
- * stsa_ctx_last_error after every part has returned, and only if one failed.
+ * context — gives exactly stsa_attention's result. The context is only read
+ * (but for a failure's message, below); each call allocates its own
+ * scratch. If any part fails, parts may have written their rows; validate
+ * first with stsa_attention_check to be sure. A failing part records its
+ * message in the context under a lock (several may fail at once); a part
+ * that succeeds does not clear it. Read stsa_ctx_last_error after every part
+ * has returned, and only if one failed.
  */
 STSA_API stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
                                          const stsa_tensor *k, const stsa_tensor *v,
