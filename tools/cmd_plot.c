@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_files.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "core/convert.h"

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_files.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "core/convert.h"

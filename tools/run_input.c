@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_files.h"
 #include "cli_util.h"
 #include "core/convert.h"
 #include "io/io_common.h"

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli_files.h"
 #include "cli_util.h"
 #include "io/tensor_file.h"
 #include "stsa.h"
