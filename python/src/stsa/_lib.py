@@ -224,6 +224,7 @@ SIGNATURES = {
     "stsa_tensor_bhsd": (Tensor, [ctypes.c_void_p, _int, _i64, _i64, _i64, _i64]),
     "stsa_tensor_shd": (Tensor, [ctypes.c_void_p, _int, _i64, _i64, _i64]),
     "stsa_ctx_create": (_int, [ctypes.POINTER(CtxP)]),
+    "stsa_ctx_create_msg": (_int, [ctypes.POINTER(CtxP), ctypes.c_char_p, ctypes.c_size_t]),
     "stsa_ctx_free": (None, [CtxP]),
     "stsa_ctx_last_error": (_str, [CtxP]),
     "stsa_backend_name": (_str, [_int]),
