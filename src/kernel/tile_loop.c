@@ -14,10 +14,10 @@
 
 /* Non-finite values (the rules are in stsa.h, at stsa_attention).
  *
- * A scaled q row q' and a K row k give |partial sums of q'.k| <= |q'| |k|
- * (Cauchy-Schwarz), so below LOGIT_SAFE no f32 logit overflows (a factor 2
- * under FLT_MAX covers rounding): 2^127 in log2 units is the documented
- * finite range, scale |q| |k| < 1e38 < 2^127 / log2(e). Only when a (q tile,
+ * A scaled q row q' and a K row k give |partial sums of q'.k| <=
+ * D max|q'_d| max|k_d|, so below LOGIT_SAFE no f32 logit overflows (a factor
+ * 2 under FLT_MAX covers rounding). The documented finite range,
+ * scale |q| |k| < 1e38 < 2^127 / log2(e), is inside it. Only when a (q tile,
  * kv tile) pair reaches it, or holds NaN/Inf, can a kept logit be -inf. */
 #define LOGIT_SAFE 0x1p127
 /* What a kept -inf logit becomes before the mask runs, so that it stays
@@ -65,25 +65,29 @@ stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem) {
   stsa_kv_packed p;
   p.kt = mem;
   p.vp = p.kt + (size_t)pb->Skv_pad * (size_t)pb->D;
-  p.k_norm = p.vp + (size_t)pb->Skv_pad * (size_t)pb->D_pad;
-  p.v_nonfinite = (uint8_t *)(p.k_norm + align64(tiles));
+  p.k_max = p.vp + (size_t)pb->Skv_pad * (size_t)pb->D_pad;
+  p.v_nonfinite = (uint8_t *)(p.k_max + align64(tiles));
   return p;
 }
 
-/* Euclidean norm of n floats, in double (no overflow); +inf when one of
- * them is NaN or Inf. */
-static double norm_of(const float *x, int n) {
-  double ss = 0;
-  for (int i = 0; i < n; i++)
-    ss += (double)x[i] * (double)x[i];
-  return ss <= DBL_MAX ? sqrt(ss) : INFINITY;
+/* max |x_i| as bits: an integer max, which vectorises and does not depend
+ * on order; NaN and Inf give bits >= 0x7f800000. */
+static uint32_t abs_max_bits(const float *x, int n) {
+  uint32_t mx = 0;
+  for (int i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    u &= 0x7fffffffu;
+    mx = u > mx ? u : mx;
+  }
+  return mx;
 }
 
-static int all_finite(const float *x, int n) {
-  int ok = 1;
-  for (int i = 0; i < n; i++)
-    ok &= isfinite(x[i]) != 0;
-  return ok;
+/* The value of abs_max_bits, +inf for NaN/Inf. */
+static float abs_max_value(uint32_t bits) {
+  float x;
+  memcpy(&x, &bits, sizeof x);
+  return bits < 0x7f800000u ? x : INFINITY;
 }
 
 static const void *row_ptr(const stsa_tensor *t, int64_t b, int64_t s, int64_t h) {
@@ -96,8 +100,7 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   const int D = pb->D, D_pad = pb->D_pad;
   float krow[STSA_MAX_HEAD_DIM], vrow[STSA_MAX_HEAD_DIM];
   int64_t r0 = tile * pb->kv_tile;
-  double k_norm = 0;
-  int v_finite = 1;
+  uint32_t k_max = 0, v_max = 0;
   for (int64_t r = r0; r < r0 + pb->kv_tile; r++) {
     if (r < pb->Skv) {
       int64_t tok = kv_rows ? kv_rows[r] : r;
@@ -107,9 +110,9 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
                          vrow);
       for (int d = D; d < D_pad; d++)
         vrow[d] = 0.0f;
-      double kn = norm_of(krow, D);
-      k_norm = kn > k_norm ? kn : k_norm;
-      v_finite &= all_finite(vrow, D);
+      uint32_t km = abs_max_bits(krow, D), vm = abs_max_bits(vrow, D);
+      k_max = km > k_max ? km : k_max;
+      v_max = vm > v_max ? vm : v_max;
     } else {
       memset(krow, 0, sizeof(float) * (size_t)D);
       memset(vrow, 0, sizeof(float) * (size_t)D_pad);
@@ -122,8 +125,8 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       memcpy(vp + (int64_t)j * pb->Skv_pad * STSA_NR, vrow + j * STSA_NR,
              sizeof(float) * STSA_NR);
   }
-  dst->k_norm[tile] = k_norm <= FLT_MAX ? (float)k_norm : INFINITY;
-  dst->v_nonfinite[tile] = (uint8_t)!v_finite;
+  dst->k_max[tile] = abs_max_value(k_max);
+  dst->v_nonfinite[tile] = v_max >= 0x7f800000u;
 }
 
 int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) {
@@ -157,7 +160,7 @@ int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) 
   sc->v_safe = v_safe;
   sc->bad_keys = (int32_t *)(void *)bad_keys;
   sc->kept = (uint8_t *)kept;
-  sc->q_norm = 0;
+  sc->q_max = 0;
   sc->block_ = mem;
   return 0;
 }
@@ -168,23 +171,23 @@ void stsa_tile_scratch_free(stsa_tile_scratch *sc) {
 }
 
 /* Loads the q tile's rows, scaled into log2 units; padding rows are zero.
- * Returns the largest norm of a scaled row (+inf for NaN/Inf). */
-static double load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
-                          int rows, int rows_pad, const int64_t *q_rows, float *qbuf) {
+ * Returns max |q'| over the scaled tile (+inf for NaN/Inf). */
+static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
+                         int rows, int rows_pad, const int64_t *q_rows, float *qbuf) {
   const int D = pb->D;
-  double q_norm = 0;
+  uint32_t q_max = 0;
   for (int r = 0; r < rows; r++) {
     float *dst = qbuf + (int64_t)r * D;
     int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
     pb->kern->load_row(row_ptr(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3], D, dst);
     for (int d = 0; d < D; d++)
       dst[d] *= pb->qscale;
-    double qn = norm_of(dst, D);
-    q_norm = qn > q_norm ? qn : q_norm;
+    uint32_t qm = abs_max_bits(dst, D);
+    q_max = qm > q_max ? qm : q_max;
   }
   memset(qbuf + (int64_t)rows * D, 0,
          sizeof(float) * (size_t)(rows_pad - rows) * (size_t)D);
-  return q_norm;
+  return abs_max_value(q_max);
 }
 
 /* Normalises the finished rows and writes them in the caller's layout. */
@@ -291,7 +294,7 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
   const int rows_pad = (int)round_up(rows, STSA_MR);
 
   const int64_t *q_rows = list ? list->q_rows : NULL;
-  sc->q_norm = load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
+  sc->q_max = load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
   for (int r = 0; r < rows_pad; r++) {
     sc->m[r] = -INFINITY;
@@ -316,7 +319,7 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
     /* The folded maxima count masked pairs and the zero scores of padding
      * columns, so partial and ragged tiles find their maxima again. */
     int exact_max = n == pb->kv_tile;
-    if (!(sc->q_norm * (double)kv->k_norm[tile] < LOGIT_SAFE)) {
+    if (!((double)sc->q_max * kv->k_max[tile] * D < LOGIT_SAFE)) {
       mark_neg_inf_kept(sc->s, ld_s, rows, n);
       exact_max = 0;
     }

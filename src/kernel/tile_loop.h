@@ -44,7 +44,7 @@ static inline int64_t stsa_kv_tiles(const stsa_attn_problem *pb) {
 typedef struct stsa_kv_packed {
   float *kt;            /* [Skv_pad/16][D][16] */
   float *vp;            /* [D_pad/16][Skv_pad][16] */
-  float *k_norm;        /* [kv tiles] max Euclidean norm of a K row; +inf if NaN/Inf */
+  float *k_max;         /* [kv tiles] max |K element| of the tile; +inf if NaN/Inf */
   uint8_t *v_nonfinite; /* [kv tiles] 1 if a V row of the tile holds NaN or Inf */
 } stsa_kv_packed;
 
@@ -66,7 +66,7 @@ typedef struct stsa_tile_scratch {
   float *m, *l, *alpha; /* [q_tile] row max (log2 units), row sum, rescale */
   float *tile_max;      /* [q_tile] row max of the current kv tile's scores */
   float *row;           /* [D_pad] output row staging */
-  double q_norm;        /* max Euclidean norm of a scaled q row; +inf if NaN/Inf */
+  float q_max;          /* max |element| of the scaled q tile; +inf if NaN/Inf */
   /* Only for a PARTIAL tile whose V holds NaN/Inf: */
   float *v_safe;     /* [D_pad/16][kv_tile][16] its V panels, NaN/Inf -> 0 */
   int32_t *bad_keys; /* [kv_tile] its keys with a NaN/Inf in V */
@@ -105,7 +105,7 @@ typedef struct stsa_kv_list {
  * +inf logit leaves the row sum NaN (the micro-kernels' exp2 propagates NaN),
  * which store_rows turns into a NaN row. Two cases need the tile loop's help,
  * and only they, so the finite fast path is unchanged: on a tile where a kept
- * logit may be -inf (non-finite q or K, or norms past the finite range) the
+ * logit may be -inf (non-finite q or K, or magnitudes near f32 overflow) the
  * -inf scores are marked kept before the mask runs, and on a PARTIAL tile
  * whose V holds NaN/Inf, dropped keys' V is kept out of P.V (0 * NaN). */
 void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
