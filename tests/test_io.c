@@ -515,6 +515,20 @@ static void test_st_malformed(void) {
         "missing file message: %s", err);
   CHECK_STATUS(stsa_st_open(g_dir, &f, err, sizeof err), STSA_ERR_IO);
   CHECK(strstr(err, "not a regular file") != NULL, "dir message: %s", err);
+  /* A FIFO with no writer is refused at once: an open without O_NONBLOCK
+   * would block forever before the regular-file check (the alarm turns such
+   * a hang into a failing test). */
+  char fifo[256];
+  path_in(fifo, sizeof fifo, "qkv.fifo");
+  CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+  alarm(20);
+  CHECK_STATUS(stsa_st_open(fifo, &f, err, sizeof err), STSA_ERR_IO);
+  CHECK(strstr(err, "not a regular file") != NULL, "FIFO message: %s", err);
+  stsa_npy_array arr;
+  CHECK_STATUS(stsa_npy_read(fifo, &arr, err, sizeof err), STSA_ERR_IO);
+  CHECK(strstr(err, "not a regular file") != NULL, "FIFO message (npy): %s", err);
+  alarm(0);
+  unlink(fifo);
   CHECK_STATUS(stsa_st_open(NULL, &f, err, sizeof err), STSA_ERR_NULL_ARG);
   CHECK_STATUS(stsa_st_open(path, NULL, err, sizeof err), STSA_ERR_NULL_ARG);
   CHECK_STATUS(stsa_st_open_memory(NULL, 5, &f, NULL, 0), STSA_ERR_NULL_ARG);

@@ -166,7 +166,9 @@ stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, char *err,
     return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG,
                         "path and output must not be NULL");
   memset(m, 0, sizeof *m);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO would otherwise block until a writer comes;
+   * it is refused just below, like every file that is not a regular one. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return sys_fail(err, err_len, errno, "open", path);
   struct stat st;
