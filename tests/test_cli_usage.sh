@@ -125,5 +125,14 @@ else
   bad "demo --quick failed: $(head -c 400 demo.err)"
 fi
 
+# ------------- item 12: an unknown STSA_BACKEND fails with the library's message
+rc=0
+STSA_BACKEND=gpu "$STSA" demo --quick >/dev/null 2>backend.err || rc=$?
+if [ "$rc" = 2 ] && grep -q "STSA_BACKEND=gpu is not one of auto, ref, portable, avx2" backend.err; then
+  ok
+else
+  bad "STSA_BACKEND=gpu: exit $rc, message: $(head -c 300 backend.err)"
+fi
+
 echo "test_cli_usage: $passed passed, $failed failed"
 [ "$failed" = 0 ]

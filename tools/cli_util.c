@@ -29,6 +29,15 @@ void cli_check(stsa_status st, const stsa_ctx *ctx, const char *what) {
             ctx ? stsa_ctx_last_error(ctx) : "");
 }
 
+stsa_ctx *cli_ctx_create(void) {
+  stsa_ctx *ctx = NULL;
+  char msg[512];
+  stsa_status st = stsa_ctx_create_msg(&ctx, msg, sizeof msg);
+  if (st != STSA_OK)
+    cli_die("creating a context failed: %s (%s)", stsa_status_str(st), msg);
+  return ctx;
+}
+
 /* ---- arguments ----------------------------------------------------------- */
 
 /* The values split off "--flag=value" arguments, to tell "--quiet=1" (a

@@ -16,6 +16,10 @@ _Noreturn void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 /* Exits via cli_die when st is not STSA_OK, with the context's message. */
 void cli_check(stsa_status st, const stsa_ctx *ctx, const char *what);
 
+/* A context with defaults; dies with the library's message when that fails
+ * (e.g. an unknown STSA_BACKEND value). */
+stsa_ctx *cli_ctx_create(void);
+
 /* ---- arguments ----------------------------------------------------------- */
 
 /* Rewrites the command line once, before any subcommand parses it: every

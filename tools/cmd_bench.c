@@ -140,7 +140,7 @@ typedef struct bench_data {
 } bench_data;
 
 static void bench_setup(const bench_opts *o, bench_data *bd) {
-  cli_check(stsa_ctx_create(&bd->ctx), NULL, "creating a context");
+  bd->ctx = cli_ctx_create();
   stsa_ctx *ctx = bd->ctx;
   if (o->threads)
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o->threads), ctx, "--threads");

@@ -143,7 +143,7 @@ int bench_svg(int argc, char **argv) {
   cfg.heads = o.heads;
   cfg.seed = o.seed;
   stsa_ctx *ctx;
-  cli_check(stsa_ctx_create(&ctx), NULL, "context");
+  ctx = cli_ctx_create();
   if (o.threads)
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o.threads), ctx, "--threads");
   /* explicit tiles override the session's frame-aligned choice */

@@ -80,7 +80,7 @@ int cmd_demo(int argc, char **argv) {
   demo_opts o;
   parse_demo(argc, argv, &o);
   stsa_ctx *ctx;
-  cli_check(stsa_ctx_create(&ctx), NULL, "creating a context");
+  ctx = cli_ctx_create();
   if (o.threads)
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o.threads), ctx, "--threads");
   int64_t threads;

@@ -238,7 +238,7 @@ static int plot_plan(int argc, char **argv) {
   stsa_svg_config cfg;
   run_resolve_config(&o.geo, 1, 64, &cfg, NULL, 0);
   stsa_ctx *ctx;
-  cli_check(stsa_ctx_create(&ctx), NULL, "creating a context");
+  ctx = cli_ctx_create();
   stsa_svg_windows w;
   run_session_windows(ctx, &cfg, &w);
   /* the same mask in both panels: native order and the permuted one */

@@ -762,7 +762,7 @@ int cmd_run(int argc, char **argv) {
     in_names[i] = in_desc[i];
   }
   cli_outputs_prepare(outs, n_out, s.qkv.ids, in_names, s.qkv.n_ids);
-  cli_check(stsa_ctx_create(&s.ctx), NULL, "creating a context");
+  s.ctx = cli_ctx_create();
   if (s.o.threads)
     cli_check(stsa_ctx_set(s.ctx, STSA_PARAM_THREADS, s.o.threads), s.ctx, "--threads");
 

@@ -302,3 +302,10 @@ def test_gil_is_released_during_the_call():
         stop.set()
         t.join()
     assert during > 0, f"no Python progress during a {elapsed * 1e3:.0f} ms call"
+
+
+def test_unknown_backend_in_the_environment_names_the_choices(monkeypatch):
+    # read by stsa_ctx_create; its message reaches Python through stsa_ctx_create_msg
+    monkeypatch.setenv("STSA_BACKEND", "gpu")
+    with pytest.raises(stsa.Error, match="STSA_BACKEND=gpu is not one of auto, ref, portable, avx2"):
+        stsa.Context()

@@ -118,7 +118,10 @@ class Context:
         self.lock = threading.RLock()
         self._owner = None  # the stsa.SVG whose session uses this context, if any
         handle = _lib.CtxP()
-        check(lib.stsa_ctx_create(ctypes.byref(handle)), what="stsa_ctx_create")
+        msg = ctypes.create_string_buffer(512)
+        status = lib.stsa_ctx_create_msg(ctypes.byref(handle), msg, len(msg))
+        if status != _lib.STSA_OK:  # e.g. an unknown STSA_BACKEND in the environment
+            raise_status(status, "stsa_ctx_create: " + msg.value.decode(errors="replace"))
         self._handle = handle
         self._finalizer = weakref.finalize(self, _free_context, handle, self.lock)
         for name, value in (("threads", threads), ("backend", backend), ("q_tile", q_tile),
