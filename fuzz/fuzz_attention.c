@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "core/convert.h"
+#include "fuzz_reader.h"
 #include "stsa.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,13 +44,6 @@ static void fail(const char *why, const char *detail) {
 }
 
 /* ---- input decoding ------------------------------------------------------ */
-typedef struct reader {
-  const uint8_t *p;
-  size_t n, at;
-} reader;
-
-static unsigned byte(reader *r) { return r->at < r->n ? r->p[r->at++] : 0; }
-static unsigned u16(reader *r) { return byte(r) | byte(r) << 8; }
 
 /* Mostly small sizes, now and then up to `big`. */
 static int64_t size_in(reader *r, int64_t small, int64_t big) {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_reader.h"
 #include "mask/mask.h"
 #include "mask/plan_build.h"
 
@@ -24,13 +25,6 @@ static void fail(const char *why) {
   fprintf(stderr, "fuzz_plan: %s\n", why);
   abort();
 }
-
-typedef struct reader {
-  const uint8_t *p;
-  size_t n, at;
-} reader;
-
-static unsigned byte(reader *r) { return r->at < r->n ? r->p[r->at++] : 0; }
 
 /* Mostly small values, sometimes the extremes a window may take. */
 static int64_t window(reader *r) {

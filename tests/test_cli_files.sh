@@ -11,25 +11,7 @@
 # file exists). Prints "test_cli_files: N passed, M failed".
 set -euo pipefail
 
-STSA=${1:?usage: test_cli_files.sh path/to/stsa}
-STSA=$(cd "$(dirname "$STSA")" && pwd)/$(basename "$STSA")
-TMP=$(mktemp -d)
-bg_pid=
-cleanup() {
-  [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-cd "$TMP"
-export OMP_NUM_THREADS=2
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*" >&2
-}
+. "$(dirname "$0")/cli_common.sh" test_cli_files "$@"
 sum() { cksum <"$1"; }
 # no staging or writer temp file anywhere under the folder
 no_leftovers() { ! find . -name '*.stsa-run.*' | grep -q .; }
@@ -313,5 +295,4 @@ grep -q "line -1" plot-missing-report.stderr && bad "plot-missing-report: says l
 printf '{"per_head": [\n  {"head": 0,]\n}\n' >broken.json
 refuse plot-broken-report "line 2" "$STSA" plot kinds --report broken.json --out o4.png
 
-echo "test_cli_files: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

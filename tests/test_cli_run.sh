@@ -8,20 +8,7 @@
 # plots are valid PNGs. Prints "test_cli_run: N passed, M failed".
 set -euo pipefail
 
-STSA=${1:?usage: test_cli_run.sh path/to/stsa}
-STSA=$(cd "$(dirname "$STSA")" && pwd)/$(basename "$STSA")
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP"
-export OMP_NUM_THREADS=2
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*" >&2
-}
+. "$(dirname "$0")/cli_common.sh" test_cli_run "$@"
 
 # ---------------------------------------------------------------- helper
 cat >helper.py <<'PY'
@@ -428,5 +415,4 @@ echo '{"mode": "svg"}' >not-a-report.json
 expect_fail plot-kinds-bad "per_head" err.png "$STSA" plot kinds --report not-a-report.json \
   --out err.png
 
-echo "test_cli_run: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -11,21 +11,7 @@
 # Prints "test_cli_usage: N passed, M failed".
 set -euo pipefail
 
-STSA=${1:?usage: test_cli_usage.sh path/to/stsa}
-STSA=$(cd "$(dirname "$STSA")" && pwd)/$(basename "$STSA")
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP"
-export OMP_NUM_THREADS=2
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*" >&2
-}
+. "$(dirname "$0")/cli_common.sh" test_cli_usage "$@"
 
 # ------------------------------------------------ item 21: help and version
 VERSION=$("$STSA" version)
@@ -134,5 +120,4 @@ else
   bad "STSA_BACKEND=gpu: exit $rc, message: $(head -c 300 backend.err)"
 fi
 
-echo "test_cli_usage: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
