@@ -1,7 +1,6 @@
 /* context.c — context lifetime, parameters, CPU detection. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/context.h"
-#include "mask/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,7 +114,8 @@ void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg) {
 void stsa_ctx_free(stsa_ctx *ctx) {
   if (!ctx)
     return;
-  stsa_plan_cache_destroy(ctx->plans);
+  if (ctx->plans_destroy)
+    ctx->plans_destroy(ctx->plans);
   stsa_workspace_release(&ctx->packed);
   free(ctx);
 }

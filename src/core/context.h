@@ -11,15 +11,19 @@
 #include "stsa.h"
 
 struct stsa_ctx {
-  int threads;                   /* worker threads for calls that own their threads */
-  stsa_backend backend;          /* as requested (may be AUTO) */
-  int q_tile;                    /* query rows per tile */
-  int kv_tile;                   /* key rows per tile, multiple of 16 */
-  int check_finite;              /* scan inputs for NaN/Inf before computing */
-  stsa_errbuf err;               /* message of the last failure */
-  atomic_flag err_lock;          /* taken by stsa_ctx_record_error */
-  struct stsa_plan_cache *plans; /* plans built on this context, by signature */
-  stsa_workspace packed;         /* packed K/V, reused across calls */
+  int threads;          /* worker threads for calls that own their threads */
+  stsa_backend backend; /* as requested (may be AUTO) */
+  int q_tile;           /* query rows per tile */
+  int kv_tile;          /* key rows per tile, multiple of 16 */
+  int check_finite;     /* scan inputs for NaN/Inf before computing */
+  stsa_errbuf err;      /* message of the last failure */
+  atomic_flag err_lock; /* taken by stsa_ctx_record_error */
+  /* Plans built on this context, by signature: owned by the plan layer
+   * (src/mask), which installs plans_destroy with the first one; the core
+   * frees them through it and knows nothing else of plans. */
+  struct stsa_plan_cache *plans;
+  void (*plans_destroy)(struct stsa_plan_cache *plans);
+  stsa_workspace packed; /* packed K/V, reused across calls */
 };
 
 /* Copies a failure's message into ctx->err under a lock, for entry points

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernel/block_sparse.h"
 #include "kernel/kernels.h"
 #include "stsa.h"
 
@@ -77,12 +78,6 @@ typedef struct stsa_tile_scratch {
 /* 0 on success, -1 when out of memory. */
 int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc);
 void stsa_tile_scratch_free(stsa_tile_scratch *sc);
-
-/* How a visited kv tile is treated. */
-typedef enum stsa_tile_kind {
-  STSA_TILE_FULL = 2,    /* every pair kept: mask-free body */
-  STSA_TILE_PARTIAL = 1, /* some pairs kept: the mask callback runs */
-} stsa_tile_kind;
 
 /* A partial tile's mask: sets s[r][c] = -inf for every dropped pair of query
  * rows q0..q0+rows-1 and key rows k0..k0+n-1 (positions in memory order);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/checked.h"
-#include "kernel/tile_loop.h" /* STSA_TILE_FULL, STSA_TILE_PARTIAL */
+#include "kernel/block_sparse.h" /* STSA_TILE_FULL, STSA_TILE_PARTIAL */
 #include "mask/intervals.h"
 #include "mask/plan_build.h"
 #include "mask/plan_cache.h"
@@ -595,6 +595,7 @@ stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc, stsa_plan
   if (!plan) {
     STSA_TRY(build(ctx, desc, q_tile, kv_tile, &plan));
     stsa_plan_cache_insert(&ctx->plans, plan, key);
+    ctx->plans_destroy = stsa_plan_cache_destroy;
   }
   *out = plan;
   return STSA_OK;
