@@ -1,7 +1,7 @@
 # cli_common.sh — sourced by the CLI test scripts (tests/test_cli_*.sh):
 #   . "$(dirname "$0")/cli_common.sh" NAME "$@"
 # Sets STSA (the tool's absolute path, from the first argument), SRC (the
-# source tree), a scratch folder TMP that becomes the current directory and is
+# source tree; its tests/ goes on PYTHONPATH for tensor_dumps.py), a scratch folder TMP that becomes the current directory and is
 # removed on exit (with bg_pid, a background run to kill, if the script sets
 # it), and the pass/fail counting: ok, bad MESSAGE, finish (prints
 # "NAME: N passed, M failed" and fails when anything failed).
@@ -18,6 +18,7 @@ cli_cleanup() {
 trap cli_cleanup EXIT
 cd "$TMP"
 export OMP_NUM_THREADS=2
+export PYTHONPATH="$SRC/tests${PYTHONPATH:+:$PYTHONPATH}" # tensor_dumps.py
 
 passed=0
 failed=0

@@ -19,29 +19,17 @@ no_leftovers() { ! find . -name '*.stsa-run.*' | grep -q .; }
 # ---------------------------------------------------------------- inputs
 # gen PATH S H D SEED: a safetensors file with f32 q, k, v of [1, S, H, D]
 cat >gen.py <<'PY'
-import json, random, struct, sys
+import random, sys
+from tensor_dumps import write_npy, write_st
 path, S, H, D, seed = sys.argv[1], *map(int, sys.argv[2:6])
 rnd = random.Random(seed)
-n = S * H * D
-hdr, blobs, off = {}, [], 0
-for name in 'qkv':
-    b = struct.pack('<%df' % n, *[rnd.gauss(0, 1) for _ in range(n)])
-    hdr[name] = {'dtype': 'F32', 'shape': [1, S, H, D], 'data_offsets': [off, off + len(b)]}
-    off += len(b)
-    blobs.append(b)
-h = json.dumps(hdr).encode()
-h += b' ' * (-len(h) % 8)
-with open(path, 'wb') as f:
-    f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+shape = [1, S, H, D]
+qkv = {name: ([rnd.gauss(0, 1) for _ in range(S * H * D)], shape) for name in 'qkv'}
+write_st(path, qkv, 'F32')
 # the same tensors as .npy files next to it (PATH minus .safetensors + .q.npy ...)
 base = path[:-len('.safetensors')]
-off = 0
-for name in 'qkv':
-    d = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, %d, %d, %d), }" % (S, H, D)
-    pad = 64 - (10 + len(d) + 1) % 64
-    hd = (d + ' ' * pad + '\n').encode()
-    with open('%s.%s.npy' % (base, name), 'wb') as f:
-        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(hd)) + hd + blobs['qkv'.index(name)])
+for name, (flat, _) in qkv.items():
+    write_npy('%s.%s.npy' % (base, name), flat, shape)
 PY
 F=3 HP=4 WP=5
 python3 gen.py in.safetensors $((F * HP * WP)) 2 16 1

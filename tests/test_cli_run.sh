@@ -15,7 +15,7 @@ cat >helper.py <<'PY'
 """Dumps, reference attention and file checks for test_cli_run.sh."""
 import json, math, random, struct, sys
 
-FMT = {'F32': ('f', 4), 'F16': ('e', 2)}
+from tensor_dumps import FMT, write_npy, write_st
 
 
 def video_start(C, pos):
@@ -92,19 +92,6 @@ def attention(q, k, v):
     return out
 
 
-def write_st(path, tensors, dt):
-    hdr, blobs, off = {}, [], 0
-    for name, (flat, shape) in tensors.items():
-        b = struct.pack('<%d%s' % (len(flat), FMT[dt][0]), *flat)
-        hdr[name] = {'dtype': dt, 'shape': shape, 'data_offsets': [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    h = json.dumps(hdr).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
-
-
 def read_st(path):
     data = open(path, 'rb').read()
     n = struct.unpack('<Q', data[:8])[0]
@@ -119,16 +106,6 @@ def read_st(path):
         out[name] = (list(struct.unpack('<%d%s' % ((b - a) // size, fmt),
                                         data[base + a:base + b])), t['shape'], t['dtype'])
     return out
-
-
-def write_npy(path, flat, shape):
-    d = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % (
-        ''.join('%d, ' % s for s in shape))
-    pad = 64 - (10 + len(d) + 1) % 64
-    hdr = (d + ' ' * pad + '\n').encode()
-    with open(path, 'wb') as f:
-        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(hdr)) + hdr)
-        f.write(struct.pack('<%df' % len(flat), *flat))
 
 
 def cmd_gen(args):
