@@ -145,15 +145,19 @@ STSA_API void stsa_ctx_free(stsa_ctx *ctx);
 STSA_API const char *stsa_ctx_last_error(const stsa_ctx *ctx);
 
 typedef enum stsa_backend {
-  STSA_BACKEND_AUTO = 0,     /* best available: AVX2+FMA if the CPU has it */
+  STSA_BACKEND_AUTO = 0,     /* best available: AVX2 or NEON if the CPU has it */
   STSA_BACKEND_REF = 1,      /* plain double-precision reference (slow) */
   STSA_BACKEND_PORTABLE = 2, /* tiled kernel in portable C */
-  STSA_BACKEND_AVX2 = 3,     /* tiled kernel with AVX2+FMA+F16C */
+  STSA_BACKEND_AVX2 = 3,     /* tiled kernel with AVX2+FMA+F16C (x86) */
+  STSA_BACKEND_NEON = 4,     /* tiled kernel with NEON (AArch64) */
   STSA_BACKEND_COUNT_
 } stsa_backend;
 
-/* "auto", "ref", "portable", "avx2". */
+/* "auto", "ref", "portable", "avx2", "neon"; "unknown" for any other value. */
 STSA_API const char *stsa_backend_name(stsa_backend backend);
+/* 1 if this build and this CPU run the backend (AUTO, REF and PORTABLE
+ * always do), 0 otherwise. */
+STSA_API int stsa_backend_available(stsa_backend backend);
 
 typedef enum stsa_param {
   STSA_PARAM_THREADS = 0, /* worker threads, 1..1024; default: online CPUs */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel/dispatch.h"
 #include "kernel/tile_loop.h"
 #include "testutil.h"
 
@@ -493,10 +494,11 @@ static void test_compaction(void) {
   const int backends[2] = {STSA_BACKEND_PORTABLE, STSA_BACKEND_AVX2};
   for (int bi = 0; bi < (stsa_cpu_has_avx2() ? 2 : 1); bi++) {
     stsa_attn_problem pb_all, pb_compact;
-    stsa_problem_init(&pb_all, &q, &k, &v, &o_all, NULL, 48, 64,
-                      stsa_kernels_for(backends[bi]));
-    stsa_problem_init(&pb_compact, &q, &k, &v, &o_compact, NULL, 48, 64,
-                      stsa_kernels_for(backends[bi]));
+    stsa_backend_choice choice;
+    stsa_errbuf err;
+    CHECK(stsa_backend_choose(backends[bi], &choice, &err) == STSA_OK, "%s", err.text);
+    stsa_problem_init(&pb_all, &q, &k, &v, &o_all, NULL, 48, 64, &choice.kern);
+    stsa_problem_init(&pb_compact, &q, &k, &v, &o_compact, NULL, 48, 64, &choice.kern);
     float *mem = aligned_alloc(64, stsa_kv_packed_floats(&pb_all) * sizeof(float));
     stsa_kv_packed kv = stsa_kv_packed_at(&pb_all, mem);
     for (int64_t t = 0; t < stsa_kv_tiles(&pb_all); t++)

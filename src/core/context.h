@@ -13,8 +13,11 @@
 struct stsa_ctx {
   int threads;          /* worker threads for calls that own their threads */
   stsa_backend backend; /* as requested (may be AUTO) */
+  /* What calls run: the backend resolved when it was set, and its kernel
+   * table (src/kernel/dispatch.h; owned here, freed by stsa_ctx_free). */
+  struct stsa_backend_choice *run;
   int q_tile;           /* query rows per tile */
-  int kv_tile;          /* key rows per tile, multiple of 16 */
+  int kv_tile;          /* key rows per tile, a multiple of the kernel table's nr */
   int check_finite;     /* scan inputs for NaN/Inf before computing */
   stsa_errbuf err;      /* message of the last failure */
   atomic_flag err_lock; /* taken by stsa_ctx_record_error */
@@ -30,8 +33,5 @@ struct stsa_ctx {
  * that only read the context and may fail on several threads at once
  * (stsa_attention_part). */
 void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg);
-
-/* AUTO resolved against the CPU. */
-stsa_backend stsa_resolve_backend(stsa_backend requested);
 
 #endif

@@ -62,21 +62,6 @@ const char *stsa_dtype_name(stsa_dtype dtype) {
   }
 }
 
-const char *stsa_backend_name(stsa_backend backend) {
-  switch (backend) {
-  case STSA_BACKEND_AUTO:
-    return "auto";
-  case STSA_BACKEND_REF:
-    return "ref";
-  case STSA_BACKEND_PORTABLE:
-    return "portable";
-  case STSA_BACKEND_AVX2:
-    return "avx2";
-  default:
-    return "unknown";
-  }
-}
-
 stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...) {
   if (err) {
     va_list ap;

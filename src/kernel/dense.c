@@ -10,6 +10,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "kernel/dispatch.h"
 #include "kernel/driver.h"
 #include "kernel/ref/attention_ref.h"
 
@@ -39,15 +40,14 @@ stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q, const stsa_tenso
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
   STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, &ctx->err));
-  stsa_backend backend = stsa_resolve_backend(ctx->backend);
   stsa_status st;
-  if (backend == STSA_BACKEND_REF) {
+  if (ctx->run->ref) {
     st = run_ref(q, k, v, out, opts, 0, q->shape[0] * q->shape[2] * q->shape[1],
                  ctx->threads);
   } else {
     stsa_attn_problem pb;
     stsa_problem_init(&pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile,
-                      stsa_kernels_for(backend));
+                      &ctx->run->kern);
     st = stsa_drive(&pb, ctx->threads, NULL, &ctx->packed);
   }
   if (st != STSA_OK)
@@ -68,17 +68,15 @@ static stsa_status attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
   STSA_RETURN_IF(nth < 1 || ith < 0 || ith >= nth, err, STSA_ERR_BAD_PARAM,
                  "attention part: ith = %d, nth = %d, expected 0 <= ith < nth", ith, nth);
   STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, err));
-  stsa_backend backend = stsa_resolve_backend(ctx->backend);
   int64_t u0, u1;
-  if (backend == STSA_BACKEND_REF) {
+  if (ctx->run->ref) {
     part_range(q->shape[0] * q->shape[2] * q->shape[1], ith, nth, &u0, &u1);
     STSA_RETURN_IF(run_ref(q, k, v, out, opts, u0, u1, 1) != STSA_OK, err,
                    STSA_ERR_OUT_OF_MEMORY, "attention part: out of memory");
     return STSA_OK;
   }
   stsa_attn_problem pb;
-  stsa_problem_init(&pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile,
-                    stsa_kernels_for(backend));
+  stsa_problem_init(&pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile, &ctx->run->kern);
   const int64_t nqt = stsa_q_tiles(&pb), nkt = stsa_kv_tiles(&pb);
   part_range(pb.B * pb.H * nqt, ith, nth, &u0, &u1);
   if (u0 == u1)

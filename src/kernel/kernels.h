@@ -2,13 +2,17 @@
  * kernels.h — the micro-kernel contracts and the dispatch table.
  *
  * Framework code (tile_loop.c) owns the loops, packing, tails and threads;
- * each ISA contributes these few functions. The table is filled with the
- * portable versions first and then overridden by the AVX2 ones when the CPU
- * has them (dispatch.c).
+ * each ISA contributes these few functions. BLIS-style, a table is first
+ * filled with the portable versions (stsa_kernels_init_portable), then an
+ * ISA overrides only the entries it provides (stsa_kernels_override_<isa>),
+ * and everything that depends on the register tile reads mr and nr from the
+ * table: q tile and plan rounding, panel packing, profiling rows, context
+ * bounds. dispatch.c knows which ISAs exist and resolves a backend to a
+ * table once per context.
  *
- * Packed layouts (f32, 32-byte aligned):
- *   K^T panels  kt[p][d][c]   = K[16 p + c][d]          p < S_kv_pad/16, c < 16
- *   V panels    vp[j][r][c]   = V[r][16 j + c]          j < D_pad/16, r < S_kv_pad
+ * Packed layouts (f32, 64-byte aligned), NR = the table's nr:
+ *   K^T panels  kt[p][d][c]   = K[NR p + c][d]          p < S_kv_pad/NR, c < NR
+ *   V panels    vp[j][r][c]   = V[r][NR j + c]          j < D_pad/NR, r < S_kv_pad
  * Rows beyond S_kv and columns beyond D are zero.
  * Scores are in log2 units: Q is pre-multiplied by scale * log2(e), so the
  * softmax uses exp2.
@@ -18,19 +22,23 @@
 
 #include <stdint.h>
 
-/* Rows handled by one micro-kernel call; q tiles are padded to a multiple. */
-#define STSA_MR 6
-/* Columns of a K^T or V panel. */
-#define STSA_NR 16
+/* The register tile every table in this build uses (the portable one; an ISA
+ * that changes mr or nr sets them in its override). Only the public bounds of
+ * stsa_param_bounds, which have no context to ask, read these directly. */
+#define STSA_PORTABLE_MR 6
+#define STSA_PORTABLE_NR 16
 
 typedef struct stsa_kernels {
-  /* s[r][c] = sum_d q[r][d] * panel[d][c] for r < STSA_MR, c < 16: one K^T
+  const char *name; /* of the ISA whose entries won ("portable", "avx2", ...) */
+  int mr;           /* rows of q handled by one qk / pv call */
+  int nr;           /* columns of a K^T or V panel (the packing width) */
+  /* s[r][c] = sum_d q[r][d] * panel[d][c] for r < mr, c < nr: one K^T
    * panel. q rows are D apart, s rows ld_s apart. Also folds the row maxima
    * while the scores are in registers: rowmax[r] = max(rowmax[r], s[r][..]). */
   void (*qk)(const float *q, int D, const float *panel, float *s, int ld_s,
              float *rowmax);
   /* Online-softmax update of `rows` score rows holding n valid columns
-   * (columns n..roundup(n,16) are ignored and written as 0):
+   * (columns n..roundup(n,nr) are ignored and written as 0):
    *   m_new = max(m, max_c s), s = exp2(s - m_new), alpha = exp2(m - m_new),
    *   l = alpha * l + sum_c s, m = m_new.
    * Rows with every score -inf keep m = -inf and give p = 0, alpha = 0.
@@ -43,7 +51,7 @@ typedef struct stsa_kernels {
   void (*softmax)(float *s, int ld_s, int rows, int n, float *m, float *l, float *alpha,
                   const float *tile_max);
   /* o[r][c] = alpha[r] * o[r][c] + sum_{t<n} p[r][t] * panel[t][c] for
-   * r < STSA_MR, c < 16: one V panel (n rows of 16). */
+   * r < mr, c < nr: one V panel (n rows of nr). */
   void (*pv)(const float *p, int ld_p, int n, const float *panel, float *o, int ld_o,
              const float *alpha);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
@@ -51,14 +59,15 @@ typedef struct stsa_kernels {
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);
 } stsa_kernels;
 
-/* Portable C versions (always available). */
-extern const stsa_kernels stsa_kernels_generic;
+/* Fills every entry with the portable C versions (always available). */
+void stsa_kernels_init_portable(stsa_kernels *t);
 #if defined(__x86_64__) || defined(__i386__)
-/* AVX2+FMA versions; call only when stsa_cpu_has_avx2(). */
-extern const stsa_kernels stsa_kernels_avx2;
+/* AVX2+FMA+F16C entries; only after stsa_cpu_has_avx2(). */
+void stsa_kernels_override_avx2(stsa_kernels *t);
 #endif
-
-/* Kernels for a resolved backend (PORTABLE or AVX2). */
-const stsa_kernels *stsa_kernels_for(int backend);
+#if defined(__aarch64__)
+/* NEON entries (NEON is part of the AArch64 base ISA). */
+void stsa_kernels_override_neon(stsa_kernels *t);
+#endif
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "kernel/dispatch.h"
 #include "kernel/driver.h"
 #include "kernel/ref/attention_ref.h"
 #include "kernel/sparse.h"
@@ -324,8 +325,7 @@ stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *p
                                ? rounded_pairs_changed(&route, H, q->shape[0])
                                : 0;
 
-  stsa_backend backend = stsa_resolve_backend(ctx->backend);
-  if (backend == STSA_BACKEND_REF) {
+  if (ctx->run->ref) {
     ref_keep_ctx rk = {&route, mode, prepermuted, NULL, NULL};
     STSA_RETURN_IF(run_ref(&rk, H, q, k, v, out, &dense_opts, ctx->threads) != STSA_OK,
                    err, STSA_ERR_OUT_OF_MEMORY, "sparse attention: out of memory");
@@ -333,7 +333,7 @@ stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *p
   }
   stsa_attn_problem pb;
   stsa_problem_init(&pb, q, k, v, out, &dense_opts, plans[0]->q_tile, plans[0]->kv_tile,
-                    stsa_kernels_for(backend));
+                    &ctx->run->kern);
   sparse_run run = {&pb, route, mode, prepermuted,
                     used_tiles(&route, H, stsa_kv_tiles(&pb))};
   STSA_RETURN_IF(!run.used, err, STSA_ERR_OUT_OF_MEMORY,

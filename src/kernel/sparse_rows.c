@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/context.h"
+#include "kernel/dispatch.h"
 #include "kernel/sparse.h"
 #include "kernel/tile_loop.h"
 
@@ -39,7 +40,7 @@ stsa_status stsa_sparse_rows_multi(stsa_ctx *ctx, const stsa_plan *const *plans,
                        plans[i]->s_q != q->shape[1] || plans[i]->s_kv != k->shape[1],
                    &ctx->err, STSA_ERR_BAD_PARAM,
                    "profiling: plan %d does not fit the sampled rows", i);
-  const stsa_kernels *kern = stsa_kernels_for(stsa_resolve_backend(ctx->backend));
+  const stsa_kernels *kern = &ctx->run->kern;
   stsa_attn_problem pb[MAX_PLANS];
   for (int i = 0; i < nplans; i++)
     stsa_problem_init(&pb[i], q, k, v, &out[i], NULL, plans[i]->q_tile, plans[i]->kv_tile,

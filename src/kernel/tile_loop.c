@@ -42,11 +42,13 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->H = q->shape[2];
   pb->D = (int)q->shape[3];
   pb->Skv = k->shape[1];
-  pb->D_pad = (int)round_up(pb->D, STSA_NR);
+  pb->mr = kern->mr;
+  pb->nr = kern->nr;
+  pb->D_pad = (int)round_up(pb->D, pb->nr);
   double scale = opts && opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)pb->D);
   pb->qscale = (float)(scale * LOG2E);
   pb->lse = opts ? opts->lse : NULL;
-  pb->q_tile = (int)round_up(q_tile, STSA_MR);
+  pb->q_tile = (int)round_up(q_tile, pb->mr);
   pb->kv_tile = kv_tile;
   pb->Skv_pad = round_up(pb->Skv, kv_tile);
   pb->kern = kern;
@@ -117,13 +119,13 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       memset(krow, 0, sizeof(float) * (size_t)D);
       memset(vrow, 0, sizeof(float) * (size_t)D_pad);
     }
-    float *kt = dst->kt + (r / STSA_NR) * D * STSA_NR + r % STSA_NR;
+    float *kt = dst->kt + (r / pb->nr) * D * pb->nr + r % pb->nr;
     for (int d = 0; d < D; d++)
-      kt[d * STSA_NR] = krow[d];
-    float *vp = dst->vp + r * STSA_NR;
-    for (int j = 0; j < D_pad / STSA_NR; j++)
-      memcpy(vp + (int64_t)j * pb->Skv_pad * STSA_NR, vrow + j * STSA_NR,
-             sizeof(float) * STSA_NR);
+      kt[d * pb->nr] = krow[d];
+    float *vp = dst->vp + r * pb->nr;
+    for (int j = 0; j < D_pad / pb->nr; j++)
+      memcpy(vp + (int64_t)j * pb->Skv_pad * pb->nr, vrow + j * pb->nr,
+             sizeof(float) * pb->nr);
   }
   dst->k_max[tile] = abs_max_value(k_max);
   dst->v_nonfinite[tile] = v_max >= 0x7f800000u;
@@ -240,14 +242,14 @@ static void mark_neg_inf_kept(float *s, int ld_s, int rows, int n) {
  * number of such keys. */
 static int screen_v_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                          int64_t k0, int n, int rows, stsa_tile_scratch *sc) {
-  const int ld_s = pb->kv_tile, panels = pb->D_pad / STSA_NR;
+  const int ld_s = pb->kv_tile, panels = pb->D_pad / pb->nr;
   int nbad = 0;
   for (int t = 0; t < n; t++) {
     int bad = 0;
     for (int j = 0; j < panels; j++) {
-      const float *src = kv->vp + ((int64_t)j * pb->Skv_pad + k0 + t) * STSA_NR;
-      float *dst = sc->v_safe + ((int64_t)j * pb->kv_tile + t) * STSA_NR;
-      for (int c = 0; c < STSA_NR; c++) {
+      const float *src = kv->vp + ((int64_t)j * pb->Skv_pad + k0 + t) * pb->nr;
+      float *dst = sc->v_safe + ((int64_t)j * pb->kv_tile + t) * pb->nr;
+      for (int c = 0; c < pb->nr; c++) {
         int finite = isfinite(src[c]) != 0;
         dst[c] = finite ? src[c] : 0.0f;
         bad |= !finite;
@@ -275,8 +277,8 @@ static void add_nonfinite_v(const stsa_attn_problem *pb, const stsa_kv_packed *k
       const float p = sc->s[(int64_t)r * pb->kv_tile + t];
       float *o = sc->o + (int64_t)r * pb->D_pad;
       for (int d = 0; d < pb->D; d++) {
-        float x = kv->vp[((int64_t)(d / STSA_NR) * pb->Skv_pad + k0 + t) * STSA_NR +
-                         d % STSA_NR];
+        float x =
+            kv->vp[((int64_t)(d / pb->nr) * pb->Skv_pad + k0 + t) * pb->nr + d % pb->nr];
         if (!isfinite(x))
           o[d] += p * x;
       }
@@ -291,7 +293,7 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
   const int D = pb->D, D_pad = pb->D_pad, ld_s = pb->kv_tile;
   const int64_t q0 = qt * pb->q_tile;
   const int rows = (int)(pb->Sq - q0 < pb->q_tile ? pb->Sq - q0 : pb->q_tile);
-  const int rows_pad = (int)round_up(rows, STSA_MR);
+  const int rows_pad = (int)round_up(rows, pb->mr);
 
   const int64_t *q_rows = list ? list->q_rows : NULL;
   sc->q_max = load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
@@ -306,16 +308,16 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
     int64_t tile = list && list->tiles ? list->tiles[i] : i;
     int64_t k0 = tile * pb->kv_tile;
     int n = (int)(pb->Skv - k0 < pb->kv_tile ? pb->Skv - k0 : pb->kv_tile);
-    int npanels = (n + STSA_NR - 1) / STSA_NR;
-    const float *kt = kv->kt + (k0 / STSA_NR) * D * STSA_NR;
+    int npanels = (n + pb->nr - 1) / pb->nr;
+    const float *kt = kv->kt + (k0 / pb->nr) * D * pb->nr;
     /* Panel outer, row block inner: the K^T panel (D x 16) stays in L1 while
      * the q rows stream from L2 (cpu-kernel-notes: keep operands in L1). */
     for (int r = 0; r < rows_pad; r++)
       sc->tile_max[r] = -INFINITY;
     for (int p = 0; p < npanels; p++)
-      for (int r = 0; r < rows_pad; r += STSA_MR)
-        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * STSA_NR,
-                 sc->s + (int64_t)r * ld_s + p * STSA_NR, ld_s, sc->tile_max + r);
+      for (int r = 0; r < rows_pad; r += pb->mr)
+        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * pb->nr,
+                 sc->s + (int64_t)r * ld_s + p * pb->nr, ld_s, sc->tile_max + r);
     /* The folded maxima count masked pairs and the zero scores of padding
      * columns, so partial and ragged tiles find their maxima again. */
     int exact_max = n == pb->kv_tile;
@@ -332,12 +334,12 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
         partial && kv->v_nonfinite[tile] ? screen_v_tile(pb, kv, k0, n, rows, sc) : 0;
     kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha,
                   exact_max ? sc->tile_max : NULL);
-    const float *vp = nbad ? sc->v_safe : kv->vp + k0 * STSA_NR;
+    const float *vp = nbad ? sc->v_safe : kv->vp + k0 * pb->nr;
     const int64_t ld_panel = nbad ? pb->kv_tile : pb->Skv_pad;
-    for (int j = 0; j < D_pad / STSA_NR; j++)
-      for (int r = 0; r < rows_pad; r += STSA_MR)
-        kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * ld_panel * STSA_NR,
-                 sc->o + (int64_t)r * D_pad + j * STSA_NR, D_pad, sc->alpha + r);
+    for (int j = 0; j < D_pad / pb->nr; j++)
+      for (int r = 0; r < rows_pad; r += pb->mr)
+        kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * ld_panel * pb->nr,
+                 sc->o + (int64_t)r * D_pad + j * pb->nr, D_pad, sc->alpha + r);
     if (nbad)
       add_nonfinite_v(pb, kv, k0, rows, nbad, sc);
   }

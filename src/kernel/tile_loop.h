@@ -20,14 +20,16 @@ typedef struct stsa_attn_problem {
   float qscale; /* scale * log2(e): scores come out in log2 units */
   int64_t B, H, Sq, Skv;
   int D;           /* head dim */
-  int D_pad;       /* D rounded up to a multiple of STSA_NR */
-  int q_tile;      /* rows per q tile (a multiple of STSA_MR) */
-  int kv_tile;     /* rows per kv tile (a multiple of STSA_NR) */
+  int mr, nr;      /* the kernel table's register tile (kernels.h) */
+  int D_pad;       /* D rounded up to a multiple of nr */
+  int q_tile;      /* rows per q tile (a multiple of mr) */
+  int kv_tile;     /* rows per kv tile (a multiple of nr) */
   int64_t Skv_pad; /* S_kv rounded up to a multiple of kv_tile */
   const stsa_kernels *kern;
 } stsa_attn_problem;
 
-/* Fills a problem from validated arguments and context settings. */
+/* Fills a problem from validated arguments and context settings; q_tile is
+ * rounded up to a multiple of kern->mr, kv_tile must be one of kern->nr. */
 void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_tensor *k,
                        const stsa_tensor *v, const stsa_tensor *out,
                        const stsa_attn_opts *opts, int q_tile, int kv_tile,
@@ -43,8 +45,8 @@ static inline int64_t stsa_kv_tiles(const stsa_attn_problem *pb) {
 /* K and V of one (batch, head), packed (layouts in kernels.h), and what
  * packing learnt about each kv tile's values (see stsa_run_q_tile). */
 typedef struct stsa_kv_packed {
-  float *kt;            /* [Skv_pad/16][D][16] */
-  float *vp;            /* [D_pad/16][Skv_pad][16] */
+  float *kt;            /* [Skv_pad/nr][D][nr] */
+  float *vp;            /* [D_pad/nr][Skv_pad][nr] */
   float *k_max;         /* [kv tiles] max |K element| of the tile; +inf if NaN/Inf */
   uint8_t *v_nonfinite; /* [kv tiles] 1 if a V row of the tile holds NaN or Inf */
 } stsa_kv_packed;
@@ -69,7 +71,7 @@ typedef struct stsa_tile_scratch {
   float *row;           /* [D_pad] output row staging */
   float q_max;          /* max |element| of the scaled q tile; +inf if NaN/Inf */
   /* Only for a PARTIAL tile whose V holds NaN/Inf: */
-  float *v_safe;     /* [D_pad/16][kv_tile][16] its V panels, NaN/Inf -> 0 */
+  float *v_safe;     /* [D_pad/nr][kv_tile][nr] its V panels, NaN/Inf -> 0 */
   int32_t *bad_keys; /* [kv_tile] its keys with a NaN/Inf in V */
   uint8_t *kept;     /* [q_tile][kv_tile] row r keeps bad_keys[b] */
   void *block_;      /* the one allocation */

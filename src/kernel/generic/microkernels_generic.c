@@ -34,7 +34,7 @@ static void qk_row_pair(const float *q0, const float *q1, int D, const float *pa
                         float *s0, float *s1, float *max0, float *max1) {
   f4 a[2][4] = {{{0}}};
   for (int d = 0; d < D; d++) {
-    const float *pd = panel + d * STSA_NR;
+    const float *pd = panel + d * STSA_PORTABLE_NR;
     f4 b0 = load4(pd), b1 = load4(pd + 4), b2 = load4(pd + 8), b3 = load4(pd + 12);
     f4 x0 = splat4(q0[d]), x1 = splat4(q1[d]);
     a[0][0] += x0 * b0, a[0][1] += x0 * b1, a[0][2] += x0 * b2, a[0][3] += x0 * b3;
@@ -58,7 +58,7 @@ static void pv_row_pair(const float *p0, const float *p1, int n, const float *pa
     a[1][j] = splat4(alpha1) * load4(o1 + 4 * j);
   }
   for (int t = 0; t < n; t++) {
-    const float *pt = panel + t * STSA_NR;
+    const float *pt = panel + t * STSA_PORTABLE_NR;
     f4 b0 = load4(pt), b1 = load4(pt + 4), b2 = load4(pt + 8), b3 = load4(pt + 12);
     f4 x0 = splat4(p0[t]), x1 = splat4(p1[t]);
     a[0][0] += x0 * b0, a[0][1] += x0 * b1, a[0][2] += x0 * b2, a[0][3] += x0 * b3;
@@ -72,13 +72,13 @@ static void pv_row_pair(const float *p0, const float *p1, int n, const float *pa
 #else
 static void qk_row_pair(const float *q0, const float *q1, int D, const float *panel,
                         float *s0, float *s1, float *max0, float *max1) {
-  float a[2][STSA_NR] = {{0}};
+  float a[2][STSA_PORTABLE_NR] = {{0}};
   for (int d = 0; d < D; d++)
-    for (int c = 0; c < STSA_NR; c++) {
-      a[0][c] += q0[d] * panel[d * STSA_NR + c];
-      a[1][c] += q1[d] * panel[d * STSA_NR + c];
+    for (int c = 0; c < STSA_PORTABLE_NR; c++) {
+      a[0][c] += q0[d] * panel[d * STSA_PORTABLE_NR + c];
+      a[1][c] += q1[d] * panel[d * STSA_PORTABLE_NR + c];
     }
-  for (int c = 0; c < STSA_NR; c++) {
+  for (int c = 0; c < STSA_PORTABLE_NR; c++) {
     s0[c] = a[0][c], s1[c] = a[1][c];
     *max0 = a[0][c] > *max0 ? a[0][c] : *max0;
     *max1 = a[1][c] > *max1 ? a[1][c] : *max1;
@@ -87,13 +87,13 @@ static void qk_row_pair(const float *q0, const float *q1, int D, const float *pa
 
 static void pv_row_pair(const float *p0, const float *p1, int n, const float *panel,
                         float *o0, float *o1, float alpha0, float alpha1) {
-  float a[2][STSA_NR];
-  for (int c = 0; c < STSA_NR; c++)
+  float a[2][STSA_PORTABLE_NR];
+  for (int c = 0; c < STSA_PORTABLE_NR; c++)
     a[0][c] = alpha0 * o0[c], a[1][c] = alpha1 * o1[c];
   for (int t = 0; t < n; t++)
-    for (int c = 0; c < STSA_NR; c++) {
-      a[0][c] += p0[t] * panel[t * STSA_NR + c];
-      a[1][c] += p1[t] * panel[t * STSA_NR + c];
+    for (int c = 0; c < STSA_PORTABLE_NR; c++) {
+      a[0][c] += p0[t] * panel[t * STSA_PORTABLE_NR + c];
+      a[1][c] += p1[t] * panel[t * STSA_PORTABLE_NR + c];
     }
   memcpy(o0, a[0], sizeof a[0]);
   memcpy(o1, a[1], sizeof a[1]);
@@ -102,7 +102,7 @@ static void pv_row_pair(const float *p0, const float *p1, int n, const float *pa
 
 static void qk_generic(const float *q, int D, const float *panel, float *s, int ld_s,
                        float *rowmax) {
-  for (int r = 0; r < STSA_MR; r += 2)
+  for (int r = 0; r < STSA_PORTABLE_MR; r += 2)
     qk_row_pair(q + r * D, q + (r + 1) * D, D, panel, s + (int64_t)r * ld_s,
                 s + (int64_t)(r + 1) * ld_s, rowmax + r, rowmax + r + 1);
 }
@@ -128,7 +128,7 @@ static float exp2_generic(float x) {
 
 static void softmax_generic(float *s, int ld_s, int rows, int n, float *m, float *l,
                             float *alpha, const float *tile_max) {
-  int n_pad = (n + STSA_NR - 1) / STSA_NR * STSA_NR;
+  int n_pad = (n + STSA_PORTABLE_NR - 1) / STSA_PORTABLE_NR * STSA_PORTABLE_NR;
   for (int r = 0; r < rows; r++) {
     float *row = s + (int64_t)r * ld_s;
     float mx = m[r];
@@ -155,7 +155,7 @@ static void softmax_generic(float *s, int ld_s, int rows, int n, float *m, float
 
 static void pv_generic(const float *p, int ld_p, int n, const float *panel, float *o,
                        int ld_o, const float *alpha) {
-  for (int r = 0; r < STSA_MR; r += 2)
+  for (int r = 0; r < STSA_PORTABLE_MR; r += 2)
     pv_row_pair(p + (int64_t)r * ld_p, p + (int64_t)(r + 1) * ld_p, n, panel,
                 o + (int64_t)r * ld_o, o + (int64_t)(r + 1) * ld_o, alpha[r],
                 alpha[r + 1]);
@@ -166,5 +166,12 @@ static void load_row_generic(const void *src, int dtype, int64_t stride, int64_t
   stsa_load_row_f32(src, (stsa_dtype)dtype, stride, n, dst);
 }
 
-const stsa_kernels stsa_kernels_generic = {qk_generic, softmax_generic, pv_generic,
-                                           load_row_generic};
+void stsa_kernels_init_portable(stsa_kernels *t) {
+  t->name = "portable";
+  t->mr = STSA_PORTABLE_MR;
+  t->nr = STSA_PORTABLE_NR;
+  t->qk = qk_generic;
+  t->softmax = softmax_generic;
+  t->pv = pv_generic;
+  t->load_row = load_row_generic;
+}

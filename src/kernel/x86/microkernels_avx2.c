@@ -20,8 +20,9 @@
 #include "kernel/exp2_poly.h"
 #include "kernel/kernels.h"
 
-#define MR STSA_MR
-#define NR STSA_NR
+/* The register tile: 6 rows x 16 columns (two ymm). */
+#define MR 6
+#define NR 16
 
 static inline float hmax8(__m256 v);
 
@@ -249,5 +250,13 @@ static void load_row_avx2(const void *src, int dtype, int64_t stride, int64_t n,
                       (stsa_dtype)dtype, stride, n - i, dst + i);
 }
 
-const stsa_kernels stsa_kernels_avx2 = {qk_avx2, softmax_avx2, pv_avx2, load_row_avx2};
+void stsa_kernels_override_avx2(stsa_kernels *t) {
+  t->name = "avx2";
+  t->mr = MR;
+  t->nr = NR;
+  t->qk = qk_avx2;
+  t->softmax = softmax_avx2;
+  t->pv = pv_avx2;
+  t->load_row = load_row_avx2;
+}
 #endif /* x86 */
