@@ -20,7 +20,7 @@ if [ -z "$cc" ]; then
 fi
 
 mkdir -p "$out"
-io_srcs="$root/src/io/safetensors.c $root/src/io/npy.c $root/src/io/io_common.c $root/src/core/status.c"
+io_srcs="$(ls "$root"/src/io/*.c) $root/src/core/status.c"
 plan_srcs="$(ls "$root"/src/mask/*.c) $root/src/core/status.c"
 # The attention target links the whole library; the AVX2 micro-kernels are
 # compiled on their own with their ISA flags (x86 only), as CMake does.

@@ -147,6 +147,12 @@ bad:
   return 0;
 }
 
+/* jansson already guarantees both for what it parses; this keeps the
+ * guarantee local and explicit, and checks what callers hand the writer. */
+int stsa_io_text_ok(const char *s, size_t n) {
+  return memchr(s, '\0', n) == NULL && stsa_io_utf8_valid((const uint8_t *)s, n, NULL);
+}
+
 /* ---- mapping ------------------------------------------------------------- */
 
 /* "cannot <what> "<path>": <reason>". strerror_r (XSI form, as selected by

@@ -41,6 +41,10 @@ int stsa_io_tensor_bytes(int rank, const int64_t *shape, size_t elem_size, uint6
  * byte of the bad sequence (bad_at may be NULL). */
 int stsa_io_utf8_valid(const uint8_t *s, size_t n, size_t *bad_at);
 
+/* 1 if s[0..n) holds no NUL byte and is valid UTF-8: what a safetensors
+ * name, metadata key or value must be, when read and when written. */
+int stsa_io_text_ok(const char *s, size_t n);
+
 /* ---- whole-file read-only mapping --------------------------------------- */
 typedef struct stsa_io_map {
   const uint8_t *bytes; /* NULL for an empty file */
