@@ -1,6 +1,6 @@
 /*
  * fuzz_attention.c — libFuzzer target for the attention entry points:
- * stsa_attention, stsa_attention_part, stsa_sparse_attention (plans with and
+ * stsa_attention, stsa_attention_part, stsa_sparse_attention(_part) (plans with and
  * without q_rows) and the SVG session (create + call).
  *
  * The input chooses the entry point, backend (ref, portable, avx2 when the
@@ -493,15 +493,31 @@ static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
   const int nth = 1 + (int)(byte(r) % 4);
   if (op == OP_SPARSE) {
     sopts.scale = scale, sopts.lse = lse;
-    st = stsa_sparse_attention(ctx, plan, &q, &k, &v, &out, &sopts);
+    size_t wsize = 0;
+    if (byte(r) % 2 == 0) {
+      st = stsa_sparse_attention(ctx, plan, &q, &k, &v, &out, &sopts);
+    } else if ((st = stsa_sparse_attention_part_wsize(ctx, plan, &q, &k, &v, &out, &sopts,
+                                                      nth, &wsize)) == STSA_OK) {
+      /* exactly the size asked for: a slice past it is an ASan report */
+      char *work = malloc(wsize);
+      for (int ith = 0; st == STSA_OK && ith < nth; ith++)
+        st = stsa_sparse_attention_part(ctx, plan, &q, &k, &v, &out, &sopts, ith, nth,
+                                        work, wsize);
+      free(work);
+    }
   } else {
     stsa_attn_opts opts = {scale, lse};
     if (op == OP_DENSE) {
       st = stsa_attention(ctx, &q, &k, &v, &out, &opts);
     } else {
+      size_t wsize = 0;
       st = stsa_attention_check(ctx, &q, &k, &v, &out, &opts);
+      if (st == STSA_OK)
+        st = stsa_attention_part_wsize(ctx, &q, &k, &v, &out, &opts, nth, &wsize);
+      char *work = st == STSA_OK ? malloc(wsize) : NULL;
       for (int ith = 0; st == STSA_OK && ith < nth; ith++)
-        st = stsa_attention_part(ctx, &q, &k, &v, &out, &opts, ith, nth);
+        st = stsa_attention_part(ctx, &q, &k, &v, &out, &opts, ith, nth, work, wsize);
+      free(work);
     }
   }
   if (tracing())

@@ -230,18 +230,32 @@ STSA_API stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q,
  * Partitioned form for a host's own threads (ggml custom ops, an OpenMP
  * region, a worker pool): computes part `ith` of `nth` and uses no threads of
  * its own. Calling it for every ith in [0, nth) — concurrently, on one shared
- * context — gives exactly stsa_attention's result. The context is only read
- * (but for a failure's message, below); each call allocates its own
- * scratch. If any part fails, parts may have written their rows; validate
- * first with stsa_attention_check to be sure. A failing part records its
- * message in the context under a lock (several may fail at once); a part
- * that succeeds does not clear it. Read stsa_ctx_last_error after every part
- * has returned, and only if one failed.
+ * context — gives exactly stsa_attention's result, bitwise, for any nth.
+ *
+ * Work buffer (ggml's wsize/wdata): stsa_attention_part_wsize gives the bytes
+ * that nth parts of this call share; allocate them once (any alignment) and
+ * pass the same wdata and wsize to every part, each of which uses only its
+ * own slice (one packed K/V head and a q tile's scratch). Nothing is
+ * allocated per call. The size depends on the shapes, nth and the context's
+ * backend and tiles only, so one buffer serves every call of that shape.
+ *
+ * The context is only read (but for a failure's message, below). If any part
+ * fails, parts may have written their rows; validate first with
+ * stsa_attention_check to be sure. A failing part records its message in the
+ * context under a lock (several may fail at once); a part that succeeds does
+ * not clear it. Read stsa_ctx_last_error after every part has returned, and
+ * only if one failed.
  */
+STSA_API stsa_status stsa_attention_part_wsize(const stsa_ctx *ctx, const stsa_tensor *q,
+                                               const stsa_tensor *k, const stsa_tensor *v,
+                                               const stsa_tensor *out,
+                                               const stsa_attn_opts *opts, int nth,
+                                               size_t *wsize);
 STSA_API stsa_status stsa_attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
                                          const stsa_tensor *k, const stsa_tensor *v,
                                          const stsa_tensor *out,
-                                         const stsa_attn_opts *opts, int ith, int nth);
+                                         const stsa_attn_opts *opts, int ith, int nth,
+                                         void *wdata, size_t wsize);
 
 /* Validates the arguments of a dense attention call without computing. */
 STSA_API stsa_status stsa_attention_check(stsa_ctx *ctx, const stsa_tensor *q,
@@ -466,6 +480,20 @@ STSA_API stsa_status stsa_sparse_attention(stsa_ctx *ctx, const stsa_plan *plan,
                                            const stsa_tensor *q, const stsa_tensor *k,
                                            const stsa_tensor *v, const stsa_tensor *out,
                                            const stsa_sparse_opts *opts);
+/* Partitioned block-sparse attention, as stsa_attention_part is for dense:
+ * part ith of nth in its slice of a shared work buffer, on the caller's
+ * threads; every part together gives stsa_sparse_attention's result
+ * bitwise. Parts are cut by cost (active tiles), not by row count. Only
+ * part 0 writes opts->pairs_changed. TILE_ROUNDED mode allocates its small
+ * derived tile lists per call; the other modes allocate only O(heads). */
+STSA_API stsa_status stsa_sparse_attention_part_wsize(
+    const stsa_ctx *ctx, const stsa_plan *plan, const stsa_tensor *q,
+    const stsa_tensor *k, const stsa_tensor *v, const stsa_tensor *out,
+    const stsa_sparse_opts *opts, int nth, size_t *wsize);
+STSA_API stsa_status stsa_sparse_attention_part(
+    const stsa_ctx *ctx, const stsa_plan *plan, const stsa_tensor *q,
+    const stsa_tensor *k, const stsa_tensor *v, const stsa_tensor *out,
+    const stsa_sparse_opts *opts, int ith, int nth, void *wdata, size_t wsize);
 
 /* ------------------------------------------------------------------------ */
 /* Sparse VideoGen: head kinds, the built-in workload                        */

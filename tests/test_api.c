@@ -181,20 +181,37 @@ static void test_part_messages(void) {
   stsa_tensor out = stsa_tensor_bshd(o, STSA_F32, 1, 4, 1, 8);
   stsa_tensor bad = stsa_tensor_bshd(k9, STSA_F32, 1, 4, 1, 9);
   long wrong = 0;
+  static char wbuf[1]; /* validation fails before the buffer is looked at */
 #pragma omp parallel for num_threads(4) reduction(+ : wrong)
   for (int i = 0; i < 400; i++)
-    wrong += stsa_attention_part(ctx, &q, &bad, &q, &out, NULL, i % 4, 4) !=
+    wrong += stsa_attention_part(ctx, &q, &bad, &q, &out, NULL, i % 4, 4, wbuf, 0) !=
              STSA_ERR_BAD_SHAPE;
   CHECK(wrong == 0, "%ld parts did not fail", wrong);
   CHECK(!strcmp(stsa_ctx_last_error(ctx), "k has head dim 9 but q has 8"),
         "message after concurrent failing parts: '%s'", stsa_ctx_last_error(ctx));
-  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 3, 2),
+  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 3, 2, wbuf, 0),
                STSA_ERR_BAD_PARAM);
   CHECK(strstr(stsa_ctx_last_error(ctx), "ith = 3, nth = 2") != NULL, "bad part: '%s'",
         stsa_ctx_last_error(ctx));
+  /* a work buffer smaller than wsize is refused, and says what it needs */
+  size_t wsize = 0;
+  CHECK_STATUS(stsa_attention_part_wsize(ctx, &q, &q, &q, &out, NULL, 2, &wsize),
+               STSA_OK);
+  CHECK(wsize > 64, "wsize = %zu", wsize);
+  char *work = malloc(wsize);
+  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 0, 2, work, wsize - 1),
+               STSA_ERR_BAD_PARAM);
+  CHECK(strstr(stsa_ctx_last_error(ctx), "work buffer") != NULL, "small buffer: '%s'",
+        stsa_ctx_last_error(ctx));
+  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 3, 2, wbuf, 0),
+               STSA_ERR_BAD_PARAM);
   /* a part that succeeds leaves the last message alone */
-  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 0, 2), STSA_OK);
+  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 0, 2, work, wsize),
+               STSA_OK);
   CHECK(strstr(stsa_ctx_last_error(ctx), "ith = 3") != NULL, "message cleared by a part");
+  CHECK_STATUS(stsa_attention_part(ctx, &q, &q, &q, &out, NULL, 0, 2, NULL, wsize),
+               STSA_ERR_NULL_ARG);
+  free(work);
   stsa_ctx_free(ctx);
 }
 
@@ -219,7 +236,8 @@ static void expect_rejected(stsa_ctx *ctx, const call *base, call c, stsa_status
     CHECK(base->lse[i] == 123.0f, "%s: lse touched", what);
   /* the partitioned entry point validates the same way, and says why */
   stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 1); /* a call that clears the message */
-  st = stsa_attention_part(ctx, &c.q, &c.k, &c.v, &c.out, &opts, 0, 1);
+  static char wbuf[1]; /* validation fails before the buffer is looked at */
+  st = stsa_attention_part(ctx, &c.q, &c.k, &c.v, &c.out, &opts, 0, 1, wbuf, 0);
   CHECK(st == want, "%s (part): got %s", what, stsa_status_str(st));
   if (msg_part)
     CHECK(strstr(stsa_ctx_last_error(ctx), msg_part) != NULL,
@@ -302,10 +320,13 @@ static void test_invalid_inputs(void) {
   expect_rejected(ctx, &base, base, STSA_ERR_NONFINITE, "Inf in v", "v[b=0, s=0, h=0]");
   ((float *)base.v.data)[3] = 0.5f;
   /* part index out of range */
-  CHECK_STATUS(stsa_attention_part(ctx, &base.q, &base.k, &base.v, &base.out, NULL, 2, 2),
-               STSA_ERR_BAD_PARAM);
-  CHECK_STATUS(stsa_attention_part(ctx, &base.q, &base.k, &base.v, &base.out, NULL, 0, 0),
-               STSA_ERR_BAD_PARAM);
+  static char wbuf[1];
+  CHECK_STATUS(
+      stsa_attention_part(ctx, &base.q, &base.k, &base.v, &base.out, NULL, 2, 2, wbuf, 1),
+      STSA_ERR_BAD_PARAM);
+  CHECK_STATUS(
+      stsa_attention_part(ctx, &base.q, &base.k, &base.v, &base.out, NULL, 0, 0, wbuf, 1),
+      STSA_ERR_BAD_PARAM);
   CHECK(tu_is_sentinel(&base.out), "bad part: output touched");
   /* and the valid call still works after all of that */
   stsa_attn_opts opts = {0.0f, base.lse};

@@ -22,14 +22,6 @@ static stsa_ctx *make_ctx(stsa_backend backend, int threads) {
 }
 
 /* Backends under test: the portable path always, AVX2 when the CPU has it. */
-static int tiled_backends(stsa_backend out[2]) {
-  int n = 0;
-  out[n++] = STSA_BACKEND_PORTABLE;
-  if (stsa_cpu_has_avx2())
-    out[n++] = STSA_BACKEND_AVX2;
-  return n;
-}
-
 /* Naive attention in the output's precision: scores and sums in f32,
  * probabilities rounded to `dtype` before P.V, output rounded to `dtype`.
  * This is what a plain same-precision implementation achieves; the FA-style
@@ -113,8 +105,8 @@ static void run_case(const attn_case *c, int check_lowprec) {
     tu_free_tensor(&lp);
   }
 
-  stsa_backend backends[2];
-  int nb = tiled_backends(backends);
+  stsa_backend backends[TU_MAX_BACKENDS];
+  int nb = tu_tiled_backends(backends);
   for (int bi = 0; bi < nb; bi++) {
     stsa_ctx *ctx = make_ctx(backends[bi], 2);
     stsa_tensor out =
@@ -249,8 +241,8 @@ static void test_determinism(void) {
   stsa_tensor q = tu_random_tensor(&rng, STSA_F32, TU_BSHD, B, Sq, H, D, 1);
   stsa_tensor k = tu_random_tensor(&rng, STSA_F16, TU_BSHD, B, Skv, H, D, 1);
   stsa_tensor v = tu_random_tensor(&rng, STSA_F16, TU_BSHD, B, Skv, H, D, 1);
-  stsa_backend backends[2];
-  int nb = tiled_backends(backends);
+  stsa_backend backends[TU_MAX_BACKENDS];
+  int nb = tu_tiled_backends(backends);
   for (int bi = 0; bi < nb; bi++) {
     stsa_tensor base = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, Sq, H, D);
     stsa_ctx *ctx1 = make_ctx(backends[bi], 1);
@@ -267,10 +259,18 @@ static void test_determinism(void) {
     const int parts[] = {1, 2, 5, 64};
     for (size_t pi = 0; pi < sizeof parts / sizeof *parts; pi++) {
       stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, Sq, H, D);
+      size_t wsize = 0;
+      CHECK_STATUS(
+          stsa_attention_part_wsize(ctx1, &q, &k, &v, &o, NULL, parts[pi], &wsize),
+          STSA_OK);
+      /* one shared buffer, deliberately misaligned: parts align their slices */
+      char *work = malloc(wsize + 1);
       /* parts run in reverse order: order must not matter */
       for (int ith = parts[pi] - 1; ith >= 0; ith--)
-        CHECK_STATUS(stsa_attention_part(ctx1, &q, &k, &v, &o, NULL, ith, parts[pi]),
+        CHECK_STATUS(stsa_attention_part(ctx1, &q, &k, &v, &o, NULL, ith, parts[pi],
+                                         work + 1, wsize),
                      STSA_OK);
+      free(work);
       CHECK(tu_same_bytes(&o, &base), "[%s] %d parts differ from stsa_attention",
             stsa_backend_name(backends[bi]), parts[pi]);
       tu_free_tensor(&o);

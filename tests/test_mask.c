@@ -163,10 +163,11 @@ static void conformance_rect(stsa_ctx *ctx) {
     const stsa_plan_part *part = &p->parts[0];
     int bad = 0;
     for (int qt = 0; qt < 4; qt++) {
-      int64_t e0 = part->tile_ptr[qt], n = part->tile_ptr[qt + 1] - e0;
+      int64_t e0 = part->bs.tile_ptr[qt], n = part->bs.tile_ptr[qt + 1] - e0;
       bad += n != qt + 1 || n > 4;
       for (int64_t e = 0; e < n; e++)
-        bad += part->kv_tile[e0 + e] != e || part->kind[e0 + e] != B_CAUSAL[qt * 4 + e];
+        bad += part->bs.kv_tile[e0 + e] != e ||
+               part->bs.kind[e0 + e] != B_CAUSAL[qt * 4 + e];
     }
     CHECK(bad == 0, "case 3: compacted rows differ from case 2");
     check_stats(p, 1, 1, 4, "case 3 wide causal");
@@ -593,10 +594,10 @@ static void check_plan(const stsa_plan *p, const stsa_mask *const *masks,
     for (int64_t qt = 0; qt < p->q_tiles; qt++) {
       const int64_t q0 = qt * p->q_tile;
       const int rows = (int)(p->s_q - q0 < p->q_tile ? p->s_q - q0 : p->q_tile);
-      int64_t e = part->tile_ptr[qt], last = -1;
-      for (int64_t i = part->tile_ptr[qt]; i < part->tile_ptr[qt + 1]; i++) {
-        bad_count += part->kv_tile[i] <= last;
-        last = part->kv_tile[i];
+      int64_t e = part->bs.tile_ptr[qt], last = -1;
+      for (int64_t i = part->bs.tile_ptr[qt]; i < part->bs.tile_ptr[qt + 1]; i++) {
+        bad_count += part->bs.kv_tile[i] <= last;
+        last = part->bs.kv_tile[i];
       }
       for (int64_t kt = 0; kt < p->kv_tiles; kt++) {
         const int64_t k0 = kt * p->kv_tile;
@@ -613,17 +614,17 @@ static void check_plan(const stsa_plan *p, const stsa_mask *const *masks,
           snprintf(first, sizeof first,
                    "head %lld tile (%lld, %lld): kind %d, expected %d", (long long)h,
                    (long long)qt, (long long)kt, got, want);
-        if (want == 0 || e >= part->tile_ptr[qt + 1] || part->kv_tile[e] != kt)
+        if (want == 0 || e >= part->bs.tile_ptr[qt + 1] || part->bs.kv_tile[e] != kt)
           continue;
         bad_count += part->rounded_kept[e] != kept;
-        if (part->kind[e] == 1) {
-          int32_t id = part->pattern[e];
-          if (id < 0 || id >= part->patterns) {
+        if (part->bs.kind[e] == 1) {
+          int32_t id = part->bs.pattern[e];
+          if (id < 0 || id >= part->bs.patterns) {
             bad_pat++;
             e++;
             continue;
           }
-          const stsa_tile_pattern *pat = &part->pattern_list[id];
+          const stsa_tile_pattern *pat = &part->bs.pattern_list[id];
           bad_pat += pat->rows != rows;
           for (int r = 0; r < rows && r < pat->rows; r++) {
             char in[4096] = {0};
@@ -640,23 +641,23 @@ static void check_plan(const stsa_plan *p, const stsa_mask *const *masks,
                                                  kv_nat ? kv_nat[k0 + c] : k0 + c);
           }
         } else {
-          bad_count += part->pattern[e] != -1;
+          bad_count += part->bs.pattern[e] != -1;
         }
         e++;
       }
-      bad_count += e != part->tile_ptr[qt + 1];
+      bad_count += e != part->bs.tile_ptr[qt + 1];
     }
     bad_count += kept_total != part->kept_pairs;
   }
   /* dedup complete: equal contents share storage; stats count the storage */
   int64_t total = 0, distinct = 0;
   for (int32_t a = 0; a < p->parts_count; a++)
-    total += p->parts[a].patterns;
+    total += p->parts[a].bs.patterns;
   const stsa_tile_pattern **all = malloc(sizeof *all * (size_t)(total + 1));
   int64_t n = 0;
   for (int32_t a = 0; a < p->parts_count; a++)
-    for (int32_t i = 0; i < p->parts[a].patterns; i++)
-      all[n++] = &p->parts[a].pattern_list[i];
+    for (int32_t i = 0; i < p->parts[a].bs.patterns; i++)
+      all[n++] = &p->parts[a].bs.pattern_list[i];
   for (int64_t i = 0; i < n; i++) {
     int new_storage = 1;
     for (int64_t j = 0; j < i; j++) {
@@ -895,9 +896,9 @@ static void spot_check(const stsa_plan *p, const stsa_mask *m, tu_rng *r,
     /* half the probes on active tiles, where the interesting cases are */
     const stsa_plan_part *part = &p->parts[0];
     int64_t qt = rnd(r, 0, p->q_tiles - 1), kt = rnd(r, 0, p->kv_tiles - 1);
-    int64_t ne = part->tile_ptr[qt + 1] - part->tile_ptr[qt];
+    int64_t ne = part->bs.tile_ptr[qt + 1] - part->bs.tile_ptr[qt];
     if (n % 2 && ne > 0)
-      kt = part->kv_tile[part->tile_ptr[qt] + rnd(r, 0, ne - 1)];
+      kt = part->bs.kv_tile[part->bs.tile_ptr[qt] + rnd(r, 0, ne - 1)];
     int64_t kept = 0, pairs = 0;
     for (int64_t q = qt * p->q_tile; q < (qt + 1) * p->q_tile && q < p->s_q; q++)
       for (int64_t k = kt * p->kv_tile; k < (kt + 1) * p->kv_tile && k < p->s_kv; k++) {

@@ -23,7 +23,7 @@
 
 #include "testutil.h"
 
-enum { B = 1, H = 2, MAX_BACKENDS = 3 };
+enum { B = 1, H = 2, MAX_BACKENDS = 1 + TU_MAX_BACKENDS };
 
 static stsa_ctx *make_ctx(stsa_backend backend, int q_tile, int kv_tile) {
   stsa_ctx *ctx = NULL;
@@ -41,14 +41,10 @@ static stsa_ctx *make_ctx(stsa_backend backend, int q_tile, int kv_tile) {
   return ctx;
 }
 
-/* Every backend: the reference, the portable path, AVX2 when present. */
+/* Every backend: the reference and every tiled one this machine runs. */
 static int all_backends(stsa_backend out[MAX_BACKENDS]) {
-  int n = 0;
-  out[n++] = STSA_BACKEND_REF;
-  out[n++] = STSA_BACKEND_PORTABLE;
-  if (stsa_cpu_has_avx2())
-    out[n++] = STSA_BACKEND_AVX2;
-  return n;
+  out[0] = STSA_BACKEND_REF;
+  return 1 + tu_tiled_backends(out + 1);
 }
 
 /* ---- the oracle: SDPA's math in double ----------------------------------- */

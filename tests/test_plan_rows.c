@@ -103,8 +103,9 @@ static double worst_error(const stsa_tensor *q, const stsa_tensor *k,
   return worst;
 }
 
-static const stsa_backend BACKENDS[3] = {STSA_BACKEND_REF, STSA_BACKEND_PORTABLE,
-                                         STSA_BACKEND_AVX2};
+enum { N_BACKENDS = 4 };
+static const stsa_backend BACKENDS[N_BACKENDS] = {STSA_BACKEND_REF, STSA_BACKEND_PORTABLE,
+                                                  STSA_BACKEND_AVX2, STSA_BACKEND_NEON};
 
 /* The issue's shape: 4 rows {0, 10, 20, 31} of a 2 x 4 x 4 video (N = 32),
  * in every backend, mode, key order and with or without PREPERMUTED. */
@@ -147,8 +148,8 @@ static void test_video_rows(void) {
     CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
     if (!plan)
       continue;
-    for (int be = 0; be < 3; be++) {
-      if (BACKENDS[be] == STSA_BACKEND_AVX2 && !stsa_cpu_has_avx2())
+    for (int be = 0; be < N_BACKENDS; be++) {
+      if (!stsa_backend_available(BACKENDS[be]))
         continue;
       CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BACKEND, BACKENDS[be]), STSA_OK);
       for (int mode = 0; mode < STSA_SPARSE_MODE_COUNT_; mode++)
@@ -250,8 +251,8 @@ static void test_plain_rows(void) {
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_ERR_EMPTY_ROW);
   desc.flags = STSA_PLAN_ALLOW_EMPTY_ROWS;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
-  for (int be = 0; plan && be < 3; be++) {
-    if (BACKENDS[be] == STSA_BACKEND_AVX2 && !stsa_cpu_has_avx2())
+  for (int be = 0; plan && be < N_BACKENDS; be++) {
+    if (!stsa_backend_available(BACKENDS[be]))
       continue;
     stsa_ctx_set(ctx, STSA_PARAM_BACKEND, BACKENDS[be]);
     stsa_tensor out = exact_tensor(STSA_F16, 1, R, H, D);

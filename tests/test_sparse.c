@@ -66,8 +66,8 @@ static void run_case(sparse_case *c) {
   stsa_sparse_opts ropts = {0.0f, ref_lse, STSA_SPARSE_EXACT, NULL, 0};
   CHECK_STATUS(stsa_sparse_attention(rctx, plan, &q, &k, &v, &ref, &ropts), STSA_OK);
 
-  stsa_backend backends[2] = {STSA_BACKEND_PORTABLE, STSA_BACKEND_AVX2};
-  int nb = stsa_cpu_has_avx2() ? 2 : 1;
+  stsa_backend backends[TU_MAX_BACKENDS];
+  int nb = tu_tiled_backends(backends);
   for (int bi = 0; bi < nb; bi++) {
     stsa_ctx *ctx = make_ctx(backends[bi], 2, c->q_tile, c->kv_tile);
     stsa_tensor exact =
@@ -293,8 +293,8 @@ static void test_full_equals_dense(void) {
   stsa_mask *full;
   stsa_mask_full(&full);
   const stsa_mask *masks[3] = {full, full, full};
-  stsa_backend backends[2] = {STSA_BACKEND_PORTABLE, STSA_BACKEND_AVX2};
-  for (int bi = 0; bi < (stsa_cpu_has_avx2() ? 2 : 1); bi++) {
+  stsa_backend backends[TU_MAX_BACKENDS];
+  for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
     stsa_ctx *ctx = make_ctx(backends[bi], 2, 192, 256);
     stsa_plan_desc desc = {S, Skv, H, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
                            0, 0,   0, NULL};
@@ -491,8 +491,8 @@ static void test_compaction(void) {
   stsa_tensor v = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, S, 1, D, 1);
   stsa_tensor o_all = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, 1, D);
   stsa_tensor o_compact = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, 1, D);
-  const int backends[2] = {STSA_BACKEND_PORTABLE, STSA_BACKEND_AVX2};
-  for (int bi = 0; bi < (stsa_cpu_has_avx2() ? 2 : 1); bi++) {
+  stsa_backend backends[TU_MAX_BACKENDS];
+  for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
     stsa_attn_problem pb_all, pb_compact;
     stsa_backend_choice choice;
     stsa_errbuf err;
@@ -519,8 +519,8 @@ static void test_compaction(void) {
         if (k_hi >= q_lo - band.w && k_lo <= q_hi + band.w)
           active[n_active++] = (int32_t)t;
       }
-      stsa_kv_list all = {tiles, kinds, (int32_t)nkt, band_mask, &band, NULL};
-      stsa_kv_list compact = {active, kinds, n_active, band_mask, &band, NULL};
+      stsa_kv_list all = {tiles, kinds, (int32_t)nkt, band_mask, &band, NULL, NULL};
+      stsa_kv_list compact = {active, kinds, n_active, band_mask, &band, NULL, NULL};
       stsa_run_q_tile(&pb_all, &kv, 0, 0, qt, &all, &sc);
       stsa_run_q_tile(&pb_compact, &kv, 0, 0, qt, &compact, &sc);
     }
@@ -534,6 +534,84 @@ static void test_compaction(void) {
   tu_free_tensor(&o_all), tu_free_tensor(&o_compact);
 }
 
+/* The partitioned entry point: every nth, parts run in any order on one
+ * shared, misaligned buffer, give stsa_sparse_attention's bytes (out and
+ * lse) on every backend and mode, with the permutation of a temporal plan;
+ * a buffer one byte short is refused before anything is written. */
+static void test_sparse_parts(void) {
+  const stsa_geometry g = {5, 6, 7, 9, 6, STSA_TEXT_SUFFIX};
+  const int64_t N = stsa_geometry_tokens(&g), B = 2, H = 3, D = 40;
+  tu_rng rng = {31};
+  stsa_tensor q = tu_random_tensor(&rng, STSA_F32, TU_BSHD, B, N, H, D, 1);
+  stsa_tensor k = tu_random_tensor(&rng, STSA_BF16, TU_BHSD, B, N, H, D, 1);
+  stsa_tensor v = tu_random_tensor(&rng, STSA_F16, TU_BSHD, B, N, H, D, 1);
+  stsa_mask *frame, *band, *text, *spatial, *temporal;
+  stsa_mask_frame_window(&g, 1, &frame);
+  stsa_mask_position_band(&g, 2 * g.frames + 1, &band);
+  stsa_mask_text(&g, &text);
+  stsa_mask_or(frame, text, &spatial);
+  stsa_mask_or(band, text, &temporal);
+  const stsa_mask *masks[3] = {spatial, temporal, spatial};
+  const stsa_order orders[2] = {STSA_ORDER_NATIVE, STSA_ORDER_POSITION_MAJOR};
+  stsa_backend backends[1 + TU_MAX_BACKENDS] = {STSA_BACKEND_REF};
+  const int nb = 1 + tu_tiled_backends(backends + 1);
+  const size_t nlse = (size_t)(B * H * N);
+  float *lse_all = malloc(sizeof(float) * nlse), *lse_part = malloc(sizeof(float) * nlse);
+  for (int bi = 0; bi < nb; bi++)
+    for (int oi = 0; oi < 2; oi++)
+      for (int mode = 0; mode < STSA_SPARSE_MODE_COUNT_; mode++) {
+        stsa_ctx *ctx = make_ctx(backends[bi], 2, 30, 32);
+        stsa_plan_desc desc = {N, N, H, masks, &g, orders[oi], orders[oi], 0, 0, 0, NULL};
+        stsa_plan *plan = NULL;
+        CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
+        int64_t changed_all = -1, changed_part = -1;
+        stsa_sparse_opts opts = {0.0f, lse_all, (stsa_sparse_mode)mode, &changed_all, 0};
+        stsa_tensor all = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, N, H, D);
+        CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &all, &opts), STSA_OK);
+        opts.lse = lse_part;
+        opts.pairs_changed = &changed_part;
+        const int parts[] = {1, 2, 3, 7, 50};
+        for (size_t pi = 0; pi < sizeof parts / sizeof *parts; pi++) {
+          const int nth = parts[pi];
+          stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, N, H, D);
+          size_t wsize = 0;
+          CHECK_STATUS(stsa_sparse_attention_part_wsize(ctx, plan, &q, &k, &v, &o, &opts,
+                                                        nth, &wsize),
+                       STSA_OK);
+          char *work = malloc(wsize + 3);
+          CHECK_STATUS(stsa_sparse_attention_part(ctx, plan, &q, &k, &v, &o, &opts, 0,
+                                                  nth, work + 3, wsize - 1),
+                       STSA_ERR_BAD_PARAM);
+          CHECK(tu_is_sentinel(&o), "a short work buffer wrote output");
+          for (int ith = nth - 1; ith >= 0; ith--)
+            CHECK_STATUS(stsa_sparse_attention_part(ctx, plan, &q, &k, &v, &o, &opts, ith,
+                                                    nth, work + 3, wsize),
+                         STSA_OK);
+          CHECK(tu_same_bytes(&o, &all) &&
+                    !memcmp(lse_all, lse_part, sizeof(float) * nlse),
+                "[%s] order %d mode %d: %d parts differ from one call",
+                stsa_backend_name(backends[bi]), oi, mode, nth);
+          CHECK(changed_part == changed_all, "pairs_changed %lld from parts, %lld",
+                (long long)changed_part, (long long)changed_all);
+          free(work);
+          tu_free_tensor(&o);
+        }
+        tu_free_tensor(&all);
+        stsa_plan_free(plan);
+        stsa_ctx_free(ctx);
+      }
+  free(lse_all);
+  free(lse_part);
+  stsa_mask_free(frame);
+  stsa_mask_free(band);
+  stsa_mask_free(text);
+  stsa_mask_free(spatial);
+  stsa_mask_free(temporal);
+  tu_free_tensor(&q);
+  tu_free_tensor(&k);
+  tu_free_tensor(&v);
+}
+
 int main(void) {
   test_index_masks();
   test_dtypes_layouts();
@@ -543,5 +621,6 @@ int main(void) {
   test_empty_rows();
   test_invalid();
   test_compaction();
+  test_sparse_parts();
   return tu_finish("test_sparse");
 }

@@ -85,4 +85,9 @@ double tu_max_abs_diff(const stsa_tensor *a, const stsa_tensor *b, double *scale
 /* 1 if two tensors of one layout and dtype hold the same bytes. */
 int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b);
 
+/* The tiled backends this machine runs (portable, and avx2 or neon where
+ * there), in out[0..n); returns n (at most TU_MAX_BACKENDS). */
+enum { TU_MAX_BACKENDS = 4 };
+int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]);
+
 #endif

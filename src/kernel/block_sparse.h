@@ -1,16 +1,70 @@
 /*
- * block_sparse.h — the vocabulary of the block-sparse kernel that the layers
- * above it (the plan builder in src/mask) build for it: how an active kv tile
- * of a q tile is treated. Kept apart from tile_loop.h so that a plan builder
+ * block_sparse.h — the block-sparse kernel's input, as plain data. The
+ * layers above build it (src/mask turns a mask into it, one per distinct
+ * mask, inside a plan) and the kernel only reads it: it never sees a mask,
+ * a plan or a sparse mode. Kept apart from tile_loop.h so that a builder
  * needs nothing of the kernel's loop, packing or scratch.
+ *
+ * Positions: q and kv positions are numbered in the order the structure was
+ * built for (tile qt covers q positions [qt*q_tile, ...), tile kt kv
+ * positions [kt*kv_tile, ...)); the token maps of a stsa_sparse_head say
+ * which tensor row each position is.
  */
 #ifndef STSA_KERNEL_BLOCK_SPARSE_H
 #define STSA_KERNEL_BLOCK_SPARSE_H
 
+#include <stdint.h>
+
 /* How a visited kv tile is treated (empty tiles are never listed). */
 typedef enum stsa_tile_kind {
   STSA_TILE_FULL = 2,    /* every pair kept: mask-free body */
-  STSA_TILE_PARTIAL = 1, /* some pairs kept: the mask callback runs */
+  STSA_TILE_PARTIAL = 1, /* some pairs kept: the mask runs on the scores */
 } stsa_tile_kind;
+
+/* The kept columns of one partial tile, row by row, as half-open intervals
+ * of tile-local columns [lo, hi), sorted and disjoint, 0 <= lo < hi <= n
+ * (n = the tile's valid column count). */
+typedef struct stsa_tile_pattern {
+  int32_t rows;           /* q rows in this tile (the last q tile may be short) */
+  const int32_t *row_ptr; /* [rows + 1], counted in INTERVALS: row r owns intervals
+                            row_ptr[r] .. row_ptr[r+1]-1 */
+  const uint16_t *iv;     /* interval i is [iv[2*i], iv[2*i+1]) */
+} stsa_tile_pattern;
+
+/* The block structure of one mask: per q tile, its active kv tiles. */
+typedef struct stsa_block_sparse {
+  int64_t q_tiles;
+  int64_t entries;
+  int64_t *tile_ptr; /* [q_tiles + 1]: q tile qt's entries are [tile_ptr[qt],
+                        tile_ptr[qt+1]) */
+  int32_t *kv_tile;  /* [entries] kv tile index, ascending within a q tile */
+  uint8_t *kind;     /* [entries] STSA_TILE_FULL or STSA_TILE_PARTIAL */
+  int32_t *pattern;  /* [entries] index into pattern_list for PARTIAL, -1 for FULL */
+  int32_t patterns;
+  stsa_tile_pattern *pattern_list; /* [patterns] */
+} stsa_block_sparse;
+
+/* A partial tile's mask: sets s[r][c] = -inf for every dropped pair of query
+ * positions q0..q0+rows-1 and key positions k0..k0+n-1; `entry` is the
+ * tile's index in its q tile's list (entry tile_ptr[qt] + entry of the
+ * structure). */
+typedef void (*stsa_mask_fn)(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
+                             int64_t k0, int n, float *s, int ld_s);
+
+/* What one head of a block-sparse call follows. */
+typedef struct stsa_sparse_head {
+  const stsa_block_sparse *bs;
+  const int64_t *q_rows;  /* q position -> row of q/out/lse (NULL: identity) */
+  const int64_t *kv_rows; /* kv position -> row of k/v (NULL: identity) */
+  /* The mask of PARTIAL tiles: NULL applies bs's stored patterns (exact);
+   * a layer above may decide the pairs itself (e.g. a per-pair predicate). */
+  stsa_mask_fn mask;
+  const void *mask_ctx;
+  int all_partial; /* treat every listed tile as PARTIAL (mask decides all) */
+} stsa_sparse_head;
+
+/* Sets s[r][c] = -inf outside the pattern's kept intervals, r < rows, c < n. */
+void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int rows, int n, float *s,
+                             int ld_s);
 
 #endif

@@ -1,38 +1,37 @@
 /*
- * sparse.h — the block-sparse kernel's internal entry point, where every head
- * may follow a different plan (SVG runs spatial heads in native order and
- * temporal heads in position-major order in one call).
+ * sparse.h — the block-sparse kernel (the Splash kernel on CPU): every head
+ * follows a stsa_sparse_head (block_sparse.h). Each (batch, head, q tile)
+ * unit walks its compact list of active kv tiles: FULL tiles run exactly the
+ * dense body, PARTIAL tiles additionally apply their mask, and nothing else
+ * is packed, loaded or computed. Arguments must be validated by the caller
+ * (src/mask/sparse_call.c, src/svg); nothing here knows masks or plans.
  */
 #ifndef STSA_KERNEL_SPARSE_H
 #define STSA_KERNEL_SPARSE_H
 
-#include "mask/plan.h"
-#include "stsa.h"
+#include "kernel/block_sparse.h"
+#include "kernel/schedule.h"
 
-/* Sets s[r][c] = -inf outside the pattern's kept intervals, r < rows, c < n:
- * the exact mask of a partial tile. */
-void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int rows, int n, float *s,
-                             int ld_s);
+/* The state a sparse work reads; lives as long as the work. */
+typedef struct stsa_sparse_run {
+  const stsa_attn_problem *pb;
+  const stsa_sparse_head *heads; /* [pb->H]: every batch entry follows the same */
+} stsa_sparse_run;
 
-/*
- * Sampled rows under several masks at once (online profiling): q holds the
- * rows already gathered, [1, R, H, D]; every plan is a one-head plan with a
- * single q tile (q_tile >= R) and native kv order, all with one kv tile size.
- * Each head's K/V is packed once and serves every plan; out[i] receives the
- * rows under plans[i]. Arguments must be valid (internal callers only).
- */
-stsa_status stsa_sparse_rows_multi(stsa_ctx *ctx, const stsa_plan *const *plans,
-                                   int nplans, const stsa_tensor *q, const stsa_tensor *k,
-                                   const stsa_tensor *v, const stsa_tensor *out);
+/* The work of block-sparse attention of pb, head h following heads[h].
+ * Every bs must have pb's q tile count and tile sizes. */
+stsa_work stsa_sparse_work(stsa_sparse_run *run, const stsa_attn_problem *pb,
+                           const stsa_sparse_head *heads, int ref);
 
-/* Head h of the tensors follows head plan_heads[h] of plans[h]. All plans
- * must agree on S_q, S_kv and tile sizes. Arguments are validated; the scan
- * for NaN/Inf runs only when check_finite (callers that already scanned the
- * same inputs pass 0). */
-stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *plans,
-                                        const int64_t *plan_heads, const stsa_tensor *q,
-                                        const stsa_tensor *k, const stsa_tensor *v,
-                                        const stsa_tensor *out,
-                                        const stsa_sparse_opts *opts, int check_finite);
+/* Profiling: a few sampled query rows (one q tile: pb[i]->q_tile >= rows)
+ * against several structures at once. Head h's K/V is packed once and q
+ * tile 0 is run against each bs[i], writing pb[i]'s output. */
+enum { STSA_ROWS_MAX = 4 };
+typedef struct stsa_rows_run {
+  const stsa_attn_problem *pb[STSA_ROWS_MAX];
+  const stsa_block_sparse *bs[STSA_ROWS_MAX];
+  int n;
+} stsa_rows_run;
+stsa_work stsa_rows_work(const stsa_rows_run *run, int ref);
 
 #endif

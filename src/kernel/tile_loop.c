@@ -46,6 +46,7 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->nr = kern->nr;
   pb->D_pad = (int)round_up(pb->D, pb->nr);
   double scale = opts && opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)pb->D);
+  pb->scale = scale;
   pb->qscale = (float)(scale * LOG2E);
   pb->lse = opts ? opts->lse : NULL;
   pb->q_tile = (int)round_up(q_tile, pb->mr);
@@ -131,31 +132,42 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   dst->v_nonfinite[tile] = v_max >= 0x7f800000u;
 }
 
-int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) {
+enum { SCRATCH_SLOTS = 11 };
+
+/* Floats of each scratch slot, in the order of scratch_slots(). */
+static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOTS]) {
   size_t nq = (size_t)pb->q_tile, nkv = (size_t)pb->kv_tile;
-  enum { SLOTS = 11 };
-  size_t sizes[SLOTS] = {align64(nq * (size_t)pb->D),
-                         align64(nq * nkv),
-                         align64(nq * (size_t)pb->D_pad),
-                         align64(nq),
-                         align64(nq),
-                         align64(nq),
-                         align64(nq),
-                         align64((size_t)pb->D_pad),
-                         align64(nkv * (size_t)pb->D_pad),
-                         align64(nkv),
-                         align64((nq * nkv + 3) / 4)};
-  size_t total = 0;
-  for (int i = 0; i < SLOTS; i++)
+  const size_t s[SCRATCH_SLOTS] = {align64(nq * (size_t)pb->D),
+                                   align64(nq * nkv),
+                                   align64(nq * (size_t)pb->D_pad),
+                                   align64(nq),
+                                   align64(nq),
+                                   align64(nq),
+                                   align64(nq),
+                                   align64((size_t)pb->D_pad),
+                                   align64(nkv * (size_t)pb->D_pad),
+                                   align64(nkv),
+                                   align64((nq * nkv + 3) / 4)};
+  memcpy(sizes, s, sizeof s);
+}
+
+size_t stsa_tile_scratch_bytes(const stsa_attn_problem *pb) {
+  size_t sizes[SCRATCH_SLOTS], total = 0;
+  scratch_sizes(pb, sizes);
+  for (int i = 0; i < SCRATCH_SLOTS; i++)
     total += sizes[i];
-  float *mem = aligned_alloc(64, total * sizeof(float));
-  if (!mem)
-    return -1;
+  return total * sizeof(float);
+}
+
+void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scratch *sc) {
+  size_t sizes[SCRATCH_SLOTS];
+  scratch_sizes(pb, sizes);
   float *v_safe, *bad_keys, *kept;
-  float **slots[SLOTS] = {&sc->q,        &sc->s,   &sc->o,  &sc->m,    &sc->l, &sc->alpha,
-                          &sc->tile_max, &sc->row, &v_safe, &bad_keys, &kept};
+  float **slots[SCRATCH_SLOTS] = {&sc->q,  &sc->s,     &sc->o,        &sc->m,
+                                  &sc->l,  &sc->alpha, &sc->tile_max, &sc->row,
+                                  &v_safe, &bad_keys,  &kept};
   float *p = mem;
-  for (int i = 0; i < SLOTS; i++) {
+  for (int i = 0; i < SCRATCH_SLOTS; i++) {
     *slots[i] = p;
     p += sizes[i];
   }
@@ -163,6 +175,14 @@ int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) 
   sc->bad_keys = (int32_t *)(void *)bad_keys;
   sc->kept = (uint8_t *)kept;
   sc->q_max = 0;
+  sc->block_ = NULL;
+}
+
+int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc) {
+  void *mem = aligned_alloc(64, stsa_tile_scratch_bytes(pb));
+  if (!mem)
+    return -1;
+  stsa_tile_scratch_at(pb, mem, sc);
   sc->block_ = mem;
   return 0;
 }

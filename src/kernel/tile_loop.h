@@ -17,6 +17,7 @@
 typedef struct stsa_attn_problem {
   const stsa_tensor *q, *k, *v, *out;
   float *lse;   /* optional [B, H, S_q] */
+  double scale; /* the softmax scale */
   float qscale; /* scale * log2(e): scores come out in log2 units */
   int64_t B, H, Sq, Skv;
   int D;           /* head dim */
@@ -74,18 +75,16 @@ typedef struct stsa_tile_scratch {
   float *v_safe;     /* [D_pad/nr][kv_tile][nr] its V panels, NaN/Inf -> 0 */
   int32_t *bad_keys; /* [kv_tile] its keys with a NaN/Inf in V */
   uint8_t *kept;     /* [q_tile][kv_tile] row r keeps bad_keys[b] */
-  void *block_;      /* the one allocation */
+  void *block_;      /* the allocation of stsa_tile_scratch_alloc, else NULL */
 } stsa_tile_scratch;
 
-/* 0 on success, -1 when out of memory. */
+/* Bytes of one scratch (a multiple of 64), and a scratch laid out in `mem`
+ * (64-byte aligned, that long). */
+size_t stsa_tile_scratch_bytes(const stsa_attn_problem *pb);
+void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scratch *sc);
+/* The same in its own allocation: 0 on success, -1 when out of memory. */
 int stsa_tile_scratch_alloc(const stsa_attn_problem *pb, stsa_tile_scratch *sc);
 void stsa_tile_scratch_free(stsa_tile_scratch *sc);
-
-/* A partial tile's mask: sets s[r][c] = -inf for every dropped pair of query
- * rows q0..q0+rows-1 and key rows k0..k0+n-1 (positions in memory order);
- * `entry` is the tile's index in its stsa_kv_list. */
-typedef void (*stsa_mask_fn)(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
-                             int64_t k0, int n, float *s, int ld_s);
 
 /* A q tile's list of kv tiles to visit, in order. NULL tiles = all, FULL. */
 typedef struct stsa_kv_list {
@@ -94,7 +93,9 @@ typedef struct stsa_kv_list {
   int32_t count;
   stsa_mask_fn mask; /* called for PARTIAL tiles */
   const void *mask_ctx;
-  const int64_t *q_rows; /* q position -> token row of q/out/lse (NULL: identity) */
+  const int64_t *q_rows;  /* q position -> token row of q/out/lse (NULL: identity) */
+  const int64_t *kv_rows; /* kv position -> row of k/v (NULL: identity); packing has
+                             applied it, the reference reads it */
 } stsa_kv_list;
 
 /* Computes q tile `qt` of (b, h) over the listed kv tiles and writes its

@@ -12,7 +12,8 @@
 #include <string.h>
 
 #include "core/checked.h"
-#include "kernel/block_sparse.h" /* STSA_TILE_FULL, STSA_TILE_PARTIAL */
+#include "kernel/block_sparse.h"
+#include "kernel/dispatch.h"
 #include "mask/intervals.h"
 #include "mask/plan_build.h"
 #include "mask/plan_cache.h"
@@ -300,10 +301,11 @@ static stsa_status build_part(builder *b, stsa_plan_part *part, int64_t head) {
   stsa_plan *p = b->plan;
   b->e_n = 0;
   b->part_n = 0;
-  part->tile_ptr = store_alloc(b->store, sizeof(int64_t) * (size_t)(p->q_tiles + 1));
-  if (!part->tile_ptr)
+  part->bs.tile_ptr = store_alloc(b->store, sizeof(int64_t) * (size_t)(p->q_tiles + 1));
+  if (!part->bs.tile_ptr)
     return STSA_ERR_OUT_OF_MEMORY;
-  part->tile_ptr[0] = 0;
+  part->bs.tile_ptr[0] = 0;
+  part->bs.q_tiles = p->q_tiles;
   for (int64_t qt = 0; qt < p->q_tiles; qt++) {
     const int64_t left = p->s_q - qt * p->q_tile;
     const int rows = (int)(left < p->q_tile ? left : p->q_tile);
@@ -328,29 +330,29 @@ static stsa_status build_part(builder *b, stsa_plan_part *part, int64_t head) {
       if (failed)
         return STSA_ERR_OUT_OF_MEMORY;
     }
-    part->tile_ptr[qt + 1] = b->e_n;
+    part->bs.tile_ptr[qt + 1] = b->e_n;
   }
   /* Exact-size copies into the arena. */
   const size_t n = (size_t)b->e_n;
-  part->entries = b->e_n;
-  part->kv_tile = store_alloc(b->store, n * sizeof *part->kv_tile);
-  part->kind = store_alloc(b->store, n * sizeof *part->kind);
-  part->pattern = store_alloc(b->store, n * sizeof *part->pattern);
+  part->bs.entries = b->e_n;
+  part->bs.kv_tile = store_alloc(b->store, n * sizeof *part->bs.kv_tile);
+  part->bs.kind = store_alloc(b->store, n * sizeof *part->bs.kind);
+  part->bs.pattern = store_alloc(b->store, n * sizeof *part->bs.pattern);
   part->rounded_kept = store_alloc(b->store, n * sizeof *part->rounded_kept);
-  part->patterns = (int32_t)b->part_n;
-  part->pattern_list =
-      store_alloc(b->store, (size_t)b->part_n * sizeof *part->pattern_list);
-  if (!part->kv_tile || !part->kind || !part->pattern || !part->rounded_kept ||
-      !part->pattern_list)
+  part->bs.patterns = (int32_t)b->part_n;
+  part->bs.pattern_list =
+      store_alloc(b->store, (size_t)b->part_n * sizeof *part->bs.pattern_list);
+  if (!part->bs.kv_tile || !part->bs.kind || !part->bs.pattern || !part->rounded_kept ||
+      !part->bs.pattern_list)
     return STSA_ERR_OUT_OF_MEMORY;
   if (n) {
-    memcpy(part->kv_tile, b->e_kv, n * sizeof *part->kv_tile);
-    memcpy(part->kind, b->e_kind, n * sizeof *part->kind);
-    memcpy(part->pattern, b->e_pat, n * sizeof *part->pattern);
+    memcpy(part->bs.kv_tile, b->e_kv, n * sizeof *part->bs.kv_tile);
+    memcpy(part->bs.kind, b->e_kind, n * sizeof *part->bs.kind);
+    memcpy(part->bs.pattern, b->e_pat, n * sizeof *part->bs.pattern);
     memcpy(part->rounded_kept, b->e_kept, n * sizeof *part->rounded_kept);
   }
   for (int64_t l = 0; l < b->part_n; l++) {
-    part->pattern_list[l] = b->pats[b->part_pats[l]];
+    part->bs.pattern_list[l] = b->pats[b->part_pats[l]];
     b->local_of[b->part_pats[l]] = -1;
   }
   return STSA_OK;
@@ -574,15 +576,17 @@ stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc, stsa_plan
   STSA_RETURN_IF(desc->q_tile < 0 || desc->q_tile > MAX_TILE, err, STSA_ERR_BAD_PARAM,
                  "plan: q_tile = %d, expected 0 (context default) or 1..4096",
                  desc->q_tile);
-  STSA_RETURN_IF(desc->kv_tile != 0 && (desc->kv_tile < 16 || desc->kv_tile > MAX_TILE ||
-                                        desc->kv_tile % 16 != 0),
+  /* The register tile of the context's kernels: q rows go in groups of mr,
+   * kv tiles are whole panels of nr. */
+  const int mr = ctx->run->kern.mr, nr = ctx->run->kern.nr;
+  STSA_RETURN_IF(desc->kv_tile != 0 && (desc->kv_tile < nr || desc->kv_tile > MAX_TILE ||
+                                        desc->kv_tile % nr != 0),
                  err, STSA_ERR_BAD_PARAM,
-                 "plan: kv_tile = %d, expected 0 (context default) or a multiple of 16 "
-                 "in 16..4096",
-                 desc->kv_tile);
-  /* The kernel handles q rows in groups of STSA_MR = 6. */
+                 "plan: kv_tile = %d, expected 0 (context default) or a multiple of %d "
+                 "(the %s kernels' panel width) in %d..4096",
+                 desc->kv_tile, nr, ctx->run->kern.name, nr);
   int q_tile = desc->q_tile ? desc->q_tile : ctx->q_tile;
-  q_tile = (q_tile + 5) / 6 * 6;
+  q_tile = (q_tile + mr - 1) / mr * mr;
   int kv_tile = desc->kv_tile ? desc->kv_tile : ctx->kv_tile;
   STSA_TRY(stsa_plan_validate(ctx, desc));
   STSA_TRY(check_grid(ctx, desc, q_tile, kv_tile));
@@ -617,7 +621,7 @@ stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *st) {
   st->pairs_total = stsa_mul_sat(plan->heads, stsa_mul_sat(plan->s_q, plan->s_kv));
   for (int64_t h = 0; h < plan->heads; h++) {
     const stsa_plan_part *part = &plan->parts[plan->head_part[h]];
-    st->tiles_active += part->entries;
+    st->tiles_active += part->bs.entries;
     st->tiles_partial += part->partial_entries;
     st->pairs_kept = stsa_add_sat(st->pairs_kept, part->kept_pairs);
   }
@@ -632,15 +636,16 @@ int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt, int64_t kt
       kt >= plan->kv_tiles)
     return -1;
   const stsa_plan_part *part = &plan->parts[plan->head_part[h]];
-  int64_t lo = part->tile_ptr[qt], hi = part->tile_ptr[qt + 1];
+  int64_t lo = part->bs.tile_ptr[qt], hi = part->bs.tile_ptr[qt + 1];
   while (lo < hi) { /* kv tiles ascend within a q tile */
     int64_t mid = lo + (hi - lo) / 2;
-    if (part->kv_tile[mid] < kt)
+    if (part->bs.kv_tile[mid] < kt)
       lo = mid + 1;
     else
       hi = mid;
   }
-  return lo < part->tile_ptr[qt + 1] && part->kv_tile[lo] == kt ? part->kind[lo] : 0;
+  return lo < part->bs.tile_ptr[qt + 1] && part->bs.kv_tile[lo] == kt ? part->bs.kind[lo]
+                                                                      : 0;
 }
 
 const char *stsa_sparse_mode_name(stsa_sparse_mode mode) {

@@ -5,7 +5,7 @@
 
 #include "core/context.h"
 #include "core/convert.h"
-#include "kernel/sparse.h"
+#include "mask/sparse_call.h"
 
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b) {
   stsa_tensor v = *t;
@@ -54,7 +54,7 @@ static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_m
                              const int64_t *rows, int64_t nrows, int64_t tokens,
                              stsa_plan **plan) {
   const stsa_mask *masks[1] = {mask};
-  int q_tile = (int)((nrows + 5) / 6 * 6);
+  int q_tile = (int)nrows; /* the builder rounds it up to the kernels' mr */
   stsa_plan_desc desc = {nrows,
                          tokens,
                          1,

@@ -10,9 +10,10 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
-#include "kernel/sparse.h"
+#include "kernel/dispatch.h"
 #include "mask/mask.h"
 #include "mask/plan.h"
+#include "mask/sparse_call.h"
 #include "svg/profile.h"
 #include "svg/windows.h"
 
@@ -97,8 +98,9 @@ static void choose_tiles(const stsa_svg_config *cfg, const stsa_ctx *ctx, int *q
   int64_t P = g->height * g->width;
   int aligned_q = 0, aligned_kv = 0;
   if (g->text_pos != STSA_TEXT_PREFIX || g->text == 0) {
-    aligned_q = largest_divisor(P, 6, 96, 240);
-    aligned_kv = largest_divisor(P, 16, 128, 320);
+    /* multiples of the kernels' register tile */
+    aligned_q = largest_divisor(P, ctx->run->kern.mr, 96, 240);
+    aligned_kv = largest_divisor(P, ctx->run->kern.nr, 128, 320);
   }
   int auto_ok = aligned_q && aligned_kv;
   *q_tile = cfg->q_tile ? cfg->q_tile : auto_ok ? aligned_q : ctx->q_tile;
@@ -108,7 +110,7 @@ static void choose_tiles(const stsa_svg_config *cfg, const stsa_ctx *ctx, int *q
 /* Every size is checked before anything is derived from it: the geometry
  * first (its token count cannot overflow once it passes), then the rest
  * against it. */
-static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
+static stsa_status check_config(const stsa_svg_config *c, int nr, stsa_errbuf *err) {
   const stsa_geometry *g = &c->geometry;
   STSA_RETURN_IF(g->frames < 1 || g->height < 1 || g->width < 1, err, STSA_ERR_BAD_PARAM,
                  "svg: geometry %lld x %lld x %lld needs at least one video token",
@@ -138,11 +140,11 @@ static stsa_status check_config(const stsa_svg_config *c, stsa_errbuf *err) {
                  (long long)c->sink_frames);
   STSA_RETURN_IF(
       c->q_tile < 0 || c->q_tile > 4096 || c->kv_tile < 0 || c->kv_tile > 4096 ||
-          c->kv_tile % 16 != 0,
+          c->kv_tile % nr != 0,
       err, STSA_ERR_BAD_PARAM,
       "svg: q_tile = %d, kv_tile = %d: 0 (automatic) or at most 4096, kv_tile a "
-      "multiple of 16",
-      c->q_tile, c->kv_tile);
+      "multiple of %d (the kernels' panel width)",
+      c->q_tile, c->kv_tile, nr);
   return STSA_OK;
 }
 
@@ -150,7 +152,7 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   if (!ctx || !cfg || !out)
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
-  STSA_TRY(check_config(cfg, &ctx->err));
+  STSA_TRY(check_config(cfg, ctx->run->kern.nr, &ctx->err));
   stsa_svg *svg = calloc(1, sizeof *svg);
   if (!svg)
     return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");

@@ -2,9 +2,11 @@
 #include "kernel/ref/attention_ref.h"
 
 #include <math.h>
-#include <stdlib.h>
+#include <string.h>
 
 #include "core/convert.h"
+
+static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 static double load(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
   size_t off =
@@ -19,96 +21,123 @@ static double load(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, int64_
   }
 }
 
-int stsa_attention_ref_rows(const stsa_tensor *q, const stsa_tensor *k,
-                            const stsa_tensor *v, const stsa_tensor *out,
-                            const stsa_attn_opts *opts, stsa_pair_pred keep,
-                            const void *keep_ctx, int64_t row0, int64_t row1) {
-  const int64_t Sq = q->shape[1], H = q->shape[2], D = q->shape[3], Skv = k->shape[1];
-  double scale = opts && opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)D);
-  double *score = malloc(sizeof(double) * (size_t)(Skv + 2 * D));
-  unsigned char *kept = malloc((size_t)Skv);
-  float *orow = malloc(sizeof(float) * (size_t)D);
-  if (!score || !kept || !orow) {
-    free(score);
-    free(kept);
-    free(orow);
-    return -1;
-  }
-  double *qrow = score + Skv, *acc = qrow + D;
-  for (int64_t row = row0; row < row1; row++) {
-    int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H);
-    for (int64_t d = 0; d < D; d++)
-      qrow[d] = load(q, b, i, h, d);
-    /* The scores of the kept keys; a NaN or +inf one makes the row NaN. */
-    int64_t nkept = 0;
-    int nan_row = 0;
-    double mx = -INFINITY;
-    for (int64_t j = 0; j < Skv; j++) {
-      kept[j] = !keep || keep(keep_ctx, h, i, j);
-      if (!kept[j])
-        continue;
-      nkept++;
-      double dot = 0;
-      for (int64_t d = 0; d < D; d++)
-        dot += qrow[d] * load(k, b, j, h, d);
-      score[j] = dot * scale;
-      if (isnan(score[j]) || score[j] == INFINITY)
-        nan_row = 1;
-      else if (score[j] > mx)
-        mx = score[j];
-    }
-    double sum = 0, lse;
-    if (nkept == 0) { /* nothing kept: 0, lse -inf */
-      for (int64_t d = 0; d < D; d++)
-        orow[d] = 0.0f;
-      lse = -INFINITY;
-    } else if (nan_row || mx == -INFINITY) { /* or every kept score -inf */
-      for (int64_t d = 0; d < D; d++)
-        orow[d] = NAN;
-      lse = NAN;
-    } else {
-      /* Every kept key contributes, even with weight exp(-inf) = 0: a NaN
-       * in its V reaches the row (0 * NaN), as in SDPA. */
-      for (int64_t d = 0; d < D; d++)
-        acc[d] = 0;
-      for (int64_t j = 0; j < Skv; j++) {
-        if (!kept[j])
-          continue;
-        double p = exp(score[j] - mx);
-        sum += p;
-        for (int64_t d = 0; d < D; d++)
-          acc[d] += p * load(v, b, j, h, d);
-      }
-      for (int64_t d = 0; d < D; d++)
-        orow[d] = (float)(acc[d] / sum);
-      lse = mx + log(sum);
-    }
-    size_t off = (size_t)(b * out->stride[0] + i * out->stride[1] + h * out->stride[2]);
-    stsa_store_row(orow, D, (char *)out->data + off * stsa_dtype_size(out->dtype),
-                   out->dtype, out->stride[3]);
-    if (opts && opts->lse)
-      opts->lse[row] = (float)lse;
-  }
-  free(orow);
-  free(kept);
-  free(score);
-  return 0;
+typedef struct ref_scratch {
+  int64_t *kept; /* [Skv] k/v rows a query row keeps */
+  double *score; /* [Skv] */
+  double *qrow;  /* [D] */
+  double *acc;   /* [D] */
+  float *orow;   /* [D] */
+  float *tile_s; /* [q_tile][kv_tile] a partial tile's mask */
+} ref_scratch;
+
+size_t stsa_ref_scratch_bytes(const stsa_attn_problem *pb) {
+  const size_t S = (size_t)pb->Skv, D = (size_t)pb->D;
+  return round64(S * sizeof(int64_t)) + round64(S * sizeof(double)) +
+         2 * round64(D * sizeof(double)) + round64(D * sizeof(float)) +
+         round64((size_t)pb->q_tile * (size_t)pb->kv_tile * sizeof(float));
 }
 
-int stsa_attention_ref_parallel(const stsa_tensor *q, const stsa_tensor *k,
-                                const stsa_tensor *v, const stsa_tensor *out,
-                                const stsa_attn_opts *opts, stsa_pair_pred keep,
-                                const void *keep_ctx, int64_t row0, int64_t row1,
-                                int threads) {
-  const int64_t chunk = 16;
-  int failed = 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t r = row0; r < row1; r += chunk) {
-    int64_t end = r + chunk < row1 ? r + chunk : row1;
-    if (stsa_attention_ref_rows(q, k, v, out, opts, keep, keep_ctx, r, end) != 0) {
-#pragma omp atomic write
-      failed = 1;
+static ref_scratch scratch_at(const stsa_attn_problem *pb, void *mem) {
+  const size_t S = (size_t)pb->Skv, D = (size_t)pb->D;
+  char *p = mem;
+  ref_scratch r;
+  r.kept = (int64_t *)(void *)p;
+  p += round64(S * sizeof(int64_t));
+  r.score = (double *)(void *)p;
+  p += round64(S * sizeof(double));
+  r.qrow = (double *)(void *)p;
+  p += round64(D * sizeof(double));
+  r.acc = (double *)(void *)p;
+  p += round64(D * sizeof(double));
+  r.orow = (float *)(void *)p;
+  p += round64(D * sizeof(float));
+  r.tile_s = (float *)(void *)p;
+  return r;
+}
+
+/* Row r of the q tile at q0: the k/v rows it keeps, in list order. */
+static int64_t kept_keys(const stsa_attn_problem *pb, const stsa_kv_list *list,
+                         int64_t q0, int rows, int r, ref_scratch *sc) {
+  const int64_t ntiles = list && list->tiles ? list->count : stsa_kv_tiles(pb);
+  const int64_t *kv_rows = list ? list->kv_rows : NULL;
+  int64_t nkept = 0;
+  for (int64_t i = 0; i < ntiles; i++) {
+    const int64_t tile = list && list->tiles ? list->tiles[i] : i,
+                  k0 = tile * pb->kv_tile;
+    const int n = (int)(pb->Skv - k0 < pb->kv_tile ? pb->Skv - k0 : pb->kv_tile);
+    const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
+    if (partial) { /* the mask decides the whole tile; row r is read */
+      memset(sc->tile_s, 0, sizeof(float) * (size_t)rows * (size_t)pb->kv_tile);
+      list->mask(list->mask_ctx, i, q0, rows, k0, n, sc->tile_s, pb->kv_tile);
     }
+    const float *srow = sc->tile_s + (int64_t)r * pb->kv_tile;
+    for (int c = 0; c < n; c++)
+      if (!partial || srow[c] != -INFINITY)
+        sc->kept[nkept++] = kv_rows ? kv_rows[k0 + c] : k0 + c;
   }
-  return failed ? -1 : 0;
+  return nkept;
+}
+
+/* One query row (q row `tok` of (b, h)) over its kept keys. */
+static void ref_row(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tok,
+                    int64_t nkept, ref_scratch *sc) {
+  const stsa_tensor *q = pb->q, *k = pb->k, *v = pb->v, *out = pb->out;
+  const int64_t D = pb->D;
+  const double scale = pb->scale;
+  for (int64_t d = 0; d < D; d++)
+    sc->qrow[d] = load(q, b, tok, h, d);
+  /* The scores of the kept keys; a NaN or +inf one makes the row NaN. */
+  int nan_row = 0;
+  double mx = -INFINITY;
+  for (int64_t i = 0; i < nkept; i++) {
+    double dot = 0;
+    for (int64_t d = 0; d < D; d++)
+      dot += sc->qrow[d] * load(k, b, sc->kept[i], h, d);
+    sc->score[i] = dot * scale;
+    if (isnan(sc->score[i]) || sc->score[i] == INFINITY)
+      nan_row = 1;
+    else if (sc->score[i] > mx)
+      mx = sc->score[i];
+  }
+  double sum = 0, lse;
+  if (nkept == 0) { /* nothing kept: 0, lse -inf */
+    for (int64_t d = 0; d < D; d++)
+      sc->orow[d] = 0.0f;
+    lse = -INFINITY;
+  } else if (nan_row || mx == -INFINITY) { /* or every kept score -inf */
+    for (int64_t d = 0; d < D; d++)
+      sc->orow[d] = NAN;
+    lse = NAN;
+  } else {
+    /* Every kept key contributes, even with weight exp(-inf) = 0: a NaN in
+     * its V reaches the row (0 * NaN), as in SDPA. */
+    for (int64_t d = 0; d < D; d++)
+      sc->acc[d] = 0;
+    for (int64_t i = 0; i < nkept; i++) {
+      double p = exp(sc->score[i] - mx);
+      sum += p;
+      for (int64_t d = 0; d < D; d++)
+        sc->acc[d] += p * load(v, b, sc->kept[i], h, d);
+    }
+    for (int64_t d = 0; d < D; d++)
+      sc->orow[d] = (float)(sc->acc[d] / sum);
+    lse = mx + log(sum);
+  }
+  size_t off = (size_t)(b * out->stride[0] + tok * out->stride[1] + h * out->stride[2]);
+  stsa_store_row(sc->orow, (int)D, (char *)out->data + off * stsa_dtype_size(out->dtype),
+                 out->dtype, out->stride[3]);
+  if (pb->lse)
+    pb->lse[(b * pb->H + h) * pb->Sq + tok] = (float)lse;
+}
+
+void stsa_ref_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t qt,
+                     const stsa_kv_list *list, void *scratch) {
+  ref_scratch sc = scratch_at(pb, scratch);
+  const int64_t q0 = qt * pb->q_tile;
+  const int rows = (int)(pb->Sq - q0 < pb->q_tile ? pb->Sq - q0 : pb->q_tile);
+  const int64_t *q_rows = list ? list->q_rows : NULL;
+  for (int r = 0; r < rows; r++) {
+    int64_t nkept = kept_keys(pb, list, q0, rows, r, &sc);
+    ref_row(pb, b, h, q_rows ? q_rows[q0 + r] : q0 + r, nkept, &sc);
+  }
 }
