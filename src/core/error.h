@@ -7,13 +7,25 @@
 
 #include "stsa.h"
 
+/* 512 bytes: a message may quote a file path (io), and the CLI's buffers
+ * for io messages are that long too. */
 typedef struct stsa_errbuf {
-  char text[384];
+  char text[512];
 } stsa_errbuf;
 
 /* Writes the formatted message into `err` (if not NULL) and returns `code`. */
 stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The boundary to a caller that keeps its own buffer (`char *msg, size_t
+ * msg_len`, as the io functions the CLI calls take): copies err's message,
+ * or "" when code is STSA_OK, into msg (cut and NUL-terminated; nothing
+ * when msg is NULL or msg_len is 0) and returns code, so such an entry
+ * point reads
+ *   stsa_errbuf e = {""};
+ *   return stsa_err_copy(&e, impl(..., &e), msg, msg_len);            */
+stsa_status stsa_err_copy(const stsa_errbuf *err, stsa_status code, char *msg,
+                          size_t msg_len);
 
 /* Forgets the previous failure: every entry point taking a context starts
  * with it, so stsa_ctx_last_error never shows a stale message. */

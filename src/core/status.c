@@ -71,3 +71,10 @@ stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...) 
   }
   return code;
 }
+
+stsa_status stsa_err_copy(const stsa_errbuf *err, stsa_status code, char *msg,
+                          size_t msg_len) {
+  if (msg && msg_len > 0)
+    snprintf(msg, msg_len, "%s", code == STSA_OK ? "" : err->text);
+  return code;
+}

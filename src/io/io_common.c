@@ -1,5 +1,5 @@
 /*
- * io_common.c — error formatting, overflow-safe sizes, UTF-8 validation,
+ * io_common.c — quoting for messages, overflow-safe sizes, UTF-8 validation,
  * read-only file mapping and atomic (temp + fsync + rename) writes.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -17,22 +17,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-void stsa_io_clear_err(char *err, size_t err_len) {
-  if (err && err_len > 0)
-    err[0] = '\0';
-}
-
-stsa_status stsa_io_fail(char *err, size_t err_len, stsa_status status, const char *fmt,
-                         ...) {
-  if (err && err_len > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
 
 const char *stsa_io_quote(char *buf, size_t buf_len, const char *s, size_t n) {
   /* Valid UTF-8 passes through (names in other scripts stay readable);
@@ -157,39 +141,34 @@ int stsa_io_text_ok(const char *s, size_t n) {
 
 /* "cannot <what> "<path>": <reason>". strerror_r (XSI form, as selected by
  * _POSIX_C_SOURCE) because plain strerror may use a static buffer. */
-static stsa_status sys_fail(char *err, size_t err_len, int e, const char *what,
-                            const char *path) {
+static stsa_status sys_fail(stsa_errbuf *err, int e, const char *what, const char *path) {
   char reason[128];
   if (strerror_r(e, reason, sizeof reason) != 0)
     snprintf(reason, sizeof reason, "errno %d", e);
-  return stsa_io_fail(err, err_len, STSA_ERR_IO, "cannot %s \"%s\": %s", what, path,
-                      reason);
+  return stsa_fail(err, STSA_ERR_IO, "cannot %s \"%s\": %s", what, path, reason);
 }
 
-stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, char *err,
-                             size_t err_len) {
-  if (!path || !m)
-    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG,
-                        "path and output must not be NULL");
+stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, stsa_errbuf *err) {
+  STSA_RETURN_IF(!path || !m, err, STSA_ERR_NULL_ARG, "path and output must not be NULL");
   memset(m, 0, sizeof *m);
   /* O_NONBLOCK: opening a FIFO would otherwise block until a writer comes;
    * it is refused just below, like every file that is not a regular one. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
-    return sys_fail(err, err_len, errno, "open", path);
+    return sys_fail(err, errno, "open", path);
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
-    return sys_fail(err, err_len, e, "stat", path);
+    return sys_fail(err, e, "stat", path);
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return stsa_io_fail(err, err_len, STSA_ERR_IO, "\"%s\" is not a regular file", path);
+    return stsa_fail(err, STSA_ERR_IO, "\"%s\" is not a regular file", path);
   }
   if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
     close(fd);
-    return stsa_io_fail(err, err_len, STSA_ERR_IO, "\"%s\" is too large to map", path);
+    return stsa_fail(err, STSA_ERR_IO, "\"%s\" is too large to map", path);
   }
   size_t len = (size_t)st.st_size;
   if (len > 0) { /* mmap rejects a zero length; an empty file maps to NULL */
@@ -197,7 +176,7 @@ stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, char *err,
     if (addr == MAP_FAILED) {
       int e = errno;
       close(fd);
-      return sys_fail(err, err_len, e, "map", path);
+      return sys_fail(err, e, "map", path);
     }
     m->addr_ = addr;
     m->bytes = addr;
@@ -217,7 +196,7 @@ void stsa_io_unmap(stsa_io_map *m) {
 /* ---- atomic write -------------------------------------------------------- */
 
 static stsa_status write_all(int fd, const void *data, size_t len, const char *tmp,
-                             char *err, size_t err_len) {
+                             stsa_errbuf *err) {
   const char *p = data;
   while (len > 0) {
     /* Linux writes at most ~2 GiB per call; ask for 1 GiB at a time. */
@@ -226,11 +205,9 @@ static stsa_status write_all(int fd, const void *data, size_t len, const char *t
     if (k < 0) {
       if (errno == EINTR)
         continue;
-      return sys_fail(err, err_len, errno, "write", tmp);
+      return sys_fail(err, errno, "write", tmp);
     }
-    if (k == 0)
-      return stsa_io_fail(err, err_len, STSA_ERR_IO, "cannot write \"%s\": no progress",
-                          tmp);
+    STSA_RETURN_IF(k == 0, err, STSA_ERR_IO, "cannot write \"%s\": no progress", tmp);
     p += k;
     len -= (size_t)k;
   }
@@ -294,39 +271,41 @@ static void sync_parent(const char *path) {
   free(dir);
 }
 
-stsa_status stsa_io_atomic_write(const char *path, const stsa_io_chunk *chunks,
-                                 size_t count, char *err, size_t err_len) {
-  if (!path || (count > 0 && !chunks))
-    return stsa_io_fail(err, err_len, STSA_ERR_NULL_ARG,
-                        "path and chunks must not be NULL");
-  if (path[0] == '\0')
-    return stsa_io_fail(err, err_len, STSA_ERR_IO, "empty path");
+stsa_status stsa_io_write_file(const char *path, const stsa_io_chunk *chunks,
+                               size_t count, stsa_errbuf *err) {
+  STSA_RETURN_IF(!path || (count > 0 && !chunks), err, STSA_ERR_NULL_ARG,
+                 "path and chunks must not be NULL");
+  STSA_RETURN_IF(path[0] == '\0', err, STSA_ERR_IO, "empty path");
   size_t tmp_len = strlen(path) + sizeof ".tmp.XXXXXX";
   char *tmp = malloc(tmp_len);
-  if (!tmp)
-    return stsa_io_fail(err, err_len, STSA_ERR_OUT_OF_MEMORY,
-                        "out of memory for a temp file name");
+  STSA_RETURN_IF(!tmp, err, STSA_ERR_OUT_OF_MEMORY, "out of memory for a temp file name");
   int fd = open_temp(path, tmp, tmp_len);
   if (fd < 0) {
-    stsa_status st = sys_fail(err, err_len, errno, "create temp file", tmp);
+    stsa_status st = sys_fail(err, errno, "create temp file", tmp);
     free(tmp);
     return st;
   }
   stsa_status st = STSA_OK;
   for (size_t i = 0; i < count && st == STSA_OK; i++)
     if (chunks[i].len > 0)
-      st = write_all(fd, chunks[i].data, chunks[i].len, tmp, err, err_len);
+      st = write_all(fd, chunks[i].data, chunks[i].len, tmp, err);
   if (st == STSA_OK && fsync(fd) != 0)
-    st = sys_fail(err, err_len, errno, "fsync", tmp);
+    st = sys_fail(err, errno, "fsync", tmp);
   /* close() can report a deferred write error (NFS), so it is checked. */
   if (close(fd) != 0 && st == STSA_OK)
-    st = sys_fail(err, err_len, errno, "close", tmp);
+    st = sys_fail(err, errno, "close", tmp);
   if (st == STSA_OK && rename(tmp, path) != 0)
-    st = sys_fail(err, err_len, errno, "rename temp file to", path);
+    st = sys_fail(err, errno, "rename temp file to", path);
   if (st != STSA_OK)
     unlink(tmp);
   else
     sync_parent(path);
   free(tmp);
   return st;
+}
+
+stsa_status stsa_io_atomic_write(const char *path, const stsa_io_chunk *chunks,
+                                 size_t count, char *err, size_t err_len) {
+  stsa_errbuf e = {""};
+  return stsa_err_copy(&e, stsa_io_write_file(path, chunks, count, &e), err, err_len);
 }

@@ -8,16 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/error.h"
 #include "stsa.h"
-
-/* Empties the caller's error buffer (either may be NULL/0). */
-void stsa_io_clear_err(char *err, size_t err_len);
-
-/* Formats a message into err (when err is non-NULL and err_len > 0, always
- * NUL-terminated, truncated if needed) and returns `status`, so that error
- * paths read `return stsa_io_fail(err, err_len, STSA_ERR_FORMAT, ...);`. */
-stsa_status stsa_io_fail(char *err, size_t err_len, stsa_status status, const char *fmt,
-                         ...) __attribute__((format(printf, 4, 5)));
 
 /* Renders the n bytes at s as a double-quoted string for messages: control
  * bytes, '"' and '\\' are escaped, and long names are cut with "...".
@@ -54,7 +46,7 @@ typedef struct stsa_io_map {
 
 /* Maps a regular file read-only (PROT_READ, MAP_PRIVATE). Errors: NULL_ARG,
  * IO (open/stat/mmap failures, not a regular file). */
-stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, char *err, size_t err_len);
+stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, stsa_errbuf *err);
 void stsa_io_unmap(stsa_io_map *m);
 
 /* ---- atomic write -------------------------------------------------------- */
@@ -68,6 +60,11 @@ typedef struct stsa_io_chunk {
  * writes, fsyncs, closes and renames it over path, then fsyncs the folder
  * (best effort). On any failure the temp file is removed and path is left
  * as it was. Errors: IO, OUT_OF_MEMORY. */
+stsa_status stsa_io_write_file(const char *path, const stsa_io_chunk *chunks,
+                               size_t count, stsa_errbuf *err);
+
+/* stsa_io_write_file for a caller with its own message buffer (the CLI):
+ * the message goes to err (err_len bytes, "" on success). */
 stsa_status stsa_io_atomic_write(const char *path, const stsa_io_chunk *chunks,
                                  size_t count, char *err, size_t err_len);
 

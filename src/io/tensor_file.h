@@ -4,8 +4,11 @@
  * Every function returns an stsa_status and, when err is non-NULL and
  * err_len > 0, writes a NUL-terminated message into err saying which tensor,
  * which field, what was expected and what was found (err is set to "" on
- * success). Nothing here prints, exits or keeps global state; distinct
- * objects may be used from distinct threads.
+ * success; a message is at most 511 bytes). Inside, io reports failures the
+ * way the rest of the library does (core/error.h: stsa_fail into an
+ * stsa_errbuf); only these entry points copy the message into the caller's
+ * buffer (stsa_err_copy). Nothing here prints, exits or keeps global state;
+ * distinct objects may be used from distinct threads.
  *
  * Status codes used:
  *   STSA_ERR_NULL_ARG       a required pointer is NULL
