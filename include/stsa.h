@@ -124,13 +124,15 @@ STSA_API stsa_tensor stsa_tensor_shd(void *data, stsa_dtype dtype, int64_t S, in
 typedef struct stsa_ctx stsa_ctx;
 
 /* Creates a context with defaults: all online CPUs, backend AUTO, finite
- * checks on. The environment variable STSA_BACKEND=auto|ref|portable|avx2
- * (read here, once; unset or empty means auto) overrides the backend;
+ * checks on. The environment variable STSA_BACKEND=auto|ref|portable|avx2|
+ * neon (read here, once; unset or empty means auto) overrides the backend;
  * STSA_FORCE_PORTABLE=1 is a synonym for STSA_BACKEND=portable and wins over
- * it. Any other STSA_BACKEND value fails with STSA_ERR_BAD_PARAM, and avx2
- * on a CPU without AVX2/FMA/F16C with STSA_ERR_UNSUPPORTED; *out_ctx is then
- * not written. There is no context to hold the message of such a failure:
- * use stsa_ctx_create_msg to read it. */
+ * it. Any other STSA_BACKEND value fails with STSA_ERR_BAD_PARAM, and a
+ * backend this build or CPU does not run (avx2 without AVX2/FMA/F16C, neon
+ * off AArch64) with STSA_ERR_UNSUPPORTED; *out_ctx is then not written.
+ * The backend is resolved to its kernels here and when STSA_PARAM_BACKEND
+ * is set, never per call. There is no context to hold the message of such a
+ * failure: use stsa_ctx_create_msg to read it. */
 STSA_API stsa_status stsa_ctx_create(stsa_ctx **out_ctx);
 /* stsa_ctx_create, and on failure a NUL-terminated message (naming the bad
  * setting and the accepted values) in msg[0 .. msg_size), truncated to fit;
@@ -161,9 +163,15 @@ STSA_API int stsa_backend_available(stsa_backend backend);
 
 typedef enum stsa_param {
   STSA_PARAM_THREADS = 0, /* worker threads, 1..1024; default: online CPUs */
-  STSA_PARAM_BACKEND = 1, /* an stsa_backend */
-  STSA_PARAM_Q_TILE = 2,  /* query rows per tile, 6..4096; default 192 */
-  STSA_PARAM_KV_TILE = 3, /* key rows per tile, multiple of 16, 16..4096; default 256 */
+  /* an stsa_backend this machine runs (stsa_backend_available); fails when
+   * kv_tile is not a multiple of the new backend's panel width */
+  STSA_PARAM_BACKEND = 1,
+  /* query rows per tile, 6..4096, default 192; calls round it up to a
+   * multiple of the backend's register-tile rows (6 for every backend today) */
+  STSA_PARAM_Q_TILE = 2,
+  /* key rows per tile, 16..4096, default 256: a multiple of the backend's
+   * panel width (16 for every backend today) */
+  STSA_PARAM_KV_TILE = 3,
   /* 1: reject NaN/Inf inputs (default); 0: skip the scan, and NaN/Inf then
    * propagate as in PyTorch SDPA (see "Non-finite inputs" at stsa_attention) */
   STSA_PARAM_CHECK_FINITE = 4,

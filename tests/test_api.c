@@ -82,7 +82,9 @@ static void test_env_backend(void) {
   stsa_ctx_free(ctx);
   unsetenv("STSA_BACKEND");
   stsa_ctx_create(&ctx);
-  stsa_backend want = stsa_cpu_has_avx2() ? STSA_BACKEND_AVX2 : STSA_BACKEND_PORTABLE;
+  stsa_backend want = stsa_backend_available(STSA_BACKEND_AVX2)   ? STSA_BACKEND_AVX2
+                      : stsa_backend_available(STSA_BACKEND_NEON) ? STSA_BACKEND_NEON
+                                                                  : STSA_BACKEND_PORTABLE;
   CHECK(stsa_ctx_backend(ctx) == want, "auto backend is %s",
         stsa_backend_name(stsa_ctx_backend(ctx)));
   stsa_ctx_free(ctx);
@@ -97,7 +99,8 @@ static void test_env_backend(void) {
   memset(msg, 'x', sizeof msg);
   CHECK_STATUS(stsa_ctx_create_msg(&ctx, msg, sizeof msg), STSA_ERR_BAD_PARAM);
   CHECK(ctx == untouched && memchr(msg, '\0', sizeof msg) &&
-            strstr(msg, "STSA_BACKEND=gpu") && strstr(msg, "auto, ref, portable, avx2"),
+            strstr(msg, "STSA_BACKEND=gpu") &&
+            strstr(msg, "auto, ref, portable, avx2, neon"),
         "message for STSA_BACKEND=gpu: '%.256s'", msg);
   char small[8];
   CHECK_STATUS(stsa_ctx_create_msg(&ctx, small, sizeof small), STSA_ERR_BAD_PARAM);
@@ -108,10 +111,15 @@ static void test_env_backend(void) {
   unsetenv("STSA_FORCE_PORTABLE");
   setenv("STSA_BACKEND", "REF", 1); /* names are exact */
   CHECK_STATUS(stsa_ctx_create(&ctx), STSA_ERR_BAD_PARAM);
-  setenv("STSA_BACKEND", "avx2", 1);
-  if (!stsa_cpu_has_avx2()) {
+  /* a backend this machine does not run is refused, naming the ones it does */
+  const char *isas[2] = {"avx2", "neon"};
+  for (int i = 0; i < 2; i++) {
+    setenv("STSA_BACKEND", isas[i], 1);
+    if (stsa_backend_available(i == 0 ? STSA_BACKEND_AVX2 : STSA_BACKEND_NEON))
+      continue;
     CHECK_STATUS(stsa_ctx_create_msg(&ctx, msg, sizeof msg), STSA_ERR_UNSUPPORTED);
-    CHECK(strstr(msg, "lacks AVX2") != NULL, "message for avx2: '%s'", msg);
+    CHECK(strstr(msg, "does not run it") && strstr(msg, "portable"),
+          "message for %s: '%s'", isas[i], msg);
   }
   /* empty and "auto" mean automatic; a good name succeeds with msg untouched */
   const char *fine[2] = {"", "auto"};
