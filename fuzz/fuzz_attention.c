@@ -367,7 +367,8 @@ static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
   stsa_mask *masks[3] = {NULL, NULL, NULL};
   stsa_ctx *ctx =
       new_ctx(su->backend, su->threads, su->q_tile, su->kv_tile, su->check_finite);
-  stsa_sparse_opts sopts = {0.0f, NULL, STSA_SPARSE_EXACT, NULL, 0};
+  stsa_sparse_opts sopts = {sizeof(stsa_sparse_opts), 0.0f, NULL,
+                            STSA_SPARSE_EXACT,        NULL, 0};
   int64_t pairs_changed = -12345;
   if (op == OP_SPARSE) {
     const unsigned gsel = byte(r);
@@ -389,7 +390,8 @@ static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
       masks[i] = make_mask(r, g);
     for (int64_t h = 0; h < H; h++)
       head_masks[h] = masks[byte(r) % (unsigned)nm];
-    stsa_plan_desc desc = {Sq,
+    stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                           Sq,
                            Skv,
                            H,
                            head_masks,
@@ -506,7 +508,7 @@ static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
       free(work);
     }
   } else {
-    stsa_attn_opts opts = {scale, lse};
+    stsa_attn_opts opts = {sizeof(stsa_attn_opts), scale, lse};
     if (op == OP_DENSE) {
       st = stsa_attention(ctx, &q, &k, &v, &out, &opts);
     } else {
@@ -557,7 +559,7 @@ static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
     stsa_ctx *ref = new_ctx(STSA_BACKEND_REF, 1, su->q_tile, su->kv_tile, 0);
     stsa_sparse_opts ro = sopts;
     ro.lse = NULL, ro.pairs_changed = NULL;
-    stsa_attn_opts rd = {scale, NULL};
+    stsa_attn_opts rd = {sizeof(stsa_attn_opts), scale, NULL};
     stsa_status rs = op == OP_SPARSE
                          ? stsa_sparse_attention(ref, plan, &q, &k, &v, &ref_out, &ro)
                          : stsa_attention(ref, &q, &k, &v, &ref_out, &rd);
@@ -593,8 +595,7 @@ static int64_t extreme(reader *r) {
 }
 
 static void run_svg(reader *r, const setup *su, uint64_t seed) {
-  stsa_svg_config c;
-  memset(&c, 0, sizeof c);
+  stsa_svg_config c = STSA_INIT(stsa_svg_config);
   c.geometry.frames = 1 + byte(r) % 3;
   c.geometry.height = 1 + byte(r) % 5;
   c.geometry.width = 1 + byte(r) % 6;
@@ -693,9 +694,13 @@ static void run_svg(reader *r, const setup *su, uint64_t seed) {
     out = q; /* refused */
   buf *kinds_b = arena_new(&ar, sizeof(stsa_head_kind) * (size_t)(B * H));
   buf *mse_b = arena_new(&ar, sizeof(float) * (size_t)(B * H));
-  stsa_svg_report rep = {0,    (stsa_head_kind *)(void *)kinds_b->base,
-                         NULL, (float *)(void *)mse_b->base,
-                         0,    0,
+  stsa_svg_report rep = {sizeof(stsa_svg_report),
+                         0,
+                         (stsa_head_kind *)(void *)kinds_b->base,
+                         NULL,
+                         (float *)(void *)mse_b->base,
+                         0,
+                         0,
                          0};
   arena_snapshot(&ar);
   const int64_t layer = byte(r) % 4, step = byte(r) % 4;

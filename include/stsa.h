@@ -51,6 +51,28 @@ STSA_API unsigned stsa_version_number(void);
 STSA_API const char *stsa_version_string(void);
 
 /* ------------------------------------------------------------------------ */
+/* Extensible structs                                                        */
+/* ------------------------------------------------------------------------ */
+/*
+ * Every struct a caller passes to or receives from the library (options,
+ * descriptions, reports, stats) starts with `size_t size`, which the caller
+ * sets to sizeof the struct as it was compiled, e.g.
+ *
+ *   stsa_attn_opts opts = STSA_INIT(stsa_attn_opts);   (or {.size = sizeof opts, ...})
+ *   opts.scale = 0.125f;
+ *
+ * so fields can be added at the end in a later release without breaking
+ * binaries built against this one: the library reads (and writes) only the
+ * `size` bytes the caller has, and a field beyond them keeps its default. A
+ * size of 0 (a struct that was only zeroed) or below the first release's is
+ * STSA_ERR_BAD_PARAM; a larger size than this library knows is accepted only
+ * when the extra bytes are zero (a newer caller using no newer field), else
+ * STSA_ERR_UNSUPPORTED. Every other field zeroed means its default.
+ */
+#define STSA_INIT(type)                                                                  \
+  { .size = sizeof(type) }
+
+/* ------------------------------------------------------------------------ */
 /* Status codes (pinned, append-only)                                        */
 /* ------------------------------------------------------------------------ */
 typedef enum stsa_status {
@@ -185,9 +207,6 @@ STSA_API stsa_status stsa_param_bounds(stsa_param param, int64_t *lo, int64_t *h
 
 /* The backend a call on this context actually runs (AUTO resolved). */
 STSA_API stsa_backend stsa_ctx_backend(const stsa_ctx *ctx);
-/* 1 if this CPU can run the AVX2 backend. */
-STSA_API int stsa_cpu_has_avx2(void);
-
 /* ------------------------------------------------------------------------ */
 /* Dense attention                                                           */
 /* ------------------------------------------------------------------------ */
@@ -226,6 +245,7 @@ STSA_API int stsa_cpu_has_avx2(void);
  *     other columns and lse are unaffected.
  */
 typedef struct stsa_attn_opts {
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
   float scale; /* 0 means 1/sqrt(D) */
   float *lse;  /* optional, see above */
 } stsa_attn_opts;
@@ -404,8 +424,9 @@ typedef enum stsa_plan_flags {
 } stsa_plan_flags;
 
 typedef struct stsa_plan_desc {
-  int64_t s_q, s_kv;             /* lengths (both N for a video geometry) */
-  int64_t heads;                 /* H */
+  size_t size;       /* sizeof this struct, as compiled (see "Extensible structs") */
+  int64_t s_q, s_kv; /* lengths (both N for a video geometry) */
+  int64_t heads;     /* H */
   const stsa_mask *const *masks; /* [heads] (may repeat) */
   const stsa_geometry *geometry; /* NULL for plain sequences */
   stsa_order q_order, kv_order;  /* memory order of queries and of keys */
@@ -426,6 +447,7 @@ STSA_API void stsa_plan_free(stsa_plan *plan);
 
 /* Counts saturate at INT64_MAX (2^40 heads of 2^40 x 2^40 pairs do not fit). */
 typedef struct stsa_plan_stats {
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
   int64_t q_tiles, kv_tiles; /* grid size */
   int64_t tiles_total;       /* heads * q_tiles * kv_tiles */
   int64_t tiles_active;      /* visited tiles, all heads */
@@ -466,6 +488,7 @@ typedef enum stsa_sparse_flags {
 } stsa_sparse_flags;
 
 typedef struct stsa_sparse_opts {
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
   float scale; /* 0 means 1/sqrt(D) */
   float *lse;  /* optional float [B, H, S_q] */
   stsa_sparse_mode mode;
@@ -504,7 +527,7 @@ STSA_API stsa_status stsa_sparse_attention_part(
     const stsa_sparse_opts *opts, int ith, int nth, void *wdata, size_t wsize);
 
 /* ------------------------------------------------------------------------ */
-/* Sparse VideoGen: head kinds, the built-in workload                        */
+/* Sparse VideoGen: head kinds                                               */
 /* ------------------------------------------------------------------------ */
 typedef enum stsa_head_kind {
   STSA_HEAD_SPATIAL = 0,  /* own and nearby frames */
@@ -515,34 +538,6 @@ typedef enum stsa_head_kind {
 
 /* "spatial", "temporal", "mixed". */
 STSA_API const char *stsa_head_kind_name(stsa_head_kind kind);
-
-/*
- * The built-in workload: deterministic video-DiT-like Q, K, V for a geometry.
- * Per head: content noise plus a 3-D rotary position embedding (head dim
- * split into time, height and width frequency bands, as Wan does), weighted
- * so the head is spatial-dominant (scores fall off with frame distance),
- * temporal-dominant (fall off with spatial distance) or mixed, plus a
- * first-frame sink term. Text tokens get content only.
- */
-typedef struct stsa_workload_desc {
-  stsa_geometry geometry;
-  int64_t batch, heads, head_dim;
-  uint64_t seed;
-  /* ground-truth kinds per head; NULL picks the default mix: about a third
-   * spatial, two thirds temporal, a few mixed (HunyuanVideo's statistics) */
-  const stsa_head_kind *kinds;
-} stsa_workload_desc;
-
-/* Fills q, k, v (shape [B, N, H, D], any layout/dtype the tensors describe)
- * and, if kinds_out is not NULL, the ground-truth kind of each head [H].
- * q, k and v may interleave in one buffer (a fused [B, N, 3, H, D] QKV), but
- * no element may belong to two of them: STSA_ERR_OVERLAP (recognised exactly
- * for tensors of one dtype, shape and strides; otherwise any overlap of
- * their byte ranges counts). */
-STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
-                                            const stsa_tensor *q, const stsa_tensor *k,
-                                            const stsa_tensor *v,
-                                            stsa_head_kind *kinds_out);
 
 /* ------------------------------------------------------------------------ */
 /* Sparse VideoGen: the session                                              */
@@ -558,6 +553,7 @@ STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
  * Dense for the first dense_steps steps and the first dense_layers layers.
  */
 typedef struct stsa_svg_config {
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
   stsa_geometry geometry;
   int64_t heads, head_dim;
   double density;        /* kept fraction of pairs aimed at (SVG's "sparsity") */
@@ -596,24 +592,17 @@ STSA_API void stsa_svg_free(stsa_svg *svg);
 
 /* What the session derived from the density. */
 typedef struct stsa_svg_windows {
-  int q_tile, kv_tile;                      /* tile sizes the plans use */
-  int64_t frame_window;                     /* w_f of spatial heads */
-  int64_t band;                             /* half-width in tokens of temporal heads */
+  size_t size;          /* sizeof this struct, as compiled (see "Extensible structs") */
+  int q_tile, kv_tile;  /* tile sizes the plans use */
+  int64_t frame_window; /* w_f of spatial heads */
+  int64_t band;         /* half-width in tokens of temporal heads */
   double density_spatial, density_temporal; /* realised kept fraction */
 } stsa_svg_windows;
 STSA_API stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out);
 
-/* The mask the session runs heads of `kind` with (a new reference, free it
- * with stsa_mask_free) and the memory orders its plan walks: spatial heads
- * native/native, temporal heads position-major queries and sink-first keys.
- * STSA_HEAD_MIXED gives the mask of the policy's dense calls (native).
- * q_order and kv_order may be NULL. */
-STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind,
-                                        stsa_mask **mask, stsa_order *q_order,
-                                        stsa_order *kv_order);
-
 /* Per-call report; every array pointer is optional (caller-owned). */
 typedef struct stsa_svg_report {
+  size_t size;           /* sizeof this struct, as compiled (see "Extensible structs") */
   int dense;             /* 1: the policy ran this call dense */
   stsa_head_kind *kinds; /* [B * H] chosen kind per (batch, head) */
   float *mse_spatial;    /* [B * H] profiling error of the spatial mask */
@@ -636,6 +625,58 @@ STSA_API stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t st
 STSA_API stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order order,
                                          int inverse, const stsa_tensor *in,
                                          const stsa_tensor *out);
+
+/* ------------------------------------------------------------------------ */
+/* Experimental: may change in any release                                   */
+/* ------------------------------------------------------------------------ */
+/*
+ * What the tools, tests and benchmarks need but a stable API should not
+ * promise yet: the synthetic workload (its statistics will follow new
+ * measurements), the session's internal masks and the CPU feature query
+ * (which grows with every backend; stsa_backend_available is the stable
+ * question). Their structs are extensible like the others, but names,
+ * fields and semantics may change in a minor release.
+ */
+/* 1 if this CPU can run the AVX2 backend. */
+STSA_API int stsa_cpu_has_avx2(void);
+
+/*
+ * The built-in workload: deterministic video-DiT-like Q, K, V for a geometry.
+ * Per head: content noise plus a 3-D rotary position embedding (head dim
+ * split into time, height and width frequency bands, as Wan does), weighted
+ * so the head is spatial-dominant (scores fall off with frame distance),
+ * temporal-dominant (fall off with spatial distance) or mixed, plus a
+ * first-frame sink term. Text tokens get content only.
+ */
+typedef struct stsa_workload_desc {
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
+  stsa_geometry geometry;
+  int64_t batch, heads, head_dim;
+  uint64_t seed;
+  /* ground-truth kinds per head; NULL picks the default mix: about a third
+   * spatial, two thirds temporal, a few mixed (HunyuanVideo's statistics) */
+  const stsa_head_kind *kinds;
+} stsa_workload_desc;
+
+/* Fills q, k, v (shape [B, N, H, D], any layout/dtype the tensors describe)
+ * and, if kinds_out is not NULL, the ground-truth kind of each head [H].
+ * q, k and v may interleave in one buffer (a fused [B, N, 3, H, D] QKV), but
+ * no element may belong to two of them: STSA_ERR_OVERLAP (recognised exactly
+ * for tensors of one dtype, shape and strides; otherwise any overlap of
+ * their byte ranges counts). */
+STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
+                                            const stsa_tensor *q, const stsa_tensor *k,
+                                            const stsa_tensor *v,
+                                            stsa_head_kind *kinds_out);
+
+/* The mask the session runs heads of `kind` with (a new reference, free it
+ * with stsa_mask_free) and the memory orders its plan walks: spatial heads
+ * native/native, temporal heads position-major queries and sink-first keys.
+ * STSA_HEAD_MIXED gives the mask of the policy's dense calls (native).
+ * q_order and kv_order may be NULL. */
+STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind,
+                                        stsa_mask **mask, stsa_order *q_order,
+                                        stsa_order *kv_order);
 
 #ifdef __cplusplus
 }

@@ -231,7 +231,7 @@ typedef struct call {
 
 static void expect_rejected(stsa_ctx *ctx, const call *base, call c, stsa_status want,
                             const char *what, const char *msg_part) {
-  stsa_attn_opts opts = {0.0f, c.lse};
+  stsa_attn_opts opts = {sizeof(stsa_attn_opts), 0.0f, c.lse};
   stsa_status st = stsa_attention(ctx, &c.q, &c.k, &c.v, &c.out, &opts);
   CHECK(st == want, "%s: got %s, expected %s (%s)", what, stsa_status_str(st),
         stsa_status_str(want), stsa_ctx_last_error(ctx));
@@ -268,7 +268,7 @@ static void test_invalid_inputs(void) {
   stsa_ctx_create(&ctx);
   call c;
 
-  stsa_attn_opts none = {0};
+  stsa_attn_opts none = STSA_INIT(stsa_attn_opts);
   CHECK_STATUS(stsa_attention(NULL, &base.q, &base.k, &base.v, &base.out, &none),
                STSA_ERR_NULL_ARG);
   CHECK_STATUS(stsa_attention(ctx, NULL, &base.k, &base.v, &base.out, &none),
@@ -307,12 +307,12 @@ static void test_invalid_inputs(void) {
   c = base, c.lse = (float *)base.out.data + 3;
   {
     /* lse inside out: checked without touching either */
-    stsa_attn_opts opts = {0.0f, c.lse};
+    stsa_attn_opts opts = {sizeof(stsa_attn_opts), 0.0f, c.lse};
     CHECK_STATUS(stsa_attention(ctx, &c.q, &c.k, &c.v, &c.out, &opts), STSA_ERR_OVERLAP);
     CHECK(tu_is_sentinel(&base.out), "lse overlap: output touched");
   }
   {
-    stsa_attn_opts bad_scale = {NAN, NULL};
+    stsa_attn_opts bad_scale = {sizeof(stsa_attn_opts), NAN, NULL};
     CHECK_STATUS(stsa_attention(ctx, &base.q, &base.k, &base.v, &base.out, &bad_scale),
                  STSA_ERR_BAD_PARAM);
     bad_scale.scale = -1.0f;
@@ -337,7 +337,7 @@ static void test_invalid_inputs(void) {
       STSA_ERR_BAD_PARAM);
   CHECK(tu_is_sentinel(&base.out), "bad part: output touched");
   /* and the valid call still works after all of that */
-  stsa_attn_opts opts = {0.0f, base.lse};
+  stsa_attn_opts opts = {sizeof(stsa_attn_opts), 0.0f, base.lse};
   CHECK_STATUS(stsa_attention(ctx, &base.q, &base.k, &base.v, &base.out, &opts), STSA_OK);
   CHECK(!tu_is_sentinel(&base.out) && tu_guard_ok(base.out.data) && tu_guard_ok(base.lse),
         "valid call after errors");
@@ -351,6 +351,80 @@ static void test_invalid_inputs(void) {
   tu_guarded_free(base.lse);
 }
 
+/* stsa.h's extensible structs: a zeroed size is refused with a message that
+ * says what to do and nothing is written; a newer caller's larger struct is
+ * accepted while its extra bytes are zero (and refused when they are not);
+ * a struct the library writes is written only up to the size both know. */
+static void test_struct_sizes(void) {
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  tu_rng rng = {3};
+  stsa_tensor q = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, 40, 2, 16, 1);
+  stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, 40, 2, 16);
+  stsa_attn_opts zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  CHECK_STATUS(stsa_attention(ctx, &q, &q, &q, &out, &zeroed), STSA_ERR_BAD_PARAM);
+  CHECK(strstr(stsa_ctx_last_error(ctx), "stsa_attn_opts.size is 0") &&
+            strstr(stsa_ctx_last_error(ctx), "STSA_INIT"),
+        "zeroed size: '%s'", stsa_ctx_last_error(ctx));
+  CHECK(tu_is_sentinel(&out), "a refused size wrote output");
+  /* a caller built against a later release: the same options, grown */
+  struct newer {
+    stsa_attn_opts opts;
+    double added_later;
+  } newer = {STSA_INIT(stsa_attn_opts), 0.0};
+  newer.opts.size = sizeof newer;
+  CHECK_STATUS(stsa_attention(ctx, &q, &q, &q, &out, &newer.opts), STSA_OK);
+  newer.added_later = 1.0;
+  tu_free_tensor(&out);
+  out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, 40, 2, 16);
+  CHECK_STATUS(stsa_attention(ctx, &q, &q, &q, &out, &newer.opts), STSA_ERR_UNSUPPORTED);
+  CHECK(strstr(stsa_ctx_last_error(ctx), "newer stsa") != NULL, "newer field: '%s'",
+        stsa_ctx_last_error(ctx));
+  CHECK(tu_is_sentinel(&out), "a refused newer struct wrote output");
+  stsa_attn_opts small = STSA_INIT(stsa_attn_opts);
+  small.size = sizeof(size_t);
+  CHECK_STATUS(stsa_attention(ctx, &q, &q, &q, &out, &small), STSA_ERR_BAD_PARAM);
+  /* written structs: only the known bytes, the size field kept */
+  struct newer_stats {
+    stsa_plan_stats st;
+    unsigned char tail[8];
+  } ns;
+  memset(&ns, 0xab, sizeof ns);
+  ns.st.size = sizeof ns;
+  stsa_mask *full;
+  stsa_mask_full(&full);
+  const stsa_mask *masks[2] = {full, full};
+  stsa_plan_desc desc = {sizeof desc,       40, 40, 2, masks, NULL, STSA_ORDER_NATIVE,
+                         STSA_ORDER_NATIVE, 0,  0,  0, NULL};
+  stsa_plan *plan = NULL;
+  CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
+  CHECK_STATUS(stsa_plan_get_stats(plan, &ns.st), STSA_OK);
+  CHECK(ns.st.size == sizeof ns && ns.st.pairs_total == 2 * 40 * 40 &&
+            ns.tail[0] == 0xab && ns.tail[7] == 0xab,
+        "stats into a larger struct: size %zu, pairs %lld, tail %x", ns.st.size,
+        (long long)ns.st.pairs_total, ns.tail[0]);
+  stsa_plan_stats unset;
+  memset(&unset, 0, sizeof unset);
+  CHECK_STATUS(stsa_plan_get_stats(plan, &unset), STSA_ERR_BAD_PARAM);
+  desc.size = 0;
+  stsa_plan *none = NULL;
+  CHECK_STATUS(stsa_plan_build(ctx, &desc, &none), STSA_ERR_BAD_PARAM);
+  CHECK(none == NULL && strstr(stsa_ctx_last_error(ctx), "stsa_plan_desc.size"),
+        "plan desc size 0: '%s'", stsa_ctx_last_error(ctx));
+  stsa_svg_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  CHECK_STATUS(stsa_svg_preset("wan21-480p", &cfg), STSA_ERR_BAD_PARAM);
+  cfg.size = sizeof cfg;
+  CHECK_STATUS(stsa_svg_preset("wan21-480p", &cfg), STSA_OK);
+  CHECK(cfg.size == sizeof cfg && cfg.heads > 0, "preset with its size set");
+  stsa_plan_free(plan);
+  stsa_mask_free(full);
+  tu_free_tensor(&q);
+  tu_free_tensor(&out);
+  stsa_ctx_free(ctx);
+}
+
 int main(void) {
   test_version_and_names();
   test_params();
@@ -358,5 +432,6 @@ int main(void) {
   test_huge_sizes();
   test_part_messages();
   test_invalid_inputs();
+  test_struct_sizes();
   return tu_finish("test_api");
 }

@@ -93,7 +93,7 @@ static void run_case(const attn_case *c, int check_lowprec) {
   size_t nlse = (size_t)(c->B * c->H * c->Sq);
   float *ref_lse = tu_guarded_alloc(nlse * sizeof(float));
   stsa_ctx *rctx = make_ctx(STSA_BACKEND_REF, 2);
-  stsa_attn_opts ropts = {0.0f, ref_lse};
+  stsa_attn_opts ropts = {sizeof(stsa_attn_opts), 0.0f, ref_lse};
   CHECK_STATUS(stsa_attention(rctx, &q, &k, &v, &ref, &ropts), STSA_OK);
   stsa_ctx_free(rctx);
 
@@ -112,7 +112,7 @@ static void run_case(const attn_case *c, int check_lowprec) {
     stsa_tensor out =
         tu_sentinel_tensor(c->out_dtype, c->out_layout, c->B, c->Sq, c->H, c->D);
     float *lse = tu_guarded_alloc(nlse * sizeof(float));
-    stsa_attn_opts opts = {0.0f, lse};
+    stsa_attn_opts opts = {sizeof(stsa_attn_opts), 0.0f, lse};
     CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, &out, &opts), STSA_OK);
     double scale;
     double err = tu_max_abs_diff(&out, &ref, &scale);
@@ -323,7 +323,7 @@ static void test_reference_oracle(void) {
   stsa_tensor tv = stsa_tensor_shd(v, STSA_F32, S, 1, D);
   stsa_tensor to = stsa_tensor_shd(out, STSA_F32, S, 1, D);
   float lse[5];
-  stsa_attn_opts opts = {0.5f, lse};
+  stsa_attn_opts opts = {sizeof(stsa_attn_opts), 0.5f, lse};
   stsa_backend all[3] = {STSA_BACKEND_REF, STSA_BACKEND_PORTABLE, STSA_BACKEND_AUTO};
   for (int bi = 0; bi < 3; bi++) {
     stsa_ctx *ctx = make_ctx(all[bi], 1);

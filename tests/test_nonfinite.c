@@ -144,10 +144,10 @@ static run_result run_backend(const problem *pb, stsa_backend backend,
   float *lse = tu_guarded_alloc(nlse * sizeof(float));
   stsa_ctx *ctx = make_ctx(backend, pb->q_tile, pb->kv_tile);
   if (pb->plan) {
-    stsa_sparse_opts so = {0.0f, lse, pb->mode, NULL, 0};
+    stsa_sparse_opts so = {sizeof(stsa_sparse_opts), 0.0f, lse, pb->mode, NULL, 0};
     r.st = stsa_sparse_attention(ctx, pb->plan, q, k, v, &out, &so);
   } else {
-    stsa_attn_opts ao = {0.0f, lse};
+    stsa_attn_opts ao = {sizeof(stsa_attn_opts), 0.0f, lse};
     r.st = stsa_attention(ctx, q, k, v, &out, &ao);
   }
   CHECK(tu_guard_ok(out.data) && tu_guard_ok(lse), "%s [%s]: guard bytes overwritten",
@@ -430,7 +430,8 @@ static void test_sparse(void) {
     stsa_mask *mask = NULL;
     CHECK_STATUS(stsa_mask_dense(keep, tl->S, tl->S, &mask), STSA_OK);
     const stsa_mask *masks[H] = {mask, mask};
-    stsa_plan_desc desc = {tl->S,
+    stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                           tl->S,
                            tl->S,
                            H,
                            masks,

@@ -133,7 +133,8 @@ static void test_video_rows(void) {
   CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
   stsa_ctx_set(ctx, STSA_PARAM_THREADS, 2);
   for (int order = 0; order < 2; order++) {
-    stsa_plan_desc desc = {R,
+    stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                           R,
                            N,
                            H,
                            masks,
@@ -156,8 +157,9 @@ static void test_video_rows(void) {
         for (int pre = 0; pre < 2; pre++) {
           stsa_tensor out = exact_tensor(STSA_F32, B, R, H, D);
           float *lse = malloc(sizeof(float) * (size_t)(B * H * R));
-          stsa_sparse_opts opts = {0.0f, lse, (stsa_sparse_mode)mode, NULL,
-                                   pre ? STSA_SPARSE_PREPERMUTED : 0};
+          stsa_sparse_opts opts = {
+              sizeof(stsa_sparse_opts), 0.0f, lse,
+              (stsa_sparse_mode)mode,   NULL, pre ? STSA_SPARSE_PREPERMUTED : 0};
           const int permuted_kv = pre && order;
           const stsa_tensor *kk = permuted_kv ? &kp : &k, *vv = permuted_kv ? &vp : &v;
           stsa_status st = stsa_sparse_attention(ctx, plan, &q, kk, vv, &out, &opts);
@@ -185,9 +187,18 @@ static void test_video_rows(void) {
   /* Rejected shapes: all N rows in native order, and mixed row counts. The
    * output must stay untouched. */
   stsa_ctx_set(ctx, STSA_PARAM_BACKEND, STSA_BACKEND_AUTO);
-  stsa_plan_desc desc = {
-      R,   N, H, masks, &g, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE, 0, 0, STSA_PLAN_DEFAULT,
-      rows};
+  stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                         R,
+                         N,
+                         H,
+                         masks,
+                         &g,
+                         STSA_ORDER_NATIVE,
+                         STSA_ORDER_NATIVE,
+                         0,
+                         0,
+                         STSA_PLAN_DEFAULT,
+                         rows};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   stsa_tensor q_all = random_tensor(&rng, STSA_F32, B, N, H, D);
@@ -236,7 +247,8 @@ static void test_plain_rows(void) {
   stsa_tensor v = random_tensor(&rng, STSA_F16, 1, S, H, D);
   stsa_ctx *ctx = NULL;
   CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
-  stsa_plan_desc desc = {R,
+  stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                         R,
                          S,
                          H,
                          masks,
@@ -257,7 +269,8 @@ static void test_plain_rows(void) {
     stsa_ctx_set(ctx, STSA_PARAM_BACKEND, BACKENDS[be]);
     stsa_tensor out = exact_tensor(STSA_F16, 1, R, H, D);
     float *lse = malloc(sizeof(float) * (size_t)(H * R));
-    stsa_sparse_opts opts = {0.0f, lse, STSA_SPARSE_EXACT, NULL, 0};
+    stsa_sparse_opts opts = {sizeof(stsa_sparse_opts), 0.0f, lse,
+                             STSA_SPARSE_EXACT,        NULL, 0};
     CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &out, &opts), STSA_OK);
     double e = worst_error(&q, &k, &v, &out, lse, masks, rows, NULL);
     CHECK(e < 2e-3, "plain rows, %s: error %g", stsa_backend_name(BACKENDS[be]), e);

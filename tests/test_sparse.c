@@ -50,8 +50,18 @@ static void run_case(sparse_case *c) {
   const stsa_mask *masks[4];
   for (int h = 0; h < c->H; h++)
     masks[h] = c->masks[h];
-  stsa_plan_desc desc = {c->Sq,       c->Skv, c->H, masks,    c->geom, c->q_order,
-                         c->kv_order, 0,      0,    c->flags, NULL};
+  stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                         c->Sq,
+                         c->Skv,
+                         c->H,
+                         masks,
+                         c->geom,
+                         c->q_order,
+                         c->kv_order,
+                         0,
+                         0,
+                         c->flags,
+                         NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(rctx, &desc, &plan), STSA_OK);
   if (!plan) {
@@ -63,7 +73,8 @@ static void run_case(sparse_case *c) {
   size_t nlse = (size_t)(c->B * c->H * c->Sq);
   stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, c->B, c->Sq, c->H, c->D);
   float *ref_lse = tu_guarded_alloc(nlse * sizeof(float));
-  stsa_sparse_opts ropts = {0.0f, ref_lse, STSA_SPARSE_EXACT, NULL, 0};
+  stsa_sparse_opts ropts = {sizeof(stsa_sparse_opts), 0.0f, ref_lse,
+                            STSA_SPARSE_EXACT,        NULL, 0};
   CHECK_STATUS(stsa_sparse_attention(rctx, plan, &q, &k, &v, &ref, &ropts), STSA_OK);
 
   stsa_backend backends[TU_MAX_BACKENDS];
@@ -75,8 +86,10 @@ static void run_case(sparse_case *c) {
     stsa_tensor naive =
         tu_sentinel_tensor(c->out_dtype, c->layout, c->B, c->Sq, c->H, c->D);
     float *lse = tu_guarded_alloc(nlse * sizeof(float));
-    stsa_sparse_opts eo = {0.0f, lse, STSA_SPARSE_EXACT, NULL, 0};
-    stsa_sparse_opts no = {0.0f, NULL, STSA_SPARSE_NAIVE, NULL, 0};
+    stsa_sparse_opts eo = {sizeof(stsa_sparse_opts), 0.0f, lse,
+                           STSA_SPARSE_EXACT,        NULL, 0};
+    stsa_sparse_opts no = {sizeof(stsa_sparse_opts), 0.0f, NULL,
+                           STSA_SPARSE_NAIVE,        NULL, 0};
     CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &exact, &eo), STSA_OK);
     CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &naive, &no), STSA_OK);
     double scale, err = tu_max_abs_diff(&exact, &ref, &scale);
@@ -296,11 +309,12 @@ static void test_full_equals_dense(void) {
   stsa_backend backends[TU_MAX_BACKENDS];
   for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
     stsa_ctx *ctx = make_ctx(backends[bi], 2, 192, 256);
-    stsa_plan_desc desc = {S, Skv, H, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                           0, 0,   0, NULL};
+    stsa_plan_desc desc = {
+        sizeof(stsa_plan_desc), S, Skv, H, masks, NULL, STSA_ORDER_NATIVE,
+        STSA_ORDER_NATIVE,      0, 0,   0, NULL};
     stsa_plan *plan = NULL;
     CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
-    stsa_plan_stats st;
+    stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
     stsa_plan_get_stats(plan, &st);
     CHECK(st.tiles_partial == 0 && st.tiles_active == st.tiles_total &&
               st.distinct_masks == 1,
@@ -337,16 +351,18 @@ static void test_tile_rounded(void) {
   const stsa_mask *masks[1] = {band};
   stsa_ctx *ref = make_ctx(STSA_BACKEND_REF, 2, 48, 32);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 48, 32);
-  stsa_plan_desc desc = {S, S, H, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                         0, 0, 0, NULL};
+  stsa_plan_desc desc = {sizeof(stsa_plan_desc), S, S, H, masks, NULL, STSA_ORDER_NATIVE,
+                         STSA_ORDER_NATIVE,      0, 0, 0, NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   stsa_tensor o_ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, H, D);
   stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, H, D);
   stsa_tensor o_exact = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, H, D);
   int64_t changed = -1, changed_ref = -1;
-  stsa_sparse_opts ro = {0.0f, NULL, STSA_SPARSE_TILE_ROUNDED, &changed, 0};
-  stsa_sparse_opts rr = {0.0f, NULL, STSA_SPARSE_TILE_ROUNDED, &changed_ref, 0};
+  stsa_sparse_opts ro = {sizeof(stsa_sparse_opts), 0.0f,     NULL,
+                         STSA_SPARSE_TILE_ROUNDED, &changed, 0};
+  stsa_sparse_opts rr = {sizeof(stsa_sparse_opts), 0.0f,         NULL,
+                         STSA_SPARSE_TILE_ROUNDED, &changed_ref, 0};
   CHECK_STATUS(stsa_sparse_attention(ref, plan, &q, &k, &v, &o_ref, &rr), STSA_OK);
   CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &o, &ro), STSA_OK);
   CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &o_exact, NULL), STSA_OK);
@@ -388,8 +404,8 @@ static void test_empty_rows(void) {
   stsa_mask_dense(bits, S, S, &m);
   const stsa_mask *masks[1] = {m};
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
-  stsa_plan_desc desc = {S, S, 1, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                         0, 0, 0, NULL};
+  stsa_plan_desc desc = {sizeof(stsa_plan_desc), S, S, 1, masks, NULL, STSA_ORDER_NATIVE,
+                         STSA_ORDER_NATIVE,      0, 0, 0, NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_ERR_EMPTY_ROW);
   CHECK(plan == NULL, "no plan on error");
@@ -401,7 +417,7 @@ static void test_empty_rows(void) {
   stsa_tensor q = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, S, 1, 32, 1);
   stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, 1, 32);
   float lse[64];
-  stsa_sparse_opts o = {0.0f, lse, STSA_SPARSE_EXACT, NULL, 0};
+  stsa_sparse_opts o = {sizeof(stsa_sparse_opts), 0.0f, lse, STSA_SPARSE_EXACT, NULL, 0};
   CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &q, &q, &out, &o), STSA_OK);
   int zero = 1;
   for (int d = 0; d < 32; d++)
@@ -424,8 +440,9 @@ static void test_invalid(void) {
   stsa_mask_causal(0, &m);
   const stsa_mask *masks[2] = {m, m};
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
-  stsa_plan_desc desc = {100, 100, 2, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                         0,   0,   0, NULL};
+  stsa_plan_desc desc = {
+      sizeof(stsa_plan_desc), 100, 100, 2, masks, NULL, STSA_ORDER_NATIVE,
+      STSA_ORDER_NATIVE,      0,   0,   0, NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   stsa_tensor short_q = q, short_out = out;
@@ -442,14 +459,16 @@ static void test_invalid(void) {
                STSA_ERR_BAD_SHAPE);
   CHECK_STATUS(stsa_sparse_attention(ctx, NULL, &q, &q, &q, &out, NULL),
                STSA_ERR_NULL_ARG);
-  stsa_sparse_opts bad = {0.0f, NULL, (stsa_sparse_mode)7, NULL, 0};
+  stsa_sparse_opts bad = {sizeof(stsa_sparse_opts), 0.0f, NULL,
+                          (stsa_sparse_mode)7,      NULL, 0};
   CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &q, &q, &out, &bad),
                STSA_ERR_BAD_PARAM);
   /* unknown flag bits are refused, as stsa_plan_build refuses its own */
   int64_t changed = -7;
   for (unsigned flags = 2; flags; flags <<= 1) {
-    stsa_sparse_opts unknown = {0.0f, NULL, STSA_SPARSE_EXACT, &changed,
-                                flags | STSA_SPARSE_PREPERMUTED};
+    stsa_sparse_opts unknown = {
+        sizeof(stsa_sparse_opts), 0.0f,     NULL,
+        STSA_SPARSE_EXACT,        &changed, flags | STSA_SPARSE_PREPERMUTED};
     CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &q, &q, &out, &unknown),
                  STSA_ERR_BAD_PARAM);
     CHECK(strstr(stsa_ctx_last_error(ctx), "unknown flags") != NULL,
@@ -561,11 +580,23 @@ static void test_sparse_parts(void) {
     for (int oi = 0; oi < 2; oi++)
       for (int mode = 0; mode < STSA_SPARSE_MODE_COUNT_; mode++) {
         stsa_ctx *ctx = make_ctx(backends[bi], 2, 30, 32);
-        stsa_plan_desc desc = {N, N, H, masks, &g, orders[oi], orders[oi], 0, 0, 0, NULL};
+        stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                               N,
+                               N,
+                               H,
+                               masks,
+                               &g,
+                               orders[oi],
+                               orders[oi],
+                               0,
+                               0,
+                               0,
+                               NULL};
         stsa_plan *plan = NULL;
         CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
         int64_t changed_all = -1, changed_part = -1;
-        stsa_sparse_opts opts = {0.0f, lse_all, (stsa_sparse_mode)mode, &changed_all, 0};
+        stsa_sparse_opts opts = {sizeof(stsa_sparse_opts), 0.0f,         lse_all,
+                                 (stsa_sparse_mode)mode,   &changed_all, 0};
         stsa_tensor all = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, N, H, D);
         CHECK_STATUS(stsa_sparse_attention(ctx, plan, &q, &k, &v, &all, &opts), STSA_OK);
         opts.lse = lse_part;

@@ -43,7 +43,7 @@ static void test_presets(void) {
     count++;
   CHECK(count == 5, "%d presets", count);
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-    stsa_svg_config c;
+    stsa_svg_config c = STSA_INIT(stsa_svg_config);
     CHECK_STATUS(stsa_svg_preset(want[i].name, &c), STSA_OK);
     CHECK(c.geometry.frames == want[i].F && c.geometry.height == want[i].Hp &&
               c.geometry.width == want[i].Wp && c.geometry.text == want[i].C &&
@@ -53,7 +53,7 @@ static void test_presets(void) {
     CHECK(stsa_geometry_tokens(&c.geometry) == want[i].tokens, "preset %s: %lld tokens",
           want[i].name, (long long)stsa_geometry_tokens(&c.geometry));
   }
-  stsa_svg_config c;
+  stsa_svg_config c = STSA_INIT(stsa_svg_config);
   stsa_svg_preset("hunyuan-720p", &c);
   CHECK(c.geometry.text_pos == STSA_TEXT_SUFFIX && c.dense_steps == 5,
         "hunyuan text/steps");
@@ -125,7 +125,8 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
                                     int64_t dense_steps) {
   const int64_t N = stsa_geometry_tokens(g);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 24, 32);
-  stsa_svg_config cfg = {*g, H, D, 0.35, dense_steps, 0, 16, 1, 7, 10, 4, 0, 0};
+  stsa_svg_config cfg = {
+      sizeof(stsa_svg_config), *g, H, D, 0.35, dense_steps, 0, 16, 1, 7, 10, 4, 0, 0};
   stsa_svg *svg = NULL;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   if (!svg) {
@@ -136,17 +137,17 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
   stsa_tensor q = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, N, H, D);
   stsa_tensor k = tu_sentinel_tensor(STSA_F16, TU_BHSD, B, N, H, D);
   stsa_tensor v = tu_sentinel_tensor(STSA_F16, TU_BHSD, B, N, H, D);
-  stsa_workload_desc wd = {*g, B, H, D, 11, NULL};
+  stsa_workload_desc wd = {sizeof(stsa_workload_desc), *g, B, H, D, 11, NULL};
   stsa_head_kind truth[8];
   CHECK_STATUS(stsa_workload_generate(&wd, &q, &k, &v, truth), STSA_OK);
   stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, N, H, D);
   stsa_head_kind kinds[16];
-  stsa_svg_report rep = {0};
+  stsa_svg_report rep = STSA_INIT(stsa_svg_report);
   rep.kinds = kinds;
   CHECK_STATUS(stsa_svg_attention(svg, layer, step, &q, &k, &v, &out, &rep), STSA_OK);
   CHECK(rep.dense == (step < dense_steps), "%s: dense flag %d at step %lld", name,
         rep.dense, (long long)step);
-  stsa_svg_windows w;
+  stsa_svg_windows w = STSA_INIT(stsa_svg_windows);
   stsa_svg_get_windows(svg, &w);
   /* the session's masks are the ones this test builds from the windows */
   for (int kind = 0; kind < STSA_HEAD_KIND_COUNT_; kind++) {
@@ -170,8 +171,8 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
     stsa_mask *owned[8];
     for (int64_t h = 0; h < H; h++)
       masks[h] = owned[h] = kind_mask(g, &w, kinds[b * H + h], rep.dense);
-    stsa_plan_desc desc = {N, N, H, masks, g, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                           0, 0, 0, NULL};
+    stsa_plan_desc desc = {sizeof(stsa_plan_desc), N, N, H, masks, g, STSA_ORDER_NATIVE,
+                           STSA_ORDER_NATIVE,      0, 0, 0, NULL};
     stsa_plan *plan = NULL;
     CHECK_STATUS(stsa_plan_build(rctx, &desc, &plan), STSA_OK);
     stsa_tensor qb = q, kb = k, vb = v, ob = out;
@@ -224,7 +225,8 @@ static void test_svg_vs_reference(void) {
 static void test_policy(void) {
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 24, 32);
   const stsa_geometry g = {3, 4, 4, 0, 0, STSA_TEXT_NONE};
-  stsa_svg_config cfg = {g, 1, 32, 0.4, 2, 1, 8, 1, 0, 4, 3, 0, 0};
+  stsa_svg_config cfg = {
+      sizeof(stsa_svg_config), g, 1, 32, 0.4, 2, 1, 8, 1, 0, 4, 3, 0, 0};
   stsa_svg *svg;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   const int64_t N = 48;
@@ -233,7 +235,7 @@ static void test_policy(void) {
   stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, 1, 32);
   for (int64_t step = 0; step < 4; step++)
     for (int64_t layer = 0; layer < 3; layer++) {
-      stsa_svg_report rep = {0};
+      stsa_svg_report rep = STSA_INIT(stsa_svg_report);
       CHECK_STATUS(stsa_svg_attention(svg, layer, step, &q, &q, &q, &o, &rep), STSA_OK);
       int want = step < 2 || layer < 1;
       CHECK(rep.dense == want, "step %lld layer %lld: dense %d, want %d", (long long)step,
@@ -267,7 +269,8 @@ static void test_profiling_accuracy(void) {
   const stsa_geometry g = {9, 12, 16, 0, 0, STSA_TEXT_NONE};
   const int64_t H = 12, D = 64, N = stsa_geometry_tokens(&g);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 192, 256);
-  stsa_svg_config cfg = {g, H, D, 0.3, 0, 0, 64, 1, 3, 1, 1, 0, 0};
+  stsa_svg_config cfg = {
+      sizeof(stsa_svg_config), g, H, D, 0.3, 0, 0, 64, 1, 3, 1, 1, 0, 0};
   stsa_svg *svg;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   stsa_tensor q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
@@ -276,10 +279,10 @@ static void test_profiling_accuracy(void) {
   stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
   int right = 0, total = 0;
   for (uint64_t seed = 1; seed <= 4; seed++) {
-    stsa_workload_desc wd = {g, 1, H, D, seed, NULL};
+    stsa_workload_desc wd = {sizeof(stsa_workload_desc), g, 1, H, D, seed, NULL};
     stsa_head_kind truth[12], chosen[12];
     CHECK_STATUS(stsa_workload_generate(&wd, &q, &k, &v, truth), STSA_OK);
-    stsa_svg_report rep = {0};
+    stsa_svg_report rep = STSA_INIT(stsa_svg_report);
     rep.kinds = chosen;
     CHECK_STATUS(stsa_svg_attention(svg, 1, (int64_t)seed, &q, &k, &v, &o, &rep),
                  STSA_OK);
@@ -303,7 +306,7 @@ static void test_profiling_accuracy(void) {
  * multiplied (UBSan in the sanitizer build aborts on a signed overflow). */
 static void test_config_bounds(void) {
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 192, 256);
-  stsa_svg_config base = {0};
+  stsa_svg_config base = STSA_INIT(stsa_svg_config);
   base.geometry = (stsa_geometry){2, 4, 4, 0, 0, STSA_TEXT_NONE};
   base.heads = 2;
   base.head_dim = 16;

@@ -23,8 +23,7 @@ static const stsa_head_kind SPATIAL_TEMPORAL_MIXED[3] = {
 static stsa_workload_desc make_desc(int64_t F, int64_t Hp, int64_t Wp, int64_t C,
                                     stsa_text_pos pos, int64_t B, int64_t H, int64_t D,
                                     uint64_t seed, const stsa_head_kind *kinds) {
-  stsa_workload_desc d;
-  memset(&d, 0, sizeof d);
+  stsa_workload_desc d = STSA_INIT(stsa_workload_desc);
   d.geometry.frames = F;
   d.geometry.height = Hp;
   d.geometry.width = Wp;

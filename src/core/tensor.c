@@ -6,6 +6,7 @@
 
 #include "core/checked.h"
 #include "core/convert.h"
+#include "core/sized.h"
 
 /* Strides of sizes nobody has checked yet saturate at INT64_MAX instead of
  * overflowing; stsa_check_tensor then names the size that is out of range. */
@@ -203,6 +204,7 @@ stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
     STSA_RETURN_IF(ranges_overlap(lo[3], hi[3], lo[i], hi[i]), err, STSA_ERR_OVERLAP,
                    "out overlaps %s in memory", names[i]);
   if (opts) {
+    STSA_TRY(STSA_SIZED_CHECK(opts, stsa_attn_opts, err));
     STSA_RETURN_IF(!isfinite(opts->scale) || opts->scale < 0, err, STSA_ERR_BAD_PARAM,
                    "scale = %g must be finite and >= 0 (0 selects 1/sqrt(D))",
                    (double)opts->scale);

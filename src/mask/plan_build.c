@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/sized.h"
 #include "kernel/block_sparse.h"
 #include "kernel/dispatch.h"
 #include "mask/intervals.h"
@@ -481,6 +482,7 @@ static stsa_status build(stsa_ctx *ctx, const stsa_plan_desc *d, int q_tile, int
 /* ---- validation and the public entry points ------------------------------ */
 stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
   stsa_errbuf *err = &ctx->err;
+  STSA_TRY(STSA_SIZED_CHECK(d, stsa_plan_desc, err));
   /* a tensor has at most 2^40 heads, and so a plan (this also bounds every
    * heads x tiles and heads x pairs product) */
   STSA_RETURN_IF(d->heads < 1 || d->heads > STSA_MAX_TOKENS, err, STSA_ERR_BAD_SHAPE,
@@ -609,10 +611,7 @@ size_t stsa_plan_bytes(const stsa_plan *plan) {
   return plan ? ((const plan_store *)plan->arena_)->bytes : 0;
 }
 
-stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *st) {
-  if (!plan || !st)
-    return STSA_ERR_NULL_ARG;
-  memset(st, 0, sizeof *st);
+static void plan_stats(const stsa_plan *plan, stsa_plan_stats *st) {
   st->q_tiles = plan->q_tiles;
   st->kv_tiles = plan->kv_tiles;
   /* saturating: 2^40 heads of 2^40 x 2^40 pairs do not fit an int64 */
@@ -627,6 +626,16 @@ stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *st) {
   }
   st->distinct_masks = plan->parts_count;
   st->distinct_partials = ((const plan_store *)plan->arena_)->distinct_patterns;
+}
+
+stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *st) {
+  if (!plan || !st)
+    return STSA_ERR_NULL_ARG;
+  stsa_errbuf err;
+  STSA_TRY(STSA_SIZED_CHECK_OUT(st, stsa_plan_stats, &err));
+  stsa_plan_stats out = STSA_INIT(stsa_plan_stats);
+  plan_stats(plan, &out);
+  stsa_sized_write(st, &out, sizeof out);
   return STSA_OK;
 }
 

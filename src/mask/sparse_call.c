@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/sized.h"
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
 #include "kernel/parts.h"
@@ -179,7 +180,10 @@ static stsa_status check_call(const stsa_ctx *ctx, const stsa_plan *const *plans
                               const stsa_tensor *k, const stsa_tensor *v,
                               const stsa_tensor *out, const stsa_sparse_opts *opts,
                               int check_finite, stsa_errbuf *err) {
-  stsa_attn_opts dense_opts = {opts ? opts->scale : 0.0f, opts ? opts->lse : NULL};
+  if (opts)
+    STSA_TRY(STSA_SIZED_CHECK(opts, stsa_sparse_opts, err));
+  stsa_attn_opts dense_opts = {sizeof dense_opts, opts ? opts->scale : 0.0f,
+                               opts ? opts->lse : NULL};
   STSA_TRY(stsa_check_attention(q, k, v, out, &dense_opts, check_finite, err));
   stsa_sparse_mode mode = opts ? opts->mode : STSA_SPARSE_EXACT;
   STSA_RETURN_IF((unsigned)mode >= STSA_SPARSE_MODE_COUNT_, err, STSA_ERR_BAD_PARAM,
@@ -238,7 +242,8 @@ static stsa_status prepare(const stsa_ctx *ctx, const stsa_plan *const *plans,
                            const stsa_tensor *k, const stsa_tensor *v,
                            const stsa_tensor *out, const stsa_sparse_opts *opts,
                            prepared *p, stsa_errbuf *err) {
-  stsa_attn_opts dense_opts = {opts ? opts->scale : 0.0f, opts ? opts->lse : NULL};
+  stsa_attn_opts dense_opts = {sizeof dense_opts, opts ? opts->scale : 0.0f,
+                               opts ? opts->lse : NULL};
   STSA_TRY(call_init(&p->call, plans, plan_heads, q->shape[2],
                      opts ? opts->mode : STSA_SPARSE_EXACT,
                      opts && (opts->flags & STSA_SPARSE_PREPERMUTED), err));

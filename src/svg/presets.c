@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "core/sized.h"
 #include "stsa.h"
 
 typedef struct svg_preset {
@@ -19,9 +20,10 @@ typedef struct svg_preset {
                dlayers_, rows_, steps_, layers_)                                         \
   {                                                                                      \
     name_, {                                                                             \
-      .geometry = {F_, Hp_, Wp_, text_, text_, pos_}, .heads = heads_, .head_dim = dim_, \
-      .density = density_, .dense_steps = dsteps_, .dense_layers = dlayers_,             \
-      .sample_rows = rows_, .sink_frames = 1, .steps = steps_, .layers = layers_         \
+      .size = sizeof(stsa_svg_config), .geometry = {F_, Hp_, Wp_, text_, text_, pos_},   \
+      .heads = heads_, .head_dim = dim_, .density = density_, .dense_steps = dsteps_,    \
+      .dense_layers = dlayers_, .sample_rows = rows_, .sink_frames = 1, .steps = steps_, \
+      .layers = layers_                                                                  \
     }                                                                                    \
   }
 
@@ -54,9 +56,11 @@ const char *stsa_svg_preset_name(int i) {
 stsa_status stsa_svg_preset(const char *name, stsa_svg_config *cfg) {
   if (!name || !cfg)
     return STSA_ERR_NULL_ARG;
+  stsa_errbuf err;
+  STSA_TRY(STSA_SIZED_CHECK_OUT(cfg, stsa_svg_config, &err));
   for (int i = 0; i < PRESET_COUNT; i++)
     if (!strcmp(PRESETS[i].name, name)) {
-      *cfg = PRESETS[i].cfg;
+      stsa_sized_write(cfg, &PRESETS[i].cfg, sizeof *cfg);
       return STSA_OK;
     }
   return STSA_ERR_BAD_PARAM;

@@ -55,7 +55,8 @@ static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_m
                              stsa_plan **plan) {
   const stsa_mask *masks[1] = {mask};
   int q_tile = (int)nrows; /* the builder rounds it up to the kernels' mr */
-  stsa_plan_desc desc = {nrows,
+  stsa_plan_desc desc = {sizeof desc,
+                         nrows,
                          tokens,
                          1,
                          masks,

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/context.h"
+#include "core/sized.h"
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
 #include "mask/mask.h"
@@ -69,10 +70,18 @@ static stsa_status with_sink_and_text(const stsa_geometry *g, int64_t sink_frame
 static stsa_status build_plan(stsa_svg *svg, const stsa_mask *mask, stsa_order q_order,
                               stsa_order kv_order, stsa_plan **out, double *density) {
   const stsa_mask *masks[1] = {mask};
-  stsa_plan_desc desc = {
-      svg->tokens,          svg->tokens,       1,        masks,
-      &svg->cfg.geometry,   q_order,           kv_order, svg->windows.q_tile,
-      svg->windows.kv_tile, STSA_PLAN_DEFAULT, NULL};
+  stsa_plan_desc desc = {sizeof desc,
+                         svg->tokens,
+                         svg->tokens,
+                         1,
+                         masks,
+                         &svg->cfg.geometry,
+                         q_order,
+                         kv_order,
+                         svg->windows.q_tile,
+                         svg->windows.kv_tile,
+                         STSA_PLAN_DEFAULT,
+                         NULL};
   STSA_TRY(stsa_plan_build(svg->ctx, &desc, out));
   stsa_plan_stats st;
   stsa_plan_get_stats(*out, &st);
@@ -152,6 +161,7 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   if (!ctx || !cfg || !out)
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
+  STSA_TRY(STSA_SIZED_CHECK(cfg, stsa_svg_config, &ctx->err));
   STSA_TRY(check_config(cfg, ctx->run->kern.nr, &ctx->err));
   stsa_svg *svg = calloc(1, sizeof *svg);
   if (!svg)
@@ -201,7 +211,9 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
 stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out) {
   if (!svg || !out)
     return STSA_ERR_NULL_ARG;
-  *out = svg->windows;
+  stsa_errbuf err;
+  STSA_TRY(STSA_SIZED_CHECK_OUT(out, stsa_svg_windows, &err));
+  stsa_sized_write(out, &svg->windows, sizeof *out);
   return STSA_OK;
 }
 
@@ -255,6 +267,8 @@ stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
   stsa_err_clear(err);
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
   STSA_TRY(stsa_check_attention(q, k, v, out, NULL, ctx->check_finite, err));
+  if (report)
+    STSA_TRY(STSA_SIZED_CHECK(report, stsa_svg_report, err));
   STSA_RETURN_IF(q->shape[1] != svg->tokens || k->shape[1] != svg->tokens ||
                      q->shape[2] != H || q->shape[3] != svg->cfg.head_dim,
                  err, STSA_ERR_BAD_SHAPE,

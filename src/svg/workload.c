@@ -40,6 +40,7 @@
 
 #include "core/convert.h"
 #include "core/error.h"
+#include "core/sized.h"
 #include "core/tensor.h"
 #include "stsa.h"
 
@@ -135,6 +136,8 @@ static double unit_interval(uint64_t key, uint64_t idx) {
 
 /* ---- validation -------------------------------------------------------------- */
 static stsa_status check_desc(const stsa_workload_desc *d, int64_t *n_out) {
+  stsa_errbuf err; /* this entry point has no context for a message */
+  STSA_TRY(STSA_SIZED_CHECK(d, stsa_workload_desc, &err));
   const stsa_geometry *g = &d->geometry;
   if (g->frames < 1 || g->height < 1 || g->width < 1 || g->text < 0)
     return STSA_ERR_BAD_SHAPE; /* a workload needs video */
