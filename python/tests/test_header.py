@@ -22,6 +22,9 @@ HEADER = r"""/* a header as stsa.h is written */
 #define T_API
 #endif
 #define T_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#define T_INLINE static inline
+#define T_EXPORT [[nodiscard]]
+#define T_API2 T_API T_EXPORT
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,6 +46,8 @@ static inline void t_opts_init(t_opts *o) {
 }
 T_DEPRECATED("use t_new") T_API int t_old(int a,
                                           int b);
+T_INLINE int t_helper(void) { return T_MAJOR; }
+T_API2 int t_nested(void);
 #define T_LONG 1 + \
   2
 T_API int t_after(void);
@@ -60,8 +65,9 @@ def test_a_header_becomes_declarations_cffi_takes():
     assert (lib.T_A, lib.T_B, lib.T_COUNT_) == (0, 1, 2)
     assert (lib.T_MAJOR, lib.T_NUMBER, lib.T_MIN, lib.T_LONG) == (2, 203, -(2**63), 3)
     names = set(dir(lib))
-    assert {"t_new", "t_old", "t_after"} <= names
-    assert "t_opts_init" not in names and "T_NAME" not in names and "T_INIT" not in names
+    assert {"t_new", "t_old", "t_nested", "t_after"} <= names
+    assert "t_opts_init" not in names and "t_helper" not in names
+    assert "T_NAME" not in names and "T_INIT" not in names
     assert ffi.typeof("t_opts").fields[1][1].type.length == 2  # the macro's value
     assert ffi.sizeof("t_opts") == 8 + 2 * 8
 

@@ -5,11 +5,13 @@ header into that: a small preprocessor pass (comments, #if/#ifdef/#else
 with `defined`, object-like #defines) followed by the removal of what a
 cdef cannot hold or an ABI-mode binding cannot call:
 
-  - macros that expand to nothing or to a compiler attribute (STSA_API,
-    `__attribute__((...))`, `__declspec(...)`) are erased where used;
-  - `#define NAME <integer expression>` becomes `#define NAME <value>`
-    (cffi exposes it as lib.NAME) and is substituted where used; other
-    macros (strings, function-like helpers, initialisers) are dropped;
+  - object-like macros are expanded where used, so STSA_API becomes its
+    compiler attribute, and attributes (`__attribute__((...))`,
+    `__declspec(...)`, or a function-like macro that expands to one) are
+    erased;
+  - `#define NAME <integer expression>` also becomes `#define NAME
+    <value>` (cffi exposes it as lib.NAME); other macros (strings,
+    function-like helpers, initialisers) are not declared;
   - static functions (static inline helpers such as a struct's `_init`)
     are removed: they are not in the shared library. Python does what
     they do (see _lib.new).
@@ -19,6 +21,7 @@ header is declared in Python without a change here.
 """
 
 import re
+import warnings
 
 # Limits of <stdint.h> / <stddef.h> that a header may use in an integer macro.
 _KNOWN_LIMITS = {
@@ -34,6 +37,8 @@ _TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+|\d+)[uUlL]*|([A-Za-z_]\w*)|"
                     r"(&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%()<>!~&|^?:]))")
 _DIRECTIVE = re.compile(r"^\s*#\s*(\w+)\s*(.*?)\s*$")
 _DEFINE = re.compile(r"^([A-Za-z_]\w*)(\()?")
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+_ATTRIBUTE_USE = re.compile(r"\b__attribute__\b|\b__declspec\b")
 _DEFINED = re.compile(r"\s*(?:\(\s*([A-Za-z_]\w*)\s*\)|([A-Za-z_]\w*))")
 
 
@@ -95,8 +100,11 @@ def evaluate(expr, macros):
         else:
             out.append({"&&": " and ", "||": " or ", "!": " not ", "/": "//"}.get(op, op))
     try:
+        with warnings.catch_warnings():  # "(0) (0)" of a body like `static inline`
+            warnings.simplefilter("ignore", SyntaxWarning)
+            code = compile("".join(out), "<#if>", "eval")
         # only integers and operators reach eval: every token was matched above
-        return int(eval("".join(out), {"__builtins__": {}}, {}))  # noqa: S307
+        return int(eval(code, {"__builtins__": {}}, {}))  # noqa: S307
     except Exception as e:
         raise HeaderError(f"cannot evaluate {expr!r}: {e}") from None
 
@@ -117,7 +125,7 @@ class Macro:
 
     @property
     def erased(self):
-        """Expands to nothing or to a compiler attribute (STSA_API)."""
+        """Expands to nothing or to a compiler attribute."""
         return not self.body or bool(_ATTRIBUTE.match(self.body))
 
 
@@ -208,28 +216,34 @@ def _skip_parens(text, pos):
     raise HeaderError("unbalanced parentheses")
 
 
-def _erase_macros(decls, macros):
-    """Attribute-like macros erased (with their arguments), integer macros
-    replaced by their values."""
-    out, pos = [], 0
-    for m in re.finditer(r"\b[A-Za-z_]\w*\b", decls):
-        macro = macros.get(m.group())
-        if m.start() < pos or macro is None or not (macro.erased or macro.value is not None):
-            continue
-        out.append(decls[pos:m.start()])
-        if macro.erased:
-            pos = _skip_parens(decls, m.end()) if macro.function_like else m.end()
-        else:
-            out.append(str(macro.value))
-            pos = m.end()
-    out.append(decls[pos:])
-    text = "".join(out)
-    # an attribute written out in the header itself
+def _expand_macros(decls, macros):
+    """Object-like macros replaced by their integer value or their body
+    (until nothing changes: a body may name other macros); function-like
+    macros that expand to an attribute erased with their arguments; then
+    the attributes themselves (`__attribute__((...))`, `__declspec(...)`)
+    erased."""
+    for _ in range(16):  # deeper nesting than any header's; stops self-references
+        out, pos = [], 0
+        for m in _IDENTIFIER.finditer(decls):
+            macro = macros.get(m.group())
+            if m.start() < pos or macro is None or (macro.function_like and not macro.erased):
+                continue
+            out.append(decls[pos:m.start()])
+            if macro.function_like:
+                pos = _skip_parens(decls, m.end())
+            else:
+                out.append(macro.body if macro.value is None else str(macro.value))
+                pos = m.end()
+        if not out:
+            break
+        out.append(decls[pos:])
+        decls = "".join(out)
+    decls = re.sub(r"\[\[.*?\]\]", " ", decls)  # C23 attributes
     while True:
-        m = re.search(r"\b__attribute__\b|\b__declspec\b", text)
+        m = _ATTRIBUTE_USE.search(decls)
         if not m:
-            return text
-        text = text[:m.start()] + text[_skip_parens(text, m.end()):]
+            return decls
+        decls = decls[:m.start()] + decls[_skip_parens(decls, m.end()):]
 
 
 def _drop_static(decls):
@@ -268,7 +282,7 @@ def _drop_static(decls):
 def cdef_source(text, predefined=()):
     """The cffi cdef text of a C header (see the module's docstring)."""
     decls, macros = preprocess(text, predefined)
-    decls = _drop_static(_erase_macros(decls, macros))
+    decls = _drop_static(_expand_macros(decls, macros))
     # after the declarations, so that line N of the cdef is line N of the header
     defines = [f"#define {name} {m.value}" for name, m in macros.items()
                if m.value is not None and name not in predefined]
