@@ -101,20 +101,20 @@ def _functions():
         if isinstance(value, ffi.CData) and ffi.typeof(value).kind == "function":
             names.append(name)
     if missing:
-        raise ImportError(f"stsa: {path} lacks {', '.join(missing)} of {header_path}; "
-                          "it is older than this binding")
+        raise ImportError(f"stsa: {path} lacks {', '.join(missing)} of {header_path}: "
+                          "the library is older than the header (rebuild it, or set "
+                          "STSA_LIBRARY to a build of this header)")
     return tuple(names)
 
 
 lib, path = _load()
-FUNCTIONS = _functions()
-
 version = ffi.string(lib.stsa_version_string()).decode()
 _vnum = lib.stsa_version_number()
 if _vnum // 10000 != lib.STSA_VERSION_MAJOR or (_vnum // 100) % 100 < lib.STSA_VERSION_MINOR:
     raise ImportError(f"stsa: {path} is version {version}; this binding "
                       f"({header_path}) needs {lib.STSA_VERSION_MAJOR}."
                       f"{lib.STSA_VERSION_MINOR}.x or a later minor version")
+FUNCTIONS = _functions()
 
 
 # ------------------------------------------------------------------ enums
