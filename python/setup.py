@@ -1,14 +1,19 @@
-"""Build glue: builds libstsa.so with CMake and ships it inside the package.
+"""Build glue: builds libstsa.so with CMake and ships it inside the package,
+with the header it was built from.
 
 `pip install ./python` (from the repository root) configures the repository
 (python/..) with CMake in python/build/cmake, builds the target stsa_shared
-only, and copies libstsa.so to stsa/_lib/ in the wheel. Needs what the C
-build needs: cmake, a C compiler, pkg-config, libjansson-dev, libpng-dev
-(Debian: apt-get install build-essential cmake pkg-config libjansson-dev
-libpng-dev).
+only, and copies libstsa.so and include/stsa.h to stsa/_lib/ in the wheel:
+the binding declares the C API from that header at import (cffi, ABI mode),
+so the header is the one description of the ABI. Needs what the C build
+needs: cmake, a C compiler, pkg-config, libjansson-dev, libpng-dev (Debian:
+apt-get install build-essential cmake pkg-config libjansson-dev libpng-dev).
 
 Environment, all optional:
-  STSA_LIBRARY=/path/libstsa.so   ship this library instead of building one
+  STSA_LIBRARY=/path/libstsa.so   ship this library instead of building one;
+                                  its header is include/stsa.h of the source
+                                  tree (below), else of the tree its CMake
+                                  build directory was configured from
   STSA_SOURCE_DIR=/path/to/stsa   the C source tree when python/.. is not it
   STSA_BUILD_JOBS=N               parallel build jobs (default 2)
   STSA_CMAKE_ARGS="-D..."         extra arguments for the CMake configure step
@@ -28,9 +33,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 DEBIAN_DEPS = "build-essential cmake pkg-config libjansson-dev libpng-dev"
 
 
+def _is_source_dir(root):
+    return (root / "CMakeLists.txt").is_file() and (root / "include" / "stsa.h").is_file()
+
+
 def _source_dir():
     root = pathlib.Path(os.environ.get("STSA_SOURCE_DIR") or HERE.parent).resolve()
-    if not (root / "CMakeLists.txt").is_file() or not (root / "include" / "stsa.h").is_file():
+    if not _is_source_dir(root):
         raise SystemExit(
             f"stsa: the C sources are not at {root} (no CMakeLists.txt / include/stsa.h). "
             "Install from a checkout (`pip install ./python`), set STSA_SOURCE_DIR to the "
@@ -72,13 +81,42 @@ def build_library():
     return lib
 
 
+def _configured_source_dir(lib):
+    """The source tree that the CMake build directory holding `lib` was
+    configured from (its CMakeCache.txt), or None."""
+    cache = pathlib.Path(lib).resolve().parent / "CMakeCache.txt"
+    if not cache.is_file():
+        return None
+    for line in cache.read_text(errors="replace").splitlines():
+        if line.startswith("CMAKE_HOME_DIRECTORY:"):
+            root = pathlib.Path(line.split("=", 1)[1])
+            return root if _is_source_dir(root) else None
+    return None
+
+
+def find_header(lib):
+    """The stsa.h that goes with `lib`: of $STSA_SOURCE_DIR or python/..,
+    else (a prebuilt $STSA_LIBRARY given from a copy of python/) of the
+    source tree its build directory was configured from."""
+    if os.environ.get("STSA_SOURCE_DIR") or _is_source_dir(HERE.parent):
+        return _source_dir() / "include" / "stsa.h"
+    root = _configured_source_dir(lib)
+    if root is None:
+        raise SystemExit(
+            f"stsa: no include/stsa.h for {lib}: python/.. is not the stsa source tree and "
+            f"{pathlib.Path(lib).parent} is not a CMake build directory of one. Set "
+            "STSA_SOURCE_DIR to the source tree the library was built from.")
+    return root / "include" / "stsa.h"
+
+
 class BuildPyWithLibrary(build_py):
-    """build_py, then libstsa.so into stsa/_lib/ (of the wheel, or of the
-    source tree for an editable install)."""
+    """build_py, then libstsa.so and its stsa.h into stsa/_lib/ (of the
+    wheel, or of the source tree for an editable install)."""
 
     def run(self):
         super().run()
         lib = build_library()
+        header = find_header(lib)
         if getattr(self, "editable_mode", False):
             dest = HERE / "src" / "stsa" / "_lib"
         else:
@@ -86,7 +124,8 @@ class BuildPyWithLibrary(build_py):
         dest.mkdir(parents=True, exist_ok=True)
         # copyfile follows the libstsa.so -> .so.0 -> .so.0.1.0 links: one real file
         shutil.copyfile(lib, dest / "libstsa.so")
-        print(f"stsa build: shipped {lib} as {dest / 'libstsa.so'}", flush=True)
+        shutil.copyfile(header, dest / "stsa.h")
+        print(f"stsa build: shipped {lib} and {header} in {dest}", flush=True)
 
 
 class PlatformDistribution(Distribution):
@@ -107,8 +146,8 @@ except ImportError:
 
 if bdist_wheel is not None:
     class BdistWheelAnyPython(bdist_wheel):
-        """libstsa is loaded with ctypes, not built against Python: one wheel
-        serves every Python 3 on the platform (py3-none-<platform>)."""
+        """libstsa is loaded with cffi in ABI mode, not built against Python:
+        one wheel serves every Python 3 on the platform (py3-none-<platform>)."""
 
         def get_tag(self):
             _, _, plat = super().get_tag()

@@ -2,14 +2,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/convert.h"
 
@@ -36,104 +33,6 @@ stsa_ctx *cli_ctx_create(void) {
   if (st != STSA_OK)
     cli_die("creating a context failed: %s (%s)", stsa_status_str(st), msg);
   return ctx;
-}
-
-/* ---- arguments ----------------------------------------------------------- */
-
-/* The values split off "--flag=value" arguments, to tell "--quiet=1" (a
- * flag that takes no value) from a stray argument. */
-static const char **split_values, **split_flags;
-static int n_split;
-
-void cli_split_args(int *argc, char ***argv) {
-  int n = 0;
-  for (int i = 0; i < *argc; i++) {
-    const char *a = (*argv)[i];
-    n += 1 + (a[0] == '-' && a[1] == '-' && a[2] && a[2] != '=' && strchr(a, '='));
-  }
-  if (n == *argc)
-    return;
-  char **out = malloc(sizeof *out * (size_t)(n + 1));
-  split_values = malloc(sizeof *split_values * (size_t)(n - *argc));
-  split_flags = malloc(sizeof *split_flags * (size_t)(n - *argc));
-  if (!out || !split_values || !split_flags)
-    cli_die("out of memory");
-  int k = 0;
-  for (int i = 0; i < *argc; i++) {
-    char *a = (*argv)[i], *eq = strchr(a, '=');
-    if (a[0] == '-' && a[1] == '-' && a[2] && a[2] != '=' && eq) {
-      char *flag = strndup(a, (size_t)(eq - a));
-      if (!flag)
-        cli_die("out of memory");
-      out[k++] = flag;
-      out[k++] = eq + 1;
-      split_values[n_split] = eq + 1;
-      split_flags[n_split++] = a;
-    } else {
-      out[k++] = a;
-    }
-  }
-  out[k] = NULL;
-  *argc = n;
-  *argv = out;
-}
-
-void cli_help_version(const char *arg, void (*usage)(void)) {
-  if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-    usage();
-    exit(0);
-  }
-  if (!strcmp(arg, "-V") || !strcmp(arg, "--version")) {
-    printf("stsa %s\n", stsa_version_string());
-    exit(0);
-  }
-}
-
-void cli_unknown(const char *cmd, const char *arg, const char *hint) {
-  for (int i = 0; i < n_split; i++)
-    if (arg == split_values[i])
-      cli_die("%s: '%s': %.*s takes no value", cmd, split_flags[i],
-              (int)(split_values[i] - 1 - split_flags[i]), split_flags[i]);
-  cli_die("%s: unknown option '%s' (see %s)", cmd, arg, hint);
-}
-
-const char *cli_str(int argc, char **argv, int *i) {
-  if (*i + 1 >= argc)
-    cli_die("option %s needs a value", argv[*i]);
-  return argv[++*i];
-}
-
-int64_t cli_int(int argc, char **argv, int *i, int64_t lo, int64_t hi) {
-  const char *opt = argv[*i], *s = cli_str(argc, argv, i);
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || *end || end == s)
-    cli_die("%s expects an integer, got '%s'", opt, s);
-  if (v < lo || v > hi)
-    cli_die("%s = %lld is out of range [%lld, %lld]", opt, v, (long long)lo,
-            (long long)hi);
-  return v;
-}
-
-double cli_double(int argc, char **argv, int *i, double lo, double hi) {
-  const char *opt = argv[*i], *s = cli_str(argc, argv, i);
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || *end || end == s || !isfinite(v))
-    cli_die("%s expects a number, got '%s'", opt, s);
-  if (v < lo || v > hi)
-    cli_die("%s = %g is out of range [%g, %g]", opt, v, lo, hi);
-  return v;
-}
-
-stsa_dtype cli_dtype(int argc, char **argv, int *i) {
-  const char *opt = argv[*i], *s = cli_str(argc, argv, i);
-  for (int d = 0; d < STSA_DTYPE_COUNT_; d++)
-    if (strcmp(s, stsa_dtype_name((stsa_dtype)d)) == 0)
-      return (stsa_dtype)d;
-  cli_die("%s expects f32, f16 or bf16, got '%s'", opt, s);
 }
 
 double cli_now(void) {

@@ -1,6 +1,7 @@
 /*
- * cli_util.h — what every stsa subcommand shares: option parsing, timing,
- * statistics and error reporting. The tool (not the library) may exit().
+ * cli_util.h — what every stsa subcommand shares: error reporting, the
+ * context, timing, statistics and random data (options: cli_options.h).
+ * The tool (not the library) may exit().
  */
 #ifndef STSA_TOOLS_CLI_UTIL_H
 #define STSA_TOOLS_CLI_UTIL_H
@@ -19,29 +20,6 @@ void cli_check(stsa_status st, const stsa_ctx *ctx, const char *what);
 /* A context with defaults; dies with the library's message when that fails
  * (e.g. an unknown STSA_BACKEND value). */
 stsa_ctx *cli_ctx_create(void);
-
-/* ---- arguments ----------------------------------------------------------- */
-
-/* Rewrites the command line once, before any subcommand parses it: every
- * "--name=value" becomes the two arguments "--name" "value", so each option
- * is accepted in both spellings. The new argv is never freed. */
-void cli_split_args(int *argc, char ***argv);
-
-/* -h/--help: calls usage() and exits 0; -V/--version: prints the version
- * and exits 0; anything else: returns. Every parser calls it for an
- * argument it does not know, before cli_unknown. */
-void cli_help_version(const char *arg, void (*usage)(void));
-
-/* Dies on an argument no parser knew: "<cmd>: unknown option 'X' (see
- * <hint>)", or, for the value of a "--flag=value" whose flag takes none,
- * "<cmd>: --flag takes no value". */
-_Noreturn void cli_unknown(const char *cmd, const char *arg, const char *hint);
-
-/* Option parsing: argv[*i] is the option; its value is argv[*i + 1]. */
-int64_t cli_int(int argc, char **argv, int *i, int64_t lo, int64_t hi);
-double cli_double(int argc, char **argv, int *i, double lo, double hi);
-const char *cli_str(int argc, char **argv, int *i);
-stsa_dtype cli_dtype(int argc, char **argv, int *i);
 
 double cli_now(void); /* seconds, monotonic */
 

@@ -5,44 +5,146 @@
  * GFLOP/s counts 4 * S_q * S_kv * D * H * B flops (dense) and is compared
  * with the FMA peak measured in this same process (the higher of probes
  * before and after the runs, so the ratio is conservative). The sparse bench
- * times the dense kernel on the same shape in the same run for its speed-up.
+ * times the dense kernel on the same shape in the same run for its speed-up
+ * (bench_sparse.c). This file holds the options, the data and the timing
+ * loops, and the dense bench.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
+#include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
 
-typedef struct bench_opts {
-  int64_t batch, seq, seq_kv, heads, dim;
-  int threads, reps, json, q_tile, kv_tile, kv_dtype_set;
-  stsa_dtype dtype, kv_dtype;
-  stsa_backend backend;
-  /* sparse only */
-  const char *mask;
-  double density;
-  int64_t band; /* explicit band half-width (0: from the density) */
-  int no_dense; /* skip the dense baseline (long sequences) */
-  stsa_sparse_mode modes[STSA_SPARSE_MODE_COUNT_]; /* run in this order */
-  int n_modes;
-} bench_opts;
+const char *const BENCH_MASK_NAMES[3] = {"band", "causal", NULL};
+
+static void set_dtype(void *base, const char *name, const char *value) {
+  ((bench_opts *)base)->dtype = cli_parse_dtype(name, value);
+}
+
+static void set_kv_dtype(void *base, const char *name, const char *value) {
+  bench_opts *o = base;
+  o->kv_dtype = cli_parse_dtype(name, value);
+  o->kv_dtype_set = 1;
+}
+
+/* The library's backend names. */
+static void set_backend(void *base, const char *name, const char *value) {
+  int b;
+  for (b = 0; b < STSA_BACKEND_COUNT_; b++)
+    if (!strcmp(value, stsa_backend_name((stsa_backend)b)))
+      break;
+  if (b == STSA_BACKEND_COUNT_)
+    cli_die("%s expects auto, ref, portable or avx2, got '%s'", name, value);
+  ((bench_opts *)base)->backend = (stsa_backend)b;
+}
+
+/* A mode of the library, or "all": naive, exact and tile-rounded. */
+static void set_modes(void *base, const char *name, const char *value) {
+  bench_opts *o = base;
+  int m;
+  for (m = 0; m < STSA_SPARSE_MODE_COUNT_; m++)
+    if (!strcmp(value, stsa_sparse_mode_name((stsa_sparse_mode)m)))
+      break;
+  if (!strcmp(value, "all")) {
+    o->modes[0] = STSA_SPARSE_NAIVE;
+    o->modes[1] = STSA_SPARSE_EXACT;
+    o->modes[2] = STSA_SPARSE_TILE_ROUNDED;
+    o->n_modes = 3;
+  } else if (m == STSA_SPARSE_MODE_COUNT_) {
+    cli_die("%s expects exact, naive, tile-rounded or all, got '%s'", name, value);
+  } else {
+    o->modes[0] = (stsa_sparse_mode)m;
+    o->n_modes = 1;
+  }
+}
+
+#define MAX_SEQ ((int64_t)1 << 24)
+
+static const cli_opt BENCH_OPTIONS[] = {
+    {.help = "options:"},
+    {.name = "--seq",
+     .metavar = "S",
+     CLI_I64(bench_opts, seq, 1, MAX_SEQ),
+     .help = "query tokens (default 8192)"},
+    {.name = "--seq-kv",
+     .metavar = "S",
+     CLI_I64(bench_opts, seq_kv, 1, MAX_SEQ),
+     .help = "key tokens (default: --seq)"},
+    {.name = "--heads",
+     .metavar = "H",
+     CLI_I64(bench_opts, heads, 1, 4096),
+     .help = "heads (default 4)"},
+    {.name = "--dim",
+     .metavar = "D",
+     CLI_I64(bench_opts, dim, 1, 512),
+     .help = "head dimension (default 128)"},
+    {.name = "--batch",
+     .metavar = "B",
+     CLI_I64(bench_opts, batch, 1, 4096),
+     .help = "batch (default 1)"},
+    CLI_THREADS_OPTION(bench_opts),
+    {.name = "--reps",
+     .metavar = "N",
+     CLI_INT(bench_opts, reps, 1, 100000),
+     .help = "timed runs after one warm-up (default 5): median and best"},
+    {.name = "--dtype",
+     .metavar = "DT",
+     CLI_CALL(set_dtype),
+     .help = "f32 (default), f16 or bf16: Q, K and V"},
+    {.name = "--kv-dtype",
+     .metavar = "DT",
+     CLI_CALL(set_kv_dtype),
+     .help = "K and V only (default: --dtype)"},
+    {.name = "--q-tile",
+     .metavar = "N",
+     CLI_INT(bench_opts, q_tile, 6, 4096),
+     .help = "tile sizes (default: the context's)"},
+    {.name = "--kv-tile", .metavar = "N", CLI_INT(bench_opts, kv_tile, 16, 4096)},
+    {.name = "--backend",
+     .metavar = "B",
+     CLI_CALL(set_backend),
+     .help = "auto (default), portable, avx2 or ref"},
+    {.name = "--json", CLI_FLAG(bench_opts, json), .help = "one JSON line per result"},
+    {0}};
+
+static const cli_opt SPARSE_OPTIONS[] = {
+    {.help = "sparse only:"},
+    {.name = "--mask",
+     .metavar = "M",
+     CLI_CHOICE(bench_opts, mask, BENCH_MASK_NAMES, NULL),
+     .help = "band (default) or causal"},
+    {.name = "--density",
+     .metavar = "F",
+     CLI_DOUBLE(bench_opts, density, 1e-6, 1.0),
+     .help = "kept fraction of pairs of the band (default 0.39)"},
+    {.name = "--band",
+     .metavar = "W",
+     CLI_I64(bench_opts, band, 1, MAX_SEQ),
+     .help = "the band's half-width instead of --density"},
+    {.name = "--mode",
+     .metavar = "M",
+     CLI_CALL(set_modes),
+     .help = "exact (default), naive, tile-rounded, or all: naive, exact\n"
+             "and tile-rounded against one dense run (the TPU post's B1,\n"
+             "B2, B3 against B0)"},
+    {.name = "--no-dense",
+     CLI_FLAG(bench_opts, no_dense),
+     .help = "no dense baseline (long sequences)"},
+    {0}};
 
 static void bench_usage(void) {
-  printf("usage: stsa bench dense  [common options]\n"
-         "       stsa bench sparse [common options] [--mask band|causal] [--density F]\n"
-         "                         [--mode exact|naive|tile-rounded|all] [--band W]\n"
-         "                         [--no-dense]\n"
-         "       stsa bench svg --preset NAME [--heads H] ... (stsa bench svg --help)\n"
-         "common options:\n"
-         "  --seq S --seq-kv S --heads H --dim D --batch B --threads T --reps N\n"
-         "  --dtype f32|f16|bf16 (Q, K, V)  --kv-dtype f32|f16|bf16 (K and V only)\n"
-         "  --q-tile N --kv-tile N --backend auto|portable|avx2|ref --json\n"
-         "defaults: --seq 8192 --heads 4 --dim 128 --batch 1 --threads <cpus> --reps 5,\n"
-         "          sparse: --mask band --density 0.39 --mode exact; --mode all runs\n"
-         "          naive, exact and tile-rounded against one dense run (the TPU post's\n"
-         "          B1, B2, B3 against B0)\n");
+  printf(
+      "usage: stsa bench dense  [options]\n"
+      "       stsa bench sparse [options] [sparse options]\n"
+      "       stsa bench svg --preset NAME [--heads H] ... (stsa bench svg --help)\n"
+      "Times attention on random data: the median and best of --reps runs, against\n"
+      "the measured FMA peak (dense) or the dense kernel on the same shape (sparse).\n");
+  const cli_opt *const tables[2] = {BENCH_OPTIONS, SPARSE_OPTIONS};
+  cli_print_options(tables, 2);
 }
 
 static void parse_bench(int argc, char **argv, bench_opts *o) {
@@ -53,93 +155,22 @@ static void parse_bench(int argc, char **argv, bench_opts *o) {
                     .reps = 5,
                     .dtype = STSA_F32,
                     .kv_dtype = STSA_F32,
-                    .mask = "band",
+                    .mask = BENCH_MASK_BAND,
                     .density = 0.39,
                     .modes = {STSA_SPARSE_EXACT},
                     .n_modes = 1};
   const int sparse = !strcmp(argv[1], "sparse");
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--seq"))
-      o->seq = cli_int(argc, argv, &i, 1, (int64_t)1 << 24);
-    else if (!strcmp(a, "--seq-kv"))
-      o->seq_kv = cli_int(argc, argv, &i, 1, (int64_t)1 << 24);
-    else if (!strcmp(a, "--heads"))
-      o->heads = cli_int(argc, argv, &i, 1, 4096);
-    else if (!strcmp(a, "--dim"))
-      o->dim = cli_int(argc, argv, &i, 1, 512);
-    else if (!strcmp(a, "--batch"))
-      o->batch = cli_int(argc, argv, &i, 1, 4096);
-    else if (!strcmp(a, "--threads"))
-      o->threads = (int)cli_int(argc, argv, &i, 1, 1024);
-    else if (!strcmp(a, "--reps"))
-      o->reps = (int)cli_int(argc, argv, &i, 1, 100000);
-    else if (!strcmp(a, "--q-tile"))
-      o->q_tile = (int)cli_int(argc, argv, &i, 6, 4096);
-    else if (!strcmp(a, "--kv-tile"))
-      o->kv_tile = (int)cli_int(argc, argv, &i, 16, 4096);
-    else if (!strcmp(a, "--dtype"))
-      o->dtype = cli_dtype(argc, argv, &i);
-    else if (!strcmp(a, "--kv-dtype")) {
-      o->kv_dtype = cli_dtype(argc, argv, &i);
-      o->kv_dtype_set = 1;
-    } else if (!strcmp(a, "--backend")) {
-      const char *s = cli_str(argc, argv, &i);
-      int b;
-      for (b = 0; b < STSA_BACKEND_COUNT_; b++)
-        if (!strcmp(s, stsa_backend_name((stsa_backend)b)))
-          break;
-      if (b == STSA_BACKEND_COUNT_)
-        cli_die("--backend expects auto, ref, portable or avx2, got '%s'", s);
-      o->backend = (stsa_backend)b;
-    } else if (!strcmp(a, "--json"))
-      o->json = 1;
-    else if (sparse && !strcmp(a, "--mask")) {
-      o->mask = cli_str(argc, argv, &i);
-      if (strcmp(o->mask, "band") && strcmp(o->mask, "causal"))
-        cli_die("--mask expects band or causal, got '%s'", o->mask);
-    } else if (sparse && !strcmp(a, "--band"))
-      o->band = cli_int(argc, argv, &i, 1, (int64_t)1 << 24);
-    else if (sparse && !strcmp(a, "--no-dense"))
-      o->no_dense = 1;
-    else if (sparse && !strcmp(a, "--density"))
-      o->density = cli_double(argc, argv, &i, 1e-6, 1.0);
-    else if (sparse && !strcmp(a, "--mode")) {
-      const char *s = cli_str(argc, argv, &i);
-      int m;
-      for (m = 0; m < STSA_SPARSE_MODE_COUNT_; m++)
-        if (!strcmp(s, stsa_sparse_mode_name((stsa_sparse_mode)m)))
-          break;
-      if (!strcmp(s, "all")) {
-        o->modes[0] = STSA_SPARSE_NAIVE;
-        o->modes[1] = STSA_SPARSE_EXACT;
-        o->modes[2] = STSA_SPARSE_TILE_ROUNDED;
-        o->n_modes = 3;
-      } else if (m == STSA_SPARSE_MODE_COUNT_) {
-        cli_die("--mode expects exact, naive, tile-rounded or all, got '%s'", s);
-      } else {
-        o->modes[0] = (stsa_sparse_mode)m;
-        o->n_modes = 1;
-      }
-    } else {
-      cli_help_version(a, bench_usage);
-      cli_unknown(sparse ? "bench sparse" : "bench dense", a, "stsa bench --help");
-    }
-  }
+  const cli_command cmd = {sparse ? "bench sparse" : "bench dense", "stsa bench --help",
+                           bench_usage};
+  const cli_opt_set sets[2] = {{BENCH_OPTIONS, o}, {SPARSE_OPTIONS, o}};
+  cli_parse(&cmd, argc, argv, 2, sets, sparse ? 2 : 1);
   if (!o->kv_dtype_set)
     o->kv_dtype = o->dtype;
   if (!o->seq_kv)
     o->seq_kv = o->seq;
 }
 
-/* Random inputs and an output in [B, S, H, D], and a context as asked. */
-typedef struct bench_data {
-  stsa_ctx *ctx;
-  int threads;
-  stsa_tensor q, k, v, out;
-} bench_data;
-
-static void bench_setup(const bench_opts *o, bench_data *bd) {
+void bench_setup(const bench_opts *o, bench_data *bd) {
   bd->ctx = cli_ctx_create();
   stsa_ctx *ctx = bd->ctx;
   if (o->threads)
@@ -165,7 +196,7 @@ static void bench_setup(const bench_opts *o, bench_data *bd) {
                              o->seq, o->heads, o->dim);
 }
 
-static void bench_teardown(bench_data *bd) {
+void bench_teardown(bench_data *bd) {
   free(bd->q.data);
   free(bd->k.data);
   free(bd->v.data);
@@ -183,10 +214,6 @@ static void run_once(bench_data *bd, const stsa_plan *plan, const stsa_sparse_op
               "attention");
 }
 
-typedef struct timing {
-  double median_ms, best_ms;
-} timing;
-
 static timing time_reps(bench_data *bd, int reps, const stsa_plan *plan,
                         const stsa_sparse_opts *so) {
   double *ms = malloc(sizeof(double) * (size_t)reps);
@@ -203,20 +230,9 @@ static timing time_reps(bench_data *bd, int reps, const stsa_plan *plan,
   return t;
 }
 
-/* A JSON number, or null for what was not measured (NaN). */
-static const char *json_num(char *buf, size_t len, double x) {
-  if (!isfinite(x))
-    return "null";
-  snprintf(buf, len, "%.3f", x);
-  return buf;
-}
-
-/* Times several configurations (plan NULL: dense) in interleaved rounds,
- * after one warm-up each, so that a slow spell of the shared machine hits
- * all of them alike instead of one. */
-static void time_interleaved(bench_data *bd, int reps, int n,
-                             const stsa_plan *const *plans, const stsa_sparse_opts *opts,
-                             timing *out) {
+void bench_time_interleaved(bench_data *bd, int reps, int n,
+                            const stsa_plan *const *plans, const stsa_sparse_opts *opts,
+                            timing *out) {
   double *ms = malloc(sizeof(double) * (size_t)(reps * n));
   if (!ms)
     cli_die("out of memory");
@@ -272,119 +288,13 @@ static int bench_dense(const bench_opts *o) {
   return 0;
 }
 
-/* Half-width w of a symmetric band |i - j| <= w over S tokens whose kept
- * fraction is `density`: kept = S(2w+1) - w(w+1), solved for w. */
-static int64_t band_halfwidth(int64_t S, double density) {
-  double n = (double)S, b = 2 * n - 1, c = density * n * n - n;
-  double disc = b * b - 4 * c;
-  double w = disc > 0 ? (b - sqrt(disc)) / 2 : n;
-  return w < 0 ? 0 : (int64_t)llround(w);
-}
-
-static int bench_sparse(const bench_opts *o) {
-  if (o->seq != o->seq_kv && !strcmp(o->mask, "band"))
-    cli_die("bench sparse: --mask band needs --seq-kv equal to --seq");
-  bench_data bd;
-  bench_setup(o, &bd);
-  stsa_mask *mask;
-  int64_t w = 0;
-  if (!strcmp(o->mask, "causal"))
-    cli_check(stsa_mask_causal(0, &mask), NULL, "causal mask");
-  else {
-    w = o->band ? o->band : band_halfwidth(o->seq, o->density);
-    cli_check(stsa_mask_local(w, w, &mask), NULL, "band mask");
-  }
-  const stsa_mask **masks = malloc(sizeof *masks * (size_t)o->heads);
-  if (!masks)
-    cli_die("out of memory");
-  for (int64_t h = 0; h < o->heads; h++)
-    masks[h] = mask;
-  stsa_plan_desc desc = {
-      o->seq, o->seq_kv, o->heads, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-      0,      0,         0,        NULL};
-  stsa_plan *plan;
-  double t0 = cli_now();
-  cli_check(stsa_plan_build(bd.ctx, &desc, &plan), bd.ctx, "building the plan");
-  double plan_ms = (cli_now() - t0) * 1e3;
-  stsa_plan_stats st;
-  stsa_plan_get_stats(plan, &st);
-  double density = (double)st.pairs_kept / (double)st.pairs_total;
-  double visited = (double)st.tiles_active / (double)st.tiles_total;
-  double partial =
-      st.tiles_active ? (double)st.tiles_partial / (double)st.tiles_active : 0;
-  int64_t q_tile, kv_tile;
-  stsa_ctx_get(bd.ctx, STSA_PARAM_Q_TILE, &q_tile);
-  stsa_ctx_get(bd.ctx, STSA_PARAM_KV_TILE, &kv_tile);
-  /* configuration 0 is dense, then one per mode */
-  enum { MAXC = STSA_SPARSE_MODE_COUNT_ + 1 };
-  const stsa_plan *plans[MAXC] = {NULL};
-  stsa_sparse_opts opts[MAXC] = {{0}};
-  int64_t changed[MAXC] = {0};
-  timing times[MAXC];
-  for (int mi = 0; mi < o->n_modes; mi++) {
-    plans[1 + mi] = plan;
-    opts[1 + mi] = (stsa_sparse_opts){0.0f, NULL, o->modes[mi], &changed[1 + mi], 0};
-  }
-  if (o->no_dense) {
-    time_interleaved(&bd, o->reps, o->n_modes, plans + 1, opts + 1, times + 1);
-    times[0] = (timing){NAN, NAN};
-  } else {
-    time_interleaved(&bd, o->reps, o->n_modes + 1, plans, opts, times);
-  }
-  const timing dense = times[0];
-  if (!o->json)
-    printf(
-        "sparse %s: S=%lld H=%lld D=%lld, %d threads, tiles %lld x %lld, plan %.2f ms\n"
-        "  density %.4f (kept pairs), tiles visited %.4f, of them partial %.4f\n"
-        "  dense: median %.2f ms, best %.2f ms\n",
-        o->mask, (long long)o->seq, (long long)o->heads, (long long)o->dim, bd.threads,
-        (long long)q_tile, (long long)kv_tile, plan_ms, density, visited, partial,
-        dense.median_ms, dense.best_ms);
-  for (int mi = 0; mi < o->n_modes; mi++) {
-    const timing sparse = times[1 + mi];
-    const int64_t n_changed = changed[1 + mi];
-    double speedup = dense.best_ms / sparse.best_ms;
-    double efficiency = speedup * density; /* 1.0 = the ideal speed-up 1/density */
-    const char *mode = stsa_sparse_mode_name(o->modes[mi]);
-    char j1[32], j2[32], j3[32], j4[32];
-    if (o->json)
-      printf("{\"bench\": \"sparse\", \"mask\": \"%s\", \"mode\": \"%s\", \"seq\": %lld, "
-             "\"heads\": %lld, \"dim\": %lld, \"threads\": %d, \"band_halfwidth\": %lld, "
-             "\"ms\": %.3f, \"best_ms\": %.3f, \"dense_ms\": %s, \"dense_best_ms\": %s, "
-             "\"speedup\": %s, \"ideal_speedup\": %.3f, \"efficiency\": %s, "
-             "\"density\": %.5f, \"tiles_visited\": %.5f, \"tiles_partial\": %.5f, "
-             "\"pairs_changed\": %lld, \"plan_ms\": %.3f, \"q_tile\": %lld, \"kv_tile\": "
-             "%lld}\n",
-             o->mask, mode, (long long)o->seq, (long long)o->heads, (long long)o->dim,
-             bd.threads, (long long)w, sparse.median_ms, sparse.best_ms,
-             json_num(j1, sizeof j1, dense.median_ms),
-             json_num(j2, sizeof j2, dense.best_ms), json_num(j3, sizeof j3, speedup),
-             1.0 / density, json_num(j4, sizeof j4, efficiency), density, visited,
-             partial, (long long)n_changed, plan_ms, (long long)q_tile,
-             (long long)kv_tile);
-    else
-      printf("  %-12s median %.2f ms, best %.2f ms: speed-up %.2fx (ideal %.2fx, "
-             "efficiency %.2f)%s\n",
-             mode, sparse.median_ms, sparse.best_ms, speedup, 1.0 / density, efficiency,
-             o->modes[mi] == STSA_SPARSE_TILE_ROUNDED ? " lossy:" : "");
-    if (o->modes[mi] == STSA_SPARSE_TILE_ROUNDED && !o->json)
-      printf("               pairs changed by rounding: %lld (%.2f%% of kept)\n",
-             (long long)n_changed, 100.0 * (double)n_changed / (double)st.pairs_kept);
-    fflush(stdout);
-  }
-  stsa_plan_free(plan);
-  free(masks);
-  stsa_mask_free(mask);
-  bench_teardown(&bd);
-  return 0;
-}
-
 int cmd_bench(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+  if (argc < 2) {
     bench_usage();
-    return argc < 2 ? 2 : 0;
+    return 2;
   }
-  cli_help_version(argv[1], bench_usage);
+  const cli_command bench = {"bench", "stsa bench --help", bench_usage};
+  cli_help_version(&bench, argv[1]);
   bench_opts o;
   if (!strcmp(argv[1], "dense")) {
     parse_bench(argc, argv, &o);

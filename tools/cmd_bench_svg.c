@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "svg_eval.h"
@@ -21,15 +21,50 @@ typedef struct svg_bench_opts {
   uint64_t seed;
 } svg_bench_opts;
 
+static const cli_opt SVG_BENCH_OPTIONS[] = {
+    {.name = "--preset",
+     .metavar = "NAME",
+     CLI_STR(svg_bench_opts, preset),
+     .help = "the geometry, density and policy (required)"},
+    {.name = "--heads",
+     .metavar = "H",
+     CLI_I64(svg_bench_opts, heads, 1, 256),
+     .help = "heads (default 2: the preset's head count makes dense\n"
+             "runs take minutes)"},
+    CLI_THREADS_OPTION(svg_bench_opts),
+    {.name = "--seed",
+     .metavar = "N",
+     CLI_U64(svg_bench_opts, seed, 0, INT64_MAX),
+     .help = "seed of the workload (default 1)"},
+    {.name = "--q-tile",
+     .metavar = "N",
+     CLI_INT(svg_bench_opts, q_tile, 6, 4096),
+     .help = "tile sizes (default: the session's)"},
+    {.name = "--kv-tile", .metavar = "N", CLI_INT(svg_bench_opts, kv_tile, 16, 4096)},
+    {.name = "--reps",
+     .metavar = "N",
+     CLI_INT(svg_bench_opts, reps, 1, 1000),
+     .help = "dense and SVG calls, alternating; best of each (default 1)"},
+    {.name = "--compare-permute",
+     CLI_FLAG(svg_bench_opts, compare_permute),
+     .help = "also time temporal heads with the permutation fused\n"
+             "into the kernel against copying the tensors"},
+    {.name = "--json", CLI_FLAG(svg_bench_opts, json), .help = "one JSON line"},
+    {0}};
+
 static void usage(void) {
   printf(
       "usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
       "                      [--q-tile N] [--kv-tile N] [--reps N] [--compare-permute]\n"
       "                      [--json]\n"
+      "One SVG call (profiling and sparse attention) against dense attention on the\n"
+      "same workload, at a preset's geometry and density.\n"
       "presets:");
   for (int i = 0; stsa_svg_preset_name(i); i++)
     printf(" %s", stsa_svg_preset_name(i));
-  printf("\ndefault --heads 2 (the preset's head count makes dense runs take minutes)\n");
+  printf("\n");
+  const cli_opt *const tables[1] = {SVG_BENCH_OPTIONS};
+  cli_print_options(tables, 1);
 }
 
 /* Times temporal heads both ways: gathers fused into packing vs whole-tensor
@@ -110,31 +145,9 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
 
 int bench_svg(int argc, char **argv) {
   svg_bench_opts o = {NULL, 2, 0, 0, 0, 0, 0, 1, 1};
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--preset"))
-      o.preset = cli_str(argc, argv, &i);
-    else if (!strcmp(a, "--heads"))
-      o.heads = cli_int(argc, argv, &i, 1, 256);
-    else if (!strcmp(a, "--threads"))
-      o.threads = (int)cli_int(argc, argv, &i, 1, 1024);
-    else if (!strcmp(a, "--seed"))
-      o.seed = (uint64_t)cli_int(argc, argv, &i, 0, INT64_MAX);
-    else if (!strcmp(a, "--q-tile"))
-      o.q_tile = (int)cli_int(argc, argv, &i, 6, 4096);
-    else if (!strcmp(a, "--kv-tile"))
-      o.kv_tile = (int)cli_int(argc, argv, &i, 16, 4096);
-    else if (!strcmp(a, "--reps"))
-      o.reps = (int)cli_int(argc, argv, &i, 1, 1000);
-    else if (!strcmp(a, "--compare-permute"))
-      o.compare_permute = 1;
-    else if (!strcmp(a, "--json"))
-      o.json = 1;
-    else {
-      cli_help_version(a, usage);
-      cli_unknown("bench svg", a, "stsa bench svg --help");
-    }
-  }
+  static const cli_command cmd = {"bench svg", "stsa bench svg --help", usage};
+  const cli_opt_set set = {SVG_BENCH_OPTIONS, &o};
+  cli_parse(&cmd, argc, argv, 2, &set, 1);
   if (!o.preset)
     cli_die("bench svg: --preset is required (see stsa bench svg --help)");
   stsa_svg_config cfg;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "progress.h"
@@ -23,50 +24,67 @@ typedef struct demo_opts {
   uint64_t seed;
 } demo_opts;
 
+/* --quick: the smoke-test size (later flags still override it). */
+static void set_quick(void *base, const char *name, const char *value) {
+  demo_opts *o = base;
+  (void)name, (void)value;
+  o->frames = 5, o->height = 8, o->width = 12, o->heads = 4, o->dim = 64;
+  o->steps = 2, o->layers = 2;
+}
+
+static const cli_opt DEMO_OPTIONS[] = {
+    {.name = "--frames",
+     .metavar = "F",
+     CLI_I64(demo_opts, frames, 2, 1024),
+     .help = "tokens of the video\n(default 13 x 20 x 32 = 8,320)"},
+    {.name = "--height", .metavar = "Hp", CLI_I64(demo_opts, height, 1, 1024)},
+    {.name = "--width", .metavar = "Wp", CLI_I64(demo_opts, width, 1, 1024)},
+    {.name = "--heads",
+     .metavar = "H",
+     CLI_I64(demo_opts, heads, 1, 256),
+     .help = "heads (default 6)"},
+    {.name = "--dim",
+     .metavar = "D",
+     CLI_I64(demo_opts, dim, 8, 512),
+     .help = "head dimension (default 128)"},
+    {.name = "--steps",
+     .metavar = "S",
+     CLI_I64(demo_opts, steps, 2, 1000),
+     .help = "the trace (default 4 steps x 3 layers;\n"
+             "step 0 and layer 0 dense, as SVG's policy)"},
+    {.name = "--layers", .metavar = "L", CLI_I64(demo_opts, layers, 2, 1000)},
+    {.name = "--density",
+     .metavar = "F",
+     CLI_DOUBLE(demo_opts, density, 0.01, 1.0),
+     .help = "kept fraction of pairs aimed at (default 0.30)"},
+    CLI_THREADS_OPTION(demo_opts),
+    {.name = "--seed",
+     .metavar = "N",
+     CLI_U64(demo_opts, seed, 0, INT64_MAX),
+     .help = "seed of the workload (default 1)"},
+    {.name = "--quick",
+     CLI_CALL(set_quick),
+     .help = "5 x 8 x 12 tokens, 4 heads of 64, 2 steps x 2 layers (a smoke\n"
+             "test: too small for sparse attention to be faster, and the\n"
+             "output says so)"},
+    {.name = "--quiet", CLI_FLAG(demo_opts, quiet), .help = "no progress bar"},
+    {0}};
+
 static void demo_usage(void) {
   printf("usage: stsa demo [--frames F --height Hp --width Wp] [--heads H] [--dim D]\n"
          "                 [--steps S] [--layers L] [--density F] [--threads T]\n"
          "                 [--seed N] [--quick] [--quiet]\n"
-         "defaults: 13 x 20 x 32 tokens (8,320), 6 heads of 128, 4 steps x 3 layers\n"
-         "(step 0 and layer 0 dense, as SVG's policy), density 0.30\n"
-         "--quick: 5 x 8 x 12 tokens, 4 heads of 64, 2 steps x 2 layers (a smoke test:\n"
-         "too small for sparse attention to be faster, and the output says so)\n");
+         "A simulated denoising trace on the built-in workload: dense and SVG attention\n"
+         "on every call, then head kinds, density and errors against dense.\n");
+  const cli_opt *const tables[1] = {DEMO_OPTIONS};
+  cli_print_options(tables, 1);
 }
 
 static void parse_demo(int argc, char **argv, demo_opts *o) {
   *o = (demo_opts){13, 20, 32, 6, 128, 4, 3, 0.30, 0, 0, 1};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--frames"))
-      o->frames = cli_int(argc, argv, &i, 2, 1024);
-    else if (!strcmp(a, "--height"))
-      o->height = cli_int(argc, argv, &i, 1, 1024);
-    else if (!strcmp(a, "--width"))
-      o->width = cli_int(argc, argv, &i, 1, 1024);
-    else if (!strcmp(a, "--heads"))
-      o->heads = cli_int(argc, argv, &i, 1, 256);
-    else if (!strcmp(a, "--dim"))
-      o->dim = cli_int(argc, argv, &i, 8, 512);
-    else if (!strcmp(a, "--steps"))
-      o->steps = cli_int(argc, argv, &i, 2, 1000);
-    else if (!strcmp(a, "--layers"))
-      o->layers = cli_int(argc, argv, &i, 2, 1000);
-    else if (!strcmp(a, "--density"))
-      o->density = cli_double(argc, argv, &i, 0.01, 1.0);
-    else if (!strcmp(a, "--threads"))
-      o->threads = (int)cli_int(argc, argv, &i, 1, 1024);
-    else if (!strcmp(a, "--seed"))
-      o->seed = (uint64_t)cli_int(argc, argv, &i, 0, INT64_MAX);
-    else if (!strcmp(a, "--quick")) {
-      o->frames = 5, o->height = 8, o->width = 12, o->heads = 4, o->dim = 64;
-      o->steps = 2, o->layers = 2;
-    } else if (!strcmp(a, "--quiet"))
-      o->quiet = 1;
-    else {
-      cli_help_version(a, demo_usage);
-      cli_unknown("demo", a, "stsa demo --help");
-    }
-  }
+  static const cli_command cmd = {"demo", "stsa demo --help", demo_usage};
+  const cli_opt_set set = {DEMO_OPTIONS, o};
+  cli_parse(&cmd, argc, argv, 1, &set, 1);
 }
 
 /* What the table shows, per (layer, head), from the last sparse step. */

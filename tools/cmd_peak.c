@@ -1,30 +1,37 @@
 /* cmd_peak.c — `stsa peak`: the fp32 FMA peak for 1 and for all threads. */
 #include <omp.h>
 #include <stdio.h>
-#include <string.h>
 
+#include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
 
+typedef struct peak_opts {
+  int threads, json;
+} peak_opts;
+
+static const cli_opt PEAK_OPTIONS[] = {
+    {.name = "--threads",
+     .metavar = "T",
+     CLI_INT(peak_opts, threads, 1, 1024),
+     .help = "threads of the second measurement (default: all CPUs)"},
+    {.name = "--json", CLI_FLAG(peak_opts, json), .help = "print one JSON line"},
+    {0}};
+
 static void peak_usage(void) {
-  printf("usage: stsa peak [--threads T] [--json]\n"
-         "Measures this machine's fp32 FMA peak (GFLOP/s) on 1 thread and on T threads\n"
-         "(default: all CPUs). --json prints one JSON line.\n");
+  printf(
+      "usage: stsa peak [--threads T] [--json]\n"
+      "Measures this machine's fp32 FMA peak (GFLOP/s) on 1 thread and on T threads.\n");
+  const cli_opt *const tables[1] = {PEAK_OPTIONS};
+  cli_print_options(tables, 1);
 }
 
 int cmd_peak(int argc, char **argv) {
-  int threads = omp_get_num_procs();
-  int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--threads"))
-      threads = (int)cli_int(argc, argv, &i, 1, 1024);
-    else if (!strcmp(argv[i], "--json"))
-      json = 1;
-    else {
-      cli_help_version(argv[i], peak_usage);
-      cli_unknown("peak", argv[i], "stsa peak --help");
-    }
-  }
+  peak_opts o = {.threads = omp_get_num_procs()};
+  static const cli_command cmd = {"peak", "stsa peak --help", peak_usage};
+  const cli_opt_set set = {PEAK_OPTIONS, &o};
+  cli_parse(&cmd, argc, argv, 1, &set, 1);
+  const int threads = o.threads, json = o.json;
   if (!stsa_cpu_has_avx2())
     cli_die("peak: this CPU has no AVX2+FMA; the probe needs it");
   double one = cli_fma_peak(1), all = cli_fma_peak(threads);

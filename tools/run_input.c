@@ -1,17 +1,17 @@
 /*
- * run_input.c — what `stsa run` and `stsa plot` share (run_input.h): input
- * and geometry options, loading Q, K, V from safetensors or .npy as views on
- * the mapped data, and the masks, orders and windows of the SVG session.
+ * run_input.c — what `stsa run` and `stsa plot` share (run_input.h): the
+ * tables of the input and geometry options, and loading Q, K, V from
+ * safetensors or .npy as views on the mapped data. The SVG configuration
+ * those options give is resolved in run_config.c.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_files.h"
+#include "cli_options.h"
 #include "cli_util.h"
-#include "core/convert.h"
 #include "io/io_common.h"
 #include "run_input.h"
 
@@ -20,184 +20,125 @@
 /* ======================================================================== */
 
 static const char *const QKV_NAME[3] = {"q", "k", "v"};
-static const char *const LAYOUT_NAME[3] = {"bshd", "bhsd", "shd"};
+static const char *const LAYOUT_NAME[4] = {"bshd", "bhsd", "shd", NULL};
 static const char *const LAYOUT_DIMS[3] = {"[B,S,H,D]", "[B,H,S,D]", "[S,H,D]"};
 
 const char *run_layout_name(run_layout layout) {
   return (unsigned)layout < 3 ? LAYOUT_NAME[layout] : "?";
 }
 
+const char *const RUN_KIND_NAMES[3] = {"spatial", "temporal", NULL};
+const int RUN_KIND_VALUES[2] = {STSA_HEAD_SPATIAL, STSA_HEAD_TEMPORAL};
+
 void run_input_defaults(run_input_opts *o) {
   *o = (run_input_opts){NULL, {"q", "k", "v"}, {NULL, NULL, NULL}, -1};
 }
 
-int run_parse_input_opt(int argc, char **argv, int *i, run_input_opts *o) {
-  const char *a = argv[*i];
-  if (!strcmp(a, "--in")) {
-    o->in = cli_str(argc, argv, i);
-    return 1;
-  }
-  if (!strcmp(a, "--layout")) {
-    const char *s = cli_str(argc, argv, i);
-    for (int l = 0; l < 3; l++)
-      if (!strcmp(s, LAYOUT_NAME[l])) {
-        o->layout = l;
-        return 1;
-      }
-    cli_die("--layout expects bshd, bhsd or shd, got '%s'", s);
-  }
-  /* literal option names: tests/test_cli_usage.sh reads them from here */
-  static const char *const NAME_OPT[3] = {"--q", "--k", "--v"};
-  static const char *const NPY_OPT[3] = {"--in-q", "--in-k", "--in-v"};
-  for (int t = 0; t < 3; t++) {
-    const char *name_opt = NAME_OPT[t], *npy_opt = NPY_OPT[t];
-    if (!strcmp(a, name_opt)) {
-      o->names[t] = cli_str(argc, argv, i);
-      if (!*o->names[t])
-        cli_die("%s expects a tensor name, got an empty string", a);
-      return 1;
-    }
-    if (!strcmp(a, npy_opt)) {
-      o->npy[t] = cli_str(argc, argv, i);
-      return 1;
-    }
-  }
-  return 0;
+/* --q, --k, --v: the tensor of the option's last letter. */
+static void set_tensor_name(void *base, const char *name, const char *value) {
+  run_input_opts *o = base;
+  if (!*value)
+    cli_die("%s expects a tensor name, got an empty string", name);
+  o->names[strchr("qkv", name[2]) - "qkv"] = value;
 }
+
+/* The tables of `stsa run` stay in this file and cmd_run.c, names as string
+ * literals: tests/test_cli_usage.sh reads them from there to check the help. */
+const cli_opt RUN_INPUT_OPTIONS[] = {
+    {.help = "input:"},
+    {.name = "--in",
+     .metavar = "FILE",
+     CLI_STR(run_input_opts, in),
+     .help = "safetensors file holding q, k and v"},
+    {.name = "--q",
+     .metavar = "NAME",
+     CLI_CALL(set_tensor_name),
+     .help = "their tensor names (default q, k, v)"},
+    {.name = "--k", .metavar = "NAME", CLI_CALL(set_tensor_name)},
+    {.name = "--v", .metavar = "NAME", CLI_CALL(set_tensor_name)},
+    {.name = "--in-q",
+     .metavar = "FILE",
+     CLI_STR(run_input_opts, npy[0]),
+     .help = "or three .npy files"},
+    {.name = "--in-k", .metavar = "FILE", CLI_STR(run_input_opts, npy[1])},
+    {.name = "--in-v", .metavar = "FILE", CLI_STR(run_input_opts, npy[2])},
+    {.name = "--layout",
+     .metavar = "L",
+     CLI_CHOICE(run_input_opts, layout, LAYOUT_NAME, NULL),
+     .help = "bshd [B,S,H,D], bhsd [B,H,S,D] or shd [S,H,D] (required)"},
+    {0}};
 
 void run_geo_defaults(run_geo_opts *o) {
   *o = (run_geo_opts){NULL, -1, -1, -1, -1, -1, -1, -1.0, -1, -1, -1, -1};
 }
 
 /* A key tile: the kernels take keys 16 at a time. */
-static int parse_kv_tile(int argc, char **argv, int *i) {
-  const char *opt = argv[*i];
-  int t = (int)cli_int(argc, argv, i, 16, 4096);
+static int kv_tile(const char *name, const char *value) {
+  int t = (int)cli_parse_int(name, value, 16, 4096);
   if (t % 16)
-    cli_die("%s %d must be a multiple of 16 (keys are processed 16 at a time)", opt, t);
+    cli_die("%s %d must be a multiple of 16 (keys are processed 16 at a time)", name, t);
   return t;
 }
 
-int run_parse_geo_opt(int argc, char **argv, int *i, run_geo_opts *o) {
-  const char *a = argv[*i];
-  const int64_t big = (int64_t)1 << 30;
-  if (!strcmp(a, "--preset"))
-    o->preset = cli_str(argc, argv, i);
-  else if (!strcmp(a, "--frames"))
-    o->frames = cli_int(argc, argv, i, 1, big);
-  else if (!strcmp(a, "--height"))
-    o->height = cli_int(argc, argv, i, 1, big);
-  else if (!strcmp(a, "--width"))
-    o->width = cli_int(argc, argv, i, 1, big);
-  else if (!strcmp(a, "--text"))
-    o->text = cli_int(argc, argv, i, 0, big);
-  else if (!strcmp(a, "--text-real"))
-    o->text_real = cli_int(argc, argv, i, 0, big);
-  else if (!strcmp(a, "--density"))
-    o->density = cli_double(argc, argv, i, 1e-6, 1.0);
-  else if (!strcmp(a, "--sample-rows"))
-    o->sample_rows = cli_int(argc, argv, i, 1, big);
-  else if (!strcmp(a, "--sink-frames"))
-    o->sink_frames = cli_int(argc, argv, i, 0, big);
-  else if (!strcmp(a, "--tile"))
-    o->q_tile = o->kv_tile = parse_kv_tile(argc, argv, i);
-  else if (!strcmp(a, "--q-tile"))
-    o->q_tile = (int)cli_int(argc, argv, i, 6, 4096);
-  else if (!strcmp(a, "--kv-tile"))
-    o->kv_tile = parse_kv_tile(argc, argv, i);
-  else if (!strcmp(a, "--text-pos")) {
-    const char *s = cli_str(argc, argv, i);
-    if (!strcmp(s, "prefix"))
-      o->text_pos = STSA_TEXT_PREFIX;
-    else if (!strcmp(s, "suffix"))
-      o->text_pos = STSA_TEXT_SUFFIX;
-    else if (!strcmp(s, "none"))
-      o->text_pos = STSA_TEXT_NONE;
-    else
-      cli_die("--text-pos expects prefix, suffix or none, got '%s'", s);
-  } else
-    return 0;
-  return 1;
+static void set_kv_tile(void *base, const char *name, const char *value) {
+  ((run_geo_opts *)base)->kv_tile = kv_tile(name, value);
 }
 
-static void load_preset(const char *name, stsa_svg_config *c) {
-  if (stsa_svg_preset(name, c) == STSA_OK)
-    return;
-  char names[256] = "";
-  for (int p = 0; stsa_svg_preset_name(p); p++) {
-    size_t used = strlen(names);
-    snprintf(names + used, sizeof names - used, "%s%s", p ? ", " : "",
-             stsa_svg_preset_name(p));
-  }
-  cli_die("--preset: unknown preset '%s' (available: %s)", name, names);
+/* --tile: one size for q and kv tiles, so a key tile's rules hold. */
+static void set_tile(void *base, const char *name, const char *value) {
+  run_geo_opts *o = base;
+  o->q_tile = o->kv_tile = kv_tile(name, value);
 }
 
-/* Text flags over the preset's text; a new --text without --text-real means
- * all text is real. */
-static void resolve_text(const run_geo_opts *o, stsa_geometry *g) {
-  if (o->text >= 0) {
-    g->text = o->text;
-    g->text_real = o->text;
-  }
-  if (o->text_real >= 0)
-    g->text_real = o->text_real;
-  if (o->text_pos >= 0)
-    g->text_pos = (stsa_text_pos)o->text_pos;
-  if (g->text == 0) {
-    g->text_real = 0;
-    g->text_pos = STSA_TEXT_NONE;
-    return;
-  }
-  if (g->text_pos == STSA_TEXT_NONE)
-    cli_die("--text %lld needs --text-pos prefix or suffix (where the text tokens sit)",
-            (long long)g->text);
-  if (g->text_real > g->text)
-    cli_die("--text-real %lld exceeds the %lld text tokens (--text)",
-            (long long)g->text_real, (long long)g->text);
-}
+static const char *const TEXT_POS_NAMES[4] = {"prefix", "suffix", "none", NULL};
+static const int TEXT_POS_VALUES[3] = {STSA_TEXT_PREFIX, STSA_TEXT_SUFFIX,
+                                       STSA_TEXT_NONE};
+#define BIG ((int64_t)1 << 30)
 
-void run_resolve_config(const run_geo_opts *o, int64_t heads, int64_t head_dim,
-                        stsa_svg_config *cfg, char *note, size_t note_len) {
-  stsa_svg_config c = {.density = 0.30, .sample_rows = 64, .sink_frames = 1};
-  if (note && note_len)
-    note[0] = '\0';
-  if (o->preset)
-    load_preset(o->preset, &c);
-  stsa_geometry *g = &c.geometry;
-  g->frames = o->frames > 0 ? o->frames : g->frames;
-  g->height = o->height > 0 ? o->height : g->height;
-  g->width = o->width > 0 ? o->width : g->width;
-  if (!g->frames || !g->height || !g->width)
-    cli_die("the video geometry is missing: give --frames F --height Hp --width Wp "
-            "(latent frames and tokens per frame side) or --preset NAME");
-  resolve_text(o, g);
-  if (stsa_geometry_tokens(g) < 0)
-    cli_die("geometry %lld x %lld x %lld with %lld text tokens is too large",
-            (long long)g->frames, (long long)g->height, (long long)g->width,
-            (long long)g->text);
-  c.density = o->density > 0 ? o->density : c.density;
-  c.sink_frames = o->sink_frames >= 0 ? o->sink_frames : c.sink_frames;
-  if (c.sink_frames > g->frames)
-    cli_die("--sink-frames %lld exceeds --frames %lld", (long long)c.sink_frames,
-            (long long)g->frames);
-  const int64_t L = g->frames * g->height * g->width;
-  if (o->sample_rows > 0) {
-    if (o->sample_rows > L)
-      cli_die("--sample-rows %lld exceeds the %lld video tokens",
-              (long long)o->sample_rows, (long long)L);
-    c.sample_rows = o->sample_rows;
-  } else if (c.sample_rows > L) {
-    if (note && note_len)
-      snprintf(note, note_len, "sample_rows capped from %lld to the %lld video tokens",
-               (long long)c.sample_rows, (long long)L);
-    c.sample_rows = L;
-  }
-  c.q_tile = o->q_tile >= 0 ? o->q_tile : c.q_tile;
-  c.kv_tile = o->kv_tile >= 0 ? o->kv_tile : c.kv_tile;
-  c.heads = heads;
-  c.head_dim = head_dim;
-  *cfg = c;
-}
+const cli_opt RUN_GEO_OPTIONS[] = {
+    {.help = "geometry and SVG settings:"},
+    {.name = "--frames",
+     .metavar = "F",
+     CLI_I64(run_geo_opts, frames, 1, BIG),
+     .help = "latent frames and tokens per side"},
+    {.name = "--height", .metavar = "Hp", CLI_I64(run_geo_opts, height, 1, BIG)},
+    {.name = "--width", .metavar = "Wp", CLI_I64(run_geo_opts, width, 1, BIG)},
+    {.name = "--text",
+     .metavar = "N",
+     CLI_I64(run_geo_opts, text, 0, BIG),
+     .help = "text tokens inside self-attention (default 0)"},
+    {.name = "--text-pos",
+     .metavar = "P",
+     CLI_CHOICE(run_geo_opts, text_pos, TEXT_POS_NAMES, TEXT_POS_VALUES),
+     .help = "prefix or suffix (required when --text > 0), or none"},
+    {.name = "--text-real",
+     .metavar = "M",
+     CLI_I64(run_geo_opts, text_real, 0, BIG),
+     .help = "real text tokens of a suffix, the rest padding"},
+    {.name = "--preset",
+     .metavar = "NAME",
+     CLI_STR(run_geo_opts, preset),
+     .help = "wan21-480p, wan21-720p, hunyuan-720p, hunyuan-480p,\n"
+             "cogvideox15: geometry, density, dense steps/layers; flags win"},
+    {.name = "--density",
+     .metavar = "D",
+     CLI_DOUBLE(run_geo_opts, density, 1e-6, 1.0),
+     .help = "kept fraction of pairs aimed at, in (0, 1] (default 0.30)"},
+    {.name = "--sample-rows",
+     .metavar = "R",
+     CLI_I64(run_geo_opts, sample_rows, 1, BIG),
+     .help = "query rows SVG profiles (default 64)"},
+    {.name = "--sink-frames",
+     .metavar = "K",
+     CLI_I64(run_geo_opts, sink_frames, 0, BIG),
+     .help = "frames every query sees (default 1)"},
+    {.name = "--tile",
+     .metavar = "T",
+     CLI_CALL(set_tile),
+     .help = "tile sizes of the plans"},
+    {.name = "--q-tile", .metavar = "T", CLI_INT(run_geo_opts, q_tile, 6, 4096)},
+    {.name = "--kv-tile", .metavar = "T", CLI_CALL(set_kv_tile)},
+    {0}};
 
 /* ---- loading Q, K, V ----------------------------------------------------- */
 
@@ -364,39 +305,4 @@ void run_check_tokens(const stsa_svg_config *cfg, const run_qkv *x, int layout) 
       (long long)N, x->label[0], (long long)S,
       shape_str(sb, sizeof sb, x->rank, x->file_shape), LAYOUT_NAME[layout],
       LAYOUT_DIMS[layout]);
-}
-
-/* ---- masks of the SVG session -------------------------------------------- */
-
-stsa_head_kind run_parse_kind(int argc, char **argv, int *i) {
-  const char *opt = argv[*i], *s = cli_str(argc, argv, i);
-  if (!strcmp(s, "spatial"))
-    return STSA_HEAD_SPATIAL;
-  if (!strcmp(s, "temporal"))
-    return STSA_HEAD_TEMPORAL;
-  cli_die("%s expects spatial or temporal, got '%s'", opt, s);
-}
-
-stsa_mask *run_kind_mask(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_head_kind kind,
-                         stsa_order *q_order, stsa_order *kv_order) {
-  stsa_svg_config one = *cfg;
-  one.heads = 1;
-  one.head_dim = one.head_dim > 0 ? one.head_dim : 64;
-  stsa_svg *svg;
-  cli_check(stsa_svg_create(ctx, &one, &svg), ctx, "creating the SVG session");
-  stsa_mask *mask;
-  cli_check(stsa_svg_kind_mask(svg, kind, &mask, q_order, kv_order), NULL,
-            "reading the session's mask");
-  stsa_svg_free(svg);
-  return mask;
-}
-
-void run_session_windows(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg_windows *w) {
-  stsa_svg_config one = *cfg;
-  one.heads = 1;
-  one.head_dim = one.head_dim > 0 ? one.head_dim : 64;
-  stsa_svg *svg;
-  cli_check(stsa_svg_create(ctx, &one, &svg), ctx, "creating the SVG session");
-  cli_check(stsa_svg_get_windows(svg, w), NULL, "reading the SVG windows");
-  stsa_svg_free(svg);
 }

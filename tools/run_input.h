@@ -1,8 +1,8 @@
 /*
  * run_input.h — what `stsa run` and `stsa plot` share: reading Q, K, V from a
  * safetensors file or three .npy files, the video geometry and SVG settings
- * from a preset and flags, and the per-kind masks of the SVG session.
- * Implemented in cmd_run.c. Every failure exits through cli_die with a
+ * from a preset and flags (their option tables) and the per-kind masks of
+ * the SVG session (run_config.c). Every failure exits through cli_die with a
  * message naming the flag or tensor at fault.
  */
 #ifndef STSA_TOOLS_RUN_INPUT_H
@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cli_files.h"
+#include "cli_options.h"
 #include "cli_util.h"
 #include "io/tensor_file.h"
 #include "stsa.h"
@@ -31,8 +32,8 @@ typedef struct run_input_opts {
 } run_input_opts;
 
 void run_input_defaults(run_input_opts *o);
-/* If argv[*i] is an input flag, consumes it (and its value) and returns 1. */
-int run_parse_input_opt(int argc, char **argv, int *i, run_input_opts *o);
+/* Their options (for a cli_opt_set on a run_input_opts), with help lines. */
+extern const cli_opt RUN_INPUT_OPTIONS[];
 
 /* Geometry and SVG flags; -1 (or NULL) means "not given". */
 typedef struct run_geo_opts {
@@ -45,8 +46,8 @@ typedef struct run_geo_opts {
 } run_geo_opts;
 
 void run_geo_defaults(run_geo_opts *o);
-/* If argv[*i] is a geometry flag, consumes it and returns 1. */
-int run_parse_geo_opt(int argc, char **argv, int *i, run_geo_opts *o);
+/* Their options (for a cli_opt_set on a run_geo_opts), with help lines. */
+extern const cli_opt RUN_GEO_OPTIONS[];
 
 /* The SVG configuration: the preset (if any), overridden by every flag given;
  * heads and head_dim come from the caller (the tensors). Without a preset:
@@ -89,7 +90,9 @@ stsa_mask *run_kind_mask(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_head_ki
 /* Window widths a session derives for cfg (a one-head session, then freed). */
 void run_session_windows(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg_windows *w);
 
-/* Parses "spatial" / "temporal" for the option argv[*i]. */
-stsa_head_kind run_parse_kind(int argc, char **argv, int *i);
+/* "spatial", "temporal" (NULL-terminated) and their stsa_head_kind values:
+ * the choices of --head-kind and --kind. */
+extern const char *const RUN_KIND_NAMES[3];
+extern const int RUN_KIND_VALUES[2];
 
 #endif

@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli_util.h"
 #include "commands.h"
 #include "stsa.h"
 
@@ -27,7 +26,6 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  cli_split_args(&argc, &argv);
   if (argc < 2) {
     usage(stderr);
     return 2;

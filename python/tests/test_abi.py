@@ -1,105 +1,184 @@
-"""The ctypes mirror of include/stsa.h: struct layouts, signatures, loading."""
+"""The binding's ABI is include/stsa.h: properties, not a copy of it.
 
-import ctypes
+Every STSA_API function of the header resolves in the library with the
+header's arity; struct layouts, enum values and integer macros seen by
+Python equal what the C compiler makes of the same header; struct `size`
+fields are filled; library loading and the GIL."""
+
+import os
 import pathlib
+import re
 import shutil
 import subprocess
+import sys
+import threading
+import time
 
+import cffi
+import numpy as np
 import pytest
 
 import stsa
 from stsa import _lib
+from stsa._lib import ffi, lib
 
-# LP64 (x86-64 / AArch64 Linux) layout of every struct, written out from the
-# header: (sizeof, {field: offset}). C enums are 4-byte ints.
-LAYOUT = {
-    "Tensor": ("stsa_tensor", 80, {"data": 0, "dtype": 8, "shape": 16, "stride": 48}),
-    "AttnOpts": ("stsa_attn_opts", 16, {"scale": 0, "lse": 8}),
-    "Geometry": ("stsa_geometry", 48, {"frames": 0, "height": 8, "width": 16, "text": 24,
-                                       "text_real": 32, "text_pos": 40}),
-    "PlanDesc": ("stsa_plan_desc", 72, {"s_q": 0, "s_kv": 8, "heads": 16, "masks": 24,
-                                        "geometry": 32, "q_order": 40, "kv_order": 44,
-                                        "q_tile": 48, "kv_tile": 52, "flags": 56,
-                                        "q_rows": 64}),
-    "PlanStats": ("stsa_plan_stats", 72, {"q_tiles": 0, "kv_tiles": 8, "tiles_total": 16,
-                                          "tiles_active": 24, "tiles_partial": 32,
-                                          "pairs_total": 40, "pairs_kept": 48,
-                                          "distinct_masks": 56, "distinct_partials": 64}),
-    "SparseOpts": ("stsa_sparse_opts", 40, {"scale": 0, "lse": 8, "mode": 16,
-                                            "pairs_changed": 24, "flags": 32}),
-    "WorkloadDesc": ("stsa_workload_desc", 88, {"geometry": 0, "batch": 48, "heads": 56,
-                                                "head_dim": 64, "seed": 72, "kinds": 80}),
-    "SvgConfig": ("stsa_svg_config", 136, {"geometry": 0, "heads": 48, "head_dim": 56,
-                                           "density": 64, "dense_steps": 72,
-                                           "dense_layers": 80, "sample_rows": 88,
-                                           "sink_frames": 96, "seed": 104, "steps": 112,
-                                           "layers": 120, "q_tile": 128, "kv_tile": 132}),
-    "SvgWindows": ("stsa_svg_windows", 40, {"q_tile": 0, "kv_tile": 4, "frame_window": 8,
-                                            "band": 16, "density_spatial": 24,
-                                            "density_temporal": 32}),
-    "SvgReport": ("stsa_svg_report", 56, {"dense": 0, "kinds": 8, "mse_spatial": 16,
-                                          "mse_temporal": 24, "profile_ms": 32,
-                                          "attention_ms": 40, "density": 48}),
-}
+CHECKOUT_HEADER = pathlib.Path(__file__).resolve().parents[2] / "include" / "stsa.h"
+# a function of the header: STSA_API <type> name(<params>);
+EXPORTED = re.compile(r"STSA_API\s[^;(]*?\b(stsa_\w+)\s*\(([^;]*?)\)\s*;", re.S)
 
 
-def _ctypes_layout(name):
-    cls = getattr(_lib, name)
-    return ctypes.sizeof(cls), {f: getattr(cls, f).offset for f, _ in cls._fields_}
+def _arity(params):
+    """Parameters in a C parameter list: top-level commas + 1; (void): 0."""
+    params = re.sub(r"/\*.*?\*/", " ", params, flags=re.S).strip()
+    if params in ("", "void"):
+        return 0
+    depth, commas = 0, 0
+    for c in params:
+        depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(c, 0)
+        commas += c == "," and depth == 0
+    return commas + 1
 
 
-@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="LP64 table")
-@pytest.mark.parametrize("name", sorted(LAYOUT))
-def test_struct_layout_lp64(name):
-    _, size, offsets = LAYOUT[name]
-    assert _ctypes_layout(name) == (size, offsets)
+def _exported(header):
+    return {name: _arity(params) for name, params in EXPORTED.findall(header.read_text())}
 
 
-def _header():
-    root = pathlib.Path(__file__).resolve().parents[2]
-    header = root / "include" / "stsa.h"
-    return header if header.is_file() else None
+def test_every_header_function_is_callable_through_the_binding():
+    exported = _exported(_lib.header_path)
+    assert len(exported) > 50 and set(exported) == set(_lib.FUNCTIONS)
+    for name, arity in exported.items():
+        fn_type = ffi.typeof(getattr(lib, name))
+        assert fn_type.kind == "function" and len(fn_type.args) == arity, name
 
 
-@pytest.mark.skipif(_header() is None or shutil.which("cc") is None,
-                    reason="needs include/stsa.h (a source checkout) and a C compiler")
-def test_struct_layout_against_header(tmp_path):
-    """Compiles offsetof/sizeof of every mirrored struct from the real header,
-    so a field added in C without the binding fails here."""
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "stsa.h"',
-             'int main(void) {']
-    for name, (cname, _, offsets) in LAYOUT.items():
-        lines.append(f'  printf("{name} size %zu\\n", sizeof({cname}));')
-        for field in offsets:
-            lines.append(f'  printf("{name} {field} %zu\\n", offsetof({cname}, {field}));')
+@pytest.mark.skipif(not CHECKOUT_HEADER.is_file(), reason="needs a source checkout")
+def test_the_header_read_is_the_checkouts():
+    """An installed package reads the stsa.h it shipped with: stale when the
+    checkout's header changed since (reinstall: pip install ./python)."""
+    assert _lib.header_path.read_text() == CHECKOUT_HEADER.read_text(), \
+        f"{_lib.header_path} differs from {CHECKOUT_HEADER}: reinstall the package"
+
+
+def _public_structs():
+    """C spelling -> ctype of every struct with a layout (not opaque)."""
+    typedefs, tags, _ = ffi.list_types()
+    found = {}
+    for spelling in typedefs + [f"struct {t}" for t in tags if not t.startswith("$")]:
+        ctype = ffi.typeof(spelling)
+        if ctype.kind == "struct" and ctype.fields is not None and \
+                ctype not in found.values():
+            found[spelling] = ctype
+    return found
+
+
+def _constants():
+    """Enum values and integer macros of the cdef: name -> value."""
+    return {name: getattr(lib, name) for name in dir(lib) if name not in _lib.FUNCTIONS}
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """What cc makes of the binding's header: {("size", T): n, ("offset", T,
+    f): n, ("fsize", T, f): n, ("value", NAME): n}."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler (cc)")
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "stsa.h"',
+             "int main(void) {"]
+    for spelling, ctype in _public_structs().items():
+        lines.append(f'  printf("size|{spelling}|%zu\\n", sizeof({spelling}));')
+        for field, _ in ctype.fields:
+            lines.append(f'  printf("offset|{spelling}|{field}|%zu\\n", '
+                         f'offsetof({spelling}, {field}));')
+            lines.append(f'  printf("fsize|{spelling}|{field}|%zu\\n", '
+                         f'sizeof((({spelling} *)0)->{field}));')
+    for name in _constants():
+        lines.append(f'  if ((long long)({name}) < 0) printf("value|{name}|%lld\\n", '
+                     f'(long long)({name}));')
+        lines.append(f'  else printf("value|{name}|%llu\\n", '
+                     f'(unsigned long long)({name}));')
+    for spelling in ffi.list_types()[0]:
+        if ffi.typeof(spelling).kind == "enum":
+            lines.append(f'  printf("size|{spelling}|%zu\\n", sizeof({spelling}));')
     lines += ["  return 0;", "}"]
-    src = tmp_path / "layout.c"
-    src.write_text("\n".join(lines))
-    exe = tmp_path / "layout"
-    subprocess.run(["cc", "-std=c11", "-I", str(_header().parent), str(src), "-o", str(exe)],
-                   check=True)
+    tmp = tmp_path_factory.mktemp("abi")
+    (tmp / "layout.c").write_text("\n".join(lines) + "\n")
+    subprocess.run([cc, "-std=c11", "-I", str(_lib.header_path.parent), str(tmp / "layout.c"),
+                    "-o", str(tmp / "layout")], check=True)
+    out = subprocess.run([str(tmp / "layout")], check=True, capture_output=True, text=True)
     got = {}
-    for line in subprocess.run([str(exe)], check=True, capture_output=True,
-                               text=True).stdout.splitlines():
-        name, field, value = line.split()
-        got.setdefault(name, {})[field] = int(value)
-    for name in LAYOUT:
-        size, offsets = _ctypes_layout(name)
-        assert got[name].pop("size") == size, name
-        assert got[name] == offsets, name
+    for line in out.stdout.splitlines():
+        *key, value = line.split("|")
+        got[tuple(key)] = int(value)
+    return got
 
 
-@pytest.mark.skipif(_header() is None, reason="needs include/stsa.h (a source checkout)")
-def test_every_header_function_is_declared():
-    import re
-    names = set(re.findall(r"STSA_API[^;(]*?\b(stsa_\w+)\s*\(", _header().read_text()))
-    assert names and names == set(_lib.SIGNATURES)
+def test_struct_layouts_equal_the_c_compilers(compiled):
+    structs = _public_structs()
+    assert {"stsa_tensor", "stsa_attn_opts", "stsa_svg_config"} <= set(structs)
+    for spelling, ctype in structs.items():
+        assert ffi.sizeof(ctype) == compiled[("size", spelling)], spelling
+        for field, f in ctype.fields:
+            assert f.offset == compiled[("offset", spelling, field)], (spelling, field)
+            assert ffi.sizeof(f.type) == compiled[("fsize", spelling, field)], (spelling, field)
+
+
+def test_enum_values_and_macros_equal_the_c_compilers(compiled):
+    constants = _constants()
+    assert constants["STSA_ERR_BAD_SHAPE"] == 2 and constants["STSA_UNBOUNDED"] == -(2**63)
+    for name, value in constants.items():
+        assert value == compiled[("value", name)], name
+    for spelling in ffi.list_types()[0]:
+        if ffi.typeof(spelling).kind == "enum":
+            assert ffi.sizeof(spelling) == compiled[("size", spelling)], spelling
+
+
+def test_python_names_of_enums_are_the_librarys():
+    assert [_lib.string(lib.stsa_backend_name(v)) for v in _lib.BACKENDS.values()] == \
+        list(_lib.BACKENDS)
+    assert {"auto", "ref", "portable"} <= set(_lib.BACKENDS)
+    assert _lib.SPARSE_MODES == {"exact": lib.STSA_SPARSE_EXACT, "naive": lib.STSA_SPARSE_NAIVE,
+                                 "tile-rounded": lib.STSA_SPARSE_TILE_ROUNDED}
+    assert _lib.PARAMS["check_finite"] == lib.STSA_PARAM_CHECK_FINITE
+    assert _lib.ORDERS["position_major"] == lib.STSA_ORDER_POSITION_MAJOR
+    assert _lib.TEXT_POS["suffix"] == lib.STSA_TEXT_SUFFIX
+    assert _lib.HEAD_KINDS[lib.STSA_HEAD_TEMPORAL] == "temporal"
+    assert "STSA_PARAM_COUNT_" not in _lib.enum_values("stsa_param")
+
+
+def test_every_status_has_a_distinct_name():
+    names = [_lib.status_name(v) for v in _lib.enum_values("stsa_status").values()]
+    assert len(names) >= 15 and all(names) and len(set(names)) == len(names)
+
+
+SIZED = """
+typedef struct inner { size_t size; int a; } inner;
+typedef struct opts { size_t size; double x; inner in; } opts;
+typedef struct plain { int n; size_t size; } plain;
+"""
+
+
+def test_new_sets_leading_size_fields_to_the_struct_size():
+    test_ffi = cffi.FFI()
+    test_ffi.cdef(SIZED)
+    p = test_ffi.new("opts *")
+    _lib.fill_sizes(test_ffi, p)
+    assert p.size == test_ffi.sizeof("opts") and p.x == 0
+    assert getattr(p, "in").size == test_ffi.sizeof("inner")
+    q = test_ffi.new("plain *")
+    _lib.fill_sizes(test_ffi, q)
+    assert q.size == 0  # only a leading size_t size is the struct's version
+    # and the header's own structs, whichever of them has such a field
+    for spelling, ctype in _public_structs().items():
+        first = ctype.fields[0]
+        if first[0] == "size" and first[1].type.cname == "size_t":
+            assert _lib.new(spelling).size == ffi.sizeof(ctype), spelling
 
 
 def test_struct_returned_by_value_matches():
-    # stsa_tensor_bhsd returns an stsa_tensor by value: C fills it, ctypes reads it
-    t = _lib.lib.stsa_tensor_bhsd(1024, _lib.STSA_F16, 2, 5, 3, 7)
-    assert t.data == 1024 and t.dtype == _lib.STSA_F16
+    # stsa_tensor_bhsd returns an stsa_tensor by value: C fills it, cffi reads it
+    t = lib.stsa_tensor_bhsd(ffi.cast("void *", 1024), lib.STSA_F16, 2, 5, 3, 7)
+    assert _lib.address(t.data) == 1024 and t.dtype == lib.STSA_F16
     assert list(t.shape) == [2, 5, 3, 7]
     assert list(t.stride) == [3 * 5 * 7, 7, 5 * 7, 1]
 
@@ -111,7 +190,7 @@ def test_preset_config_fields_read_back():
     assert cfg.density == pytest.approx(0.30)
     assert (cfg.sample_rows, cfg.sink_frames, cfg.q_tile, cfg.kv_tile) == (64, 1, 0, 0)
     hv = stsa.preset_config("hunyuan-720p").geometry
-    assert (hv.text, hv.text_real, hv.text_pos) == (256, 256, 2)
+    assert (hv.text, hv.text_real, hv.text_pos) == (256, 256, lib.STSA_TEXT_SUFFIX)
 
 
 def test_geometry_tokens_through_c():
@@ -119,37 +198,74 @@ def test_geometry_tokens_through_c():
     assert g.tokens == 7 + 3 * 4 * 5
 
 
-def test_every_function_has_argtypes_and_restype():
-    for name, (restype, argtypes) in _lib.SIGNATURES.items():
-        fn = getattr(_lib.lib, name)
-        assert fn.argtypes == argtypes and fn.restype == restype, name
+def test_calls_release_the_gil():
+    """While one thread is inside a long C call, another keeps running
+    Python: it is never stalled for the length of the call."""
+    q = np.ones((1, 768, 2, 64), dtype=np.float32)
+    ctx = stsa.Context(threads=1, backend="ref")  # the slow reference: ~0.4 s
+    inside = threading.Event()
+    took = []
+
+    def call():
+        inside.set()
+        t0 = time.perf_counter()
+        stsa.attention(q, q, q, layout="bshd", ctx=ctx)
+        took.append(time.perf_counter() - t0)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    inside.wait()
+    last, longest = time.perf_counter(), 0.0
+    while worker.is_alive():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    worker.join()
+    assert took and longest < took[0] / 2, (longest, took)
 
 
-def test_loaded_with_cdll_so_the_gil_is_released():
-    # ctypes.PyDLL would keep the GIL during calls; CDLL releases it
-    assert type(_lib.lib) is ctypes.CDLL
-    assert not isinstance(_lib.lib, ctypes.PyDLL)
-    assert stsa.library_version.count(".") == 2
-    assert pathlib.Path(stsa.library_path).is_file()
+def _run(code, env=None, cwd="/"):
+    return subprocess.run([sys.executable, "-c", code], env=env or os.environ,
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
-def test_status_names():
-    assert _lib.status_name(_lib.STSA_ERR_BAD_SHAPE)
-    assert len(_lib.STATUS_NAMES) == 15
+def test_no_crash_at_interpreter_exit():
+    # the library stays loaded until the process ends: unloading it (and
+    # libgomp with it) under its idle worker threads crashed now and then
+    code = ("import numpy as np, stsa; q = np.ones((1, 64, 2, 16), np.float32); "
+            "stsa.attention(q, q, q, layout='bshd', threads=2)")
+    for _ in range(12):
+        got = _run(code)
+        assert got.returncode == 0, got.stderr[-2000:]
+
+
+def test_library_older_than_the_header_is_refused(tmp_path):
+    """A header function the library lacks fails the import, naming it."""
+    package = pathlib.Path(stsa.__file__).resolve().parent
+    copy = tmp_path / "stsa"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("_lib", "__pycache__"))
+    (copy / "_lib").mkdir()
+    shutil.copyfile(stsa.library_path, copy / "_lib" / "libstsa.so")
+    header = _lib.header_path.read_text()
+    (copy / "_lib" / "stsa.h").write_text(header.replace(
+        "STSA_API unsigned stsa_version_number(void);",
+        "STSA_API unsigned stsa_version_number(void);\nSTSA_API int stsa_not_there(void);"))
+    env = {k: v for k, v in os.environ.items() if k != "STSA_LIBRARY"}
+    env["PYTHONPATH"] = str(tmp_path)
+    got = _run("import stsa", env=env)
+    assert got.returncode != 0 and "lacks stsa_not_there" in got.stderr, got.stderr[-2000:]
 
 
 def _import_with(env_value):
-    import os
-    import sys
     env = dict(os.environ, STSA_LIBRARY=env_value)
-    return subprocess.run([sys.executable, "-c", "import stsa; print(stsa.library_path)"],
-                          env=env, capture_output=True, text=True, cwd="/")
+    return _run("import stsa; print(stsa.library_path)", env=env)
 
 
 def test_stsa_library_variable_wins():
     path = stsa.library_path
     got = _import_with(path)
     assert got.returncode == 0 and got.stdout.strip() == path
+    assert stsa.library_version.count(".") == 2
+    assert pathlib.Path(stsa.library_path).is_file()
 
 
 def test_stsa_library_variable_that_does_not_load_is_an_error():

@@ -155,7 +155,7 @@ def test_empty_rows():
     keep[3] = False
     with pytest.raises(ValueError) as e:
         stsa.sparse_attention(q, k, v, mask=masks.dense(keep), layout="bshd")
-    assert e.value.status_name == stsa._lib.status_name(stsa._lib.STSA_ERR_EMPTY_ROW)
+    assert e.value.status_name == stsa._lib.status_name(stsa._lib.lib.STSA_ERR_EMPTY_ROW)
     out, lse = stsa.sparse_attention(q, k, v, mask=masks.dense(keep), allow_empty_rows=True,
                                      return_lse=True, layout="bshd")
     assert (out[:, 3] == 0).all() and np.isneginf(lse[:, :, 3]).all()

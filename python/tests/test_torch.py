@@ -60,7 +60,7 @@ def test_zero_copy_views_and_out():
     v = torch.randn(B, S, H, D + 8)[..., :D]         # narrowed rows
     for x, name in ((q, "q"), (k, "k"), (v, "v")):
         view = _core.view(x, name, "bshd")
-        assert not view.copied and view.tensor.data == x.data_ptr()
+        assert not view.copied and stsa._lib.address(view.tensor.data) == x.data_ptr()
     out_buf = torch.empty(B, H, S, D, dtype=torch.bfloat16)
     out = out_buf.transpose(1, 2)
     got = stsa.attention(q, k, v, out=out, layout="bshd")

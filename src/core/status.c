@@ -37,29 +37,23 @@ const char *stsa_status_str(stsa_status status) {
   return names[status];
 }
 
+/* One row per dtype: everything the library says about an element type. */
+static const struct {
+  size_t size;
+  const char *name;
+} DTYPES[STSA_DTYPE_COUNT_] = {
+    [STSA_F32] = {4, "f32"},
+    [STSA_F16] = {2, "f16"},
+    [STSA_BF16] = {2, "bf16"},
+};
+
 size_t stsa_dtype_size(stsa_dtype dtype) {
-  switch (dtype) {
-  case STSA_F32:
-    return 4;
-  case STSA_F16:
-  case STSA_BF16:
-    return 2;
-  default:
-    return 0;
-  }
+  return (unsigned)dtype < STSA_DTYPE_COUNT_ ? DTYPES[dtype].size : 0;
 }
 
+/* NULL for an invalid dtype, as include/stsa.h promises. */
 const char *stsa_dtype_name(stsa_dtype dtype) {
-  switch (dtype) {
-  case STSA_F32:
-    return "f32";
-  case STSA_F16:
-    return "f16";
-  case STSA_BF16:
-    return "bf16";
-  default:
-    return NULL;
-  }
+  return (unsigned)dtype < STSA_DTYPE_COUNT_ ? DTYPES[dtype].name : NULL;
 }
 
 stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...) {

@@ -156,13 +156,10 @@ int stsa_tensors_share_memory(const stsa_tensor *a, const stsa_tensor *b) {
 /* Scans every element of a tensor for NaN/Inf. */
 static stsa_status check_finite_tensor(const stsa_tensor *t, const char *name,
                                        stsa_errbuf *err) {
-  size_t esize = stsa_dtype_size(t->dtype);
   for (int64_t b = 0; b < t->shape[0]; b++)
     for (int64_t s = 0; s < t->shape[1]; s++)
       for (int64_t h = 0; h < t->shape[2]; h++) {
-        const char *row =
-            (const char *)t->data +
-            (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]) * esize;
+        const void *row = stsa_tensor_row(t, b, s, h);
         STSA_RETURN_IF(!stsa_row_is_finite(row, t->dtype, t->stride[3], t->shape[3]), err,
                        STSA_ERR_NONFINITE, "%s[b=%lld, s=%lld, h=%lld] holds NaN or Inf",
                        name, (long long)b, (long long)s, (long long)h);

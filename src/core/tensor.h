@@ -1,5 +1,6 @@
 /*
- * tensor.h — argument checks at the API boundary. Kernels trust what passes.
+ * tensor.h — argument checks at the API boundary (kernels trust what
+ * passes), and the address of a tensor's row.
  */
 #ifndef STSA_CORE_TENSOR_H
 #define STSA_CORE_TENSOR_H
@@ -9,6 +10,15 @@
 
 /* Largest supported head dimension. */
 #define STSA_MAX_HEAD_DIM 512
+
+/* Address of row (b, s, h) of a checked tensor: its D elements start there,
+ * stride[3] elements apart. The one place the B, S, H strides are applied;
+ * indices are not checked. */
+static inline void *stsa_tensor_row(const stsa_tensor *t, int64_t b, int64_t s,
+                                    int64_t h) {
+  const int64_t off = b * t->stride[0] + s * t->stride[1] + h * t->stride[2];
+  return (char *)t->data + (size_t)off * stsa_dtype_size(t->dtype);
+}
 
 /* Checks one tensor on its own: data, dtype, sizes, strides, alignment. */
 stsa_status stsa_check_tensor(const stsa_tensor *t, const char *name, stsa_errbuf *err);

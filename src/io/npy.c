@@ -19,6 +19,13 @@
 
 static const uint8_t k_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
+/* numpy's descr of each dtype, read and written; bfloat16 has none. */
+static const char *const k_descr[STSA_DTYPE_COUNT_] = {
+    [STSA_F32] = "<f4",
+    [STSA_F16] = "<f2",
+    [STSA_BF16] = NULL,
+};
+
 /* ---- header dict parser --------------------------------------------------- */
 
 typedef struct npy_lex {
@@ -228,14 +235,11 @@ static stsa_status parse_dict(npy_lex *p, npy_header *h) {
 
 static stsa_status check_descr(const npy_header *h, stsa_dtype *dt, stsa_errbuf *err) {
   const char *d = h->descr;
-  if (strcmp(d, "<f4") == 0) {
-    *dt = STSA_F32;
-    return STSA_OK;
-  }
-  if (strcmp(d, "<f2") == 0) {
-    *dt = STSA_F16;
-    return STSA_OK;
-  }
+  for (int i = 0; i < STSA_DTYPE_COUNT_; i++)
+    if (k_descr[i] && strcmp(d, k_descr[i]) == 0) {
+      *dt = (stsa_dtype)i;
+      return STSA_OK;
+    }
   char q[48];
   stsa_io_quote(q, sizeof q, d, strlen(d));
   STSA_RETURN_IF(d[0] == '>', err, STSA_ERR_BAD_DTYPE,
@@ -387,8 +391,9 @@ static stsa_status build_header(stsa_dtype dtype, int rank, const int64_t *shape
   *hdr = NULL;
   STSA_RETURN_IF(dtype == STSA_BF16, err, STSA_ERR_BAD_DTYPE,
                  "npy has no bfloat16 type; use safetensors");
-  STSA_RETURN_IF(dtype != STSA_F32 && dtype != STSA_F16, err, STSA_ERR_BAD_DTYPE,
-                 "invalid dtype %d (expected F32 or F16)", (int)dtype);
+  STSA_RETURN_IF((unsigned)dtype >= STSA_DTYPE_COUNT_ || !k_descr[dtype], err,
+                 STSA_ERR_BAD_DTYPE, "invalid dtype %d (expected F32 or F16)",
+                 (int)dtype);
   STSA_RETURN_IF(rank < 0 || rank > STSA_IO_MAX_RANK, err, STSA_ERR_BAD_SHAPE,
                  "rank %d is outside 0..%d", rank, STSA_IO_MAX_RANK);
   STSA_RETURN_IF(rank > 0 && !shape, err, STSA_ERR_NULL_ARG,
@@ -403,9 +408,8 @@ static stsa_status build_header(stsa_dtype dtype, int rank, const int64_t *shape
 
   /* The dict exactly as numpy writes it; shape like Python's tuple repr. */
   char dict[400];
-  int o =
-      snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-               dtype == STSA_F32 ? "<f4" : "<f2");
+  int o = snprintf(dict, sizeof dict,
+                   "{'descr': '%s', 'fortran_order': False, 'shape': (", k_descr[dtype]);
   for (int d = 0; d < rank; d++)
     o += snprintf(dict + o, sizeof dict - (size_t)o, "%s%lld", d ? ", " : "",
                   (long long)shape[d]);

@@ -46,24 +46,16 @@ static int is_unsupported_dtype(const char *s) {
   return 0;
 }
 
+/* What a JSON value is, for "..., found <name>" in messages. */
 static const char *json_type_name(const json_t *v) {
-  switch (json_typeof(v)) {
-  case JSON_OBJECT:
-    return "an object";
-  case JSON_ARRAY:
-    return "an array";
-  case JSON_STRING:
-    return "a string";
-  case JSON_INTEGER:
-    return "an integer";
-  case JSON_REAL:
-    return "a real number";
-  case JSON_TRUE:
-  case JSON_FALSE:
-    return "a boolean";
-  default:
-    return "null";
-  }
+  static const char *const names[] = {
+      [JSON_OBJECT] = "an object",   [JSON_ARRAY] = "an array",
+      [JSON_STRING] = "a string",    [JSON_INTEGER] = "an integer",
+      [JSON_REAL] = "a real number", [JSON_TRUE] = "a boolean",
+      [JSON_FALSE] = "a boolean",    [JSON_NULL] = "null",
+  };
+  const unsigned type = (unsigned)json_typeof(v);
+  return type < sizeof names / sizeof *names && names[type] ? names[type] : "unknown";
 }
 
 static uint64_t load_le64(const uint8_t *p) {

@@ -7,7 +7,8 @@
 layout= is required wherever arrays go in ("bshd", "bhsd" or "shd"): there
 is no default to silently misread SDPA's [B, H, S, D] as [B, S, H, D].
 
-A ctypes binding of libstsa (include/stsa.h). See docs/python.md.
+A cffi (ABI mode) binding of libstsa, declared from the include/stsa.h it
+ships with. See docs/python.md.
 """
 
 from . import masks

@@ -10,7 +10,6 @@ refused. Shapes are checked here first (rank, an empty dimension, D = 0), so
 that the message names the problem rather than a stride or a NULL pointer.
 """
 
-import ctypes
 import operator
 import sys
 import threading
@@ -19,7 +18,7 @@ import weakref
 import numpy as np
 
 from . import _lib
-from ._lib import lib
+from ._lib import ffi, lib
 
 # ------------------------------------------------------------------ errors
 
@@ -57,10 +56,10 @@ class StsaOSError(Error, OSError):
 
 
 _ERROR_CLASS = {
-    _lib.STSA_ERR_BAD_DTYPE: StsaTypeError,
-    _lib.STSA_ERR_OUT_OF_MEMORY: StsaMemoryError,
-    _lib.STSA_ERR_UNSUPPORTED: StsaNotImplementedError,
-    _lib.STSA_ERR_IO: StsaOSError,
+    lib.STSA_ERR_BAD_DTYPE: StsaTypeError,
+    lib.STSA_ERR_OUT_OF_MEMORY: StsaMemoryError,
+    lib.STSA_ERR_UNSUPPORTED: StsaNotImplementedError,
+    lib.STSA_ERR_IO: StsaOSError,
 }
 
 
@@ -70,11 +69,11 @@ def raise_status(status, message):
 
 def check(status, ctx=None, what=""):
     """Raises the stsa.Error of a non-OK status, with the context's message."""
-    if status == _lib.STSA_OK:
+    if status == lib.STSA_OK:
         return
     message = ""
     if ctx is not None:
-        message = (lib.stsa_ctx_last_error(ctx) or b"").decode(errors="replace")
+        message = _lib.string(lib.stsa_ctx_last_error(ctx)) or ""
     if not message:
         message = f"{what}: {_lib.status_name(status)}" if what else _lib.status_name(status)
     raise_status(status, message)
@@ -87,16 +86,15 @@ UINT64 = (0, 2**64 - 1)
 
 def as_int(value, name, bounds=INT64):
     """value as a Python int inside `bounds` (lo, hi), the range of the C
-    type it goes into. ctypes would silently wrap an int that does not fit
-    (10**20 threads became 7766279631452241920); this refuses it instead,
-    naming the accepted range."""
+    type it goes into, or an stsa.Error naming the accepted range (cffi
+    would raise a bare OverflowError; a float would be truncated)."""
     try:
         n = operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
     lo, hi = bounds
     if not lo <= n <= hi:
-        raise_status(_lib.STSA_ERR_BAD_PARAM, f"{name} = {n} is out of range [{lo}, {hi}]")
+        raise_status(lib.STSA_ERR_BAD_PARAM, f"{name} = {n} is out of range [{lo}, {hi}]")
     return n
 
 
@@ -117,11 +115,12 @@ class Context:
                  check_finite=None):
         self.lock = threading.RLock()
         self._owner = None  # the stsa.SVG whose session uses this context, if any
-        handle = _lib.CtxP()
-        msg = ctypes.create_string_buffer(512)
-        status = lib.stsa_ctx_create_msg(ctypes.byref(handle), msg, len(msg))
-        if status != _lib.STSA_OK:  # e.g. an unknown STSA_BACKEND in the environment
-            raise_status(status, "stsa_ctx_create: " + msg.value.decode(errors="replace"))
+        handle = ffi.new("stsa_ctx **")
+        msg = ffi.new("char[]", 512)
+        status = lib.stsa_ctx_create_msg(handle, msg, len(msg))
+        if status != lib.STSA_OK:  # e.g. an unknown STSA_BACKEND in the environment
+            raise_status(status, "stsa_ctx_create: " + _lib.string(msg))
+        handle = handle[0]
         self._handle = handle
         self._finalizer = weakref.finalize(self, _free_context, handle, self.lock)
         for name, value in (("threads", threads), ("backend", backend), ("q_tile", q_tile),
@@ -161,22 +160,22 @@ class Context:
     def get(self, name):
         if name not in _lib.PARAMS:
             raise ValueError(f"unknown parameter {name!r}")
-        value = ctypes.c_int64()
+        value = ffi.new("int64_t *")
         with self.lock:
-            check(lib.stsa_ctx_get(self.handle, _lib.PARAMS[name], ctypes.byref(value)),
-                  self.handle, f"stsa_ctx_get({name})")
-        return value.value
+            check(lib.stsa_ctx_get(self.handle, _lib.PARAMS[name], value), self.handle,
+                  f"stsa_ctx_get({name})")
+        return value[0]
 
     @property
     def backend(self):
         """The backend calls on this context actually run ('avx2', ...)."""
         with self.lock:
-            return lib.stsa_backend_name(lib.stsa_ctx_backend(self.handle)).decode()
+            return _lib.string(lib.stsa_backend_name(lib.stsa_ctx_backend(self.handle)))
 
     @property
     def last_error(self):
         with self.lock:
-            return (lib.stsa_ctx_last_error(self.handle) or b"").decode(errors="replace")
+            return _lib.string(lib.stsa_ctx_last_error(self.handle)) or ""
 
     def close(self):
         """Frees the context now (otherwise when it is garbage collected).
@@ -202,10 +201,9 @@ def _free_context(handle, lock):
 
 def param_bounds(name):
     """(lo, hi) of a context parameter (stsa_param_bounds)."""
-    lo, hi = ctypes.c_int64(), ctypes.c_int64()
-    check(lib.stsa_param_bounds(_lib.PARAMS[name], ctypes.byref(lo), ctypes.byref(hi)),
-          what=f"stsa_param_bounds({name})")
-    return lo.value, hi.value
+    lo, hi = ffi.new("int64_t *"), ffi.new("int64_t *")
+    check(lib.stsa_param_bounds(_lib.PARAMS[name], lo, hi), what=f"stsa_param_bounds({name})")
+    return lo[0], hi[0]
 
 
 _local = threading.local()
@@ -244,10 +242,10 @@ class threads_set:
         return self.handle
 
     def _param(self, name):
-        value = ctypes.c_int64()
-        check(lib.stsa_ctx_get(self.handle, _lib.PARAMS[name], ctypes.byref(value)),
-              self.handle, f"stsa_ctx_get({name})")
-        return value.value
+        value = ffi.new("int64_t *")
+        check(lib.stsa_ctx_get(self.handle, _lib.PARAMS[name], value), self.handle,
+              f"stsa_ctx_get({name})")
+        return value[0]
 
     def _set(self, n):
         check(lib.stsa_ctx_set(self.handle, _lib.PARAMS["threads"], n), self.handle,
@@ -304,25 +302,26 @@ def is_torch(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-_NP_DTYPES = {np.dtype(np.float32): _lib.STSA_F32, np.dtype(np.float16): _lib.STSA_F16}
+_NP_DTYPES = {np.dtype(np.float32): lib.STSA_F32, np.dtype(np.float16): lib.STSA_F16}
 
 
 def _numpy_code(dtype):
     code = _NP_DTYPES.get(dtype)
     if code is None and dtype.name == "bfloat16" and dtype.itemsize == 2:
-        code = _lib.STSA_BF16  # ml_dtypes.bfloat16
+        code = lib.STSA_BF16  # ml_dtypes.bfloat16
     return code
 
 
 def _torch_code(dtype):
     torch = _torch()
-    return {torch.float32: _lib.STSA_F32, torch.float16: _lib.STSA_F16,
-            torch.bfloat16: _lib.STSA_BF16}.get(dtype)
+    return {torch.float32: lib.STSA_F32, torch.float16: lib.STSA_F16,
+            torch.bfloat16: lib.STSA_BF16}.get(dtype)
 
 
 class View:
-    """An array seen as an stsa_tensor. Holds the array (or the copy made of
-    it) alive for as long as the descriptor is used."""
+    """An array seen as an stsa_tensor (`tensor`: an `stsa_tensor *`). Holds
+    the array (or the copy made of it) alive for as long as the descriptor
+    is used."""
 
     __slots__ = ("array", "tensor", "copied", "code")
 
@@ -348,17 +347,15 @@ def _check_shape(name, shape, layout, rank):
         raise ValueError(f"{name} has {len(shape)} dimensions {shape} but layout "
                          f"{layout!r} needs {rank}")
     if shape[-1] == 0:
-        raise_status(_lib.STSA_ERR_BAD_SHAPE, f"{name}: head dim is 0 (shape {shape}, "
-                                              f"layout {layout!r})")
+        raise_status(lib.STSA_ERR_BAD_SHAPE, f"{name}: head dim is 0 (shape {shape}, "
+                                             f"layout {layout!r})")
     if 0 in shape:
-        raise_status(_lib.STSA_ERR_BAD_SHAPE, f"{name} is empty (shape {shape}, layout "
-                                              f"{layout!r}): every dimension must be >= 1")
+        raise_status(lib.STSA_ERR_BAD_SHAPE, f"{name} is empty (shape {shape}, layout "
+                                             f"{layout!r}): every dimension must be >= 1")
 
 
 def _descriptor(ptr, code, shape, strides_el, axes):
-    t = _lib.Tensor()
-    t.data = ptr
-    t.dtype = code
+    t = _lib.new("stsa_tensor", data=ffi.cast("void *", ptr), dtype=code)
     for i, ax in enumerate(axes):
         if ax is None:
             t.shape[i], t.stride[i] = 1, 1
@@ -449,11 +446,10 @@ def empty_f32(ref, shape):
     return np.empty(tuple(shape), dtype=np.float32)
 
 
-def float_ptr(arr):
-    """A float* to a contiguous float32 numpy array or torch tensor."""
-    if is_torch(arr):
-        return ctypes.cast(arr.data_ptr(), _lib.c_float_p)
-    return arr.ctypes.data_as(_lib.c_float_p)
+def pointer(arr, ctype="float"):
+    """A `ctype *` to the data of a contiguous numpy array or torch tensor
+    (the caller keeps the array alive while the pointer is used)."""
+    return ffi.cast(ctype + " *", arr.data_ptr() if is_torch(arr) else arr.ctypes.data)
 
 
 def scale_value(scale):

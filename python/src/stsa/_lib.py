@@ -1,8 +1,17 @@
-"""ctypes binding of libstsa: the library, its structs and every entry point.
+"""cffi binding of libstsa: include/stsa.h declared as it is, the library
+opened in ABI mode.
 
-This module mirrors include/stsa.h one to one and nothing more: no array
-handling, no defaults. Everything above it (stsa.attention, stsa.Plan, ...)
-goes through the objects defined here.
+Nothing of the C API is written out here: structs, function signatures,
+enum values and integer macros all come from the header (see _header.py),
+so the header stays the one description of the ABI. What this module adds
+is loading, the Python names of enum values, and `new` (structs created
+with their `size` field set). No array handling, no defaults: everything
+above it (stsa.attention, stsa.Plan, ...) goes through `ffi` and `lib`.
+
+Which header is read (the one shipped with the library):
+  1. stsa/_lib/stsa.h, the copy `pip install` put next to libstsa.so;
+  2. <source checkout>/include/stsa.h, when the package is imported from
+     python/src of a checkout.
 
 Which libstsa is loaded (first match wins):
   1. $STSA_LIBRARY, a path to libstsa.so (an error if it cannot be loaded);
@@ -11,274 +20,39 @@ Which libstsa is loaded (first match wins):
      python/src of a checkout (development: `make build`, then
      PYTHONPATH=python/src).
 
-The library is opened with ctypes.CDLL, never PyDLL: every call releases the
-GIL while C runs, so other Python threads go on during an attention call.
+cffi releases the GIL around every call into the library: other Python
+threads go on during an attention call.
 """
 
-import ctypes
 import os
 import pathlib
 
-# The ABI this binding was written against (include/stsa.h): major.minor.
-ABI_MAJOR = 0
-ABI_MINOR = 1
+import cffi
 
-# ------------------------------------------------------------------ enums
-# Numeric values are pinned in stsa.h (append-only).
-STSA_OK = 0
-STATUS_NAMES = (
-    "STSA_OK", "STSA_ERR_NULL_ARG", "STSA_ERR_BAD_SHAPE", "STSA_ERR_BAD_DTYPE",
-    "STSA_ERR_BAD_STRIDE", "STSA_ERR_MISALIGNED", "STSA_ERR_OVERLAP",
-    "STSA_ERR_NONFINITE", "STSA_ERR_OUT_OF_MEMORY", "STSA_ERR_BAD_PARAM",
-    "STSA_ERR_UNSUPPORTED", "STSA_ERR_EMPTY_ROW", "STSA_ERR_IO", "STSA_ERR_FORMAT",
-    "STSA_ERR_BAD_MASK",
-)
-for _code, _name in enumerate(STATUS_NAMES):
-    globals()[_name] = _code
+from . import _header
 
-STSA_F32, STSA_F16, STSA_BF16 = 0, 1, 2
-
-BACKENDS = {"auto": 0, "ref": 1, "portable": 2, "avx2": 3}
-PARAMS = {"threads": 0, "backend": 1, "q_tile": 2, "kv_tile": 3, "check_finite": 4}
-TEXT_POS = {"none": 0, "prefix": 1, "suffix": 2}
-ORDERS = {"native": 0, "position_major": 1, "sink_first": 2}
-SPARSE_MODES = {"exact": 0, "naive": 1, "tile-rounded": 2}
-HEAD_KINDS = ("spatial", "temporal", "mixed")
-
-STSA_PLAN_ALLOW_EMPTY_ROWS = 1
-STSA_SPARSE_PREPERMUTED = 1
-STSA_UNBOUNDED = -(2**63)  # INT64_MIN
-
-c_int64_p = ctypes.POINTER(ctypes.c_int64)
-c_float_p = ctypes.POINTER(ctypes.c_float)
-c_int32_p = ctypes.POINTER(ctypes.c_int32)
-c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
+HERE = pathlib.Path(__file__).resolve().parent
+# python/src/stsa/_lib.py -> the repository root of a checkout is three levels up
+CHECKOUT = HERE.parents[2]
 
 
-# ------------------------------------------------------------------ structs
-# Field for field the structs of stsa.h; C enums are ints. tests/test_abi.py
-# checks sizes and offsets against the header (compiled when a C compiler is
-# present) and against the LP64 layout written out by hand.
-class Tensor(ctypes.Structure):
-    """stsa_tensor: logical shape [B, S, H, D], strides in elements."""
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("dtype", ctypes.c_int),
-        ("shape", ctypes.c_int64 * 4),
-        ("stride", ctypes.c_int64 * 4),
-    ]
+# ------------------------------------------------------------------ the header
+def _find_header():
+    for path in (HERE / "_lib" / "stsa.h", CHECKOUT / "include" / "stsa.h"):
+        if path.is_file():
+            return path
+    raise ImportError(
+        f"stsa: stsa.h not found (neither {HERE / '_lib' / 'stsa.h'}, shipped by "
+        f"`pip install ./python`, nor {CHECKOUT / 'include' / 'stsa.h'} of a source "
+        "checkout); reinstall the package")
 
 
-class AttnOpts(ctypes.Structure):
-    """stsa_attn_opts."""
-    _fields_ = [("scale", ctypes.c_float), ("lse", c_float_p)]
-
-
-class Geometry(ctypes.Structure):
-    """stsa_geometry: F, Hp, Wp in tokens, text tokens and their position."""
-    _fields_ = [
-        ("frames", ctypes.c_int64),
-        ("height", ctypes.c_int64),
-        ("width", ctypes.c_int64),
-        ("text", ctypes.c_int64),
-        ("text_real", ctypes.c_int64),
-        ("text_pos", ctypes.c_int),
-    ]
-
-
-class Mask(ctypes.Structure):
-    """stsa_mask (opaque)."""
-
-
-class Plan(ctypes.Structure):
-    """stsa_plan (opaque)."""
-
-
-class Ctx(ctypes.Structure):
-    """stsa_ctx (opaque)."""
-
-
-class Svg(ctypes.Structure):
-    """stsa_svg (opaque)."""
-
-
-MaskP = ctypes.POINTER(Mask)
-PlanP = ctypes.POINTER(Plan)
-CtxP = ctypes.POINTER(Ctx)
-SvgP = ctypes.POINTER(Svg)
-
-
-class PlanDesc(ctypes.Structure):
-    """stsa_plan_desc."""
-    _fields_ = [
-        ("s_q", ctypes.c_int64),
-        ("s_kv", ctypes.c_int64),
-        ("heads", ctypes.c_int64),
-        ("masks", ctypes.POINTER(MaskP)),
-        ("geometry", ctypes.POINTER(Geometry)),
-        ("q_order", ctypes.c_int),
-        ("kv_order", ctypes.c_int),
-        ("q_tile", ctypes.c_int),
-        ("kv_tile", ctypes.c_int),
-        ("flags", ctypes.c_uint),
-        ("q_rows", c_int64_p),
-    ]
-
-
-class PlanStats(ctypes.Structure):
-    """stsa_plan_stats."""
-    _fields_ = [
-        ("q_tiles", ctypes.c_int64),
-        ("kv_tiles", ctypes.c_int64),
-        ("tiles_total", ctypes.c_int64),
-        ("tiles_active", ctypes.c_int64),
-        ("tiles_partial", ctypes.c_int64),
-        ("pairs_total", ctypes.c_int64),
-        ("pairs_kept", ctypes.c_int64),
-        ("distinct_masks", ctypes.c_int64),
-        ("distinct_partials", ctypes.c_int64),
-    ]
-
-
-class SparseOpts(ctypes.Structure):
-    """stsa_sparse_opts."""
-    _fields_ = [
-        ("scale", ctypes.c_float),
-        ("lse", c_float_p),
-        ("mode", ctypes.c_int),
-        ("pairs_changed", c_int64_p),
-        ("flags", ctypes.c_uint),
-    ]
-
-
-class WorkloadDesc(ctypes.Structure):
-    """stsa_workload_desc."""
-    _fields_ = [
-        ("geometry", Geometry),
-        ("batch", ctypes.c_int64),
-        ("heads", ctypes.c_int64),
-        ("head_dim", ctypes.c_int64),
-        ("seed", ctypes.c_uint64),
-        ("kinds", ctypes.POINTER(ctypes.c_int)),
-    ]
-
-
-class SvgConfig(ctypes.Structure):
-    """stsa_svg_config."""
-    _fields_ = [
-        ("geometry", Geometry),
-        ("heads", ctypes.c_int64),
-        ("head_dim", ctypes.c_int64),
-        ("density", ctypes.c_double),
-        ("dense_steps", ctypes.c_int64),
-        ("dense_layers", ctypes.c_int64),
-        ("sample_rows", ctypes.c_int64),
-        ("sink_frames", ctypes.c_int64),
-        ("seed", ctypes.c_uint64),
-        ("steps", ctypes.c_int64),
-        ("layers", ctypes.c_int64),
-        ("q_tile", ctypes.c_int),
-        ("kv_tile", ctypes.c_int),
-    ]
-
-
-class SvgWindows(ctypes.Structure):
-    """stsa_svg_windows."""
-    _fields_ = [
-        ("q_tile", ctypes.c_int),
-        ("kv_tile", ctypes.c_int),
-        ("frame_window", ctypes.c_int64),
-        ("band", ctypes.c_int64),
-        ("density_spatial", ctypes.c_double),
-        ("density_temporal", ctypes.c_double),
-    ]
-
-
-class SvgReport(ctypes.Structure):
-    """stsa_svg_report."""
-    _fields_ = [
-        ("dense", ctypes.c_int),
-        ("kinds", ctypes.POINTER(ctypes.c_int)),
-        ("mse_spatial", c_float_p),
-        ("mse_temporal", c_float_p),
-        ("profile_ms", ctypes.c_double),
-        ("attention_ms", ctypes.c_double),
-        ("density", ctypes.c_double),
-    ]
-
-
-TensorP = ctypes.POINTER(Tensor)
-GeometryP = ctypes.POINTER(Geometry)
-_int = ctypes.c_int
-_i64 = ctypes.c_int64
-_str = ctypes.c_char_p
-
-# name: (restype, argtypes). Every function of stsa.h, in header order.
-SIGNATURES = {
-    "stsa_version_number": (ctypes.c_uint, []),
-    "stsa_version_string": (_str, []),
-    "stsa_status_str": (_str, [_int]),
-    "stsa_dtype_size": (ctypes.c_size_t, [_int]),
-    "stsa_dtype_name": (_str, [_int]),
-    "stsa_tensor_bshd": (Tensor, [ctypes.c_void_p, _int, _i64, _i64, _i64, _i64]),
-    "stsa_tensor_bhsd": (Tensor, [ctypes.c_void_p, _int, _i64, _i64, _i64, _i64]),
-    "stsa_tensor_shd": (Tensor, [ctypes.c_void_p, _int, _i64, _i64, _i64]),
-    "stsa_ctx_create": (_int, [ctypes.POINTER(CtxP)]),
-    "stsa_ctx_create_msg": (_int, [ctypes.POINTER(CtxP), ctypes.c_char_p, ctypes.c_size_t]),
-    "stsa_ctx_free": (None, [CtxP]),
-    "stsa_ctx_last_error": (_str, [CtxP]),
-    "stsa_backend_name": (_str, [_int]),
-    "stsa_ctx_set": (_int, [CtxP, _int, _i64]),
-    "stsa_ctx_get": (_int, [CtxP, _int, c_int64_p]),
-    "stsa_param_bounds": (_int, [_int, c_int64_p, c_int64_p]),
-    "stsa_ctx_backend": (_int, [CtxP]),
-    "stsa_cpu_has_avx2": (_int, []),
-    "stsa_attention": (_int, [CtxP, TensorP, TensorP, TensorP, TensorP,
-                              ctypes.POINTER(AttnOpts)]),
-    "stsa_attention_part": (_int, [CtxP, TensorP, TensorP, TensorP, TensorP,
-                                   ctypes.POINTER(AttnOpts), _int, _int]),
-    "stsa_attention_check": (_int, [CtxP, TensorP, TensorP, TensorP, TensorP,
-                                    ctypes.POINTER(AttnOpts)]),
-    "stsa_geometry_tokens": (_i64, [GeometryP]),
-    "stsa_order_permutation": (_int, [GeometryP, _int, c_int64_p]),
-    "stsa_mask_full": (_int, [ctypes.POINTER(MaskP)]),
-    "stsa_mask_causal": (_int, [_i64, ctypes.POINTER(MaskP)]),
-    "stsa_mask_local": (_int, [_i64, _i64, ctypes.POINTER(MaskP)]),
-    "stsa_mask_chunked_causal": (_int, [_i64, ctypes.POINTER(MaskP)]),
-    "stsa_mask_frame_window": (_int, [GeometryP, _i64, ctypes.POINTER(MaskP)]),
-    "stsa_mask_spatial_window": (_int, [GeometryP, _i64, _i64, ctypes.POINTER(MaskP)]),
-    "stsa_mask_position_band": (_int, [GeometryP, _i64, ctypes.POINTER(MaskP)]),
-    "stsa_mask_sink_frames": (_int, [GeometryP, _i64, ctypes.POINTER(MaskP)]),
-    "stsa_mask_text": (_int, [GeometryP, ctypes.POINTER(MaskP)]),
-    "stsa_mask_segments": (_int, [c_int32_p, _i64, c_int32_p, _i64,
-                                  ctypes.POINTER(MaskP)]),
-    "stsa_mask_dense": (_int, [c_uint8_p, _i64, _i64, ctypes.POINTER(MaskP)]),
-    "stsa_mask_and": (_int, [MaskP, MaskP, ctypes.POINTER(MaskP)]),
-    "stsa_mask_or": (_int, [MaskP, MaskP, ctypes.POINTER(MaskP)]),
-    "stsa_mask_free": (None, [MaskP]),
-    "stsa_mask_keep": (_int, [MaskP, _i64, _i64]),
-    "stsa_mask_equal": (_int, [MaskP, MaskP]),
-    "stsa_plan_build": (_int, [CtxP, ctypes.POINTER(PlanDesc), ctypes.POINTER(PlanP)]),
-    "stsa_plan_free": (None, [PlanP]),
-    "stsa_plan_get_stats": (_int, [PlanP, ctypes.POINTER(PlanStats)]),
-    "stsa_plan_tile_kind": (_int, [PlanP, _i64, _i64, _i64]),
-    "stsa_sparse_mode_name": (_str, [_int]),
-    "stsa_sparse_attention": (_int, [CtxP, PlanP, TensorP, TensorP, TensorP, TensorP,
-                                     ctypes.POINTER(SparseOpts)]),
-    "stsa_head_kind_name": (_str, [_int]),
-    "stsa_workload_generate": (_int, [ctypes.POINTER(WorkloadDesc), TensorP, TensorP,
-                                      TensorP, ctypes.POINTER(ctypes.c_int)]),
-    "stsa_svg_preset": (_int, [_str, ctypes.POINTER(SvgConfig)]),
-    "stsa_svg_preset_name": (_str, [_int]),
-    "stsa_svg_create": (_int, [CtxP, ctypes.POINTER(SvgConfig), ctypes.POINTER(SvgP)]),
-    "stsa_svg_free": (None, [SvgP]),
-    "stsa_svg_get_windows": (_int, [SvgP, ctypes.POINTER(SvgWindows)]),
-    "stsa_svg_kind_mask": (_int, [SvgP, _int, ctypes.POINTER(MaskP), ctypes.POINTER(_int),
-                                  ctypes.POINTER(_int)]),
-    "stsa_svg_attention": (_int, [SvgP, _i64, _i64, TensorP, TensorP, TensorP, TensorP,
-                                  ctypes.POINTER(SvgReport)]),
-    "stsa_permute_tokens": (_int, [GeometryP, _int, _int, TensorP, TensorP]),
-}
+header_path = _find_header()
+ffi = cffi.FFI()
+try:
+    ffi.cdef(_header.cdef_source(header_path.read_text()))
+except (_header.HeaderError, cffi.CDefError) as e:
+    raise ImportError(f"stsa: cannot declare {header_path}: {e}") from e
 
 
 # ------------------------------------------------------------------ loading
@@ -287,12 +61,9 @@ def _candidates():
     env = os.environ.get("STSA_LIBRARY")
     if env:
         return [(pathlib.Path(env), "$STSA_LIBRARY")]
-    here = pathlib.Path(__file__).resolve().parent
-    found = [(here / "_lib" / "libstsa.so", "package")]
-    # python/src/stsa/_lib.py -> repository root is three levels up
-    root = here.parents[2]
-    if (root / "include" / "stsa.h").is_file():
-        found.append((root / "build" / "libstsa.so", "source checkout"))
+    found = [(HERE / "_lib" / "libstsa.so", "package")]
+    if (CHECKOUT / "include" / "stsa.h").is_file():
+        found.append((CHECKOUT / "build" / "libstsa.so", "source checkout"))
     return found
 
 
@@ -303,44 +74,119 @@ def _load():
             tried.append(f"{path} ({origin}: not there)")
             continue
         try:
-            lib = ctypes.CDLL(str(path))
+            # NODELETE: never unloaded, not even when `lib` is collected at
+            # interpreter exit, as libgomp's worker threads still run code
+            # of the libraries it came with (a crash at exit otherwise)
+            return ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_NODELETE), str(path)
         except OSError as e:
             if origin == "$STSA_LIBRARY":
                 raise ImportError(f"stsa: cannot load $STSA_LIBRARY={path}: {e}") from e
             tried.append(f"{path} ({origin}: {e})")
-            continue
-        return lib, str(path)
     raise ImportError(
         "stsa: libstsa.so not found. Install the package with `pip install ./python` "
         "(it builds the library), set STSA_LIBRARY=/path/to/libstsa.so, or run "
         "`make build` in the source checkout. Tried: " + "; ".join(tried))
 
 
-def _declare(lib):
-    missing = []
-    for name, (restype, argtypes) in SIGNATURES.items():
+def _functions():
+    """Names of the header's functions; ImportError if the library lacks
+    one (cffi looks each symbol up when it is first used: here, all at once)."""
+    names, missing = [], []
+    for name in dir(lib):  # functions, enum values and integer macros of the cdef
         try:
-            fn = getattr(lib, name)
+            value = getattr(lib, name)
         except AttributeError:
             missing.append(name)
             continue
-        fn.restype = restype
-        fn.argtypes = argtypes
+        if isinstance(value, ffi.CData) and ffi.typeof(value).kind == "function":
+            names.append(name)
     if missing:
-        raise ImportError(f"stsa: {lib._name} lacks {', '.join(missing)}; "
-                          "it is older than this binding")
+        raise ImportError(f"stsa: {path} lacks {', '.join(missing)} of {header_path}: "
+                          "the library is older than the header (rebuild it, or set "
+                          "STSA_LIBRARY to a build of this header)")
+    return tuple(names)
 
 
 lib, path = _load()
-_declare(lib)
-
-version = lib.stsa_version_string().decode()
+version = ffi.string(lib.stsa_version_string()).decode()
 _vnum = lib.stsa_version_number()
-if _vnum // 10000 != ABI_MAJOR or (_vnum // 100) % 100 < ABI_MINOR:
-    raise ImportError(f"stsa: {path} is version {version}; this binding needs "
-                      f"{ABI_MAJOR}.{ABI_MINOR}.x or a later minor version")
+if _vnum // 10000 != lib.STSA_VERSION_MAJOR or (_vnum // 100) % 100 < lib.STSA_VERSION_MINOR:
+    raise ImportError(f"stsa: {path} is version {version}; this binding "
+                      f"({header_path}) needs {lib.STSA_VERSION_MAJOR}."
+                      f"{lib.STSA_VERSION_MINOR}.x or a later minor version")
+FUNCTIONS = _functions()
+
+
+# ------------------------------------------------------------------ enums
+def enum_values(ctype):
+    """name -> value of a header enum, without the *_COUNT_ sentinels."""
+    return {name: value for name, value in ffi.typeof(ctype).relements.items()
+            if not name.endswith("_")}
+
+
+def enum_names(ctype, prefix, name_of=None):
+    """Python name -> value of a header enum: the library's name of the
+    value (name_of, e.g. lib.stsa_backend_name) where it has one, else the
+    C name without `prefix`, lower case (STSA_ORDER_POSITION_MAJOR ->
+    "position_major"); in the order of the values."""
+    items = sorted(enum_values(ctype).items(), key=lambda item: item[1])
+    if name_of is not None:
+        return {string(name_of(value)): value for _, value in items}
+    return {name[len(prefix):].lower(): value for name, value in items}
+
+
+def address(p):
+    """The address a C pointer holds, as an int."""
+    return int(ffi.cast("uintptr_t", p))
+
+
+def string(p):
+    """A C string returned by the library as str (None for NULL)."""
+    return None if p == ffi.NULL else ffi.string(p).decode(errors="replace")
+
+
+BACKENDS = enum_names("stsa_backend", "STSA_BACKEND_", lib.stsa_backend_name)
+PARAMS = enum_names("stsa_param", "STSA_PARAM_")
+TEXT_POS = enum_names("stsa_text_pos", "STSA_TEXT_")
+ORDERS = enum_names("stsa_order", "STSA_ORDER_")
+SPARSE_MODES = enum_names("stsa_sparse_mode", "STSA_SPARSE_", lib.stsa_sparse_mode_name)
+# indexed by stsa_head_kind value
+HEAD_KINDS = tuple(enum_names("stsa_head_kind", "STSA_HEAD_", lib.stsa_head_kind_name))
+
+
+# ------------------------------------------------------------------ structs
+def fill_sizes(the_ffi, p):
+    """Sets the `size` field of struct *p, and of the structs inside it, to
+    sizeof the struct: an extensible struct of the header starts with
+    `size_t size`, which the caller sets so that the library knows which
+    version of the struct it was given (the header's static inline `_init`
+    helpers, which cffi cannot call, do the same)."""
+    ctype = the_ffi.typeof(p)
+    if ctype.kind == "pointer":
+        ctype = ctype.item
+    fields = ctype.fields or ()
+    for i, (name, field) in enumerate(fields):
+        if i == 0 and name == "size" and field.type.cname == "size_t":
+            p.size = the_ffi.sizeof(ctype)
+        elif field.type.kind == "struct":
+            fill_sizes(the_ffi, getattr(p, name))  # the inner struct, in place
+
+
+def new(ctype, **fields):
+    """A new zeroed `ctype *` (e.g. new("stsa_attn_opts", scale=0.5)) with
+    its size fields set (fill_sizes), then the given fields."""
+    p = ffi.new(ctype + " *")
+    fill_sizes(ffi, p)
+    for name, value in fields.items():
+        setattr(p, name, value)
+    return p
+
+
+def copy(p):
+    """A new struct holding a copy of struct *p (size fields included)."""
+    return ffi.new(ffi.getctype(ffi.typeof(p)), p[0])
 
 
 def status_name(code):
     """The library's name of a status code, e.g. 'invalid shape'."""
-    return lib.stsa_status_str(code).decode()
+    return string(lib.stsa_status_str(code))

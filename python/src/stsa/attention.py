@@ -16,13 +16,12 @@ different dtypes (float32, float16, bfloat16). The GIL is released while the
 library computes.
 """
 
-import ctypes
 import dataclasses
 import weakref
 
 from . import _core, _lib
 from ._core import check
-from ._lib import lib
+from ._lib import ffi, lib
 from .geometry import Geometry
 from .masks import Mask
 
@@ -68,12 +67,11 @@ def attention(q, k, v, *, layout=_core.REQUIRED, scale=None, return_lse=False, o
     kv = _core.view(k, "k", layout)
     vv = _core.view(v, "v", layout)
     out, ov, lse = _out_and_lse(qv, vv, layout, out, return_lse)
-    opts = _lib.AttnOpts(_core.scale_value(scale),
-                         _core.float_ptr(lse) if lse is not None else None)
+    opts = _lib.new("stsa_attn_opts", scale=_core.scale_value(scale),
+                    lse=_core.pointer(lse) if lse is not None else ffi.NULL)
     ctx = ctx or _core.default_context()
     with _core.threads_set(ctx, threads) as handle:
-        status = lib.stsa_attention(handle, qv.tensor, kv.tensor, vv.tensor, ov.tensor,
-                                    ctypes.byref(opts))
+        status = lib.stsa_attention(handle, qv.tensor, kv.tensor, vv.tensor, ov.tensor, opts)
         check(status, handle, "stsa_attention")
     return _result(out, lse, return_lse)
 
@@ -153,21 +151,21 @@ class Plan:
             if order not in _lib.ORDERS:
                 raise ValueError(f"{name} {order!r} is not one of {', '.join(_lib.ORDERS)}")
         self.q_order, self.kv_order = q_order, kv_order
-        handles = (_lib.MaskP * self.heads)(*(m.handle for m in self.masks))
-        g = geometry.c() if geometry is not None else None
-        desc = _lib.PlanDesc(
-            s_q=self.s_q, s_kv=self.s_kv, heads=self.heads, masks=handles,
-            geometry=ctypes.pointer(g) if g is not None else None,
-            q_order=_lib.ORDERS[q_order], kv_order=_lib.ORDERS[kv_order],
+        # handles and g stay referenced here while desc points to them
+        handles = ffi.new("stsa_mask *[]", [m.handle for m in self.masks])
+        g = geometry.c() if geometry is not None else ffi.NULL
+        desc = _lib.new(
+            "stsa_plan_desc", s_q=self.s_q, s_kv=self.s_kv, heads=self.heads, masks=handles,
+            geometry=g, q_order=_lib.ORDERS[q_order], kv_order=_lib.ORDERS[kv_order],
             q_tile=_core.as_int(q_tile or 0, "q_tile", _core.INT32),
             kv_tile=_core.as_int(kv_tile or 0, "kv_tile", _core.INT32),
-            flags=_lib.STSA_PLAN_ALLOW_EMPTY_ROWS if allow_empty_rows else 0, q_rows=None)
+            flags=lib.STSA_PLAN_ALLOW_EMPTY_ROWS if allow_empty_rows else 0)
         ctx = ctx or _core.default_context()
-        handle = _lib.PlanP()
+        handle = ffi.new("stsa_plan **")
         with ctx.lock:
             c = ctx.handle
-            check(lib.stsa_plan_build(c, ctypes.byref(desc), ctypes.byref(handle)), c,
-                  "stsa_plan_build")
+            check(lib.stsa_plan_build(c, desc, handle), c, "stsa_plan_build")
+        handle = handle[0]
         self._handle = handle
         self.context = ctx
         # The finalizer holds the context (so it outlives the plan) and frees
@@ -181,10 +179,9 @@ class Plan:
 
     @property
     def stats(self):
-        s = _lib.PlanStats()
-        check(lib.stsa_plan_get_stats(self._handle, ctypes.byref(s)),
-              what="stsa_plan_get_stats")
-        return PlanStats(*(getattr(s, f) for f, _ in _lib.PlanStats._fields_))
+        s = _lib.new("stsa_plan_stats")
+        check(lib.stsa_plan_get_stats(self._handle, s), what="stsa_plan_get_stats")
+        return PlanStats(**{f.name: getattr(s, f.name) for f in dataclasses.fields(PlanStats)})
 
     def tile_kind(self, head, q_tile, kv_tile):
         """'empty', 'partial' or 'full' for tile (q_tile, kv_tile) of a head."""
@@ -236,12 +233,12 @@ def sparse_attention(q, k, v, *, layout=_core.REQUIRED, mask=None, plan=None, mo
     elif not isinstance(plan, Plan):
         raise TypeError(f"plan must be an stsa.Plan, got {type(plan).__name__}")
     out, ov, lse = _out_and_lse(qv, vv, layout, out, return_lse)
-    opts = _lib.SparseOpts(scale=_core.scale_value(scale),
-                           lse=_core.float_ptr(lse) if lse is not None else None,
-                           mode=_lib.SPARSE_MODES[mode], pairs_changed=None, flags=0)
+    opts = _lib.new("stsa_sparse_opts", scale=_core.scale_value(scale),
+                    lse=_core.pointer(lse) if lse is not None else ffi.NULL,
+                    mode=_lib.SPARSE_MODES[mode])
     with _core.threads_set(ctx, threads) as handle:
         status = lib.stsa_sparse_attention(handle, plan.handle, qv.tensor, kv.tensor,
-                                           vv.tensor, ov.tensor, ctypes.byref(opts))
+                                           vv.tensor, ov.tensor, opts)
         check(status, handle, "stsa_sparse_attention")
     return _result(out, lse, return_lse)
 
@@ -263,7 +260,7 @@ def permute_tokens(x, geometry, order, inverse=False, *, layout=_core.REQUIRED, 
     if out is None:
         out = _core.empty_like_layout(xv.array, tuple(x.shape))
     ov = _core.view(out, "out", layout, output=True)
-    status = lib.stsa_permute_tokens(ctypes.byref(geometry.c()), _lib.ORDERS[order],
+    status = lib.stsa_permute_tokens(geometry.c(), _lib.ORDERS[order],
                                      1 if inverse else 0, xv.tensor, ov.tensor)
     check(status, what="stsa_permute_tokens")
     return out

@@ -1,7 +1,5 @@
 """Video geometry: F frames of Hp x Wp tokens plus optional text tokens."""
 
-import ctypes
-
 from . import _lib
 from ._lib import lib
 
@@ -50,7 +48,7 @@ class Geometry:
     def preset(cls, name):
         """The geometry of an SVG preset ("wan21-480p", ...)."""
         from .svg import preset_config
-        return preset_config(name).geometry_obj
+        return cls.from_c(preset_config(name).geometry)
 
     def _problem(self):
         if self.frames < 0 or self.height < 0 or self.width < 0:
@@ -61,14 +59,15 @@ class Geometry:
             return "text tokens must satisfy 0 <= text_real <= text"
         if self.text > 0 and self.text_pos == "none":
             return "text > 0 needs text_pos 'prefix' or 'suffix'"
-        if lib.stsa_geometry_tokens(ctypes.byref(self.c())) < 0:
+        if lib.stsa_geometry_tokens(self.c()) < 0:
             return "rejected by the library (too many tokens?)"
         return None
 
     def c(self):
-        """The stsa_geometry struct."""
-        return _lib.Geometry(self.frames, self.height, self.width, self.text,
-                             self.text_real, _lib.TEXT_POS[self.text_pos])
+        """A new stsa_geometry (an `stsa_geometry *`)."""
+        return _lib.new("stsa_geometry", frames=self.frames, height=self.height,
+                        width=self.width, text=self.text, text_real=self.text_real,
+                        text_pos=_lib.TEXT_POS[self.text_pos])
 
     @classmethod
     def from_c(cls, g):
@@ -88,19 +87,19 @@ class Geometry:
     @property
     def tokens(self):
         """N = text + F * Hp * Wp (stsa_geometry_tokens)."""
-        return int(lib.stsa_geometry_tokens(ctypes.byref(self.c())))
+        return int(lib.stsa_geometry_tokens(self.c()))
 
     def permutation(self, order):
         """perm[pos] = native index of the token at position pos of `order`
         ("native", "position_major", "sink_first"), as a numpy int64 array."""
         import numpy as np
 
-        from ._core import check
+        from ._core import check, pointer
         if order not in _lib.ORDERS:
             raise ValueError(f"order {order!r} is not one of {', '.join(_lib.ORDERS)}")
         perm = np.empty(self.tokens, dtype=np.int64)
-        check(lib.stsa_order_permutation(ctypes.byref(self.c()), _lib.ORDERS[order],
-                                         perm.ctypes.data_as(_lib.c_int64_p)),
+        check(lib.stsa_order_permutation(self.c(), _lib.ORDERS[order],
+                                         pointer(perm, "int64_t")),
               what="stsa_order_permutation")
         return perm
 

@@ -11,14 +11,13 @@ geometry without being told.
     spatial = (masks.frame_window(g, 2) | masks.sink_frames(g, 1)) & masks.full()
 """
 
-import ctypes
 import weakref
 
 import numpy as np
 
 from . import _lib
-from ._core import as_int, raise_status
-from ._lib import lib
+from ._core import as_int, pointer, raise_status
+from ._lib import ffi, lib
 from .geometry import Geometry
 
 __all__ = ["Mask", "full", "causal", "local", "chunked_causal", "frame_window",
@@ -26,11 +25,11 @@ __all__ = ["Mask", "full", "causal", "local", "chunked_causal", "frame_window",
 
 
 def _make(fn_name, description, *args, geometry=None, shape=None):
-    handle = _lib.MaskP()
-    status = getattr(lib, fn_name)(*args, ctypes.byref(handle))
-    if status != _lib.STSA_OK:
+    handle = ffi.new("stsa_mask **")
+    status = getattr(lib, fn_name)(*args, handle)
+    if status != lib.STSA_OK:
         raise_status(status, f"{description}: {_lib.status_name(status)}")
-    return Mask(handle, description, geometry, shape)
+    return Mask(handle[0], description, geometry, shape)
 
 
 class Mask:
@@ -116,8 +115,8 @@ def causal(offset=0):
 
 def local(left=None, right=None):
     """i - left <= j <= i + right; None leaves a side unbounded."""
-    lo = _lib.STSA_UNBOUNDED if left is None else as_int(left, "left")
-    hi = _lib.STSA_UNBOUNDED if right is None else as_int(right, "right")
+    lo = lib.STSA_UNBOUNDED if left is None else as_int(left, "left")
+    hi = lib.STSA_UNBOUNDED if right is None else as_int(right, "right")
     return _make("stsa_mask_local", f"local({left}, {right})", lo, hi)
 
 
@@ -130,8 +129,7 @@ def chunked_causal(chunk):
 def frame_window(geometry, w):
     """Video pairs with |f_i - f_j| <= w (a spatial head)."""
     g = _geometry(geometry, "frame_window")
-    return _make("stsa_mask_frame_window", f"frame_window({w})", ctypes.byref(g.c()),
-                 as_int(w, "w"),
+    return _make("stsa_mask_frame_window", f"frame_window({w})", g.c(), as_int(w, "w"),
                  geometry=g)
 
 
@@ -139,22 +137,21 @@ def spatial_window(geometry, a, b):
     """Video pairs with |y_i - y_j| <= a and |x_i - x_j| <= b, any frames."""
     g = _geometry(geometry, "spatial_window")
     return _make("stsa_mask_spatial_window", f"spatial_window({a}, {b})",
-                 ctypes.byref(g.c()), as_int(a, "a"), as_int(b, "b"), geometry=g)
+                 g.c(), as_int(a, "a"), as_int(b, "b"), geometry=g)
 
 
 def position_band(geometry, w):
     """Video pairs within w of each other in position-major order (a temporal
     head): |(p_i*F + f_i) - (p_j*F + f_j)| <= w."""
     g = _geometry(geometry, "position_band")
-    return _make("stsa_mask_position_band", f"position_band({w})", ctypes.byref(g.c()),
-                 as_int(w, "w"), geometry=g)
+    return _make("stsa_mask_position_band", f"position_band({w})", g.c(), as_int(w, "w"),
+                 geometry=g)
 
 
 def sink_frames(geometry, n=1):
     """Every real query sees the video keys of frames < n."""
     g = _geometry(geometry, "sink_frames")
-    return _make("stsa_mask_sink_frames", f"sink_frames({n})", ctypes.byref(g.c()),
-                 as_int(n, "n"),
+    return _make("stsa_mask_sink_frames", f"sink_frames({n})", g.c(), as_int(n, "n"),
                  geometry=g)
 
 
@@ -162,7 +159,7 @@ def text(geometry):
     """Text rules: real text rows see every real token, every real row sees
     the real text columns, padding text sees only padding."""
     g = _geometry(geometry, "text")
-    return _make("stsa_mask_text", "text()", ctypes.byref(g.c()), geometry=g)
+    return _make("stsa_mask_text", "text()", g.c(), geometry=g)
 
 
 def segments(q_seg, k_seg=None):
@@ -172,8 +169,8 @@ def segments(q_seg, k_seg=None):
     if q.ndim != 1 or k.ndim != 1:
         raise ValueError("segments: q_seg and k_seg must be 1-D")
     return _make("stsa_mask_segments", f"segments([{q.size}], [{k.size}])",
-                 q.ctypes.data_as(_lib.c_int32_p), q.size, k.ctypes.data_as(_lib.c_int32_p),
-                 k.size, shape=(q.size, k.size))
+                 pointer(q, "int32_t"), q.size, pointer(k, "int32_t"), k.size,
+                 shape=(q.size, k.size))
 
 
 def dense(keep):
@@ -183,5 +180,5 @@ def dense(keep):
         raise ValueError(f"dense: mask must be 2-D [s_q, s_kv], got shape {arr.shape}")
     arr = np.ascontiguousarray(arr != 0, dtype=np.uint8)
     return _make("stsa_mask_dense", f"dense([{arr.shape[0]}, {arr.shape[1]}])",
-                 arr.ctypes.data_as(_lib.c_uint8_p), arr.shape[0], arr.shape[1],
+                 pointer(arr, "uint8_t"), arr.shape[0], arr.shape[1],
                  shape=arr.shape)

@@ -1,6 +1,5 @@
 """Sparse VideoGen: the session (stsa.SVG), presets and the built-in workload."""
 
-import ctypes
 import dataclasses
 import threading
 import weakref
@@ -9,7 +8,7 @@ import numpy as np
 
 from . import _core, _lib
 from ._core import check
-from ._lib import lib
+from ._lib import ffi, lib
 from .attention import _out_and_lse
 from .geometry import Geometry
 
@@ -20,24 +19,19 @@ def presets():
     """Names of the published SVG settings ("wan21-480p", ...)."""
     names, i = [], 0
     while True:
-        name = lib.stsa_svg_preset_name(i)
+        name = _lib.string(lib.stsa_svg_preset_name(i))
         if name is None:
             return names
-        names.append(name.decode())
+        names.append(name)
         i += 1
 
 
-class _Config(_lib.SvgConfig):
-    @property
-    def geometry_obj(self):
-        return Geometry.from_c(self.geometry)
-
-
 def preset_config(name):
-    """The stsa_svg_config of a preset (a ctypes struct)."""
-    cfg = _Config()
-    status = lib.stsa_svg_preset(str(name).encode(), ctypes.byref(cfg))
-    if status != _lib.STSA_OK:
+    """The stsa_svg_config of a preset (an `stsa_svg_config *` of cffi:
+    cfg.density, cfg.geometry.frames, ...)."""
+    cfg = _lib.new("stsa_svg_config")
+    status = lib.stsa_svg_preset(str(name).encode(), cfg)
+    if status != lib.STSA_OK:
         raise ValueError(f"unknown SVG preset {name!r}; known: {', '.join(presets())}")
     return cfg
 
@@ -121,8 +115,8 @@ class SVG:
             cfg = preset_config(geometry)
             self.preset = geometry
         elif isinstance(geometry, Geometry):
-            cfg = _Config()
-            cfg.geometry = geometry.c()
+            cfg = _lib.new("stsa_svg_config")
+            cfg.geometry = geometry.c()[0]
             cfg.density = 0.3
             cfg.sample_rows = min(64, geometry.video_tokens) or 64
             cfg.sink_frames = 1 if geometry.frames > 0 else 0
@@ -164,12 +158,12 @@ class SVG:
         key = (H, D)
         handle = self._sessions.pop(key, None)
         if handle is None:
-            cfg = _Config.from_buffer_copy(self.config)
+            cfg = _lib.copy(self.config)
             cfg.heads, cfg.head_dim = H, D
-            handle = _lib.SvgP()
+            handle = ffi.new("stsa_svg **")
             c = self.context.handle
-            check(lib.stsa_svg_create(c, ctypes.byref(cfg), ctypes.byref(handle)), c,
-                  "stsa_svg_create")
+            check(lib.stsa_svg_create(c, cfg, handle), c, "stsa_svg_create")
+            handle = handle[0]
             while len(self._sessions) >= _MAX_SESSIONS:
                 lib.stsa_svg_free(self._sessions.pop(next(iter(self._sessions))))
         self._sessions[key] = handle
@@ -186,12 +180,11 @@ class SVG:
     @property
     def windows(self):
         """What the session derived from its density (the same for every H, D)."""
-        w = _lib.SvgWindows()
+        w = _lib.new("stsa_svg_windows")
         with self._lock:
             self._open()
             handle = next(reversed(self._sessions.values()))
-            check(lib.stsa_svg_get_windows(handle, ctypes.byref(w)),
-                  what="stsa_svg_get_windows")
+            check(lib.stsa_svg_get_windows(handle, w), what="stsa_svg_get_windows")
         return SVGWindows(w.q_tile, w.kv_tile, w.frame_window, w.band, w.density_spatial,
                           w.density_temporal)
 
@@ -221,22 +214,21 @@ class SVG:
                 raise _core.StsaValueError(
                     f"stsa.SVG was created with {what}={want} but q has {dim} = {got} "
                     f"(shape {tuple(q.shape)}, layout {layout!r}); leave {what}= out to "
-                    f"take it from the tensors", _lib.STSA_ERR_BAD_SHAPE)
+                    f"take it from the tensors", lib.STSA_ERR_BAD_SHAPE)
         out, ov, _ = _out_and_lse(qv, vv, layout, out, False)
-        kinds = np.zeros(B * H, dtype=np.intc)
+        # an stsa_head_kind per head: small non-negative values, sized as the header's enum
+        kinds = np.zeros(B * H, dtype=f"i{ffi.sizeof('stsa_head_kind')}")
         mse_s = np.zeros(B * H, dtype=np.float32)
         mse_t = np.zeros(B * H, dtype=np.float32)
-        report = _lib.SvgReport(
-            kinds=kinds.ctypes.data_as(ctypes.POINTER(ctypes.c_int)),
-            mse_spatial=mse_s.ctypes.data_as(_lib.c_float_p),
-            mse_temporal=mse_t.ctypes.data_as(_lib.c_float_p))
+        report = _lib.new("stsa_svg_report", kinds=_core.pointer(kinds, "stsa_head_kind"),
+                          mse_spatial=_core.pointer(mse_s), mse_temporal=_core.pointer(mse_t))
         ctx = self.context
         with self._lock, ctx.lock:
             self._open()  # close() may have run while this call waited
             c = ctx.handle
             handle = self._session(H, D)
             status = lib.stsa_svg_attention(handle, layer, step, qv.tensor, kv.tensor,
-                                            vv.tensor, ov.tensor, ctypes.byref(report))
+                                            vv.tensor, ov.tensor, report)
             check(status, c, "stsa_svg_attention")
         if report.dense:
             names = np.full((B, H), "dense")
@@ -289,14 +281,15 @@ def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.fl
         geometry = Geometry.preset(geometry)
     batch, heads = _core.as_int(batch, "batch"), _core.as_int(heads, "heads")
     head_dim = _core.as_int(head_dim, "head_dim")
-    desc = _lib.WorkloadDesc(geometry=geometry.c(), batch=batch, heads=heads,
-                             head_dim=head_dim, seed=_core.as_int(seed, "seed", _core.UINT64))
+    desc = _lib.new("stsa_workload_desc", geometry=geometry.c()[0], batch=batch, heads=heads,
+                    head_dim=head_dim, seed=_core.as_int(seed, "seed", _core.UINT64))
     if kinds is not None:
         kinds = list(kinds)
         if len(kinds) != heads or any(kd not in _lib.HEAD_KINDS for kd in kinds):
             raise ValueError(f"kinds must be {heads} names of {_lib.HEAD_KINDS}")
-        arr = (ctypes.c_int * heads)(*(_lib.HEAD_KINDS.index(kd) for kd in kinds))
-        desc.kinds = arr
+        # referenced here while desc points to it
+        kinds_in = ffi.new("stsa_head_kind[]", [_lib.HEAD_KINDS.index(kd) for kd in kinds])
+        desc.kinds = kinds_in
     N = geometry.tokens
     shape = {"bshd": (batch, N, heads, head_dim), "bhsd": (batch, heads, N, head_dim),
              "shd": (N, heads, head_dim)}
@@ -305,8 +298,8 @@ def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.fl
         raise ValueError("layout 'shd' holds one sequence: batch must be 1")
     arrays = [np.empty(shape[layout], dtype=dtype) for _ in range(3)]
     views = [_core.view(a, n, layout, output=True) for a, n in zip(arrays, "qkv")]
-    kinds_out = (ctypes.c_int * int(heads))()
-    status = lib.stsa_workload_generate(ctypes.byref(desc), views[0].tensor, views[1].tensor,
+    kinds_out = ffi.new("stsa_head_kind[]", heads)
+    status = lib.stsa_workload_generate(desc, views[0].tensor, views[1].tensor,
                                         views[2].tensor, kinds_out)
     check(status, what="stsa_workload_generate")
     return (*arrays, [_lib.HEAD_KINDS[i] for i in kinds_out])

@@ -1,0 +1,129 @@
+/*
+ * run_output.c — what `stsa run` leaves behind (run_state.h): the output
+ * tensor and the report, validated up front and committed together, and the
+ * summary and warnings it prints.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_files.h"
+#include "cli_util.h"
+#include "io/io_common.h"
+#include "run_report.h"
+#include "run_state.h"
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Writes the output tensor to `path` (atomically: temp file + rename). */
+static stsa_status write_out(const char *path, void *arg, char *err, size_t err_len) {
+  const run_state *s = arg;
+  const stsa_geometry *g = &s->cfg.geometry;
+  const stsa_dtype dt = s->qkv.t[0].dtype;
+  if (ends_with(s->o.out, ".npy"))
+    return stsa_npy_write(path, dt, s->qkv.rank, s->qkv.file_shape, s->out_data, err,
+                          err_len);
+  char geo[96];
+  snprintf(geo, sizeof geo, "%lldx%lldx%lld+%lld", (long long)g->frames,
+           (long long)g->height, (long long)g->width, (long long)g->text);
+  stsa_io_tensor t = {"out", dt, s->qkv.rank, {0}, s->out_data, s->out_bytes};
+  memcpy(t.shape, s->qkv.file_shape, sizeof(int64_t) * (size_t)s->qkv.rank);
+  stsa_st_meta meta[3] = {{"stsa_mode", RUN_MODE_NAMES[s->o.mode]},
+                          {"stsa_layout", run_layout_name(s->o.in.layout)},
+                          {"stsa_geometry", geo}};
+  return stsa_st_write_meta(path, &t, 1, meta, 3, err, err_len);
+}
+
+static stsa_status write_report(const char *path, void *arg, char *err, size_t err_len) {
+  const char *report = arg;
+  stsa_io_chunk chunks[2] = {{report, strlen(report)}, {"\n", 1}};
+  return stsa_io_atomic_write(path, chunks, 2, err, err_len);
+}
+
+int run_outputs_prepare(const run_state *s, cli_output *outs) {
+  if (s->o.out && ends_with(s->o.out, ".npy") && s->qkv.t[0].dtype == STSA_BF16)
+    cli_die("--out %s: .npy has no bfloat16 type; q is bf16, write .safetensors instead",
+            s->o.out);
+  int n = 0;
+  if (s->o.out)
+    outs[n++] = (cli_output){.flag = "--out", .path = s->o.out};
+  if (s->o.report)
+    outs[n++] = (cli_output){.flag = "--report", .path = s->o.report};
+  char in_desc[3][512];
+  const char *in_names[3];
+  for (int i = 0; i < s->qkv.n_ids; i++) {
+    snprintf(in_desc[i], sizeof in_desc[i], "%s %s", s->qkv.id_names[i],
+             s->o.in.in ? s->o.in.in : s->o.in.npy[i]);
+    in_names[i] = in_desc[i];
+  }
+  cli_outputs_prepare(outs, n, s->qkv.ids, in_names, s->qkv.n_ids);
+  return n;
+}
+
+/* Both files are first written in full under staging names next to their
+ * targets and only then renamed over them together, so a failed write (a
+ * full disk) or a signal leaves --out and --report exactly as they were. */
+void run_write_files(run_state *s, cli_output *outs, int n, char *report) {
+  int k = 0;
+  if (s->o.out)
+    cli_output_stage(outs, n, k++, write_out, s);
+  if (s->o.report)
+    cli_output_stage(outs, n, k++, write_report, report);
+  cli_outputs_commit(outs, n);
+  for (int i = 0; i < n; i++) {
+    free(outs[i].staging);
+    free(outs[i].backup);
+  }
+}
+
+void run_print_summary(const run_state *s) {
+  const stsa_geometry *g = &s->cfg.geometry;
+  printf(
+      "stsa run %s: N = %lld (%lld x %lld x %lld video + %lld text), B = %lld, H = %lld, "
+      "D = %lld, %s\n",
+      RUN_MODE_NAMES[s->o.mode], (long long)s->N, (long long)g->frames,
+      (long long)g->height, (long long)g->width, (long long)g->text, (long long)s->B,
+      (long long)s->H, (long long)s->D, stsa_dtype_name(s->qkv.t[0].dtype));
+  int spatial = 0, temporal = 0, dense = 0;
+  for (int64_t i = 0; i < s->B * s->H; i++) {
+    spatial += s->res[i].kind == STSA_HEAD_SPATIAL;
+    temporal += s->res[i].kind == STSA_HEAD_TEMPORAL;
+    dense += s->res[i].kind < 0;
+  }
+  if (s->o.mode == RUN_MODE_SVG)
+    printf("  layer %lld step %lld: %s call\n", (long long)s->layer, (long long)s->step,
+           s->svg_dense_call ? "dense (by policy)" : "sparse");
+  printf("  kinds of the %lld (batch, head) pairs: %d spatial, %d temporal, %d dense\n",
+         (long long)(s->B * s->H), spatial, temporal, dense);
+  printf("  density %.4f (target %.2f), attention %.2f ms (after one untimed warm-up "
+         "call)\n",
+         run_mean_density(s), s->cfg.density, s->compute_ms);
+  if (s->o.compare_dense) {
+    double worst = 0, cmin = 1, ratio = s->dense_ms / s->compute_ms;
+    for (int64_t i = 0; i < s->B * s->H; i++) {
+      worst = fmax(worst, s->res[i].rel_l2);
+      cmin = fmin(cmin, s->res[i].cosine);
+    }
+    printf("  dense reference %.2f ms: %s %.2fx %s than dense\n", s->dense_ms,
+           RUN_MODE_NAMES[s->o.mode], ratio >= 1 ? ratio : 1 / ratio,
+           ratio >= 1 ? "faster" : "slower");
+    printf(
+        "  against dense: worst head rel L2 %.4g, lowest cosine %.6f; %d head(s) above "
+        "--warn-rel-l2 %g\n",
+        worst, cmin, s->n_warn, s->o.warn_rel_l2);
+  }
+}
+
+void run_print_warnings(const run_state *s) {
+  for (int64_t i = 0; i < s->B * s->H; i++)
+    if (s->res[i].warn) {
+      char w[256];
+      run_warning_text(s, i, w, sizeof w);
+      fprintf(stderr, "stsa: warning: %s\n", w);
+    }
+}
