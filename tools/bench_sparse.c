@@ -47,13 +47,13 @@ int bench_sparse(const bench_opts *o) {
   for (int64_t h = 0; h < o->heads; h++)
     masks[h] = mask;
   stsa_plan_desc desc = {
-      o->seq, o->seq_kv, o->heads, masks, NULL, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-      0,      0,         0,        NULL};
+      sizeof(stsa_plan_desc), o->seq, o->seq_kv, o->heads, masks, NULL, STSA_ORDER_NATIVE,
+      STSA_ORDER_NATIVE,      0,      0,         0,        NULL};
   stsa_plan *plan;
   double t0 = cli_now();
   cli_check(stsa_plan_build(bd.ctx, &desc, &plan), bd.ctx, "building the plan");
   double plan_ms = (cli_now() - t0) * 1e3;
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   stsa_plan_get_stats(plan, &st);
   double density = (double)st.pairs_kept / (double)st.pairs_total;
   double visited = (double)st.tiles_active / (double)st.tiles_total;
@@ -70,7 +70,8 @@ int bench_sparse(const bench_opts *o) {
   timing times[MAXC];
   for (int mi = 0; mi < o->n_modes; mi++) {
     plans[1 + mi] = plan;
-    opts[1 + mi] = (stsa_sparse_opts){0.0f, NULL, o->modes[mi], &changed[1 + mi], 0};
+    opts[1 + mi] = (stsa_sparse_opts){sizeof(stsa_sparse_opts), 0.0f, NULL, o->modes[mi],
+                                      &changed[1 + mi],         0};
   }
   if (o->no_dense) {
     bench_time_interleaved(&bd, o->reps, o->n_modes, plans + 1, opts + 1, times + 1);

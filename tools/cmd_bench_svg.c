@@ -72,7 +72,7 @@ static void usage(void) {
 static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workload *w,
                             double *fused_ms, double *copy_ms, double *permute_ms) {
   const stsa_geometry *g = &cfg->geometry;
-  stsa_svg_windows win;
+  stsa_svg_windows win = STSA_INIT(stsa_svg_windows);
   stsa_svg *svg;
   cli_check(stsa_svg_create(ctx, cfg, &svg), ctx, "session");
   stsa_svg_get_windows(svg, &win);
@@ -89,7 +89,8 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
     cli_die("out of memory");
   for (int64_t h = 0; h < H; h++)
     masks[h] = m;
-  stsa_plan_desc desc = {N,
+  stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                         N,
                          N,
                          H,
                          masks,
@@ -109,7 +110,8 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
   pv.data = aligned_alloc(64, bytes);
   if (!pk.data || !pv.data)
     cli_die("out of memory");
-  stsa_sparse_opts pre = {0.0f, NULL, STSA_SPARSE_EXACT, NULL, STSA_SPARSE_PREPERMUTED};
+  stsa_sparse_opts pre = {sizeof(stsa_sparse_opts), 0.0f, NULL,
+                          STSA_SPARSE_EXACT,        NULL, STSA_SPARSE_PREPERMUTED};
   *fused_ms = *copy_ms = *permute_ms = INFINITY;
   for (int rep = 0; rep < 2; rep++) { /* best of two: the machine is shared */
     double t0 = cli_now();
@@ -150,7 +152,7 @@ int bench_svg(int argc, char **argv) {
   cli_parse(&cmd, argc, argv, 2, &set, 1);
   if (!o.preset)
     cli_die("bench svg: --preset is required (see stsa bench svg --help)");
-  stsa_svg_config cfg;
+  stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
   if (stsa_svg_preset(o.preset, &cfg) != STSA_OK)
     cli_die("bench svg: unknown preset '%s' (see stsa bench svg --help)", o.preset);
   cfg.heads = o.heads;
@@ -172,7 +174,7 @@ int bench_svg(int argc, char **argv) {
   double t0 = cli_now();
   cli_check(stsa_svg_create(ctx, &cfg, &svg), ctx, "creating the session");
   double setup_ms = (cli_now() - t0) * 1e3;
-  stsa_svg_windows win;
+  stsa_svg_windows win = STSA_INIT(stsa_svg_windows);
   stsa_svg_get_windows(svg, &win);
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)H);
   double *rel = malloc(sizeof *rel * (size_t)H), *cosv = malloc(sizeof *cosv * (size_t)H);
@@ -181,7 +183,7 @@ int bench_svg(int argc, char **argv) {
   /* dense and SVG alternate, best of --reps each: a slow spell of the shared
    * machine then hits both alike */
   double dense_ms = INFINITY, svg_ms = INFINITY;
-  stsa_svg_report rep = {0}, best = {0};
+  stsa_svg_report rep = {.size = sizeof(stsa_svg_report)}, best = {0};
   for (int r = 0; r < o.reps; r++) {
     t0 = cli_now();
     cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,

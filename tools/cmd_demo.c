@@ -103,7 +103,8 @@ int cmd_demo(int argc, char **argv) {
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o.threads), ctx, "--threads");
   int64_t threads;
   stsa_ctx_get(ctx, STSA_PARAM_THREADS, &threads);
-  stsa_svg_config cfg = {{o.frames, o.height, o.width, 0, 0, STSA_TEXT_NONE},
+  stsa_svg_config cfg = {sizeof(stsa_svg_config),
+                         {o.frames, o.height, o.width, 0, 0, STSA_TEXT_NONE},
                          o.heads,
                          o.dim,
                          o.density,
@@ -121,7 +122,7 @@ int cmd_demo(int argc, char **argv) {
     cfg.sample_rows = N / 4;
   stsa_svg *svg;
   cli_check(stsa_svg_create(ctx, &cfg, &svg), ctx, "creating the SVG session");
-  stsa_svg_windows win;
+  stsa_svg_windows win = STSA_INIT(stsa_svg_windows);
   stsa_svg_get_windows(svg, &win);
   printf("stsa demo: %lld frames x %lld x %lld = %lld tokens, %lld heads x %lld, "
          "%lld steps x %lld layers, %lld threads, backend %s\n",
@@ -158,9 +159,13 @@ int cmd_demo(int argc, char **argv) {
       /* every layer has its own head mix; inputs change with every step */
       for (int64_t h = 0; h < H; h++)
         w.truth[h] = base[(h + layer) % H];
-      stsa_workload_desc wd = {
-          cfg.geometry, 1, H, o.dim, o.seed + 1000 * (uint64_t)step + (uint64_t)layer,
-          w.truth};
+      stsa_workload_desc wd = {sizeof(stsa_workload_desc),
+                               cfg.geometry,
+                               1,
+                               H,
+                               o.dim,
+                               o.seed + 1000 * (uint64_t)step + (uint64_t)layer,
+                               w.truth};
       cli_check(stsa_workload_generate(&wd, &w.q, &w.k, &w.v, NULL), NULL, "workload");
       if (step == 0 && layer == 0) /* untimed warm-up: threads started, caches warm */
         cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,
@@ -169,7 +174,7 @@ int cmd_demo(int argc, char **argv) {
       cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,
                 "dense attention");
       double dense_ms = (cli_now() - t0) * 1e3;
-      stsa_svg_report rep = {0};
+      stsa_svg_report rep = {.size = sizeof(stsa_svg_report)};
       rep.kinds = kinds, rep.mse_spatial = mse_s, rep.mse_temporal = mse_t;
       t0 = cli_now();
       cli_check(stsa_svg_attention(svg, layer, step, &w.q, &w.k, &w.v, &w.out, &rep), ctx,

@@ -99,8 +99,18 @@ static stsa_plan *build_plan(stsa_ctx *ctx, const stsa_svg_config *cfg,
                              stsa_order ko) {
   const int64_t N = stsa_geometry_tokens(&cfg->geometry);
   const stsa_mask *masks[1] = {m};
-  stsa_plan_desc d = {N,         N,          1, masks, &cfg->geometry, qo, ko,
-                      w->q_tile, w->kv_tile, 0, NULL};
+  stsa_plan_desc d = {sizeof(stsa_plan_desc),
+                      N,
+                      N,
+                      1,
+                      masks,
+                      &cfg->geometry,
+                      qo,
+                      ko,
+                      w->q_tile,
+                      w->kv_tile,
+                      0,
+                      NULL};
   stsa_plan *plan;
   cli_check(stsa_plan_build(ctx, &d, &plan), ctx, "building the plan");
   return plan;
@@ -165,14 +175,14 @@ int plot_plan(int argc, char **argv) {
   run_resolve_config(&o.geo, 1, 64, &cfg, NULL, 0);
   stsa_ctx *ctx;
   ctx = cli_ctx_create();
-  stsa_svg_windows w;
+  stsa_svg_windows w = STSA_INIT(stsa_svg_windows);
   run_session_windows(ctx, &cfg, &w);
   /* the same mask in both panels: native order and the permuted one */
   stsa_mask *mask = run_kind_mask(ctx, &cfg, (stsa_head_kind)o.kind, NULL, NULL);
   stsa_plan *plans[2] = {
       build_plan(ctx, &cfg, &w, mask, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE),
       build_plan(ctx, &cfg, &w, mask, STSA_ORDER_POSITION_MAJOR, STSA_ORDER_SINK_FIRST)};
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   cli_check(stsa_plan_get_stats(plans[0], &st), NULL, "plan statistics");
   const double kept = (double)st.pairs_kept / (double)st.pairs_total;
   int pw, ph;

@@ -50,7 +50,10 @@ static void resolve_text(const run_geo_opts *o, stsa_geometry *g) {
 
 void run_resolve_config(const run_geo_opts *o, int64_t heads, int64_t head_dim,
                         stsa_svg_config *cfg, char *note, size_t note_len) {
-  stsa_svg_config c = {.density = 0.30, .sample_rows = 64, .sink_frames = 1};
+  stsa_svg_config c = {.size = sizeof(stsa_svg_config),
+                       .density = 0.30,
+                       .sample_rows = 64,
+                       .sink_frames = 1};
   if (note && note_len)
     note[0] = '\0';
   if (o->preset)
@@ -115,6 +118,7 @@ stsa_mask *run_kind_mask(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_head_ki
 
 void run_session_windows(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg_windows *w) {
   stsa_svg *svg = one_head_session(ctx, cfg);
+  *w = (stsa_svg_windows)STSA_INIT(stsa_svg_windows);
   cli_check(stsa_svg_get_windows(svg, w), NULL, "reading the SVG windows");
   stsa_svg_free(svg);
 }

@@ -134,7 +134,8 @@ static void run_mode_sparse(run_state *s) {
       run_kind_mask(s->ctx, &s->cfg, (stsa_head_kind)s->o.head_kind, &qo, &ko);
   const stsa_mask *masks[1] = {mask};
   /* the session's tile sizes, so the plan is the session's plan */
-  stsa_plan_desc desc = {s->N,
+  stsa_plan_desc desc = {sizeof(stsa_plan_desc),
+                         s->N,
                          s->N,
                          1,
                          masks,
@@ -147,7 +148,7 @@ static void run_mode_sparse(run_state *s) {
                          NULL};
   stsa_plan *plan;
   cli_check(stsa_plan_build(s->ctx, &desc, &plan), s->ctx, "building the plan");
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   cli_check(stsa_plan_get_stats(plan, &st), NULL, "plan statistics");
   const double density = (double)st.pairs_kept / (double)st.pairs_total;
   s->setup_ms = (cli_now() - t0) * 1e3;
@@ -181,6 +182,7 @@ static void run_mode_svg(run_state *s) {
   one.heads = 1;
   stsa_svg *svg;
   cli_check(stsa_svg_create(s->ctx, &one, &svg), s->ctx, "creating the SVG session");
+  s->win.size = sizeof s->win;
   cli_check(stsa_svg_get_windows(svg, &s->win), NULL, "SVG windows");
   s->have_windows = 1;
   s->setup_ms = (cli_now() - t0) * 1e3;
@@ -191,7 +193,7 @@ static void run_mode_svg(run_state *s) {
   for (int64_t h = -1; h < s->H; h++) { /* h = -1: untimed warm-up on head 0 */
     const int64_t hh = h < 0 ? 0 : h;
     const head_views x = views_of(s, &s->out, hh);
-    stsa_svg_report rep = {0};
+    stsa_svg_report rep = {.size = sizeof(stsa_svg_report)};
     rep.kinds = kinds, rep.mse_spatial = mse, rep.mse_temporal = mse + s->B;
     double t1 = cli_now();
     check_head(s,

@@ -27,7 +27,8 @@ void svg_workload_make(svg_workload *w, const stsa_svg_config *cfg, int64_t batc
   w->truth = malloc(sizeof *w->truth * (size_t)H);
   if (!w->truth)
     cli_die("out of memory");
-  stsa_workload_desc desc = {cfg->geometry, batch, H, D, seed, NULL};
+  stsa_workload_desc desc = {
+      sizeof(stsa_workload_desc), cfg->geometry, batch, H, D, seed, NULL};
   cli_check(stsa_workload_generate(&desc, &w->q, &w->k, &w->v, w->truth), NULL,
             "generating the workload");
 }
