@@ -100,7 +100,9 @@ static void test_plan_errors(void) {
   CHECK_STATUS(stsa_plan_get_stats(NULL, NULL), STSA_ERR_NULL_ARG);
   CHECK(!strcmp(stsa_sparse_mode_name(STSA_SPARSE_EXACT), "exact") &&
             !strcmp(stsa_sparse_mode_name(STSA_SPARSE_NAIVE), "naive") &&
-            !strcmp(stsa_sparse_mode_name(STSA_SPARSE_TILE_ROUNDED), "tile-rounded"),
+            !strcmp(stsa_sparse_mode_name(STSA_SPARSE_TILE_ROUNDED), "tile-rounded") &&
+            !strcmp(stsa_sparse_mode_name(STSA_SPARSE_MODE_COUNT_), "unknown") &&
+            !strcmp(stsa_sparse_mode_name((stsa_sparse_mode)-1), "unknown"),
         "sparse mode names");
   stsa_mask_free(fw);
   stsa_mask_free(causal);
