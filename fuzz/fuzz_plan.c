@@ -4,20 +4,23 @@
  * The input is decoded into a small geometry (or a plain sequence), token
  * orders, tile sizes, flags and up to three heads, each a mask tree of depth
  * <= 3. The plan must build (or refuse an empty row that really exists), and
- * every tile is compared with a brute-force classification over all pairs:
- * kinds, stored row intervals, per-entry and total kept counts. Any mismatch
- * calls abort() so libFuzzer records the input.
+ * every tile is compared with a brute-force classification over all pairs
+ * (tests/plan_oracle.c, the oracle the plan tests use too): kinds, CSR
+ * entries, stored row intervals, per-entry and total kept counts, shared
+ * pattern storage. Any mismatch calls abort() so libFuzzer records the input.
  *
- * Needs the src/mask sources and src/core/status.c; the context is built by hand so
- * that nothing else is linked in.
+ * Links the library's sources and tests/plan_oracle.c (fuzz/run.sh); each
+ * input gets a fresh context on the portable kernels, so the plan cache
+ * starts empty and the tile sizes asked for fit the kernels' register tile.
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "fuzz_reader.h"
+#include "kernel/dispatch.h"
 #include "mask/mask.h"
 #include "mask/plan_build.h"
+#include "plan_oracle.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -121,83 +124,6 @@ static stsa_mask *tree(reader *r, const shape *s, int depth) {
   return m;
 }
 
-static int64_t native(const int64_t *map, int64_t pos) { return map ? map[pos] : pos; }
-
-/* Every tile of head h against stsa_mask_keep; returns the kept pair count. */
-static int64_t check_head(const stsa_plan *p, int64_t h, const stsa_mask *m) {
-  const stsa_plan_part *part = &p->parts[p->head_part[h]];
-  if (part->mask != m && !stsa_mask_equal(part->mask, m))
-    fail("head mapped to a part with another mask");
-  int64_t total = 0;
-  for (int64_t qt = 0; qt < p->q_tiles; qt++) {
-    const int64_t q0 = qt * p->q_tile;
-    const int rows = (int)(p->s_q - q0 < p->q_tile ? p->s_q - q0 : p->q_tile);
-    int64_t e = part->tile_ptr[qt];
-    for (int64_t kt = 0; kt < p->kv_tiles; kt++) {
-      const int64_t k0 = kt * p->kv_tile;
-      const int cols = (int)(p->s_kv - k0 < p->kv_tile ? p->s_kv - k0 : p->kv_tile);
-      int64_t kept = 0;
-      for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-          kept += stsa_mask_keep(m, native(p->q_native, q0 + r),
-                                 native(p->kv_native, k0 + c));
-      total += kept;
-      const int want = kept == 0 ? 0 : kept == (int64_t)rows * cols ? 2 : 1;
-      if (stsa_plan_tile_kind(p, h, qt, kt) != want)
-        fail("tile kind differs from brute force");
-      if (want == 0)
-        continue;
-      if (e >= part->tile_ptr[qt + 1] || part->kv_tile[e] != kt ||
-          part->kind[e] != want || part->rounded_kept[e] != kept)
-        fail("CSR entry differs from brute force");
-      if (want == 1) {
-        if (part->pattern[e] < 0 || part->pattern[e] >= part->patterns)
-          fail("pattern id out of range");
-        const stsa_tile_pattern *pat = &part->pattern_list[part->pattern[e]];
-        if (pat->rows != rows)
-          fail("pattern row count");
-        for (int r = 0; r < rows; r++) {
-          int c = 0;
-          for (int32_t k = pat->row_ptr[r]; k < pat->row_ptr[r + 1]; k++) {
-            const int lo = pat->iv[2 * k], hi = pat->iv[2 * k + 1];
-            if (lo < c || lo >= hi || hi > cols || (k > pat->row_ptr[r] && lo == c))
-              fail("pattern intervals not canonical");
-            for (; c < hi; c++)
-              if (stsa_mask_keep(m, native(p->q_native, q0 + r),
-                                 native(p->kv_native, k0 + c)) != (c >= lo))
-                fail("pattern differs from brute force");
-          }
-          for (; c < cols; c++)
-            if (stsa_mask_keep(m, native(p->q_native, q0 + r),
-                               native(p->kv_native, k0 + c)))
-              fail("pattern misses a kept pair");
-        }
-      } else if (part->pattern[e] != -1) {
-        fail("full entry with a pattern");
-      }
-      e++;
-    }
-    if (e != part->tile_ptr[qt + 1])
-      fail("extra CSR entries");
-  }
-  if (total != part->kept_pairs)
-    fail("kept_pairs differs from brute force");
-  return total;
-}
-
-/* 1 if some query row of head h keeps no key. */
-static int has_empty_row(const stsa_plan_desc *d, const int64_t *q_map,
-                         const int64_t *kv_map, int64_t h) {
-  for (int64_t q = 0; q < d->s_q; q++) {
-    int any = 0;
-    for (int64_t k = 0; k < d->s_kv && !any; k++)
-      any = stsa_mask_keep(d->masks[h], native(q_map, q), native(kv_map, k));
-    if (!any)
-      return 1;
-  }
-  return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   reader r = {data, size, 0};
   stsa_geometry geom = {1 + byte(&r) % 4, 1 + byte(&r) % 4, 1 + byte(&r) % 5, 0, 0,
@@ -227,18 +153,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   d.flags = byte(&r) % 2 ? STSA_PLAN_ALLOW_EMPTY_ROWS : 0;
   const unsigned tb = byte(&r);
-  stsa_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  ctx.q_tile = 192;
-  ctx.kv_tile = 256;
+  /* The portable kernels, whatever the CPU: their register tile (mr x nr)
+   * decides which tile sizes a description may ask for. */
+  stsa_ctx *ctx = NULL;
+  if (stsa_ctx_create(&ctx) != STSA_OK ||
+      stsa_ctx_set(ctx, STSA_PARAM_BACKEND, STSA_BACKEND_PORTABLE) != STSA_OK)
+    fail("cannot create a portable context");
+  const int mr = ctx->run->kern.mr, nr = ctx->run->kern.nr;
   stsa_plan *p = NULL;
   stsa_status st;
   if (tb & 1) {
-    st = stsa_plan_build_tiles(&ctx, &d, 1 + (int)(tb >> 1) % 20, 1 + byte(&r) % 40, &p);
+    st = stsa_plan_build_tiles(ctx, &d, 1 + (int)(tb >> 1) % 20, 1 + byte(&r) % 40, &p);
   } else {
-    d.q_tile = 6 * (int)((tb >> 1) % 7);
-    d.kv_tile = 16 * (int)(byte(&r) % 4);
-    st = stsa_plan_build(&ctx, &d, &p);
+    d.q_tile = mr * (int)((tb >> 1) % 7);
+    d.kv_tile = nr * (int)(byte(&r) % 4);
+    st = stsa_plan_build(ctx, &d, &p);
   }
   int64_t *q_map = NULL, *kv_map = NULL;
   if (s.g && d.q_order != STSA_ORDER_NATIVE) {
@@ -252,20 +181,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (st == STSA_ERR_EMPTY_ROW) {
     int any = 0;
     for (int64_t h = 0; h < heads; h++)
-      any |= has_empty_row(&d, q_map, kv_map, h);
+      any |= plan_oracle_empty_row(&d, h, q_map, kv_map);
     if (!any || (d.flags & STSA_PLAN_ALLOW_EMPTY_ROWS) || p)
       fail("an empty row was reported where there is none");
   } else if (st != STSA_OK || !p) {
-    fprintf(stderr, "%s: %s\n", stsa_status_str(st), ctx.err.text);
+    fprintf(stderr, "%s: %s\n", stsa_status_str(st), stsa_ctx_last_error(ctx));
     fail("a valid description was refused");
   } else {
+    plan_oracle o = {0};
     for (int64_t h = 0; h < heads; h++) {
-      if (!(d.flags & STSA_PLAN_ALLOW_EMPTY_ROWS) && has_empty_row(&d, q_map, kv_map, h))
+      if (!(d.flags & STSA_PLAN_ALLOW_EMPTY_ROWS) &&
+          plan_oracle_empty_row(&d, h, q_map, kv_map))
         fail("an empty row was accepted without the flag");
-      check_head(p, h, masks[h]);
+      plan_oracle_head(&o, p, h, masks[h], p->q_native, p->kv_native);
     }
+    plan_oracle_dedup(&o, p);
+    if (plan_oracle_bad(&o))
+      fail(o.first);
     stsa_plan *again = NULL;
-    if (!(tb & 1) && (stsa_plan_build(&ctx, &d, &again) != STSA_OK || again != p))
+    if (!(tb & 1) && (stsa_plan_build(ctx, &d, &again) != STSA_OK || again != p))
       fail("the cache did not return the same plan");
     stsa_plan_free(again);
     stsa_plan_free(p);
@@ -274,6 +208,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(kv_map);
   for (int64_t h = 0; h < heads; h++)
     stsa_mask_free(masks[h]);
-  stsa_plan_cache_destroy(ctx.plans);
+  stsa_ctx_free(ctx); /* and the plans its cache holds */
   return 0;
 }

@@ -21,11 +21,18 @@ fi
 
 mkdir -p "$out"
 io_srcs="$(ls "$root"/src/io/*.c) $root/src/core/status.c"
-plan_srcs="$(ls "$root"/src/mask/*.c) $root/src/core/status.c"
-# The attention target links the whole library; the AVX2 micro-kernels are
-# compiled on their own with their ISA flags (x86 only), as CMake does.
-attn_srcs="$(find "$root/src" -name '*.c' ! -path '*/x86/*' | sort)"
+# The plan and attention targets link the whole library (the mask layer
+# calls the kernels); the AVX2 micro-kernels are compiled on their own with
+# their ISA flags (x86 only), as CMake does.
+lib_srcs="$(find "$root/src" -name '*.c' ! -path '*/x86/*' | sort)"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
+case $(uname -m) in
+  x86_64 | i?86)
+    "$cc" -std=c11 -fsanitize=fuzzer-no-link $san -g -O1 -fopenmp \
+      -mavx2 -mfma -mf16c -I"$root/include" -I"$root/src" \
+      -c "$root/src/kernel/x86/microkernels_avx2.c" -o "$out/microkernels_avx2.o"
+    lib_srcs="$lib_srcs $out/microkernels_avx2.o" ;;
+esac
 
 # Dictionaries: the tokens a mutator would otherwise need many tries to hit.
 cat >"$out/safetensors.dict" <<'DICT'
@@ -69,16 +76,9 @@ for t in safetensors npy plan attention; do
   bin=$out/fuzz_$t
   extra=
   case $t in
-    plan) srcs=$plan_srcs dict= ;;
-    attention)
-      srcs=$attn_srcs dict= extra=-fopenmp
-      case $(uname -m) in
-        x86_64 | i?86)
-          "$cc" -std=c11 -fsanitize=fuzzer-no-link $san -g -O1 -fopenmp \
-            -mavx2 -mfma -mf16c -I"$root/include" -I"$root/src" \
-            -c "$root/src/kernel/x86/microkernels_avx2.c" -o "$out/microkernels_avx2.o"
-          srcs="$srcs $out/microkernels_avx2.o" ;;
-      esac ;;
+    # plan: checked with the plan tests' brute-force oracle
+    plan) srcs="$lib_srcs $root/tests/plan_oracle.c" dict= extra="-fopenmp -I$root/tests" ;;
+    attention) srcs=$lib_srcs dict= extra=-fopenmp ;;
     *) srcs=$io_srcs dict="-dict=$out/$t.dict" ;;
   esac
   echo "== building $bin"
