@@ -142,7 +142,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int64_t h = 0; h < heads; h++)
     masks[h] = h > 0 && byte(&r) % 4 == 0 ? (stsa_mask *)stsa_mask_ref(masks[0])
                                           : tree(&r, &s, 0);
-  stsa_plan_desc d = {.s_q = s.s_q,
+  stsa_plan_desc d = {.size = sizeof(stsa_plan_desc),
+                      .s_q = s.s_q,
                       .s_kv = s.s_kv,
                       .heads = heads,
                       .masks = (const stsa_mask *const *)masks,

@@ -63,11 +63,14 @@ STSA_API const char *stsa_version_string(void);
  *
  * so fields can be added at the end in a later release without breaking
  * binaries built against this one: the library reads (and writes) only the
- * `size` bytes the caller has, and a field beyond them keeps its default. A
+ * bytes both it and the caller know, and a field beyond them keeps its
+ * default. A
  * size of 0 (a struct that was only zeroed) or below the first release's is
  * STSA_ERR_BAD_PARAM; a larger size than this library knows is accepted only
  * when the extra bytes are zero (a newer caller using no newer field), else
- * STSA_ERR_UNSUPPORTED. Every other field zeroed means its default.
+ * STSA_ERR_UNSUPPORTED (a size more than 1024 bytes past the known one is
+ * taken for an uninitialised field: STSA_ERR_BAD_PARAM). Every other field
+ * zeroed means its default.
  */
 #define STSA_INIT(type)                                                                  \
   { .size = sizeof(type) }
@@ -94,7 +97,8 @@ typedef enum stsa_status {
   STSA_STATUS_COUNT_         /* not a status; keep last */
 } stsa_status;
 
-/* Stable name of a status code, e.g. "invalid shape". Never NULL. */
+/* Stable name of a status code, e.g. "invalid shape"; "unknown" for any
+ * other value. Never NULL. */
 STSA_API const char *stsa_status_str(stsa_status status);
 
 /* ------------------------------------------------------------------------ */
@@ -109,7 +113,7 @@ typedef enum stsa_dtype {
 
 /* Bytes per element, 0 for an invalid dtype. */
 STSA_API size_t stsa_dtype_size(stsa_dtype dtype);
-/* "f32", "f16", "bf16"; NULL for an invalid dtype. */
+/* "f32", "f16", "bf16"; "unknown" for any other value. */
 STSA_API const char *stsa_dtype_name(stsa_dtype dtype);
 
 /* ------------------------------------------------------------------------ */
@@ -476,7 +480,7 @@ typedef enum stsa_sparse_mode {
   STSA_SPARSE_MODE_COUNT_
 } stsa_sparse_mode;
 
-/* "exact", "naive", "tile-rounded". */
+/* "exact", "naive", "tile-rounded"; "unknown" for any other value. */
 STSA_API const char *stsa_sparse_mode_name(stsa_sparse_mode mode);
 
 typedef enum stsa_sparse_flags {
@@ -536,7 +540,7 @@ typedef enum stsa_head_kind {
   STSA_HEAD_KIND_COUNT_
 } stsa_head_kind;
 
-/* "spatial", "temporal", "mixed". */
+/* "spatial", "temporal", "mixed"; "unknown" for any other value. */
 STSA_API const char *stsa_head_kind_name(stsa_head_kind kind);
 
 /* ------------------------------------------------------------------------ */

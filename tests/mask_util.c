@@ -20,7 +20,8 @@ stsa_mask *tu_and_free(stsa_mask *a, stsa_mask *b) {
 stsa_plan_desc tu_plan_desc(int64_t s_q, int64_t s_kv, int64_t heads,
                             const stsa_mask *const *masks, const stsa_geometry *g,
                             unsigned flags) {
-  return (stsa_plan_desc){.s_q = s_q,
+  return (stsa_plan_desc){.size = sizeof(stsa_plan_desc),
+                          .s_q = s_q,
                           .s_kv = s_kv,
                           .heads = heads,
                           .masks = masks,

@@ -142,7 +142,7 @@ void plan_oracle_dedup(plan_oracle *o, const stsa_plan *p) {
     distinct += new_storage;
   }
   free(all);
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   stsa_plan_get_stats(p, &st);
   if (st.distinct_partials != distinct)
     mismatch(o, &o->bad_count, "stats count %lld distinct partials, storage holds %lld",

@@ -30,7 +30,7 @@ static void check_grid(const stsa_plan *p, int64_t h, int rows, int cols, const 
 
 static void check_stats(const stsa_plan *p, int64_t masks, int64_t partials,
                         int64_t partial_tiles, const char *what) {
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   CHECK_STATUS(stsa_plan_get_stats(p, &st), STSA_OK);
   CHECK(st.distinct_masks == masks, "%s: %lld distinct masks, expected %lld", what,
         (long long)st.distinct_masks, (long long)masks);
@@ -153,7 +153,7 @@ static void conformance_empty_row(stsa_ctx *ctx) {
   d.flags = STSA_PLAN_ALLOW_EMPTY_ROWS;
   CHECK_STATUS(stsa_plan_build(ctx, &d, &p), STSA_OK);
   if (p) {
-    stsa_plan_stats st;
+    stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
     stsa_plan_get_stats(p, &st);
     CHECK(st.distinct_masks == 3, "case 8: %lld distinct masks",
           (long long)st.distinct_masks);

@@ -57,7 +57,7 @@ static void test_cache(void) {
   CHECK_STATUS(stsa_plan_build(ctx, &d, &p6), STSA_OK);
   CHECK(p6 && p6 != p2, "an evicted plan came back from the cache");
   stsa_ctx_free(ctx); /* plans outlive their context */
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   CHECK_STATUS(stsa_plan_get_stats(p2, &st), STSA_OK);
   CHECK(st.distinct_masks == 2, "plan after context free: %lld masks",
         (long long)st.distinct_masks);

@@ -127,7 +127,7 @@ static void test_stats_saturate(void) {
   d.q_tile = 4096;
   stsa_plan *p = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &d, &p), STSA_OK);
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   CHECK_STATUS(stsa_plan_get_stats(p, &st), STSA_OK);
   CHECK(st.pairs_total == INT64_MAX, "pairs_total %lld, expected INT64_MAX (saturated)",
         (long long)st.pairs_total);

@@ -17,7 +17,7 @@ static double now_ms(void) {
 }
 
 static void report_plan(const stsa_plan *p, double ms, const char *what) {
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   stsa_plan_get_stats(p, &st);
   printf("  %s: %lld x %lld tiles of %d x %d, %lld active (%.1f%%), %lld partial, "
          "%lld distinct partials, density %.3f, %.1f ms, %.2f MB\n",

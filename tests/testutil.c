@@ -124,7 +124,7 @@ size_t tu_span(const stsa_tensor *t) {
 
 const char *tu_layout_name(tu_layout layout) {
   static const char *names[] = {"bshd", "bhsd", "shd"};
-  return layout < TU_LAYOUT_COUNT ? names[layout] : "?";
+  return layout < TU_LAYOUT_COUNT ? names[layout] : "unknown";
 }
 
 stsa_tensor tu_make_tensor(void *data, stsa_dtype dtype, tu_layout layout, int64_t B,

@@ -12,6 +12,7 @@
 #include "cli_options.h"
 #include "cli_util.h"
 #include "core/convert.h"
+#include "core/tensor.h"
 #include "plot_cmd.h"
 #include "run_input.h"
 
@@ -70,9 +71,8 @@ static int64_t video_start(const stsa_geometry *g) {
 /* Row (b, s, h) of t as doubles. */
 static void load_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, float *tmp,
                      double *out) {
-  const size_t off = (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]);
-  stsa_load_row_f32((const char *)t->data + off * stsa_dtype_size(t->dtype), t->dtype,
-                    t->stride[3], t->shape[3], tmp);
+  stsa_load_row_f32(stsa_tensor_row(t, b, s, h), t->dtype, t->stride[3], t->shape[3],
+                    tmp);
   for (int64_t d = 0; d < t->shape[3]; d++)
     out[d] = tmp[d];
 }

@@ -11,6 +11,7 @@
 
 #include "cli_util.h"
 #include "core/convert.h"
+#include "core/tensor.h"
 #include "progress.h"
 #include "run_report.h"
 #include "run_state.h"
@@ -42,12 +43,9 @@ static int find_nonfinite(const run_state *s, int64_t h, char *msg, size_t len) 
     return 0;
   for (int t = 0; t < 3; t++) {
     const stsa_tensor *x = &s->qkv.t[t];
-    const size_t es = stsa_dtype_size(x->dtype);
     for (int64_t b = 0; b < s->B; b++)
       for (int64_t i = 0; i < s->N; i++) {
-        size_t off = (size_t)(b * x->stride[0] + i * x->stride[1] + h * x->stride[2]);
-        stsa_load_row_f32((const char *)x->data + off * es, x->dtype, x->stride[3], s->D,
-                          row);
+        stsa_load_row_f32(stsa_tensor_row(x, b, i, h), x->dtype, x->stride[3], s->D, row);
         for (int64_t d = 0; d < s->D; d++)
           if (!isfinite(row[d])) {
             snprintf(msg, len, "%s holds %s at b=%lld, s=%lld, h=%lld, d=%lld",
@@ -231,13 +229,10 @@ static void run_mode_svg(run_state *s) {
 static void compare_head(const stsa_tensor *out, const stsa_tensor *ref, int64_t b,
                          int64_t h, float *row_o, float *row_r, head_result *r) {
   const int64_t S = out->shape[1], D = out->shape[3];
-  const size_t eo = stsa_dtype_size(out->dtype), er = stsa_dtype_size(ref->dtype);
   double diff = 0, nr = 0, no = 0, dot = 0;
   for (int64_t i = 0; i < S; i++) {
-    size_t oo = (size_t)(b * out->stride[0] + i * out->stride[1] + h * out->stride[2]);
-    size_t orf = (size_t)(b * ref->stride[0] + i * ref->stride[1] + h * ref->stride[2]);
-    stsa_load_row_f32((const char *)out->data + oo * eo, out->dtype, 1, D, row_o);
-    stsa_load_row_f32((const char *)ref->data + orf * er, ref->dtype, 1, D, row_r);
+    stsa_load_row_f32(stsa_tensor_row(out, b, i, h), out->dtype, 1, D, row_o);
+    stsa_load_row_f32(stsa_tensor_row(ref, b, i, h), ref->dtype, 1, D, row_r);
     for (int64_t d = 0; d < D; d++) {
       double x = row_o[d], y = row_r[d];
       diff += (x - y) * (x - y);

@@ -24,7 +24,7 @@ static const char *const LAYOUT_NAME[4] = {"bshd", "bhsd", "shd", NULL};
 static const char *const LAYOUT_DIMS[3] = {"[B,S,H,D]", "[B,H,S,D]", "[S,H,D]"};
 
 const char *run_layout_name(run_layout layout) {
-  return (unsigned)layout < 3 ? LAYOUT_NAME[layout] : "?";
+  return (unsigned)layout < 3 ? LAYOUT_NAME[layout] : "unknown";
 }
 
 const char *const RUN_KIND_NAMES[3] = {"spatial", "temporal", NULL};

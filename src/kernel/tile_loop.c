@@ -93,11 +93,6 @@ static float abs_max_value(uint32_t bits) {
   return bits < 0x7f800000u ? x : INFINITY;
 }
 
-static const void *row_ptr(const stsa_tensor *t, int64_t b, int64_t s, int64_t h) {
-  size_t off = (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]);
-  return (const char *)t->data + off * stsa_dtype_size(t->dtype);
-}
-
 void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
                        const int64_t *kv_rows, stsa_kv_packed *dst) {
   const int D = pb->D, D_pad = pb->D_pad;
@@ -107,10 +102,10 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   for (int64_t r = r0; r < r0 + pb->kv_tile; r++) {
     if (r < pb->Skv) {
       int64_t tok = kv_rows ? kv_rows[r] : r;
-      pb->kern->load_row(row_ptr(pb->k, b, tok, h), pb->k->dtype, pb->k->stride[3], D,
-                         krow);
-      pb->kern->load_row(row_ptr(pb->v, b, tok, h), pb->v->dtype, pb->v->stride[3], D,
-                         vrow);
+      pb->kern->load_row(stsa_tensor_row(pb->k, b, tok, h), pb->k->dtype,
+                         pb->k->stride[3], D, krow);
+      pb->kern->load_row(stsa_tensor_row(pb->v, b, tok, h), pb->v->dtype,
+                         pb->v->stride[3], D, vrow);
       for (int d = D; d < D_pad; d++)
         vrow[d] = 0.0f;
       uint32_t km = abs_max_bits(krow, D), vm = abs_max_bits(vrow, D);
@@ -201,7 +196,8 @@ static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int6
   for (int r = 0; r < rows; r++) {
     float *dst = qbuf + (int64_t)r * D;
     int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
-    pb->kern->load_row(row_ptr(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3], D, dst);
+    pb->kern->load_row(stsa_tensor_row(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3],
+                       D, dst);
     for (int d = 0; d < D; d++)
       dst[d] *= pb->qscale;
     uint32_t qm = abs_max_bits(dst, D);
@@ -216,7 +212,6 @@ static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int6
 static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
                        int rows, const int64_t *q_rows, const stsa_tile_scratch *sc) {
   const stsa_tensor *out = pb->out;
-  size_t esize = stsa_dtype_size(out->dtype);
   for (int r = 0; r < rows; r++) {
     const float *o = sc->o + (int64_t)r * pb->D_pad;
     float l = sc->l[r], m = sc->m[r];
@@ -238,8 +233,7 @@ static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       lse = (float)(LN2 * ((double)m + log2((double)l)));
     }
     int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
-    size_t off = (size_t)(b * out->stride[0] + tok * out->stride[1] + h * out->stride[2]);
-    stsa_store_row(sc->row, pb->D, (char *)out->data + off * esize, out->dtype,
+    stsa_store_row(sc->row, pb->D, stsa_tensor_row(out, b, tok, h), out->dtype,
                    out->stride[3]);
     if (pb->lse)
       pb->lse[(b * pb->H + h) * pb->Sq + tok] = lse;

@@ -658,14 +658,10 @@ int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt, int64_t kt
 }
 
 const char *stsa_sparse_mode_name(stsa_sparse_mode mode) {
-  switch (mode) {
-  case STSA_SPARSE_EXACT:
-    return "exact";
-  case STSA_SPARSE_NAIVE:
-    return "naive";
-  case STSA_SPARSE_TILE_ROUNDED:
-    return "tile-rounded";
-  default:
-    return "unknown";
-  }
+  static const char *const names[STSA_SPARSE_MODE_COUNT_] = {
+      [STSA_SPARSE_EXACT] = "exact",
+      [STSA_SPARSE_NAIVE] = "naive",
+      [STSA_SPARSE_TILE_ROUNDED] = "tile-rounded",
+  };
+  return (unsigned)mode < STSA_SPARSE_MODE_COUNT_ ? names[mode] : "unknown";
 }

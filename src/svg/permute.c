@@ -8,11 +8,6 @@
 #include "core/convert.h"
 #include "core/tensor.h"
 
-static const void *row_at(const stsa_tensor *t, int64_t b, int64_t s, int64_t h) {
-  size_t off = (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]);
-  return (const char *)t->data + off * stsa_dtype_size(t->dtype);
-}
-
 stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order order, int inverse,
                                 const stsa_tensor *in, const stsa_tensor *out) {
   if (!g)
@@ -40,8 +35,9 @@ stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order order, int in
       /* position pos of the order holds native token perm[pos] */
       int64_t src = inverse ? pos : perm[pos], dst = inverse ? perm[pos] : pos;
       for (int64_t h = 0; h < H; h++) {
-        stsa_load_row_f32(row_at(in, b, src, h), in->dtype, in->stride[3], D, row);
-        stsa_store_row(row, D, (void *)row_at(out, b, dst, h), out->dtype,
+        stsa_load_row_f32(stsa_tensor_row(in, b, src, h), in->dtype, in->stride[3], D,
+                          row);
+        stsa_store_row(row, D, (void *)stsa_tensor_row(out, b, dst, h), out->dtype,
                        out->stride[3]);
       }
     }

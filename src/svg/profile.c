@@ -5,11 +5,12 @@
 
 #include "core/context.h"
 #include "core/convert.h"
+#include "core/tensor.h"
 #include "mask/sparse_call.h"
 
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b) {
   stsa_tensor v = *t;
-  v.data = (char *)t->data + (size_t)(b * t->stride[0]) * stsa_dtype_size(t->dtype);
+  v.data = stsa_tensor_row(t, b, 0, 0);
   v.shape[0] = 1;
   return v;
 }
@@ -39,11 +40,9 @@ void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
 static void gather_rows(const stsa_tensor *q, int64_t b, const int64_t *rows,
                         int64_t nrows, float *dst) {
   const int64_t H = q->shape[2], D = q->shape[3];
-  size_t es = stsa_dtype_size(q->dtype);
   for (int64_t r = 0; r < nrows; r++)
     for (int64_t h = 0; h < H; h++) {
-      size_t off = (size_t)(b * q->stride[0] + rows[r] * q->stride[1] + h * q->stride[2]);
-      stsa_load_row_f32((const char *)q->data + off * es, q->dtype, q->stride[3], D,
+      stsa_load_row_f32(stsa_tensor_row(q, b, rows[r], h), q->dtype, q->stride[3], D,
                         dst + (r * H + h) * D);
     }
 }

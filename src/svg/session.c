@@ -83,7 +83,7 @@ static stsa_status build_plan(stsa_svg *svg, const stsa_mask *mask, stsa_order q
                          STSA_PLAN_DEFAULT,
                          NULL};
   STSA_TRY(stsa_plan_build(svg->ctx, &desc, out));
-  stsa_plan_stats st;
+  stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
   stsa_plan_get_stats(*out, &st);
   *density = (double)st.pairs_kept / (double)st.pairs_total;
   return STSA_OK;

@@ -89,16 +89,12 @@ static const kind_kappa KIND_KAPPA[STSA_HEAD_KIND_COUNT_] = {
 enum { STREAM_Q = 1, STREAM_K, STREAM_V, STREAM_PHASE, STREAM_VDIR, STREAM_SINK };
 
 const char *stsa_head_kind_name(stsa_head_kind kind) {
-  switch (kind) {
-  case STSA_HEAD_SPATIAL:
-    return "spatial";
-  case STSA_HEAD_TEMPORAL:
-    return "temporal";
-  case STSA_HEAD_MIXED:
-    return "mixed";
-  default:
-    return NULL;
-  }
+  static const char *const names[STSA_HEAD_KIND_COUNT_] = {
+      [STSA_HEAD_SPATIAL] = "spatial",
+      [STSA_HEAD_TEMPORAL] = "temporal",
+      [STSA_HEAD_MIXED] = "mixed",
+  };
+  return (unsigned)kind < STSA_HEAD_KIND_COUNT_ ? names[kind] : "unknown";
 }
 
 /* ---- counter-based random numbers ---------------------------------------- */
@@ -309,12 +305,6 @@ static stsa_status build_tables(tables *tb, const stsa_workload_desc *d,
 }
 
 /* ---- the token loop ---------------------------------------------------------- */
-static char *row_ptr(const stsa_tensor *t, int64_t b, int64_t s, int64_t h) {
-  return (char *)t->data +
-         (size_t)(b * t->stride[0] + s * t->stride[1] + h * t->stride[2]) *
-             stsa_dtype_size(t->dtype);
-}
-
 static void generate(const tables *tb, const stsa_workload_desc *d, int64_t n,
                      const stsa_tensor *q, const stsa_tensor *k, const stsa_tensor *v) {
   const stsa_geometry *g = &d->geometry;
@@ -361,9 +351,9 @@ static void generate(const tables *tb, const stsa_workload_desc *d, int64_t n,
             vr[e] = V_SMOOTH * vr[e] + V_NOISE * noise(kv, idx0 + (uint64_t)e);
           }
         }
-        stsa_store_row(qr, D, row_ptr(q, b, s, h), q->dtype, q->stride[3]);
-        stsa_store_row(kr, D, row_ptr(k, b, s, h), k->dtype, k->stride[3]);
-        stsa_store_row(vr, D, row_ptr(v, b, s, h), v->dtype, v->stride[3]);
+        stsa_store_row(qr, D, stsa_tensor_row(q, b, s, h), q->dtype, q->stride[3]);
+        stsa_store_row(kr, D, stsa_tensor_row(k, b, s, h), k->dtype, k->stride[3]);
+        stsa_store_row(vr, D, stsa_tensor_row(v, b, s, h), v->dtype, v->stride[3]);
       }
     }
   }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/convert.h"
+#include "core/tensor.h"
 
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -123,9 +124,8 @@ static void ref_row(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t t
       sc->orow[d] = (float)(sc->acc[d] / sum);
     lse = mx + log(sum);
   }
-  size_t off = (size_t)(b * out->stride[0] + tok * out->stride[1] + h * out->stride[2]);
-  stsa_store_row(sc->orow, (int)D, (char *)out->data + off * stsa_dtype_size(out->dtype),
-                 out->dtype, out->stride[3]);
+  stsa_store_row(sc->orow, (int)D, stsa_tensor_row(out, b, tok, h), out->dtype,
+                 out->stride[3]);
   if (pb->lse)
     pb->lse[(b * pb->H + h) * pb->Sq + tok] = (float)lse;
 }
