@@ -57,37 +57,50 @@ static int64_t unit_cost(const stsa_work *w, int64_t u) {
   return w->ops && w->ops->cost ? w->ops->cost(w->ud, u / w->units, u % w->units) : 1;
 }
 
-/* Part ith of nth: the units whose cost midpoint falls in the ith nth of
- * the total cost. Monotone in u, so every part is a contiguous range, and
- * the same for every caller that asks. */
+/* Cost of item i: a unit, or (whole_heads) a head's units together. */
+static int64_t item_cost(const stsa_work *w, int64_t i) {
+  if (!w->whole_heads)
+    return unit_cost(w, i);
+  int64_t c = 0;
+  for (int64_t u = i * w->units; u < (i + 1) * w->units; u++)
+    c += unit_cost(w, u);
+  return c;
+}
+
+/* Part ith of nth: the items (units, or whole heads) whose cost midpoint
+ * falls in the ith nth of the total cost. Monotone in the item, so every
+ * part is a contiguous range of units, and the same for every caller. */
 static void part_range(const stsa_work *w, int ith, int nth, int64_t *u0, int64_t *u1) {
-  const int64_t n = w->heads * w->units;
+  const int64_t per = w->whole_heads ? w->units : 1;
+  const int64_t n = w->heads * w->units / per;
+  int64_t i0 = n, i1 = n;
   if (!w->ops || !w->ops->cost) {
-    *u0 = n * ith / nth;
-    *u1 = n * (ith + 1) / nth;
-    return;
-  }
-  int64_t total = 0;
-  for (int64_t u = 0; u < n; u++)
-    total += unit_cost(w, u);
-  *u0 = *u1 = n;
-  int64_t before = 0;
-  int found = 0;
-  for (int64_t u = 0; u < n; u++) {
-    const int64_t c = unit_cost(w, u);
-    int64_t p = (2 * before + c) * nth / (2 * total);
-    p = p < nth ? p : nth - 1;
-    if (p == ith && !found) {
-      *u0 = u;
-      found = 1;
-    } else if (p > ith) {
-      *u1 = u;
-      break;
+    i0 = n * ith / nth;
+    i1 = n * (ith + 1) / nth;
+  } else {
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++)
+      total += item_cost(w, i);
+    int64_t before = 0;
+    int found = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t c = item_cost(w, i);
+      int64_t p = (2 * before + c) * nth / (2 * total);
+      p = p < nth ? p : nth - 1;
+      if (p == ith && !found) {
+        i0 = i;
+        found = 1;
+      } else if (p > ith) {
+        i1 = i;
+        break;
+      }
+      before += c;
     }
-    before += c;
+    if (!found)
+      i0 = i1;
   }
-  if (!found)
-    *u0 = *u1;
+  *u0 = i0 * per;
+  *u1 = i1 * per;
 }
 
 static void pack_head(const stsa_work *w, int64_t head, slice_view *s) {
@@ -137,7 +150,7 @@ void stsa_work_part(const stsa_work *w, int ith, int nth, void *slice) {
 }
 
 stsa_status stsa_work_run(const stsa_work *w, int threads, stsa_workspace *ws) {
-  const int64_t n = w->heads * w->units;
+  const int64_t n = w->whole_heads ? w->heads : w->heads * w->units;
   if (n == 0)
     return STSA_OK;
   /* More parts than threads, so a slow or late thread costs a small part;

@@ -53,6 +53,8 @@ typedef struct stsa_work {
   int64_t heads;               /* heads of work */
   int64_t units;               /* units per head */
   int ref;                     /* compute rows with the double-precision reference */
+  int whole_heads;             /* cut parts between heads only: for units so cheap
+                                  that packing a head twice would dominate */
   const stsa_work_ops *ops;    /* NULL: dense, heads = B * H, units = q tiles */
   const void *ud;
 } stsa_work;

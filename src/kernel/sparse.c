@@ -87,15 +87,11 @@ stsa_work stsa_sparse_work(stsa_sparse_run *run, const stsa_attn_problem *pb,
                            const stsa_sparse_head *heads, int ref) {
   run->pb = pb;
   run->heads = heads;
-  stsa_work w = {pb, pb->B * pb->H, stsa_q_tiles(pb), ref, &SPARSE_OPS, run};
+  stsa_work w = {pb, pb->B * pb->H, stsa_q_tiles(pb), ref, 0, &SPARSE_OPS, run};
   return w;
 }
 
 /* ---- profiling rows ------------------------------------------------------ */
-typedef struct rows_mask {
-  const stsa_block_sparse *bs;
-} rows_mask;
-
 /* mask_ctx is the part's unit buffer: its qt is the structure's index. */
 static void apply_rows_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
                                int64_t k0, int n, float *s, int ld_s) {
@@ -128,6 +124,7 @@ static void rows_unit(const void *ud, int64_t head, int64_t i, stsa_unit_buf *bu
 static const stsa_work_ops ROWS_OPS = {rows_unit, NULL, NULL, NULL};
 
 stsa_work stsa_rows_work(const stsa_rows_run *run, int ref) {
-  stsa_work w = {run->pb[0], run->pb[0]->H, run->n, ref, &ROWS_OPS, run};
+  /* a few rows per plan: packing the head is the work, so parts cut between heads */
+  stsa_work w = {run->pb[0], run->pb[0]->H, run->n, ref, 1, &ROWS_OPS, run};
   return w;
 }
