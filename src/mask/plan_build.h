@@ -16,7 +16,7 @@ stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *desc);
 
 /* Builds a plan with tile sizes used exactly as given (1..4096 each, no
  * rounding) and without the cache. For tests that pin a tile grid such as
- * Splash's 16 x 16; the kernel needs q_tile % 6 == 0 and kv_tile % 16 == 0,
+ * Splash's 16 x 16; the kernel needs multiples of its table's mr and nr,
  * so such plans are for inspection only. */
 stsa_status stsa_plan_build_tiles(stsa_ctx *ctx, const stsa_plan_desc *desc, int q_tile,
                                   int kv_tile, stsa_plan **out);

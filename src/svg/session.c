@@ -119,7 +119,8 @@ static void choose_tiles(const stsa_svg_config *cfg, const stsa_ctx *ctx, int *q
 /* Every size is checked before anything is derived from it: the geometry
  * first (its token count cannot overflow once it passes), then the rest
  * against it. */
-static stsa_status check_config(const stsa_svg_config *c, int nr, stsa_errbuf *err) {
+static stsa_status check_config(const stsa_svg_config *c, int mr, int nr,
+                                stsa_errbuf *err) {
   const stsa_geometry *g = &c->geometry;
   STSA_RETURN_IF(g->frames < 1 || g->height < 1 || g->width < 1, err, STSA_ERR_BAD_PARAM,
                  "svg: geometry %lld x %lld x %lld needs at least one video token",
@@ -140,10 +141,13 @@ static stsa_status check_config(const stsa_svg_config *c, int nr, stsa_errbuf *e
                  c->density);
   STSA_RETURN_IF(c->dense_steps < 0 || c->dense_layers < 0, err, STSA_ERR_BAD_PARAM,
                  "svg: dense_steps and dense_layers must be >= 0");
-  STSA_RETURN_IF(c->sample_rows < 1 || c->sample_rows > geo.L || c->sample_rows > 4092,
+  /* the sampled rows are one q tile: at most 4096 rows, a multiple of mr */
+  const int64_t max_rows = 4096 / mr * mr;
+  STSA_RETURN_IF(c->sample_rows < 1 || c->sample_rows > geo.L ||
+                     c->sample_rows > max_rows,
                  err, STSA_ERR_BAD_PARAM,
-                 "svg: sample_rows = %lld must be in [1, min(video tokens, 4092)]",
-                 (long long)c->sample_rows);
+                 "svg: sample_rows = %lld must be in [1, min(video tokens, %lld)]",
+                 (long long)c->sample_rows, (long long)max_rows);
   STSA_RETURN_IF(c->sink_frames < 0 || c->sink_frames > g->frames, err,
                  STSA_ERR_BAD_PARAM, "svg: sink_frames = %lld must be in [0, F]",
                  (long long)c->sink_frames);
@@ -162,7 +166,7 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
   STSA_TRY(STSA_SIZED_CHECK(cfg, stsa_svg_config, &ctx->err));
-  STSA_TRY(check_config(cfg, ctx->run->kern.nr, &ctx->err));
+  STSA_TRY(check_config(cfg, ctx->run->kern.mr, ctx->run->kern.nr, &ctx->err));
   stsa_svg *svg = calloc(1, sizeof *svg);
   if (!svg)
     return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
