@@ -57,34 +57,35 @@ static int64_t unit_cost(const stsa_work *w, int64_t u) {
   return w->ops && w->ops->cost ? w->ops->cost(w->ud, u / w->units, u % w->units) : 1;
 }
 
-/* Cost of item i: a unit, or (whole_heads) a head's units together. */
-static int64_t item_cost(const stsa_work *w, int64_t i) {
-  if (!w->whole_heads)
-    return unit_cost(w, i);
+/* Items are runs of `per` units from unit `base` (units, or whole heads). */
+typedef struct item_range {
+  int64_t base, n, per;
+} item_range;
+
+static int64_t item_cost(const stsa_work *w, const item_range *r, int64_t i) {
   int64_t c = 0;
-  for (int64_t u = i * w->units; u < (i + 1) * w->units; u++)
+  for (int64_t u = r->base + i * r->per; u < r->base + (i + 1) * r->per; u++)
     c += unit_cost(w, u);
   return c;
 }
 
-/* Part ith of nth: the items (units, or whole heads) whose cost midpoint
- * falls in the ith nth of the total cost. Monotone in the item, so every
- * part is a contiguous range of units, and the same for every caller. */
-static void part_range(const stsa_work *w, int ith, int nth, int64_t *u0, int64_t *u1) {
-  const int64_t per = w->whole_heads ? w->units : 1;
-  const int64_t n = w->heads * w->units / per;
-  int64_t i0 = n, i1 = n;
+/* Part ith of nth of the items: those whose cost midpoint falls in the ith
+ * nth of their total cost. Monotone in the item, so every part is a
+ * contiguous range of units, the same for every caller that asks. */
+static void split(const stsa_work *w, const item_range *r, int ith, int nth, int64_t *u0,
+                  int64_t *u1) {
+  int64_t i0 = r->n, i1 = r->n;
   if (!w->ops || !w->ops->cost) {
-    i0 = n * ith / nth;
-    i1 = n * (ith + 1) / nth;
+    i0 = r->n * ith / nth;
+    i1 = r->n * (ith + 1) / nth;
   } else {
     int64_t total = 0;
-    for (int64_t i = 0; i < n; i++)
-      total += item_cost(w, i);
+    for (int64_t i = 0; i < r->n; i++)
+      total += item_cost(w, r, i);
     int64_t before = 0;
     int found = 0;
-    for (int64_t i = 0; i < n; i++) {
-      const int64_t c = item_cost(w, i);
+    for (int64_t i = 0; i < r->n; i++) {
+      const int64_t c = item_cost(w, r, i);
       int64_t p = (2 * before + c) * nth / (2 * total);
       p = p < nth ? p : nth - 1;
       if (p == ith && !found) {
@@ -99,8 +100,15 @@ static void part_range(const stsa_work *w, int ith, int nth, int64_t *u0, int64_
     if (!found)
       i0 = i1;
   }
-  *u0 = i0 * per;
-  *u1 = i1 * per;
+  *u0 = r->base + i0 * r->per;
+  *u1 = r->base + i1 * r->per;
+}
+
+/* The whole work as items: whole heads, or units. */
+static item_range all_items(const stsa_work *w, int whole_heads) {
+  item_range r = {0, whole_heads ? w->heads : w->heads * w->units,
+                  whole_heads ? w->units : 1};
+  return r;
 }
 
 static void pack_head(const stsa_work *w, int64_t head, slice_view *s) {
@@ -142,28 +150,68 @@ static void run_units(const stsa_work *w, int64_t u0, int64_t u1, slice_view *s,
 
 void stsa_work_part(const stsa_work *w, int ith, int nth, void *slice) {
   int64_t u0, u1, packed = -1;
-  part_range(w, ith, nth, &u0, &u1);
+  const item_range r = all_items(w, w->whole_heads);
+  split(w, &r, ith, nth, &u0, &u1);
   if (u0 == u1)
     return;
   slice_view s = slice_at(w, slice);
   run_units(w, u0, u1, &s, &packed);
 }
 
+/* Parts per thread on the library's threads: a slow or late thread then
+ * costs a small part. */
+enum { PARTS_PER_THREAD = 4 };
+
+/* One head at a time: every thread packs some of its kv tiles into one
+ * shared pack, then all of them take its units one by one, so each head is
+ * packed once and the threads stay balanced whatever the head count (a
+ * thread waits at most one unit at the end of a head). */
+static void run_head_by_head(const stsa_work *w, int threads, char *mem, size_t bytes) {
+  const int64_t nkt = stsa_kv_tiles(w->pb);
+  slice_view shared = slice_at(w, mem);
+  const int has_used = w->ops && w->ops->used_tiles;
+#pragma omp parallel num_threads(threads)
+  {
+    slice_view s = slice_at(w, mem + bytes * (size_t)omp_get_thread_num());
+    s.pack = shared.pack;
+    for (int64_t head = 0; head < w->heads; head++) {
+      const int64_t *kv_rows =
+          w->ops && w->ops->kv_rows ? w->ops->kv_rows(w->ud, head) : NULL;
+#pragma omp single
+      if (has_used)
+        w->ops->used_tiles(w->ud, head, shared.used);
+#pragma omp for schedule(dynamic, 4)
+      for (int64_t t = 0; t < nkt; t++)
+        if (!has_used || shared.used[t])
+          stsa_pack_kv_tile(w->pb, head / w->pb->H, head % w->pb->H, t, kv_rows,
+                            &shared.pack);
+      int64_t packed = head;
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t u = head * w->units; u < (head + 1) * w->units; u++)
+        run_units(w, u, u + 1, &s, &packed);
+    }
+  }
+}
+
 stsa_status stsa_work_run(const stsa_work *w, int threads, stsa_workspace *ws) {
-  const int64_t n = w->whole_heads ? w->heads : w->heads * w->units;
-  if (n == 0)
+  if (w->heads == 0 || w->units == 0)
     return STSA_OK;
-  /* More parts than threads, so a slow or late thread costs a small part;
-   * a part's first head is packed again only when its thread did not just
-   * pack it. */
-  const int64_t want = threads == 1 ? 1 : 4 * (int64_t)threads;
-  const int nparts = (int)(n < want ? n : want);
-  if (threads > nparts)
-    threads = nparts;
   const size_t bytes = stsa_work_slice_bytes(w);
   char *mem = stsa_workspace_get(ws, bytes * (size_t)threads);
   if (!mem)
     return STSA_ERR_OUT_OF_MEMORY;
+  if (threads > 1 && !w->ref && !w->whole_heads && w->units >= threads) {
+    run_head_by_head(w, threads, mem, bytes);
+    return STSA_OK;
+  }
+  /* Heads too small to share (fewer units than threads), or work that cuts
+   * between heads only: parts of whole heads, each packed once by its
+   * thread. The reference packs nothing and splits by units. */
+  const item_range r = all_items(w, !w->ref || w->whole_heads);
+  const int64_t want = threads == 1 ? 1 : PARTS_PER_THREAD * (int64_t)threads;
+  const int nparts = (int)(r.n < want ? r.n : want);
+  if (threads > nparts)
+    threads = nparts;
 #pragma omp parallel num_threads(threads)
   {
     slice_view s = slice_at(w, mem + bytes * (size_t)omp_get_thread_num());
@@ -171,7 +219,7 @@ stsa_status stsa_work_run(const stsa_work *w, int threads, stsa_workspace *ws) {
 #pragma omp for schedule(dynamic, 1)
     for (int p = 0; p < nparts; p++) {
       int64_t u0, u1;
-      part_range(w, p, nparts, &u0, &u1);
+      split(w, &r, p, nparts, &u0, &u1);
       run_units(w, u0, u1, &s, &packed);
     }
   }

@@ -5,12 +5,15 @@
  * holds one packed head and a q tile's scratch. A part packs each head it
  * reaches (only the kv tiles the head uses), then computes its units.
  *
- * Everything runs through it: the library's own threads (stsa_work_run:
- * more parts than threads, taken by whichever thread is free), a host's
- * thread pool (stsa_work_part, the partitioned entry points), the profiling
- * rows and the reference backend (a flag: the same units and lists, rows
- * computed in double instead of by the micro-kernels). Each unit computes
- * its rows in a fixed order whatever part or thread runs it, so the output
+ * Everything runs through it: a host's thread pool (stsa_work_part, the
+ * partitioned entry points), the library's own threads (stsa_work_run: one
+ * head at a time, its kv tiles packed by all threads into one shared pack
+ * and its units taken one by one by whichever thread is free; heads with
+ * fewer units than threads, and the profiling rows, as parts of whole heads
+ * instead), the profiling rows and the reference
+ * backend (a flag: the same units and lists, rows computed in double
+ * instead of by the micro-kernels). Each unit computes its rows in a fixed
+ * order whatever part or thread runs it, so the output
  * is bitwise the same for any thread count and any nth.
  */
 #ifndef STSA_KERNEL_SCHEDULE_H
