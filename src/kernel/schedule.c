@@ -111,17 +111,28 @@ static item_range all_items(const stsa_work *w, int whole_heads) {
   return r;
 }
 
-static void pack_head(const stsa_work *w, int64_t head, slice_view *s) {
-  const stsa_attn_problem *pb = w->pb;
-  const int64_t nkt = stsa_kv_tiles(pb);
-  const int has_used = w->ops && w->ops->used_tiles;
-  if (has_used)
-    w->ops->used_tiles(w->ud, head, s->used);
+/* Flags in used[] the kv tiles `head` visits; 0 when it visits them all. */
+static int head_used(const stsa_work *w, int64_t head, uint8_t *used) {
+  if (!w->ops || !w->ops->used_tiles)
+    return 0;
+  w->ops->used_tiles(w->ud, head, used);
+  return 1;
+}
+
+/* Packs kv tile t of `head` into `pack` if the head visits it. */
+static void pack_tile(const stsa_work *w, int64_t head, int64_t t, int has_used,
+                      const uint8_t *used, stsa_kv_packed *pack) {
+  if (has_used && !used[t])
+    return;
   const int64_t *kv_rows =
       w->ops && w->ops->kv_rows ? w->ops->kv_rows(w->ud, head) : NULL;
-  for (int64_t t = 0; t < nkt; t++)
-    if (!has_used || s->used[t])
-      stsa_pack_kv_tile(pb, head / pb->H, head % pb->H, t, kv_rows, &s->pack);
+  stsa_pack_kv_tile(w->pb, head / w->pb->H, head % w->pb->H, t, kv_rows, pack);
+}
+
+static void pack_head(const stsa_work *w, int64_t head, slice_view *s) {
+  const int has_used = head_used(w, head, s->used);
+  for (int64_t t = 0; t < stsa_kv_tiles(w->pb); t++)
+    pack_tile(w, head, t, has_used, s->used, &s->pack);
 }
 
 /* Units [u0, u1); *packed is the head s->pack holds (-1: none). */
@@ -169,22 +180,17 @@ enum { PARTS_PER_THREAD = 4 };
 static void run_head_by_head(const stsa_work *w, int threads, char *mem, size_t bytes) {
   const int64_t nkt = stsa_kv_tiles(w->pb);
   slice_view shared = slice_at(w, mem);
-  const int has_used = w->ops && w->ops->used_tiles;
+  int has_used = 0; /* shared: written by the one thread of each `single` */
 #pragma omp parallel num_threads(threads)
   {
     slice_view s = slice_at(w, mem + bytes * (size_t)omp_get_thread_num());
     s.pack = shared.pack;
     for (int64_t head = 0; head < w->heads; head++) {
-      const int64_t *kv_rows =
-          w->ops && w->ops->kv_rows ? w->ops->kv_rows(w->ud, head) : NULL;
 #pragma omp single
-      if (has_used)
-        w->ops->used_tiles(w->ud, head, shared.used);
+      has_used = head_used(w, head, shared.used);
 #pragma omp for schedule(dynamic, 4)
       for (int64_t t = 0; t < nkt; t++)
-        if (!has_used || shared.used[t])
-          stsa_pack_kv_tile(w->pb, head / w->pb->H, head % w->pb->H, t, kv_rows,
-                            &shared.pack);
+        pack_tile(w, head, t, has_used, shared.used, &shared.pack);
       int64_t packed = head;
 #pragma omp for schedule(dynamic, 1)
       for (int64_t u = head * w->units; u < (head + 1) * w->units; u++)
