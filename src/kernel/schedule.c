@@ -25,24 +25,28 @@ static size_t scratch_bytes(const stsa_work *w) {
   return w->ref ? stsa_ref_scratch_bytes(w->pb) : stsa_tile_scratch_bytes(w->pb);
 }
 
-size_t stsa_work_slice_bytes(const stsa_work *w) {
+/* Everything of a slice but the pack: scratch, used flags, the unit buffer. */
+static size_t rest_bytes(const stsa_work *w) {
   size_t nkt = (size_t)stsa_kv_tiles(w->pb);
-  return pack_bytes(w) + round64(scratch_bytes(w)) + round64(nkt) +
-         round64(nkt * sizeof(int32_t)) + round64(nkt);
+  return round64(scratch_bytes(w)) + round64(nkt) + round64(nkt * sizeof(int32_t)) +
+         round64(nkt);
 }
 
-static slice_view slice_at(const stsa_work *w, void *slice) {
+size_t stsa_work_slice_bytes(const stsa_work *w) { return pack_bytes(w) + rest_bytes(w); }
+
+/* A slice whose pack is at `pack` and the rest at `rest` (both 64-byte
+ * aligned): apart when threads share one pack, else one after the other. */
+static slice_view slice_at(const stsa_work *w, void *pack, void *rest) {
   size_t nkt = (size_t)stsa_kv_tiles(w->pb);
-  char *p = slice;
+  char *p = rest;
   slice_view s;
   memset(&s, 0, sizeof s);
-  if (!w->ref)
-    s.pack = stsa_kv_packed_at(w->pb, (float *)(void *)p);
-  p += pack_bytes(w);
   if (w->ref)
     s.ref_scratch = p;
-  else
+  else {
+    s.pack = stsa_kv_packed_at(w->pb, pack);
     stsa_tile_scratch_at(w->pb, p, &s.sc);
+  }
   p += round64(scratch_bytes(w));
   s.used = (uint8_t *)p;
   p += round64(nkt);
@@ -51,6 +55,12 @@ static slice_view slice_at(const stsa_work *w, void *slice) {
   s.buf.kinds = (uint8_t *)p;
   s.buf.ud = w->ud;
   return s;
+}
+
+/* Slice i of consecutive whole slices at mem. */
+static slice_view slice_in(const stsa_work *w, char *mem, size_t i) {
+  char *slice = mem + stsa_work_slice_bytes(w) * i;
+  return slice_at(w, slice, slice + pack_bytes(w));
 }
 
 static int64_t unit_cost(const stsa_work *w, int64_t u) {
@@ -165,7 +175,7 @@ void stsa_work_part(const stsa_work *w, int ith, int nth, void *slice) {
   split(w, &r, ith, nth, &u0, &u1);
   if (u0 == u1)
     return;
-  slice_view s = slice_at(w, slice);
+  slice_view s = slice_in(w, slice, 0);
   run_units(w, u0, u1, &s, &packed);
 }
 
@@ -177,14 +187,15 @@ enum { PARTS_PER_THREAD = 4 };
  * shared pack, then all of them take its units one by one, so each head is
  * packed once and the threads stay balanced whatever the head count (a
  * thread waits at most one unit at the end of a head). */
-static void run_head_by_head(const stsa_work *w, int threads, char *mem, size_t bytes) {
+static void run_head_by_head(const stsa_work *w, int threads, char *mem) {
   const int64_t nkt = stsa_kv_tiles(w->pb);
-  slice_view shared = slice_at(w, mem);
+  /* one pack for all, then each thread's scratch */
+  char *rest = mem + pack_bytes(w);
+  slice_view shared = slice_at(w, mem, rest);
   int has_used = 0; /* shared: written by the one thread of each `single` */
 #pragma omp parallel num_threads(threads)
   {
-    slice_view s = slice_at(w, mem + bytes * (size_t)omp_get_thread_num());
-    s.pack = shared.pack;
+    slice_view s = slice_at(w, mem, rest + rest_bytes(w) * (size_t)omp_get_thread_num());
     for (int64_t head = 0; head < w->heads; head++) {
 #pragma omp single
       has_used = head_used(w, head, shared.used);
@@ -202,25 +213,28 @@ static void run_head_by_head(const stsa_work *w, int threads, char *mem, size_t 
 stsa_status stsa_work_run(const stsa_work *w, int threads, stsa_workspace *ws) {
   if (w->heads == 0 || w->units == 0)
     return STSA_OK;
-  const size_t bytes = stsa_work_slice_bytes(w);
-  char *mem = stsa_workspace_get(ws, bytes * (size_t)threads);
-  if (!mem)
-    return STSA_ERR_OUT_OF_MEMORY;
   if (threads > 1 && !w->ref && !w->whole_heads && w->units >= threads) {
-    run_head_by_head(w, threads, mem, bytes);
+    char *mem = stsa_workspace_get(ws, pack_bytes(w) + rest_bytes(w) * (size_t)threads);
+    if (!mem)
+      return STSA_ERR_OUT_OF_MEMORY;
+    run_head_by_head(w, threads, mem);
     return STSA_OK;
   }
   /* Heads too small to share (fewer units than threads), or work that cuts
    * between heads only: parts of whole heads, each packed once by its
-   * thread. The reference packs nothing and splits by units. */
+   * thread in its own slice. The reference packs nothing and splits by
+   * units. */
   const item_range r = all_items(w, !w->ref || w->whole_heads);
   const int64_t want = threads == 1 ? 1 : PARTS_PER_THREAD * (int64_t)threads;
   const int nparts = (int)(r.n < want ? r.n : want);
   if (threads > nparts)
     threads = nparts;
+  char *mem = stsa_workspace_get(ws, stsa_work_slice_bytes(w) * (size_t)threads);
+  if (!mem)
+    return STSA_ERR_OUT_OF_MEMORY;
 #pragma omp parallel num_threads(threads)
   {
-    slice_view s = slice_at(w, mem + bytes * (size_t)omp_get_thread_num());
+    slice_view s = slice_in(w, mem, (size_t)omp_get_thread_num());
     int64_t packed = -1;
 #pragma omp for schedule(dynamic, 1)
     for (int p = 0; p < nparts; p++) {
