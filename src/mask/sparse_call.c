@@ -173,6 +173,12 @@ static stsa_status call_init(sparse_call *c, const stsa_plan *const *plans,
   return STSA_OK;
 }
 
+/* The dense options a sparse call's scale and lse amount to. */
+static stsa_attn_opts dense_opts_of(const stsa_sparse_opts *opts) {
+  stsa_attn_opts d = {sizeof d, opts ? opts->scale : 0.0f, opts ? opts->lse : NULL};
+  return d;
+}
+
 /* Checks the arguments of a call: tensors, mode and flags, and that every
  * head's plan fits the tensors and the context's kernels. */
 static stsa_status check_call(const stsa_ctx *ctx, const stsa_plan *const *plans,
@@ -182,8 +188,7 @@ static stsa_status check_call(const stsa_ctx *ctx, const stsa_plan *const *plans
                               int check_finite, stsa_errbuf *err) {
   if (opts)
     STSA_TRY(STSA_SIZED_CHECK(opts, stsa_sparse_opts, err));
-  stsa_attn_opts dense_opts = {sizeof dense_opts, opts ? opts->scale : 0.0f,
-                               opts ? opts->lse : NULL};
+  const stsa_attn_opts dense_opts = dense_opts_of(opts);
   STSA_TRY(stsa_check_attention(q, k, v, out, &dense_opts, check_finite, err));
   stsa_sparse_mode mode = opts ? opts->mode : STSA_SPARSE_EXACT;
   STSA_RETURN_IF((unsigned)mode >= STSA_SPARSE_MODE_COUNT_, err, STSA_ERR_BAD_PARAM,
@@ -242,8 +247,7 @@ static stsa_status prepare(const stsa_ctx *ctx, const stsa_plan *const *plans,
                            const stsa_tensor *k, const stsa_tensor *v,
                            const stsa_tensor *out, const stsa_sparse_opts *opts,
                            prepared *p, stsa_errbuf *err) {
-  stsa_attn_opts dense_opts = {sizeof dense_opts, opts ? opts->scale : 0.0f,
-                               opts ? opts->lse : NULL};
+  const stsa_attn_opts dense_opts = dense_opts_of(opts);
   STSA_TRY(call_init(&p->call, plans, plan_heads, q->shape[2],
                      opts ? opts->mode : STSA_SPARSE_EXACT,
                      opts && (opts->flags & STSA_SPARSE_PREPERMUTED), err));
