@@ -492,13 +492,13 @@ typedef struct band_ctx {
   int64_t w;
 } band_ctx;
 
-static void band_mask(const void *ctx, int64_t entry, int64_t q0, int rows, int64_t k0,
-                      int n, float *s, int ld_s) {
+static void band_mask(const void *ctx, int64_t entry, int64_t q0, int r0, int rows,
+                      int64_t k0, int n, float *s, int ld_s) {
   (void)entry;
   const band_ctx *b = ctx;
   for (int r = 0; r < rows; r++)
     for (int c = 0; c < n; c++)
-      if (llabs((q0 + r) - (k0 + c)) > b->w)
+      if (llabs((q0 + r0 + r) - (k0 + c)) > b->w)
         s[(int64_t)r * ld_s + c] = -INFINITY;
 }
 

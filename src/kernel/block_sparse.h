@@ -45,11 +45,13 @@ typedef struct stsa_block_sparse {
 } stsa_block_sparse;
 
 /* A partial tile's mask: sets s[r][c] = -inf for every dropped pair of query
- * positions q0..q0+rows-1 and key positions k0..k0+n-1; `entry` is the
+ * rows r0..r0+rows-1 of the q tile that starts at position q0 (row r of s
+ * is the tile's row r0 + r) and key positions k0..k0+n-1; `entry` is the
  * tile's index in its q tile's list (entry tile_ptr[qt] + entry of the
- * structure). */
-typedef void (*stsa_mask_fn)(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
-                             int64_t k0, int n, float *s, int ld_s);
+ * structure). The tile loop asks for a whole tile (r0 = 0), the reference
+ * for one row at a time. */
+typedef void (*stsa_mask_fn)(const void *mask_ctx, int64_t entry, int64_t q0, int r0,
+                             int rows, int64_t k0, int n, float *s, int ld_s);
 
 /* What one head of a block-sparse call follows. */
 typedef struct stsa_sparse_head {
@@ -63,8 +65,9 @@ typedef struct stsa_sparse_head {
   int all_partial; /* treat every listed tile as PARTIAL (mask decides all) */
 } stsa_sparse_head;
 
-/* Sets s[r][c] = -inf outside the pattern's kept intervals, r < rows, c < n. */
-void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int rows, int n, float *s,
-                             int ld_s);
+/* Sets s[r][c] = -inf outside the kept intervals of the pattern's row r0 + r,
+ * r < rows, c < n. */
+void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
+                             float *s, int ld_s);
 
 #endif

@@ -9,12 +9,12 @@ static void fill_neg_inf(float *row, int from, int to) {
     row[c] = -INFINITY;
 }
 
-void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int rows, int n, float *s,
-                             int ld_s) {
+void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
+                             float *s, int ld_s) {
   for (int r = 0; r < rows; r++) {
     float *row = s + (int64_t)r * ld_s;
     int c = 0;
-    for (int32_t i = pat->row_ptr[r]; i < pat->row_ptr[r + 1]; i++) {
+    for (int32_t i = pat->row_ptr[r0 + r]; i < pat->row_ptr[r0 + r + 1]; i++) {
       fill_neg_inf(row, c, pat->iv[2 * i]);
       c = pat->iv[2 * i + 1];
     }
@@ -25,9 +25,9 @@ void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int rows, int n, floa
 /* Entry `entry` of q tile `qt`'s list in bs: drops every column outside its
  * stored row intervals. */
 static void apply_entry_pattern(const stsa_block_sparse *bs, int64_t qt, int64_t entry,
-                                int rows, int n, float *s, int ld_s) {
+                                int r0, int rows, int n, float *s, int ld_s) {
   int64_t e = bs->tile_ptr[qt] + entry;
-  stsa_apply_tile_pattern(&bs->pattern_list[bs->pattern[e]], rows, n, s, ld_s);
+  stsa_apply_tile_pattern(&bs->pattern_list[bs->pattern[e]], r0, rows, n, s, ld_s);
 }
 
 static const stsa_sparse_head *head_of(const stsa_sparse_run *run, int64_t head) {
@@ -35,12 +35,13 @@ static const stsa_sparse_head *head_of(const stsa_sparse_run *run, int64_t head)
 }
 
 /* The stored patterns (exact mode); mask_ctx is the part's unit buffer. */
-static void apply_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
-                          int64_t k0, int n, float *s, int ld_s) {
+static void apply_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int r0,
+                          int rows, int64_t k0, int n, float *s, int ld_s) {
   (void)q0;
   (void)k0;
   const stsa_unit_buf *buf = mask_ctx;
-  apply_entry_pattern(head_of(buf->ud, buf->head)->bs, buf->qt, entry, rows, n, s, ld_s);
+  apply_entry_pattern(head_of(buf->ud, buf->head)->bs, buf->qt, entry, r0, rows, n, s,
+                      ld_s);
 }
 
 static void sparse_unit(const void *ud, int64_t head, int64_t qt, stsa_unit_buf *buf,
@@ -93,13 +94,13 @@ stsa_work stsa_sparse_work(stsa_sparse_run *run, const stsa_attn_problem *pb,
 
 /* ---- profiling rows ------------------------------------------------------ */
 /* mask_ctx is the part's unit buffer: its qt is the structure's index. */
-static void apply_rows_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
-                               int64_t k0, int n, float *s, int ld_s) {
+static void apply_rows_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int r0,
+                               int rows, int64_t k0, int n, float *s, int ld_s) {
   (void)q0;
   (void)k0;
   const stsa_unit_buf *buf = mask_ctx;
   const stsa_rows_run *run = buf->ud;
-  apply_entry_pattern(run->bs[buf->qt], 0, entry, rows, n, s, ld_s);
+  apply_entry_pattern(run->bs[buf->qt], 0, entry, r0, rows, n, s, ld_s);
 }
 
 static void rows_unit(const void *ud, int64_t head, int64_t i, stsa_unit_buf *buf,

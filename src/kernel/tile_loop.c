@@ -341,7 +341,7 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
     }
     const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
     if (partial) {
-      list->mask(list->mask_ctx, i, q0, rows, k0, n, sc->s, ld_s);
+      list->mask(list->mask_ctx, i, q0, 0, rows, k0, n, sc->s, ld_s);
       exact_max = 0;
     }
     const int nbad =

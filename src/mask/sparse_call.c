@@ -104,13 +104,14 @@ typedef struct naive_mask {
   const stsa_mask *mask;
 } naive_mask;
 
-static void apply_predicate(const void *mask_ctx, int64_t entry, int64_t q0, int rows,
-                            int64_t k0, int n, float *s, int ld_s) {
+static void apply_predicate(const void *mask_ctx, int64_t entry, int64_t q0, int r0,
+                            int rows, int64_t k0, int n, float *s, int ld_s) {
   (void)entry;
   const naive_mask *nm = mask_ctx;
   const stsa_plan *plan = nm->plan;
   for (int r = 0; r < rows; r++) {
-    int64_t qi = plan->q_native ? plan->q_native[q0 + r] : q0 + r;
+    const int64_t qp = q0 + r0 + r;
+    int64_t qi = plan->q_native ? plan->q_native[qp] : qp;
     float *row = s + (int64_t)r * ld_s;
     for (int c = 0; c < n; c++) {
       int64_t kj = plan->kv_native ? plan->kv_native[k0 + c] : k0 + c;

@@ -28,14 +28,14 @@ typedef struct ref_scratch {
   double *qrow;  /* [D] */
   double *acc;   /* [D] */
   float *orow;   /* [D] */
-  float *tile_s; /* [q_tile][kv_tile] a partial tile's mask */
+  float *tile_s; /* [kv_tile] a partial tile's mask of one row */
 } ref_scratch;
 
 size_t stsa_ref_scratch_bytes(const stsa_attn_problem *pb) {
   const size_t S = (size_t)pb->Skv, D = (size_t)pb->D;
   return round64(S * sizeof(int64_t)) + round64(S * sizeof(double)) +
          2 * round64(D * sizeof(double)) + round64(D * sizeof(float)) +
-         round64((size_t)pb->q_tile * (size_t)pb->kv_tile * sizeof(float));
+         round64((size_t)pb->kv_tile * sizeof(float));
 }
 
 static ref_scratch scratch_at(const stsa_attn_problem *pb, void *mem) {
@@ -58,7 +58,7 @@ static ref_scratch scratch_at(const stsa_attn_problem *pb, void *mem) {
 
 /* Row r of the q tile at q0: the k/v rows it keeps, in list order. */
 static int64_t kept_keys(const stsa_attn_problem *pb, const stsa_kv_list *list,
-                         int64_t q0, int rows, int r, ref_scratch *sc) {
+                         int64_t q0, int r, ref_scratch *sc) {
   const int64_t ntiles = list && list->tiles ? list->count : stsa_kv_tiles(pb);
   const int64_t *kv_rows = list ? list->kv_rows : NULL;
   int64_t nkept = 0;
@@ -67,13 +67,12 @@ static int64_t kept_keys(const stsa_attn_problem *pb, const stsa_kv_list *list,
                   k0 = tile * pb->kv_tile;
     const int n = (int)(pb->Skv - k0 < pb->kv_tile ? pb->Skv - k0 : pb->kv_tile);
     const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
-    if (partial) { /* the mask decides the whole tile; row r is read */
-      memset(sc->tile_s, 0, sizeof(float) * (size_t)rows * (size_t)pb->kv_tile);
-      list->mask(list->mask_ctx, i, q0, rows, k0, n, sc->tile_s, pb->kv_tile);
+    if (partial) { /* the mask decides row r of the tile */
+      memset(sc->tile_s, 0, sizeof(float) * (size_t)n);
+      list->mask(list->mask_ctx, i, q0, r, 1, k0, n, sc->tile_s, pb->kv_tile);
     }
-    const float *srow = sc->tile_s + (int64_t)r * pb->kv_tile;
     for (int c = 0; c < n; c++)
-      if (!partial || srow[c] != -INFINITY)
+      if (!partial || sc->tile_s[c] != -INFINITY)
         sc->kept[nkept++] = kv_rows ? kv_rows[k0 + c] : k0 + c;
   }
   return nkept;
@@ -137,7 +136,7 @@ void stsa_ref_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t 
   const int rows = (int)(pb->Sq - q0 < pb->q_tile ? pb->Sq - q0 : pb->q_tile);
   const int64_t *q_rows = list ? list->q_rows : NULL;
   for (int r = 0; r < rows; r++) {
-    int64_t nkept = kept_keys(pb, list, q0, rows, r, &sc);
+    int64_t nkept = kept_keys(pb, list, q0, r, &sc);
     ref_row(pb, b, h, q_rows ? q_rows[q0 + r] : q0 + r, nkept, &sc);
   }
 }
