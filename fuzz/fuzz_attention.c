@@ -401,6 +401,7 @@ static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
                            0,
                            0,
                            STSA_PLAN_ALLOW_EMPTY_ROWS,
+                           NULL,
                            NULL};
     if (g) {
       desc.q_order = (stsa_order)(byte(r) % 2);

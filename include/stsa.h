@@ -429,7 +429,7 @@ typedef enum stsa_plan_flags {
 
 typedef struct stsa_plan_desc {
   size_t size;       /* sizeof this struct, as compiled (see "Extensible structs") */
-  int64_t s_q, s_kv; /* lengths (both N for a video geometry) */
+  int64_t s_q, s_kv; /* lengths (N for a video geometry; or of q_rows, kv_rows) */
   int64_t heads;     /* H */
   const stsa_mask *const *masks; /* [heads] (may repeat) */
   const stsa_geometry *geometry; /* NULL for plain sequences */
@@ -443,6 +443,21 @@ typedef struct stsa_plan_desc {
    * (the gathered rows, so nothing of size N is allocated for them), and k,
    * v of all s_kv tokens; q or out of N rows is rejected. */
   const int64_t *q_rows;
+  /* optional [s_kv]: the native token held by each row of k and v, for a
+   * plan over a subset of the keys (a sequence shard, as in Ring attention).
+   * A call with such a plan takes k and v of exactly s_kv rows, row j
+   * holding native token kv_rows[j] in the caller's order (e.g. a contiguous
+   * shard [k0, k1)); pair (query i, key row j) is kept iff the mask keeps
+   * (native query token, kv_rows[j]). The plan walks the subset in kv_order
+   * (sorted by each token's position in it), the kernel's gather fusing
+   * that permutation; with STSA_SPARSE_PREPERMUTED k and v already hold the
+   * subset in that plan order. Entries must be distinct and in [0, N) for a
+   * geometry of N tokens (s_kv <= N is then the subset's size), any index
+   * below 2^40 that dense and segment masks cover otherwise; else
+   * STSA_ERR_BAD_PARAM. Combines with q_rows, every sparse mode and lse;
+   * with STSA_PLAN_ALLOW_EMPTY_ROWS a subset may keep no pair at all (out 0,
+   * lse -inf). Such plans are not cached. */
+  const int64_t *kv_rows;
 } stsa_plan_desc;
 
 STSA_API stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc,
@@ -641,6 +656,13 @@ STSA_API stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order orde
  * question). Their structs are extensible like the others, but names,
  * fields and semantics may change in a minor release.
  */
+/* One head's share of stsa_plan_stats (visited tiles, those of them that need
+ * the mask, kept pairs), e.g. to balance heads across ranks by cost. Any
+ * output may be NULL; h outside [0, heads) is STSA_ERR_BAD_PARAM. */
+STSA_API stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h,
+                                          int64_t *tiles_active, int64_t *tiles_partial,
+                                          int64_t *pairs_kept);
+
 /* 1 if this CPU can run the AVX2 backend. */
 STSA_API int stsa_cpu_has_avx2(void);
 

@@ -402,7 +402,7 @@ static void test_struct_sizes(void) {
   const stsa_mask *masks[2] = {full, full};
   stsa_plan_desc desc = {
       sizeof(stsa_plan_desc), 40, 40, 2, masks, NULL, STSA_ORDER_NATIVE,
-      STSA_ORDER_NATIVE,      0,  0,  0, NULL};
+      STSA_ORDER_NATIVE,      0,  0,  0, NULL,  NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   CHECK_STATUS(stsa_plan_get_stats(plan, &ns.st), STSA_OK);

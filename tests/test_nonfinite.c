@@ -441,6 +441,7 @@ static void test_sparse(void) {
                            tl->q_tile,
                            tl->kv_tile,
                            STSA_PLAN_ALLOW_EMPTY_ROWS,
+                           NULL,
                            NULL};
     stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, tl->q_tile, tl->kv_tile);
     stsa_plan *plan = NULL;

@@ -144,7 +144,8 @@ static void test_video_rows(void) {
                            0,
                            16,
                            STSA_PLAN_DEFAULT,
-                           rows};
+                           rows,
+                           NULL};
     stsa_plan *plan = NULL;
     CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
     if (!plan)
@@ -198,7 +199,8 @@ static void test_video_rows(void) {
                          0,
                          0,
                          STSA_PLAN_DEFAULT,
-                         rows};
+                         rows,
+                         NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   stsa_tensor q_all = random_tensor(&rng, STSA_F32, B, N, H, D);
@@ -258,7 +260,8 @@ static void test_plain_rows(void) {
                          6,
                          16,
                          STSA_PLAN_DEFAULT,
-                         rows};
+                         rows,
+                         NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_ERR_EMPTY_ROW);
   desc.flags = STSA_PLAN_ALLOW_EMPTY_ROWS;

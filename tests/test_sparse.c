@@ -61,6 +61,7 @@ static void run_case(sparse_case *c) {
                          0,
                          0,
                          c->flags,
+                         NULL,
                          NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(rctx, &desc, &plan), STSA_OK);
@@ -311,7 +312,7 @@ static void test_full_equals_dense(void) {
     stsa_ctx *ctx = make_ctx(backends[bi], 2, 192, 256);
     stsa_plan_desc desc = {
         sizeof(stsa_plan_desc), S, Skv, H, masks, NULL, STSA_ORDER_NATIVE,
-        STSA_ORDER_NATIVE,      0, 0,   0, NULL};
+        STSA_ORDER_NATIVE,      0, 0,   0, NULL,  NULL};
     stsa_plan *plan = NULL;
     CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
     stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
@@ -352,7 +353,7 @@ static void test_tile_rounded(void) {
   stsa_ctx *ref = make_ctx(STSA_BACKEND_REF, 2, 48, 32);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 48, 32);
   stsa_plan_desc desc = {sizeof(stsa_plan_desc), S, S, H, masks, NULL, STSA_ORDER_NATIVE,
-                         STSA_ORDER_NATIVE,      0, 0, 0, NULL};
+                         STSA_ORDER_NATIVE,      0, 0, 0, NULL,  NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   stsa_tensor o_ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, H, D);
@@ -405,7 +406,7 @@ static void test_empty_rows(void) {
   const stsa_mask *masks[1] = {m};
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
   stsa_plan_desc desc = {sizeof(stsa_plan_desc), S, S, 1, masks, NULL, STSA_ORDER_NATIVE,
-                         STSA_ORDER_NATIVE,      0, 0, 0, NULL};
+                         STSA_ORDER_NATIVE,      0, 0, 0, NULL,  NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_ERR_EMPTY_ROW);
   CHECK(plan == NULL, "no plan on error");
@@ -442,7 +443,7 @@ static void test_invalid(void) {
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
   stsa_plan_desc desc = {
       sizeof(stsa_plan_desc), 100, 100, 2, masks, NULL, STSA_ORDER_NATIVE,
-      STSA_ORDER_NATIVE,      0,   0,   0, NULL};
+      STSA_ORDER_NATIVE,      0,   0,   0, NULL,  NULL};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
   stsa_tensor short_q = q, short_out = out;
@@ -591,6 +592,7 @@ static void test_sparse_parts(void) {
                                0,
                                0,
                                0,
+                               NULL,
                                NULL};
         stsa_plan *plan = NULL;
         CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);

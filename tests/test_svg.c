@@ -171,8 +171,8 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
     stsa_mask *owned[8];
     for (int64_t h = 0; h < H; h++)
       masks[h] = owned[h] = kind_mask(g, &w, kinds[b * H + h], rep.dense);
-    stsa_plan_desc desc = {sizeof(stsa_plan_desc), N, N, H, masks, g, STSA_ORDER_NATIVE,
-                           STSA_ORDER_NATIVE,      0, 0, 0, NULL};
+    stsa_plan_desc desc = {sizeof(stsa_plan_desc), N, N, H, masks, g,   STSA_ORDER_NATIVE,
+                           STSA_ORDER_NATIVE,      0, 0, 0, NULL,  NULL};
     stsa_plan *plan = NULL;
     CHECK_STATUS(stsa_plan_build(rctx, &desc, &plan), STSA_OK);
     stsa_tensor qb = q, kb = k, vb = v, ob = out;

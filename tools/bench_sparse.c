@@ -48,7 +48,7 @@ int bench_sparse(const bench_opts *o) {
     masks[h] = mask;
   stsa_plan_desc desc = {
       sizeof(stsa_plan_desc), o->seq, o->seq_kv, o->heads, masks, NULL, STSA_ORDER_NATIVE,
-      STSA_ORDER_NATIVE,      0,      0,         0,        NULL};
+      STSA_ORDER_NATIVE,      0,      0,         0,        NULL,  NULL};
   stsa_plan *plan;
   double t0 = cli_now();
   cli_check(stsa_plan_build(bd.ctx, &desc, &plan), bd.ctx, "building the plan");

@@ -100,6 +100,7 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
                          win.q_tile,
                          win.kv_tile,
                          0,
+                         NULL,
                          NULL};
   stsa_plan *plan;
   cli_check(stsa_plan_build(ctx, &desc, &plan), ctx, "temporal plan");

@@ -110,6 +110,7 @@ static stsa_plan *build_plan(stsa_ctx *ctx, const stsa_svg_config *cfg,
                       w->q_tile,
                       w->kv_tile,
                       0,
+                      NULL,
                       NULL};
   stsa_plan *plan;
   cli_check(stsa_plan_build(ctx, &d, &plan), ctx, "building the plan");

@@ -143,6 +143,7 @@ static void run_mode_sparse(run_state *s) {
                          s->win.q_tile,
                          s->win.kv_tile,
                          STSA_PLAN_DEFAULT,
+                         NULL,
                          NULL};
   stsa_plan *plan;
   cli_check(stsa_plan_build(s->ctx, &desc, &plan), s->ctx, "building the plan");

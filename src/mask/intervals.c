@@ -299,3 +299,42 @@ stsa_status stsa_iv_row(stsa_iv_gen *gen, const stsa_mask *mask, int64_t qi,
                         stsa_ivec *out) {
   return gen_node(gen, mask, 0, qi, out) ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
 }
+
+/* First i >= lo with pos[i] >= x (n if none), every pos[i < lo] being < x.
+ * Galloping from lo: a row's boundaries ascend, so each search starts where
+ * the last ended and costs O(log distance), not O(log n). */
+static int64_t rank_from(const int64_t *pos, int64_t n, int64_t lo, int64_t x) {
+  int64_t hi = n;
+  for (int64_t step = 1; lo < n; step *= 2) {
+    const int64_t i = lo + step - 1;
+    if (i >= n)
+      break;
+    if (pos[i] >= x) {
+      hi = i;
+      break;
+    }
+    lo = i + 1;
+  }
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (pos[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+stsa_status stsa_ivec_restrict(const stsa_ivec *in, const int64_t *pos, int64_t n,
+                               stsa_ivec *out) {
+  out->n = 0;
+  if (stsa_ivec_reserve(out, in->n))
+    return STSA_ERR_OUT_OF_MEMORY;
+  int64_t r = 0;
+  for (int64_t k = 0; k < in->n && r < n; k++) {
+    const int64_t lo = rank_from(pos, n, r, in->v[2 * k]);
+    r = rank_from(pos, n, lo, in->v[2 * k + 1]);
+    stsa_ivec_put(out, lo, r);
+  }
+  return STSA_OK;
+}

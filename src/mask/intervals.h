@@ -63,4 +63,13 @@ void stsa_iv_gen_free(stsa_iv_gen *gen);
 stsa_status stsa_iv_row(stsa_iv_gen *gen, const stsa_mask *mask, int64_t qi,
                         stsa_ivec *out);
 
+/* For a plan over a subset of the keys: replaces `out` with `in` (intervals
+ * of positions of the whole kv order) restricted to the subset, numbered by
+ * rank: the subset sits at the ascending positions pos[0 .. n), and [lo, hi)
+ * becomes [rank(lo), rank(hi)) with rank(x) = #{i : pos[i] < x}. Empty
+ * results are dropped and touching ones merged, so `out` keeps the
+ * non-adjacent form. Fails only with STSA_ERR_OUT_OF_MEMORY. */
+stsa_status stsa_ivec_restrict(const stsa_ivec *in, const int64_t *pos, int64_t n,
+                               stsa_ivec *out);
+
 #endif

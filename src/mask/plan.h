@@ -36,10 +36,17 @@ struct stsa_plan {
   stsa_geometry geometry; /* frames = 0 when none was given */
   int has_geometry;
   unsigned flags;
-  int q_sampled;      /* built from q_rows: q/out/lse hold the s_q sampled rows,
-                         in plan order, whatever the call's flags */
-  int64_t *q_native;  /* [s_q] native index of q position (NULL: identity) */
-  int64_t *kv_native; /* [s_kv] native index of kv position (NULL: identity) */
+  int q_sampled;     /* built from q_rows: q/out/lse hold the s_q sampled rows,
+                        in plan order, whatever the call's flags */
+  int64_t *q_native; /* [s_q] native index of q position (NULL: identity) */
+  /* [s_kv] row of k/v that kv position holds (NULL: identity), what the
+   * kernel gathers: the native index for a plan over every key, the index
+   * into kv_rows for a plan over a subset (stsa_plan_desc.kv_rows) */
+  int64_t *kv_native;
+  /* [s_kv] native token of kv position (NULL: identity), what the mask is
+   * asked about; the same array as kv_native but for subset plans */
+  int64_t *kv_token;
+  int kv_subset; /* built from kv_rows: k/v hold the s_kv subset rows only */
   int32_t parts_count;
   stsa_plan_part *parts; /* [parts_count] distinct masks */
   int32_t *head_part;    /* [heads] index into parts */

@@ -81,6 +81,9 @@ typedef struct builder {
   plan_store *store;
   stsa_iv_gen gen;
   stsa_ivec row;    /* one row's intervals */
+  stsa_ivec sub;    /* the same restricted to a key subset (kv_rows) */
+  int64_t *kv_pos;  /* kv_rows plans: [s_kv] ascending position in the whole kv order */
+  int64_t *kv_map;  /* kv_rows plans: [whole order] position -> native; NULL: identity */
   stsa_ivec rows;   /* the current q tile's rows, concatenated */
   int64_t *row_off; /* [q_tile + 1] row r is rows[row_off[r] .. row_off[r+1]) */
   int64_t *cursor;  /* [q_tile] first interval of row r not left of the tile */
@@ -115,6 +118,9 @@ typedef struct builder {
 static void builder_free(builder *b) {
   stsa_iv_gen_free(&b->gen);
   stsa_ivec_free(&b->row);
+  stsa_ivec_free(&b->sub);
+  free(b->kv_pos);
+  free(b->kv_map);
   stsa_ivec_free(&b->rows);
   free(b->row_off);
   free(b->cursor);
@@ -270,20 +276,25 @@ static stsa_status tile_rows(builder *b, const stsa_mask *mask, int64_t qt, int 
     const int64_t pos = qt * p->q_tile + r;
     const int64_t qi = p->q_native ? p->q_native[pos] : pos;
     STSA_TRY(stsa_iv_row(&b->gen, mask, qi, &b->row));
-    STSA_RETURN_IF(b->row.n == 0 && !(p->flags & STSA_PLAN_ALLOW_EMPTY_ROWS),
-                   &b->ctx->err, STSA_ERR_EMPTY_ROW,
+    const stsa_ivec *row = &b->row;
+    if (p->kv_subset) {
+      STSA_TRY(stsa_ivec_restrict(&b->row, b->kv_pos, p->s_kv, &b->sub));
+      row = &b->sub;
+    }
+    STSA_RETURN_IF(row->n == 0 && !(p->flags & STSA_PLAN_ALLOW_EMPTY_ROWS), &b->ctx->err,
+                   STSA_ERR_EMPTY_ROW,
                    "plan: the mask of head %lld keeps no key for query row %lld "
                    "(native token %lld); pass STSA_PLAN_ALLOW_EMPTY_ROWS to accept it",
                    (long long)head, (long long)pos, (long long)qi);
-    if (stsa_ivec_reserve(&b->rows, b->row.n))
+    if (stsa_ivec_reserve(&b->rows, row->n))
       return STSA_ERR_OUT_OF_MEMORY;
-    if (b->row.n)
-      memcpy(b->rows.v + 2 * b->rows.n, b->row.v, sizeof(int64_t) * 2 * (size_t)b->row.n);
-    b->rows.n += b->row.n;
+    if (row->n)
+      memcpy(b->rows.v + 2 * b->rows.n, row->v, sizeof(int64_t) * 2 * (size_t)row->n);
+    b->rows.n += row->n;
     b->row_off[r + 1] = b->rows.n;
     b->cursor[r] = b->row_off[r];
-    for (int64_t k = 0; k < b->row.n; k++) {
-      const int64_t lo = b->row.v[2 * k], hi = b->row.v[2 * k + 1];
+    for (int64_t k = 0; k < row->n; k++) {
+      const int64_t lo = row->v[2 * k], hi = row->v[2 * k + 1];
       *kept += hi - lo;
       b->touch_d[lo / T]++;
       b->touch_d[(hi - 1) / T + 1]--;
@@ -373,13 +384,19 @@ void stsa_plan_free(stsa_plan *plan) {
     plan_destroy(plan);
 }
 
-static int64_t *order_map(plan_store *s, const stsa_geometry *g, stsa_order order) {
+/* map[pos] = native index of position pos of `order`, for every token of g;
+ * returns map. */
+static int64_t *fill_order(const stsa_geometry *g, stsa_order order, int64_t *map) {
   stsa_geo geo;
   stsa_geo_init(&geo, g);
-  int64_t *map = store_alloc(s, sizeof(int64_t) * (size_t)geo.N);
   for (int64_t pos = 0; map && pos < geo.N; pos++)
     map[pos] = stsa_geo_to_native(&geo, order, pos);
   return map;
+}
+
+static int64_t *order_map(plan_store *s, const stsa_geometry *g, stsa_order order) {
+  return fill_order(g, order,
+                    store_alloc(s, sizeof(int64_t) * (size_t)stsa_geometry_tokens(g)));
 }
 
 /* Plan header, order maps and heads grouped by equal masks. */
@@ -409,9 +426,11 @@ static stsa_status plan_init(stsa_plan *p, const stsa_plan_desc *d, int q_tile,
              !(p->q_native = order_map(s, &p->geometry, d->q_order))) {
     return STSA_ERR_OUT_OF_MEMORY;
   }
-  if (d->kv_order != STSA_ORDER_NATIVE &&
+  /* a key subset (kv_rows) gets its maps from kv_subset_init */
+  if (!d->kv_rows && d->kv_order != STSA_ORDER_NATIVE &&
       !(p->kv_native = order_map(s, &p->geometry, d->kv_order)))
     return STSA_ERR_OUT_OF_MEMORY;
+  p->kv_token = p->kv_native;
   p->head_part = store_alloc(s, sizeof(int32_t) * (size_t)d->heads);
   if (!p->head_part)
     return STSA_ERR_OUT_OF_MEMORY;
@@ -434,8 +453,71 @@ static stsa_status plan_init(stsa_plan *p, const stsa_plan_desc *d, int q_tile,
   return STSA_OK;
 }
 
+/* One key of a subset: its position in the whole kv order and its row. */
+typedef struct kv_key {
+  int64_t pos, row;
+} kv_key;
+
+static int kv_key_cmp(const void *a, const void *b) {
+  const int64_t x = ((const kv_key *)a)->pos, y = ((const kv_key *)b)->pos;
+  return (x > y) - (x < y);
+}
+
+/* A plan over the keys kv_rows: the subset sorted by kv_order position.
+ * The plan gets the row (kv_native) and token (kv_token) of each of its kv
+ * positions; the builder keeps the sorted positions, to restrict rows of
+ * the whole order to the subset, and the whole order's map, to generate
+ * them. Duplicates are found here, as equal neighbours once sorted. */
+static stsa_status kv_subset_init(builder *b, const stsa_plan_desc *d) {
+  stsa_plan *p = b->plan;
+  const size_t n = (size_t)d->s_kv;
+  stsa_geo geo = {0};
+  if (p->has_geometry)
+    stsa_geo_init(&geo, &p->geometry);
+  kv_key *keys = malloc(n * sizeof *keys);
+  b->kv_pos = malloc(n * sizeof *b->kv_pos);
+  p->kv_native = store_alloc(b->store, n * sizeof *p->kv_native);
+  p->kv_token = store_alloc(b->store, n * sizeof *p->kv_token);
+  stsa_status st =
+      keys && b->kv_pos && p->kv_native && p->kv_token ? STSA_OK : STSA_ERR_OUT_OF_MEMORY;
+  int64_t whole = geo.N; /* tokens of the whole order; without a geometry the
+                            largest index + 1 is all an index mask needs */
+  for (size_t j = 0; st == STSA_OK && j < n; j++) {
+    const int64_t tok = d->kv_rows[j];
+    keys[j] = (kv_key){p->has_geometry ? stsa_geo_to_pos(&geo, p->kv_order, tok) : tok,
+                       (int64_t)j};
+    if (!p->has_geometry && tok >= whole)
+      whole = tok + 1;
+  }
+  if (st == STSA_OK)
+    qsort(keys, n, sizeof *keys, kv_key_cmp);
+  for (size_t i = 0; st == STSA_OK && i < n; i++) {
+    if (i && keys[i].pos == keys[i - 1].pos) {
+      const int64_t r0 = keys[i - 1].row, r1 = keys[i].row;
+      st = stsa_fail(&b->ctx->err, STSA_ERR_BAD_PARAM,
+                     "plan: kv_rows[%lld] = %lld repeats kv_rows[%lld] (entries must be "
+                     "distinct)",
+                     (long long)(r0 > r1 ? r0 : r1), (long long)d->kv_rows[r0],
+                     (long long)(r0 < r1 ? r0 : r1));
+      break;
+    }
+    p->kv_native[i] = keys[i].row;
+    p->kv_token[i] = d->kv_rows[keys[i].row];
+    b->kv_pos[i] = keys[i].pos;
+  }
+  free(keys);
+  if (st == STSA_OK && p->kv_order != STSA_ORDER_NATIVE &&
+      !(b->kv_map = fill_order(&p->geometry, p->kv_order,
+                               malloc(sizeof(int64_t) * (size_t)whole))))
+    st = STSA_ERR_OUT_OF_MEMORY;
+  p->kv_subset = 1;
+  stsa_iv_gen_init(&b->gen, p->kv_order, whole, b->kv_map);
+  return st;
+}
+
 static stsa_status builder_init(builder *b, const stsa_plan *p) {
-  stsa_iv_gen_init(&b->gen, p->kv_order, p->s_kv, p->kv_native);
+  if (!p->kv_subset)
+    stsa_iv_gen_init(&b->gen, p->kv_order, p->s_kv, p->kv_native);
   const size_t rows = (size_t)p->q_tile + 1, tiles = (size_t)p->kv_tiles + 1;
   b->row_off = malloc(rows * sizeof *b->row_off);
   b->cursor = malloc(rows * sizeof *b->cursor);
@@ -459,6 +541,8 @@ static stsa_status build(stsa_ctx *ctx, const stsa_plan_desc *d, int q_tile, int
     p->arena_ = s;
     st = plan_init(p, d, q_tile, kv_tile, first_head);
   }
+  if (st == STSA_OK && d->kv_rows)
+    st = kv_subset_init(&b, d);
   if (st == STSA_OK)
     st = builder_init(&b, p);
   for (int32_t i = 0; st == STSA_OK && i < p->parts_count; i++)
@@ -480,6 +564,37 @@ static stsa_status build(stsa_ctx *ctx, const stsa_plan_desc *d, int q_tile, int
 }
 
 /* ---- validation and the public entry points ------------------------------ */
+/* The caller's description in this library's layout. One built before
+ * kv_rows existed passes the first release's shorter layout: the field it
+ * lacks keeps its default (NULL). */
+static stsa_status desc_read(const stsa_plan_desc *d, stsa_plan_desc *local,
+                             stsa_errbuf *err) {
+  const size_t first = offsetof(stsa_plan_desc, kv_rows);
+  size_t size;
+  memcpy(&size, d, sizeof size);
+  const size_t known = size >= first && size < sizeof *local ? first : sizeof *local;
+  STSA_TRY(stsa_sized_check(d, known, "stsa_plan_desc", err));
+  memset(local, 0, sizeof *local);
+  memcpy(local, d, known);
+  local->size = sizeof *local;
+  return STSA_OK;
+}
+
+/* Entries of q_rows or kv_rows (`name`) in [0, limit); *count = the largest
+ * + 1, what a dense or segment mask must cover. */
+static stsa_status subset_check(const int64_t *rows, int64_t n, int64_t limit,
+                                const char *name, int64_t *count, stsa_errbuf *err) {
+  *count = 0;
+  for (int64_t i = 0; i < n; i++) {
+    STSA_RETURN_IF(rows[i] < 0 || rows[i] >= limit, err, STSA_ERR_BAD_PARAM,
+                   "plan: %s[%lld] = %lld, expected 0..%lld", name, (long long)i,
+                   (long long)rows[i], (long long)(limit - 1));
+    if (rows[i] >= *count)
+      *count = rows[i] + 1;
+  }
+  return STSA_OK;
+}
+
 stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
   stsa_errbuf *err = &ctx->err;
   STSA_TRY(STSA_SIZED_CHECK(d, stsa_plan_desc, err));
@@ -505,7 +620,9 @@ stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
     const char *why = stsa_geo_check(g);
     STSA_RETURN_IF(why, err, STSA_ERR_BAD_SHAPE, "plan geometry: %s", why);
     int64_t n = stsa_geometry_tokens(g);
-    STSA_RETURN_IF((!d->q_rows && d->s_q != n) || d->s_kv != n, err, STSA_ERR_BAD_SHAPE,
+    STSA_RETURN_IF((!d->q_rows && d->s_q != n) ||
+                       (d->kv_rows ? d->s_kv > n : d->s_kv != n),
+                   err, STSA_ERR_BAD_SHAPE,
                    "plan: s_q = %lld and s_kv = %lld, but the geometry has %lld tokens",
                    (long long)d->s_q, (long long)d->s_kv, (long long)n);
   } else {
@@ -514,18 +631,17 @@ stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
                    "plan: token orders other than NATIVE need a geometry");
   }
   /* With q_rows, queries are a subset of the native ones: the largest one
-   * is what a dense or segment mask must cover. */
-  int64_t q_native_count = d->s_q;
-  if (d->q_rows) {
-    const int64_t limit = g ? stsa_geometry_tokens(g) : STSA_MAX_TOKENS;
-    q_native_count = 0;
-    for (int64_t i = 0; i < d->s_q; i++) {
-      STSA_RETURN_IF(d->q_rows[i] < 0 || d->q_rows[i] >= limit, err, STSA_ERR_BAD_PARAM,
-                     "plan: q_rows[%lld] = %lld, expected 0..%lld", (long long)i,
-                     (long long)d->q_rows[i], (long long)(limit - 1));
-      if (d->q_rows[i] >= q_native_count)
-        q_native_count = d->q_rows[i] + 1;
-    }
+   * is what a dense or segment mask must cover. With kv_rows, the builder
+   * walks every key of the whole kv order (of the geometry's N tokens, or
+   * up to the largest entry) before restricting rows to the subset. */
+  const int64_t limit = g ? stsa_geometry_tokens(g) : STSA_MAX_TOKENS;
+  int64_t q_native_count = d->s_q, kv_whole = d->s_kv;
+  if (d->q_rows)
+    STSA_TRY(subset_check(d->q_rows, d->s_q, limit, "q_rows", &q_native_count, err));
+  if (d->kv_rows) {
+    STSA_TRY(subset_check(d->kv_rows, d->s_kv, limit, "kv_rows", &kv_whole, err));
+    if (g)
+      kv_whole = limit;
   }
   for (int64_t h = 0; h < d->heads; h++) {
     const stsa_mask *m = d->masks[h];
@@ -538,11 +654,13 @@ stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
                    "plan: head %lld's mask was made for another geometry", (long long)h);
     const int q_bad = d->q_rows ? m->s_q >= 0 && m->s_q < q_native_count
                                 : m->s_q >= 0 && m->s_q != d->s_q;
-    STSA_RETURN_IF(q_bad || (m->s_kv >= 0 && m->s_kv != d->s_kv), err, STSA_ERR_BAD_MASK,
+    const int kv_bad = d->kv_rows ? m->s_kv >= 0 && m->s_kv < kv_whole
+                                  : m->s_kv >= 0 && m->s_kv != d->s_kv;
+    STSA_RETURN_IF(q_bad || kv_bad, err, STSA_ERR_BAD_MASK,
                    "plan: head %lld's dense or segment mask is %lld x %lld, the plan "
                    "%lld x %lld",
                    (long long)h, (long long)m->s_q, (long long)m->s_kv,
-                   (long long)q_native_count, (long long)d->s_kv);
+                   (long long)q_native_count, (long long)kv_whole);
   }
   return STSA_OK;
 }
@@ -555,26 +673,33 @@ static stsa_status check_grid(stsa_ctx *ctx, const stsa_plan_desc *d, int q_tile
   return STSA_OK;
 }
 
-stsa_status stsa_plan_build_tiles(stsa_ctx *ctx, const stsa_plan_desc *desc, int q_tile,
+stsa_status stsa_plan_build_tiles(stsa_ctx *ctx, const stsa_plan_desc *caller, int q_tile,
                                   int kv_tile, stsa_plan **out) {
   if (!ctx)
     return STSA_ERR_NULL_ARG;
-  STSA_RETURN_IF(!desc || !out, &ctx->err, STSA_ERR_NULL_ARG,
+  STSA_RETURN_IF(!caller || !out, &ctx->err, STSA_ERR_NULL_ARG,
                  "plan: desc or out is NULL");
   STSA_RETURN_IF(q_tile < 1 || q_tile > MAX_TILE || kv_tile < 1 || kv_tile > MAX_TILE,
                  &ctx->err, STSA_ERR_BAD_PARAM, "plan: tiles %d x %d, expected 1..4096",
                  q_tile, kv_tile);
+  stsa_plan_desc local;
+  const stsa_plan_desc *desc = &local;
+  STSA_TRY(desc_read(caller, &local, &ctx->err));
   STSA_TRY(stsa_plan_validate(ctx, desc));
   STSA_TRY(check_grid(ctx, desc, q_tile, kv_tile));
   return build(ctx, desc, q_tile, kv_tile, out);
 }
 
-stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc, stsa_plan **out) {
+stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *caller,
+                            stsa_plan **out) {
   if (!ctx)
     return STSA_ERR_NULL_ARG;
   stsa_errbuf *err = &ctx->err;
   stsa_err_clear(err);
-  STSA_RETURN_IF(!desc || !out, err, STSA_ERR_NULL_ARG, "plan: desc or out is NULL");
+  STSA_RETURN_IF(!caller || !out, err, STSA_ERR_NULL_ARG, "plan: desc or out is NULL");
+  stsa_plan_desc local;
+  const stsa_plan_desc *desc = &local;
+  STSA_TRY(desc_read(caller, &local, err));
   STSA_RETURN_IF(desc->q_tile < 0 || desc->q_tile > MAX_TILE, err, STSA_ERR_BAD_PARAM,
                  "plan: q_tile = %d, expected 0 (context default) or 1..4096",
                  desc->q_tile);
@@ -592,9 +717,9 @@ stsa_status stsa_plan_build(stsa_ctx *ctx, const stsa_plan_desc *desc, stsa_plan
   int kv_tile = desc->kv_tile ? desc->kv_tile : ctx->kv_tile;
   STSA_TRY(stsa_plan_validate(ctx, desc));
   STSA_TRY(check_grid(ctx, desc, q_tile, kv_tile));
-  /* Plans over sampled rows (q_rows) are one-shot: caching them would only
-   * push reusable plans out. */
-  if (desc->q_rows)
+  /* Plans over sampled rows (q_rows) or a key shard (kv_rows) are one-shot:
+   * caching them would only push reusable plans out. */
+  if (desc->q_rows || desc->kv_rows)
     return build(ctx, desc, q_tile, kv_tile, out);
   uint64_t key = stsa_plan_key(desc, q_tile, kv_tile);
   stsa_plan *plan = stsa_plan_cache_find(ctx->plans, desc, q_tile, kv_tile, key);
@@ -611,6 +736,10 @@ size_t stsa_plan_bytes(const stsa_plan *plan) {
   return plan ? ((const plan_store *)plan->arena_)->bytes : 0;
 }
 
+static const stsa_plan_part *head_part(const stsa_plan *plan, int64_t h) {
+  return &plan->parts[plan->head_part[h]];
+}
+
 static void plan_stats(const stsa_plan *plan, stsa_plan_stats *st) {
   st->q_tiles = plan->q_tiles;
   st->kv_tiles = plan->kv_tiles;
@@ -619,7 +748,7 @@ static void plan_stats(const stsa_plan *plan, stsa_plan_stats *st) {
       stsa_mul_sat(plan->heads, stsa_mul_sat(plan->q_tiles, plan->kv_tiles));
   st->pairs_total = stsa_mul_sat(plan->heads, stsa_mul_sat(plan->s_q, plan->s_kv));
   for (int64_t h = 0; h < plan->heads; h++) {
-    const stsa_plan_part *part = &plan->parts[plan->head_part[h]];
+    const stsa_plan_part *part = head_part(plan, h);
     st->tiles_active += part->bs.entries;
     st->tiles_partial += part->partial_entries;
     st->pairs_kept = stsa_add_sat(st->pairs_kept, part->kept_pairs);
@@ -639,12 +768,28 @@ stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *st) {
   return STSA_OK;
 }
 
+stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h, int64_t *tiles_active,
+                                 int64_t *tiles_partial, int64_t *pairs_kept) {
+  if (!plan)
+    return STSA_ERR_NULL_ARG;
+  if (h < 0 || h >= plan->heads)
+    return STSA_ERR_BAD_PARAM;
+  const stsa_plan_part *part = head_part(plan, h);
+  if (tiles_active)
+    *tiles_active = part->bs.entries;
+  if (tiles_partial)
+    *tiles_partial = part->partial_entries;
+  if (pairs_kept)
+    *pairs_kept = part->kept_pairs;
+  return STSA_OK;
+}
+
 /* -1 for a NULL plan or indices outside the grid. */
 int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt, int64_t kt) {
   if (!plan || h < 0 || h >= plan->heads || qt < 0 || qt >= plan->q_tiles || kt < 0 ||
       kt >= plan->kv_tiles)
     return -1;
-  const stsa_plan_part *part = &plan->parts[plan->head_part[h]];
+  const stsa_plan_part *part = head_part(plan, h);
   int64_t lo = part->bs.tile_ptr[qt], hi = part->bs.tile_ptr[qt + 1];
   while (lo < hi) { /* kv tiles ascend within a q tile */
     int64_t mid = lo + (hi - lo) / 2;

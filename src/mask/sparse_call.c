@@ -114,7 +114,7 @@ static void apply_predicate(const void *mask_ctx, int64_t entry, int64_t q0, int
     int64_t qi = plan->q_native ? plan->q_native[qp] : qp;
     float *row = s + (int64_t)r * ld_s;
     for (int c = 0; c < n; c++) {
-      int64_t kj = plan->kv_native ? plan->kv_native[k0 + c] : k0 + c;
+      int64_t kj = plan->kv_token ? plan->kv_token[k0 + c] : k0 + c;
       if (!stsa_mask_keep(nm->mask, qi, kj))
         row[c] = -INFINITY;
     }
@@ -156,6 +156,8 @@ static stsa_status call_init(sparse_call *c, const stsa_plan *const *plans,
     /* q/out/lse rows are plan positions when prepermuted, and always for a
      * plan over sampled rows (q_rows): only native-order tensors gather */
     sh->q_rows = prepermuted || plan->q_sampled ? NULL : plan->q_native;
+    /* kv_native holds rows of k/v, which for a key subset (kv_rows) are
+     * indices into it, not tokens */
     sh->kv_rows = prepermuted ? NULL : plan->kv_native;
     if (mode == STSA_SPARSE_NAIVE) {
       c->naive[h] = (naive_mask){plan, part->mask};

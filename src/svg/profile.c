@@ -65,7 +65,8 @@ static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_m
                          q_tile,
                          0,
                          STSA_PLAN_ALLOW_EMPTY_ROWS,
-                         rows};
+                         rows,
+                         NULL};
   return stsa_plan_build(ctx, &desc, plan);
 }
 

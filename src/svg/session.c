@@ -81,6 +81,7 @@ static stsa_status build_plan(stsa_svg *svg, const stsa_mask *mask, stsa_order q
                          svg->windows.q_tile,
                          svg->windows.kv_tile,
                          STSA_PLAN_DEFAULT,
+                         NULL,
                          NULL};
   STSA_TRY(stsa_plan_build(svg->ctx, &desc, out));
   stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
