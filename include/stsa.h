@@ -666,6 +666,12 @@ STSA_API stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h,
 /* 1 if this CPU can run the AVX2 backend. */
 STSA_API int stsa_cpu_has_avx2(void);
 
+/* Copies `in` into `out` (same shape; any layouts and dtypes; they must not
+ * share memory). Equal dtypes copy bits exactly, NaN payloads included;
+ * others convert through f32 as the kernels' loads and stores do (round to
+ * nearest even). The distributed layer packs and unpacks shards with it. */
+STSA_API stsa_status stsa_tensor_copy(const stsa_tensor *in, const stsa_tensor *out);
+
 /*
  * The built-in workload: deterministic video-DiT-like Q, K, V for a geometry.
  * Per head: content noise plus a 3-D rotary position embedding (head dim
@@ -703,6 +709,12 @@ STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
 STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind,
                                         stsa_mask **mask, stsa_order *q_order,
                                         stsa_order *kv_order);
+
+/* The native tokens of the query rows the session profiles in call (layer,
+ * step) for batch entry `batch`: cfg.sample_rows entries, ascending, into
+ * rows. For callers that profile on their own (the ring of libstsa_mpi). */
+STSA_API stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer, int64_t step,
+                                           int64_t batch, int64_t *rows);
 
 #ifdef __cplusplus
 }

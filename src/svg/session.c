@@ -242,6 +242,17 @@ stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind, stsa_ma
   return STSA_OK;
 }
 
+stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer, int64_t step,
+                                  int64_t batch, int64_t *rows) {
+  if (!svg || !rows)
+    return STSA_ERR_NULL_ARG;
+  if (layer < 0 || step < 0 || batch < 0)
+    return STSA_ERR_BAD_PARAM;
+  stsa_svg_sample_rows(&svg->cfg.geometry, svg->cfg.sample_rows, svg->cfg.seed, layer,
+                       step, batch, rows);
+  return STSA_OK;
+}
+
 /* Runs every head of batch entry b with its kind's plan (or the dense one). */
 static stsa_status run_heads(stsa_svg *svg, const stsa_head_kind *kinds, int dense,
                              const stsa_tensor *q, const stsa_tensor *k,
