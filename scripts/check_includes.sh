@@ -4,7 +4,10 @@
 #   core  <-  kernel  <-  mask  <-  svg        io: core only
 #
 # A file of a layer may include its own layer and the ones to its left (and
-# the public stsa.h); nothing else. Micro-kernels (src/kernel/generic, x86,
+# the public stsa.h); nothing else. The distributed layer (src/dist,
+# libstsa_mpi) is a client of the library: it includes only its own headers
+# and the public stsa.h / stsa_mpi.h, so it links against libstsa's exported
+# API alone. Micro-kernels (src/kernel/generic, x86,
 # arm) include only their contract (kernel/kernels.h), the SIMD vocabulary
 # (kernel/simd/), the exp2 constants and the f16/bf16 conversions: they know
 # nothing of tiles, plans or contexts. See docs/architecture.md.
@@ -21,6 +24,7 @@ allowed() { # layer -> the layers its files may include
     mask) echo "core kernel mask" ;;
     svg) echo "core kernel mask svg" ;;
     io) echo "core io" ;;
+    dist) echo "dist" ;;
     *) echo "?" ;;
   esac
 }
@@ -38,7 +42,7 @@ for f in $(find src -name '*.[ch]' | sort); do
   layer=$(echo "$f" | cut -d/ -f2)
   ok=$(allowed "$layer")
   if [ "$ok" = "?" ]; then
-    echo "check_includes: $f is in no known layer (core, kernel, mask, svg, io)" >&2
+    echo "check_includes: $f is in no known layer (core, kernel, mask, svg, io, dist)" >&2
     status=1
     continue
   fi

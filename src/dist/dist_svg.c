@@ -1,0 +1,329 @@
+/*
+ * dist_svg.c — the SVG session over ranks.
+ *
+ * Under Ulysses a head is whole on its rank after the exchange, so each
+ * rank runs an ordinary session over its own heads: profiling, the kind
+ * choice and the sparse call are those of one process, head by head (the
+ * sampled rows depend on seed, layer, step and batch entry only), and the
+ * output is bitwise the single-process one. Sessions are kept per local
+ * head count (balancing may change it between layers); their masks and
+ * plans are the same for every head count and come from the context's
+ * plan cache. Under ring and hybrid layouts profiling needs keys of the
+ * whole sequence: dist_svg_ring.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist_svg.h"
+
+void stsa_dist_svg_free(stsa_dist_svg *s) {
+  if (!s)
+    return;
+  for (int64_t n = 0; s->by_heads && n <= s->cfg.heads; n++)
+    stsa_svg_free(s->by_heads[n]);
+  free(s->by_heads);
+  free(s->last_kinds);
+  free(s);
+}
+
+stsa_status dist_svg_session(stsa_dist_svg *s, int64_t n, stsa_svg **out) {
+  if (!s->by_heads[n]) {
+    stsa_svg_config c = s->cfg;
+    c.heads = n;
+    stsa_status st = stsa_svg_create(s->d->ctx, &c, &s->by_heads[n]);
+    if (st != STSA_OK)
+      return dist_fail_ctx(s->d, st, "dist: svg session");
+  }
+  *out = s->by_heads[n];
+  return STSA_OK;
+}
+
+/* The kept fraction of the dense policy's mask (< 1 with padding text). */
+static stsa_status dense_density(stsa_dist_svg *s, const stsa_svg *full) {
+  stsa_mask *m = NULL;
+  stsa_status st = stsa_svg_kind_mask(full, STSA_HEAD_MIXED, &m, NULL, NULL);
+  stsa_plan *plan = NULL;
+  if (st == STSA_OK) {
+    const stsa_mask *masks[1] = {m};
+    stsa_plan_desc desc = STSA_INIT(stsa_plan_desc);
+    desc.s_q = desc.s_kv = s->tokens;
+    desc.heads = 1;
+    desc.masks = masks;
+    desc.geometry = &s->cfg.geometry;
+    desc.q_tile = s->windows.q_tile;
+    desc.kv_tile = s->windows.kv_tile;
+    st = stsa_plan_build(s->d->ctx, &desc, &plan);
+  }
+  if (st == STSA_OK) {
+    stsa_plan_stats ps = STSA_INIT(stsa_plan_stats);
+    stsa_plan_get_stats(plan, &ps);
+    s->density_dense = (double)ps.pairs_kept / (double)ps.pairs_total;
+  }
+  stsa_plan_free(plan);
+  stsa_mask_free(m);
+  return st == STSA_OK ? st : dist_fail_ctx(s->d, st, "dist: svg dense mask");
+}
+
+static uint64_t config_hash(const stsa_svg_config *c) {
+  const int64_t f[] = {c->heads,       c->head_dim,    c->dense_steps,   c->dense_layers,
+                       c->sample_rows, c->sink_frames, (int64_t)c->seed, c->steps,
+                       c->layers,      c->q_tile,      c->kv_tile};
+  uint64_t h = dist_hash_geometry(1469598103934665603ull, &c->geometry);
+  h = dist_hash(h, f, sizeof f);
+  return dist_hash(h, &c->density, sizeof c->density);
+}
+
+stsa_status stsa_dist_svg_create(stsa_dist *d, const stsa_svg_config *cfg,
+                                 stsa_dist_svg **out) {
+  if (!d || !out)
+    return STSA_ERR_NULL_ARG;
+  dist_call_start(d);
+  stsa_dist_svg *s = calloc(1, sizeof *s);
+  stsa_status st =
+      s ? STSA_OK : dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
+  if (st == STSA_OK && (!cfg || cfg->size != sizeof *cfg))
+    st = dist_fail(d, STSA_ERR_BAD_PARAM,
+                   "dist: svg config is NULL or of size %zu, expected %zu",
+                   cfg ? cfg->size : 0, sizeof *cfg);
+  if (st == STSA_OK) {
+    s->d = d;
+    s->cfg = *cfg;
+    s->by_heads =
+        calloc((size_t)(cfg->heads > 0 && cfg->heads < (1 << 20) ? cfg->heads + 1 : 1),
+               sizeof *s->by_heads);
+    if (!s->by_heads)
+      st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
+  }
+  /* the full-head session checks the configuration and gives the windows */
+  stsa_svg *full = NULL;
+  if (st == STSA_OK && (cfg->heads < 1 || cfg->heads >= (1 << 20)))
+    st = dist_fail(d, STSA_ERR_BAD_PARAM, "dist: svg heads = %lld, expected 1..2^20",
+                   (long long)cfg->heads);
+  if (st == STSA_OK)
+    st = dist_svg_session(s, cfg->heads, &full);
+  if (st == STSA_OK) {
+    s->windows = (stsa_svg_windows)STSA_INIT(stsa_svg_windows);
+    stsa_svg_get_windows(full, &s->windows);
+    s->tokens = stsa_geometry_tokens(&cfg->geometry);
+    st = dense_density(s, full);
+  }
+  /* every rank must run the same session */
+  uint64_t h = st == STSA_OK ? config_hash(cfg) : 0;
+  int64_t mine[2] = {(int64_t)(h >> 1), st == STSA_OK}, lo[2], hi[2];
+  st = dist_agree(d, st);
+  if (st == STSA_OK) {
+    if (MPI_Allreduce(mine, lo, 2, MPI_INT64_T, MPI_MIN, d->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mine, hi, 2, MPI_INT64_T, MPI_MAX, d->comm) != MPI_SUCCESS)
+      st = dist_fail(d, STSA_ERR_IO, "MPI: MPI_Allreduce failed");
+    else if (lo[0] != hi[0])
+      st = dist_fail(d, STSA_ERR_BAD_PARAM,
+                     "dist: the ranks were given different SVG configurations");
+  }
+  if (st != STSA_OK) {
+    stsa_dist_svg_free(s);
+    return st;
+  }
+  *out = s;
+  return STSA_OK;
+}
+
+/* The cost of each head: its kind's density in the previous call of this
+ * layer (unknown or dense calls: all equal). */
+static stsa_status svg_costs(stsa_dist_svg *s, int64_t layer, int dense, double *cost) {
+  const int64_t H = s->cfg.heads;
+  for (int64_t h = 0; h < H; h++)
+    cost[h] = 1.0;
+  if (dense || layer >= s->layers_cap)
+    return STSA_OK;
+  const signed char *k = s->last_kinds + layer * H;
+  for (int64_t h = 0; h < H; h++)
+    cost[h] = k[h] == STSA_HEAD_SPATIAL    ? s->windows.density_spatial
+              : k[h] == STSA_HEAD_TEMPORAL ? s->windows.density_temporal
+                                           : 1.0;
+  return STSA_OK;
+}
+
+static stsa_status remember_kinds(stsa_dist_svg *s, int64_t layer,
+                                  const stsa_head_kind *kinds) {
+  const int64_t H = s->cfg.heads;
+  if (layer >= s->layers_cap) {
+    int64_t cap = layer + 1 > 2 * s->layers_cap ? layer + 1 : 2 * s->layers_cap;
+    signed char *grown = realloc(s->last_kinds, (size_t)(cap * H));
+    if (!grown)
+      return dist_fail(s->d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
+    memset(grown + s->layers_cap * H, -1, (size_t)((cap - s->layers_cap) * H));
+    s->last_kinds = grown;
+    s->layers_cap = cap;
+  }
+  for (int64_t h = 0; h < H; h++) /* batch entry 0 stands for the call */
+    s->last_kinds[layer * H + h] = (signed char)kinds[h];
+  return STSA_OK;
+}
+
+/* Ulysses: the local session computes whole heads. */
+static stsa_status svg_local_run(void *self, stsa_dist *d, const dist_layout *l,
+                                 const dist_local *loc, const stsa_tensor *k,
+                                 const stsa_tensor *v, int64_t kv_off,
+                                 const stsa_tensor *out, float *lse, int *skipped) {
+  (void)d;
+  (void)l;
+  (void)kv_off;
+  (void)lse;
+  *skipped = 0;
+  dist_svg_call *c = self;
+  stsa_svg *sess = NULL;
+  DIST_TRY(dist_svg_session(c->s, loc->n, &sess));
+  stsa_svg_report r = STSA_INIT(stsa_svg_report);
+  r.kinds = c->local_kinds;
+  r.mse_spatial = c->local_mse;
+  r.mse_temporal = c->local_mse + c->B * loc->n;
+  stsa_status st = stsa_svg_attention(sess, c->layer, c->step, &loc->q, k, v, out, &r);
+  if (st != STSA_OK)
+    return dist_fail_ctx(c->s->d, st, "dist: svg");
+  c->profile_ms = r.profile_ms;
+  c->attention_ms = r.attention_ms;
+  c->dense = r.dense;
+  return STSA_OK;
+}
+
+/* Every rank learns every head's kind and errors (allgather in the group:
+ * ring groups computed the same heads of other tokens, and the kinds of a
+ * call are one per head, decided on the whole sequence). */
+static stsa_status gather_kinds(dist_svg_call *c, const dist_layout *l) {
+  stsa_dist *d = c->s->d;
+  const int64_t B = c->B, H = l->H, U = l->U;
+  const int64_t n = layout_heads_of(l, l->u);
+  /* per member: [B * n] kinds, then [2 * B * n] mse, as floats */
+  int *counts = malloc(sizeof(int) * 2 * (size_t)U);
+  float *mine = malloc(sizeof(float) * (size_t)(3 * B * n + 1));
+  float *all = malloc(sizeof(float) * (size_t)(3 * B * H));
+  stsa_status st = counts && mine && all
+                       ? STSA_OK
+                       : dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
+  if (st == STSA_OK) {
+    int *displs = counts + U;
+    int64_t off = 0;
+    for (int64_t m = 0; m < U; m++) {
+      counts[m] = (int)(3 * B * layout_heads_of(l, (int)m));
+      displs[m] = (int)off;
+      off += counts[m];
+    }
+    for (int64_t i = 0; i < B * n; i++)
+      mine[i] = (float)c->local_kinds[i];
+    memcpy(mine + B * n, c->local_mse, sizeof(float) * (size_t)(2 * B * n));
+    int rc = MPI_Allgatherv(mine, (int)(3 * B * n), MPI_FLOAT, all, counts, displs,
+                            MPI_FLOAT, d->ucomm);
+    if (rc != MPI_SUCCESS)
+      st = dist_fail_mpi(d, rc, "MPI_Allgatherv (head kinds)");
+    for (int64_t m = 0; st == STSA_OK && m < U; m++) {
+      const int64_t nm = layout_heads_of(l, (int)m);
+      const float *blk = all + displs[m];
+      for (int64_t i = 0; i < nm; i++) {
+        const int64_t h = l->group_heads[l->head_ptr[m] + i];
+        for (int64_t b = 0; b < B; b++) {
+          c->kinds[b * H + h] = (stsa_head_kind)blk[b * nm + i];
+          c->mse_s[b * H + h] = blk[B * nm + b * nm + i];
+          c->mse_t[b * H + h] = blk[2 * B * nm + b * nm + i];
+        }
+      }
+    }
+  }
+  free(counts);
+  free(mine);
+  free(all);
+  return st;
+}
+
+static void fill_svg_report(const dist_svg_call *c, stsa_svg_report *r) {
+  const stsa_dist_svg *s = c->s;
+  const int64_t BH = c->B * s->cfg.heads;
+  double kept = 0;
+  for (int64_t i = 0; i < BH; i++)
+    kept += c->dense                           ? s->density_dense
+            : c->kinds[i] == STSA_HEAD_SPATIAL ? s->windows.density_spatial
+                                               : s->windows.density_temporal;
+  r->dense = c->dense;
+  r->profile_ms = c->profile_ms;
+  r->attention_ms = c->attention_ms;
+  r->density = kept / (double)BH;
+  for (int64_t i = 0; i < BH; i++) {
+    if (r->kinds)
+      r->kinds[i] = c->kinds[i];
+    if (r->mse_spatial)
+      r->mse_spatial[i] = c->mse_s[i];
+    if (r->mse_temporal)
+      r->mse_temporal[i] = c->mse_t[i];
+  }
+}
+
+static void call_free(dist_svg_call *c) {
+  free(c->local_kinds);
+  free(c->local_mse);
+  free(c->kinds);
+  free(c->mse_s);
+  ring_svg_free(c);
+}
+
+stsa_status stsa_dist_svg_attention(stsa_dist_svg *s, int64_t layer, int64_t step,
+                                    const stsa_tensor *q, const stsa_tensor *k,
+                                    const stsa_tensor *v, const stsa_tensor *out,
+                                    stsa_svg_report *report,
+                                    stsa_dist_report *dist_report) {
+  if (!s)
+    return STSA_ERR_NULL_ARG;
+  stsa_dist *d = s->d;
+  dist_call_start(d);
+  dist_sig sig;
+  dist_sig_init(d, CALL_SVG, &sig);
+  stsa_status st = dist_check_local(d, q, k, v, out, dist_report, &sig);
+  if (st == STSA_OK && report && report->size < sizeof *report)
+    st = dist_fail(d, STSA_ERR_BAD_PARAM, "dist: svg report size %zu, expected %zu",
+                   report->size, sizeof *report);
+  if (st == STSA_OK && (layer < 0 || step < 0))
+    st = dist_fail(d, STSA_ERR_BAD_PARAM,
+                   "dist: layer = %lld and step = %lld must be >= 0", (long long)layer,
+                   (long long)step);
+  sig.layer = layer;
+  sig.step = step;
+  sig.status = st;
+  dist_layout l;
+  DIST_TRY(dist_begin(d, &sig, &l));
+  const int64_t B = sig.B, H = l.H;
+  dist_svg_call c = {.s = s, .layer = layer, .step = step, .B = B};
+  c.dense = step < s->cfg.dense_steps || layer < s->cfg.dense_layers;
+  if (l.S != s->tokens || H != s->cfg.heads || sig.D != s->cfg.head_dim)
+    st = dist_fail(
+        d, STSA_ERR_BAD_SHAPE,
+        "dist: svg session is for N = %lld, H = %lld, D = %lld, but the shards "
+        "add up to %lld tokens of %lld heads of %lld",
+        (long long)s->tokens, (long long)s->cfg.heads, (long long)s->cfg.head_dim,
+        (long long)l.S, (long long)H, (long long)sig.D);
+  double *cost = malloc(sizeof *cost * (size_t)H);
+  c.local_kinds = malloc(sizeof *c.local_kinds * (size_t)(B * H));
+  c.local_mse = malloc(sizeof *c.local_mse * (size_t)(2 * B * H));
+  c.kinds = malloc(sizeof *c.kinds * (size_t)(B * H));
+  c.mse_s = malloc(sizeof *c.mse_s * (size_t)(2 * B * H));
+  c.mse_t = c.mse_s ? c.mse_s + B * H : NULL;
+  if (st == STSA_OK && (!cost || !c.local_kinds || !c.local_mse || !c.kinds || !c.mse_s))
+    st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
+  if (st == STSA_OK)
+    st = svg_costs(s, layer, c.dense, cost);
+  if (st == STSA_OK)
+    st = balance_heads(d, cost, &l);
+  st = dist_agree(d, st);
+  /* rings profile after the exchange, on the ring (dist_svg_ring.c) */
+  dist_compute comp = {l.R > 1 ? ring_svg_prepare : NULL,
+                       l.R > 1 ? ring_svg_run : svg_local_run, &c};
+  if (st == STSA_OK)
+    st = dist_run(d, &l, q, k, v, out, &comp, dist_report);
+  if (st == STSA_OK)
+    st = dist_agree(d, gather_kinds(&c, &l));
+  if (st == STSA_OK && !c.dense)
+    st = dist_agree(d, remember_kinds(s, layer, c.kinds));
+  if (st == STSA_OK && report)
+    fill_svg_report(&c, report);
+  free(cost);
+  call_free(&c);
+  layout_free(&l);
+  return st;
+}

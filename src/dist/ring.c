@@ -1,0 +1,177 @@
+/*
+ * ring.c — Ring attention over the R groups of a hybrid layout.
+ *
+ * The queries stay; the key/value chunk a rank holds moves one step along
+ * the ring per round (non-blocking send and receive posted before the
+ * round's compute, so the transfer hides behind it), and every round's
+ * partial result (f32 with its log-sum-exp) is merged into the running one:
+ *   m = max(L, l),  O = (e^(L-m) O + e^(l-m) o) / (e^(L-m) + e^(l-m)),
+ *   L = m + ln(e^(L-m) + e^(l-m)).
+ * A round whose plan keeps no pair is not computed (the compute says so).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist_internal.h"
+
+/* Folds one partial result into the accumulator. Rows are (b, s, h) of a
+ * [B, S, n, D] f32 tensor; lse is [B, n, S]. */
+static void merge(float *acc, float *acc_lse, const float *part, const float *part_lse,
+                  int64_t B, int64_t S, int64_t n, int64_t D) {
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < n; h++)
+      for (int64_t s = 0; s < S; s++) {
+        const size_t li = (size_t)((b * n + h) * S + s);
+        const double pl = part_lse[li], al = acc_lse[li];
+        if (pl == -INFINITY)
+          continue;
+        float *o = acc + (size_t)(((b * S + s) * n + h) * D);
+        const float *p = part + (size_t)(((b * S + s) * n + h) * D);
+        if (al == -INFINITY) {
+          memcpy(o, p, sizeof *o * (size_t)D);
+          acc_lse[li] = (float)pl;
+          continue;
+        }
+        const double m = pl > al ? pl : al;
+        const double wa = exp(al - m), wp = exp(pl - m), sum = wa + wp;
+        for (int64_t i = 0; i < D; i++)
+          o[i] = (float)((wa * o[i] + wp * p[i]) / sum);
+        acc_lse[li] = (float)(m + log(sum));
+      }
+}
+
+typedef struct ring_bufs {
+  void *k[2], *v[2];
+  float *acc, *acc_lse, *part, *part_lse;
+  MPI_Datatype krow, vrow;
+} ring_bufs;
+
+static void bufs_free(ring_bufs *r) {
+  for (int i = 0; i < 2; i++) {
+    free(r->k[i]);
+    free(r->v[i]);
+  }
+  free(r->acc);
+  free(r->acc_lse);
+  free(r->part);
+  free(r->part_lse);
+  if (r->krow != MPI_DATATYPE_NULL)
+    MPI_Type_free(&r->krow);
+  if (r->vrow != MPI_DATATYPE_NULL)
+    MPI_Type_free(&r->vrow);
+}
+
+static int row_type(int64_t D, stsa_dtype dt, MPI_Datatype *t) {
+  int rc = MPI_Type_contiguous((int)(D * (int64_t)stsa_dtype_size(dt)), MPI_BYTE, t);
+  return rc == MPI_SUCCESS ? MPI_Type_commit(t) : rc;
+}
+
+static stsa_status bufs_init(stsa_dist *d, const dist_layout *l, const dist_local *loc,
+                             ring_bufs *r) {
+  memset(r, 0, sizeof *r);
+  r->krow = r->vrow = MPI_DATATYPE_NULL;
+  const int64_t B = loc->q.shape[0], n = loc->n, D = loc->q.shape[3];
+  const int64_t S = layout_group_len(l, l->g);
+  int64_t smax = 0;
+  for (int g = 0; g < l->R; g++)
+    if (layout_group_len(l, g) > smax)
+      smax = layout_group_len(l, g);
+  const size_t kv_rows = (size_t)(B * smax * n), rows = (size_t)(B * S * n);
+  for (int i = 0; i < 2; i++) {
+    r->k[i] = malloc(kv_rows * (size_t)D * stsa_dtype_size(loc->k.dtype));
+    r->v[i] = malloc(kv_rows * (size_t)D * stsa_dtype_size(loc->v.dtype));
+  }
+  r->acc = calloc(rows * (size_t)D, sizeof *r->acc);
+  r->part = malloc(rows * (size_t)D * sizeof *r->part);
+  r->acc_lse = malloc(rows * sizeof *r->acc_lse);
+  r->part_lse = malloc(rows * sizeof *r->part_lse);
+  if (!r->k[0] || !r->k[1] || !r->v[0] || !r->v[1] || !r->acc || !r->part ||
+      !r->acc_lse || !r->part_lse)
+    return dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory (ring buffers)");
+  for (size_t i = 0; i < rows; i++)
+    r->acc_lse[i] = -INFINITY;
+  int rc = row_type(D, loc->k.dtype, &r->krow);
+  if (rc == MPI_SUCCESS)
+    rc = row_type(D, loc->v.dtype, &r->vrow);
+  return rc == MPI_SUCCESS ? STSA_OK : dist_fail_mpi(d, rc, "MPI_Type_contiguous");
+}
+
+stsa_status ring_run(stsa_dist *d, const dist_layout *l, const dist_local *loc,
+                     const dist_compute *c, double *comm_ms, double *compute_ms,
+                     int64_t *skipped) {
+  const int R = l->R, g = l->g;
+  const int64_t B = loc->q.shape[0], n = loc->n, D = loc->q.shape[3];
+  const int64_t S = layout_group_len(l, g);
+  ring_bufs r;
+  stsa_status st = bufs_init(d, l, loc, &r);
+  /* every member of the ring must have its buffers before any transfer (a
+   * member that has none would leave the others waiting) */
+  int bad = st != STSA_OK, any = 0;
+  if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, d->rcomm) != MPI_SUCCESS || any) {
+    if (st == STSA_OK)
+      st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: another rank of the ring failed");
+    bufs_free(&r);
+    return st;
+  }
+  if (st == STSA_OK) { /* the own chunk, contiguous, starts the ring */
+    stsa_tensor k0 = stsa_tensor_bshd(r.k[0], loc->k.dtype, B, S, n, D);
+    stsa_tensor v0 = stsa_tensor_bshd(r.v[0], loc->v.dtype, B, S, n, D);
+    if (stsa_tensor_copy(&loc->k, &k0) != STSA_OK ||
+        stsa_tensor_copy(&loc->v, &v0) != STSA_OK)
+      st = dist_fail(d, STSA_ERR_BAD_SHAPE, "dist: copying the key/value chunk failed");
+  }
+  const int next = (g + 1) % R, prev = (g + R - 1) % R;
+  /* a failed compute keeps passing chunks on (the peers wait for them) and
+   * reports at the end; a failed transfer ends the ring */
+  stsa_status compute_st = st;
+  for (int t = 0, cur = 0; st == STSA_OK && t < R; t++, cur ^= 1) {
+    const int cg = (g - t + R) % R, ng = (g - t - 1 + 2 * R) % R;
+    const int64_t len = layout_group_len(l, cg), nlen = layout_group_len(l, ng);
+    MPI_Request req[4];
+    int nreq = 0, rc = MPI_SUCCESS;
+    const double t0 = dist_now_ms();
+    if (t + 1 < R) {
+      const int sendn = (int)(B * len * n), recvn = (int)(B * nlen * n);
+      rc = MPI_Irecv(r.k[cur ^ 1], recvn, r.krow, prev, 2 * t, d->rcomm, &req[nreq++]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Irecv(r.v[cur ^ 1], recvn, r.vrow, prev, 2 * t + 1, d->rcomm,
+                       &req[nreq++]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Isend(r.k[cur], sendn, r.krow, next, 2 * t, d->rcomm, &req[nreq++]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Isend(r.v[cur], sendn, r.vrow, next, 2 * t + 1, d->rcomm, &req[nreq++]);
+    }
+    *comm_ms += dist_now_ms() - t0;
+    if (rc != MPI_SUCCESS) {
+      st = dist_fail_mpi(d, rc, "MPI_Isend/MPI_Irecv (ring)");
+      break;
+    }
+    stsa_tensor kt = stsa_tensor_bshd(r.k[cur], loc->k.dtype, B, len, n, D);
+    stsa_tensor vt = stsa_tensor_bshd(r.v[cur], loc->v.dtype, B, len, n, D);
+    stsa_tensor pt = stsa_tensor_bshd(r.part, STSA_F32, B, S, n, D);
+    int skip = 0;
+    const double t1 = dist_now_ms();
+    if (compute_st == STSA_OK)
+      compute_st = c->run(c->self, d, l, loc, &kt, &vt, layout_group_off(l, cg), &pt,
+                          r.part_lse, &skip);
+    if (compute_st == STSA_OK && !skip)
+      merge(r.acc, r.acc_lse, r.part, r.part_lse, B, S, n, D);
+    *skipped += skip;
+    *compute_ms += dist_now_ms() - t1;
+    const double t2 = dist_now_ms();
+    rc = nreq ? MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    *comm_ms += dist_now_ms() - t2;
+    if (rc != MPI_SUCCESS)
+      st = dist_fail_mpi(d, rc, "MPI_Waitall (ring)");
+  }
+  if (st == STSA_OK)
+    st = compute_st;
+  if (st == STSA_OK) {
+    stsa_tensor acc = stsa_tensor_bshd(r.acc, STSA_F32, B, S, n, D);
+    if (stsa_tensor_copy(&acc, &loc->out) != STSA_OK)
+      st = dist_fail(d, STSA_ERR_BAD_SHAPE, "dist: storing the ring's output failed");
+  }
+  bufs_free(&r);
+  return st;
+}
