@@ -182,9 +182,23 @@ stsa_status stsa_dist_create(stsa_ctx *ctx, MPI_Comm comm, const stsa_dist_confi
   return STSA_OK;
 }
 
+void *dist_buffer(stsa_dist *d, int slot, size_t bytes) {
+  if (bytes <= d->buf_cap[slot])
+    return d->buf[slot];
+  free(d->buf[slot]);
+  d->buf[slot] = malloc(bytes);
+  d->buf_cap[slot] = d->buf[slot] ? bytes : 0;
+  if (!d->buf[slot])
+    dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory (%zu bytes of work buffer)",
+              bytes);
+  return d->buf[slot];
+}
+
 void stsa_dist_free(stsa_dist *d) {
   if (!d)
     return;
+  for (int i = 0; i < DIST_BUFFERS; i++)
+    free(d->buf[i]);
   free_comms(d);
   MPI_Comm_free(&d->comm);
   free(d);

@@ -87,19 +87,22 @@ stsa_status dist_run(stsa_dist *d, dist_layout *l, const stsa_tensor *q,
   const size_t elems = (size_t)(B * Sg * n * D) + 1;
   double comm = 0, compute = 0;
   int64_t skipped = 0;
-  void *qb = NULL, *kb = NULL, *vb = NULL,
-       *ob = malloc(elems * stsa_dtype_size(out->dtype));
-  stsa_status st = STSA_OK;
-  if (l->U > 1) {
-    qb = malloc(elems * stsa_dtype_size(q->dtype));
-    kb = malloc(elems * stsa_dtype_size(k->dtype));
-    vb = malloc(elems * stsa_dtype_size(v->dtype));
-    if (!qb || !kb || !vb)
-      st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY,
-                     "dist: out of memory (head-group buffers)");
+  void *qb = NULL, *kb = NULL, *vb = NULL;
+  void *ob = dist_buffer(d, BUF_OUT, elems * stsa_dtype_size(out->dtype));
+  stsa_status st = ob ? STSA_OK : STSA_ERR_OUT_OF_MEMORY;
+  if (st == STSA_OK && l->U > 1) {
+    qb = dist_buffer(d, BUF_Q, elems * stsa_dtype_size(q->dtype));
+    kb = qb ? dist_buffer(d, BUF_K, elems * stsa_dtype_size(k->dtype)) : NULL;
+    vb = kb ? dist_buffer(d, BUF_V, elems * stsa_dtype_size(v->dtype)) : NULL;
+    /* the exchanges' staging, reserved here so that no rank can fail to get
+     * it in the middle of the all-to-alls */
+    size_t esize = stsa_dtype_size(q->dtype);
+    const stsa_dtype others[3] = {k->dtype, v->dtype, out->dtype};
+    for (int i = 0; i < 3; i++)
+      esize = stsa_dtype_size(others[i]) > esize ? stsa_dtype_size(others[i]) : esize;
+    const size_t stage = (size_t)(q->shape[1] * q->shape[2] * D + 1) * esize;
+    st = vb && dist_buffer(d, BUF_STAGE, stage) ? STSA_OK : STSA_ERR_OUT_OF_MEMORY;
   }
-  if (!ob)
-    st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory (output buffer)");
   st = dist_agree(d, st);
   dist_local loc = {*q, *k, *v, {0}, l->group_heads + l->head_ptr[l->u], n};
   if (st == STSA_OK && l->U > 1) {
@@ -135,10 +138,6 @@ stsa_status dist_run(stsa_dist *d, dist_layout *l, const stsa_tensor *q,
       st = dist_fail(d, STSA_ERR_BAD_SHAPE, "dist: storing the output failed");
     st = dist_agree(d, st); /* a transfer that failed on one rank only */
   }
-  free(qb);
-  free(kb);
-  free(vb);
-  free(ob);
   if (st == STSA_OK)
     fill_report(d, l, dist_now_ms() - t_start, comm, compute, skipped, report);
   return st;

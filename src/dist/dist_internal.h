@@ -17,6 +17,9 @@
 
 #define DIST_MSG 480
 
+/* The kept work buffers: the local q, k, v and out, the exchange's staging. */
+enum { BUF_Q, BUF_K, BUF_V, BUF_OUT, BUF_STAGE, DIST_BUFFERS };
+
 /* Propagates a non-OK status. */
 #define DIST_TRY(expr)                                                                   \
   do {                                                                                   \
@@ -34,6 +37,10 @@ struct stsa_dist {
   /* the call has failed on every rank already (agreed): later agreements
    * of the same call pass the status on without communicating */
   int agreed_failure;
+  /* work buffers kept across calls (shapes repeat every layer and step),
+   * grown on demand: see dist_buffer */
+  void *buf[DIST_BUFFERS];
+  size_t buf_cap[DIST_BUFFERS];
   /* sub-communicators for the current Ulysses degree (built on change) */
   int comm_u_degree;
   MPI_Comm ucomm, rcomm;
@@ -111,6 +118,10 @@ stsa_status dist_comms(stsa_dist *d, const dist_layout *l);
  * to the least loaded member, ties to the lower head / member, so every rank
  * computes the same assignment. CONTIGUOUS_HEADS: equal contiguous groups. */
 stsa_status balance_heads(stsa_dist *d, const double *cost, dist_layout *l);
+
+/* Buffer `slot` with room for `bytes` (contents not kept when it grows);
+ * NULL, with a message, when out of memory. */
+void *dist_buffer(stsa_dist *d, int slot, size_t bytes);
 
 /* Monotonic milliseconds. */
 double dist_now_ms(void);

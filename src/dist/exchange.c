@@ -98,8 +98,9 @@ stsa_status exchange_forward(stsa_dist *d, const dist_layout *l, const stsa_tens
       st = set_count(d, &a.rd[m],
                      (layout_shard_off(l, g, m) - layout_group_off(l, g)) * n_me);
   }
-  char *send =
-      st == STSA_OK ? malloc((size_t)(sent ? sent : 1) * (size_t)D * esize) : NULL;
+  char *send = st == STSA_OK ? dist_buffer(d, BUF_STAGE,
+                                           (size_t)(sent ? sent : 1) * (size_t)D * esize)
+                             : NULL;
   if (st == STSA_OK && !send)
     st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory (send buffer)");
   for (int64_t b = 0; st == STSA_OK && b < B; b++) {
@@ -125,7 +126,6 @@ stsa_status exchange_forward(stsa_dist *d, const dist_layout *l, const stsa_tens
     if (rc != MPI_SUCCESS)
       st = dist_fail_mpi(d, rc, "MPI_Alltoallv (q/k/v to head groups)");
   }
-  free(send);
   a2a_free(&a);
   return st;
 }
@@ -151,7 +151,9 @@ stsa_status exchange_backward(stsa_dist *d, const dist_layout *l, const void *ou
       st = set_count(d, &a.rd[m], got);
     got += Sw * layout_heads_of(l, m);
   }
-  char *recv = st == STSA_OK ? malloc((size_t)(got ? got : 1) * (size_t)D * esize) : NULL;
+  char *recv = st == STSA_OK ? dist_buffer(d, BUF_STAGE,
+                                           (size_t)(got ? got : 1) * (size_t)D * esize)
+                             : NULL;
   if (st == STSA_OK && !recv)
     st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory (receive buffer)");
   for (int64_t b = 0; st == STSA_OK && b < B; b++) {
@@ -177,7 +179,6 @@ stsa_status exchange_backward(stsa_dist *d, const dist_layout *l, const void *ou
       }
     }
   }
-  free(recv);
   a2a_free(&a);
   return st;
 }
