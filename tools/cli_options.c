@@ -123,15 +123,41 @@ void cli_help_version(const cli_command *cmd, const char *arg) {
   }
 }
 
+/* The length of the name part of an option argument ("--x=v": 3), and its
+ * "=" (NULL when there is none); "--=x" and "-x=y" are no such thing. */
+static size_t name_len(const char *arg, const char **eq) {
+  *eq =
+      arg[0] == '-' && arg[1] == '-' && arg[2] && arg[2] != '=' ? strchr(arg, '=') : NULL;
+  return *eq ? (size_t)(*eq - arg) : strlen(arg);
+}
+
+int cli_has_option(const cli_opt_set *sets, int n_sets, int argc, char **argv, int first,
+                   const char *name, int *help) {
+  int found = 0;
+  *help = 0;
+  for (int i = first; i < argc; i++) {
+    const char *eq;
+    const size_t len = name_len(argv[i], &eq);
+    void *base;
+    const cli_opt *o = find_opt(sets, n_sets, argv[i], len, &base);
+    if (!o) {
+      *help |= !eq && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ||
+                       !strcmp(argv[i], "-V") || !strcmp(argv[i], "--version"));
+      continue;
+    }
+    found |= !strcmp(o->name, name);
+    if (o->metavar && !eq)
+      i++; /* its value */
+  }
+  return found;
+}
+
 void cli_parse(const cli_command *cmd, int argc, char **argv, int first,
                const cli_opt_set *sets, int n_sets) {
   for (int i = first; i < argc; i++) {
     const char *arg = argv[i];
-    /* "--name=value"; "--=x" and "-x=y" are no such thing */
-    const char *eq = arg[0] == '-' && arg[1] == '-' && arg[2] && arg[2] != '='
-                         ? strchr(arg, '=')
-                         : NULL;
-    const size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    const char *eq; /* "--name=value" */
+    const size_t len = name_len(arg, &eq);
     void *base = NULL;
     const cli_opt *o = find_opt(sets, n_sets, arg, len, &base);
     if (!o && !eq)

@@ -100,6 +100,14 @@ typedef struct cli_command {
 void cli_parse(const cli_command *cmd, int argc, char **argv, int first,
                const cli_opt_set *sets, int n_sets);
 
+/* Whether argv[first..argc) gives option `name` (walked as cli_parse walks
+ * it, so a value that happens to read "--dist" is a value), without storing
+ * or checking anything; *help becomes 1 if -h/--help or -V/--version stands
+ * where an option may. Unknown words are skipped. For what must be decided
+ * before parsing: whether MPI starts (dist_cli.c). */
+int cli_has_option(const cli_opt_set *sets, int n_sets, int argc, char **argv, int first,
+                   const char *name, int *help);
+
 /* -h/--help: prints cmd's usage and exits 0; -V/--version: prints the
  * version and exits 0; anything else: returns. For a command that takes a
  * subcommand first (`stsa bench dense`), on that argument. */

@@ -10,9 +10,20 @@
 
 #include "core/convert.h"
 
+static void (*die_hook)(const char *msg);
+
+void cli_set_die_hook(void (*hook)(const char *msg)) { die_hook = hook; }
+
 void cli_die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
+  if (die_hook) {
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    die_hook(msg);
+    exit(2);
+  }
   fputs("stsa: ", stderr);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);

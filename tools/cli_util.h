@@ -12,8 +12,14 @@
 
 #include "stsa.h"
 
-/* Prints "stsa: <message>" to stderr and exits with status 2. */
+/* Prints "stsa: <message>" to stderr and exits with status 2; with a die
+ * hook set, hands the message to the hook instead. */
 _Noreturn void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* What cli_die does with its message (without "stsa: ") instead of printing
+ * it and exiting: under mpirun every rank must learn of one rank's failure
+ * (dist_cli.c). The hook should not return (if it does, cli_die exits with
+ * status 2). NULL restores the default. */
+void cli_set_die_hook(void (*hook)(const char *msg));
 /* Exits via cli_die when st is not STSA_OK, with the context's message. */
 void cli_check(stsa_status st, const stsa_ctx *ctx, const char *what);
 

@@ -4,22 +4,23 @@
  * the same run, at a preset's geometry and density. With --compare-permute it
  * also times temporal heads with the permutation fused into the kernel's
  * gathers against copying whole tensors into position-major order and back.
+ * With --dist (under mpirun) MPI starts before the options are parsed and
+ * the bench is bench_svg_dist.c's.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_svg.h"
 #include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "dist_cli.h"
 #include "svg_eval.h"
 
-typedef struct svg_bench_opts {
-  const char *preset;
-  int64_t heads;
-  int threads, json, compare_permute, q_tile, kv_tile, reps;
-  uint64_t seed;
-} svg_bench_opts;
+static void set_dist(void *base, const char *name, const char *value) {
+  cli_parse_dist(name, value, &((svg_bench_opts *)base)->dist);
+}
 
 static const cli_opt SVG_BENCH_OPTIONS[] = {
     {.name = "--preset",
@@ -50,13 +51,19 @@ static const cli_opt SVG_BENCH_OPTIONS[] = {
      .help = "also time temporal heads with the permutation fused\n"
              "into the kernel against copying the tensors"},
     {.name = "--json", CLI_FLAG(svg_bench_opts, json), .help = "one JSON line"},
+    {.name = "--dist",
+     .metavar = "S",
+     CLI_CALL(set_dist),
+     .help = "under mpirun: the distributed SVG call against one\n"
+             "process with ranks x threads threads, in the same run:\n"
+             "ulysses, ring or hybrid[:U] (needs a build with MPI)"},
     {0}};
 
 static void usage(void) {
   printf(
       "usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
       "                      [--q-tile N] [--kv-tile N] [--reps N] [--compare-permute]\n"
-      "                      [--json]\n"
+      "                      [--json] [--dist ulysses|ring|hybrid[:U]]\n"
       "One SVG call (profiling and sparse attention) against dense attention on the\n"
       "same workload, at a preset's geometry and density.\n"
       "presets:");
@@ -147,9 +154,10 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
 }
 
 int bench_svg(int argc, char **argv) {
-  svg_bench_opts o = {NULL, 2, 0, 0, 0, 0, 0, 1, 1};
+  svg_bench_opts o = {.heads = 2, .reps = 1, .seed = 1, .dist = CLI_DIST_NONE};
   static const cli_command cmd = {"bench svg", "stsa bench svg --help", usage};
   const cli_opt_set set = {SVG_BENCH_OPTIONS, &o};
+  const int dist = cli_dist_start(&set, 1, argc, argv, 2);
   cli_parse(&cmd, argc, argv, 2, &set, 1);
   if (!o.preset)
     cli_die("bench svg: --preset is required (see stsa bench svg --help)");
@@ -158,6 +166,11 @@ int bench_svg(int argc, char **argv) {
     cli_die("bench svg: unknown preset '%s' (see stsa bench svg --help)", o.preset);
   cfg.heads = o.heads;
   cfg.seed = o.seed;
+  if (dist) {
+    cfg.q_tile = o.q_tile;
+    cfg.kv_tile = o.kv_tile;
+    return bench_svg_dist(&o, &cfg);
+  }
   stsa_ctx *ctx;
   ctx = cli_ctx_create();
   if (o.threads)

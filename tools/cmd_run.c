@@ -17,6 +17,10 @@
  * anything is written; the files are staged next to their targets and then
  * committed together (cli_outputs_commit), so a failed run leaves --out and
  * --report untouched.
+ *
+ * With --dist (under mpirun) MPI starts before the options are parsed, so
+ * that a bad option on one rank stops every rank (dist_cli.h), and the run
+ * goes to run_dist.c: the same steps on shards of the tokens, over ranks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -27,11 +31,16 @@
 #include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "dist_cli.h"
 #include "run_input.h"
 #include "run_report.h"
 #include "run_state.h"
 
 const char *const RUN_MODE_NAMES[4] = {"dense", "sparse", "svg", NULL};
+
+static void set_dist(void *base, const char *name, const char *value) {
+  cli_parse_dist(name, value, &((run_opts *)base)->dist);
+}
 
 /* Options of run itself; the input and geometry tables (run_input.c) come
  * first. tests/test_cli_usage.sh reads the names from these two files. */
@@ -62,6 +71,7 @@ static const cli_opt RUN_OPTIONS[] = {
      .help = "with --compare-dense: warn (stderr and report) about heads\n"
              "whose relative L2 exceeds X (default 0.1)"},
     CLI_THREADS_OPTION(run_opts),
+    {.name = "--dist", .metavar = "S", CLI_CALL(set_dist), .help = CLI_DIST_HELP},
     {.help = "output:"},
     {.name = "--out",
      .metavar = "FILE",
@@ -105,15 +115,26 @@ static void check_mode_flags(const run_opts *o) {
             RUN_MODE_NAMES[o->mode]);
 }
 
+/* The option tables of run and where each stores its values. */
+static void option_sets(run_opts *o, cli_opt_set *sets) {
+  sets[0] = (cli_opt_set){RUN_INPUT_OPTIONS, &o->in};
+  sets[1] = (cli_opt_set){RUN_GEO_OPTIONS, &o->geo};
+  sets[2] = (cli_opt_set){RUN_OPTIONS, o};
+}
+
 static void parse_run(int argc, char **argv, run_opts *o) {
   /* -1: not given (checked against the mode, then the default) */
-  *o = (run_opts){
-      .mode = RUN_MODE_SVG, .head_kind = -1, .layer = -1, .step = -1, .warn_rel_l2 = -1};
+  *o = (run_opts){.mode = RUN_MODE_SVG,
+                  .head_kind = -1,
+                  .layer = -1,
+                  .step = -1,
+                  .warn_rel_l2 = -1,
+                  .dist = CLI_DIST_NONE};
   run_input_defaults(&o->in);
   run_geo_defaults(&o->geo);
   static const cli_command cmd = {"run", "stsa run --help", run_usage};
-  const cli_opt_set sets[3] = {
-      {RUN_INPUT_OPTIONS, &o->in}, {RUN_GEO_OPTIONS, &o->geo}, {RUN_OPTIONS, o}};
+  cli_opt_set sets[3];
+  option_sets(o, sets);
   cli_parse(&cmd, argc, argv, 1, sets, 3);
   if (!o->out && !o->report)
     cli_die("run: nothing to write: give --out FILE (and/or --report FILE.json)");
@@ -126,7 +147,14 @@ int cmd_run(int argc, char **argv) {
   cli_signals_start(); /* before any thread exists */
   run_state s;
   memset(&s, 0, sizeof s);
+  cli_opt_set sets[3];
+  option_sets(&s.o, sets);
+  const int dist = cli_dist_start(sets, 3, argc, argv, 1);
   parse_run(argc, argv, &s.o);
+  if (dist) {
+    run_dist(&s);
+    return 0;
+  }
   double t_start = cli_now();
   run_load_qkv(&s.o.in, &s.qkv);
   s.load_ms = (cli_now() - t_start) * 1e3;

@@ -16,8 +16,7 @@
 #include "run_report.h"
 #include "run_state.h"
 
-/* Head h of a [B, S, H, D] tensor as a [B, S, 1, D] view. */
-static stsa_tensor head_view(const stsa_tensor *t, int64_t h) {
+stsa_tensor run_head_view(const stsa_tensor *t, int64_t h) {
   stsa_tensor v = *t;
   v.data = (char *)t->data + (size_t)(h * t->stride[2]) * stsa_dtype_size(t->dtype);
   v.shape[2] = 1;
@@ -31,30 +30,31 @@ typedef struct head_views {
 
 static head_views views_of(const run_state *s, const stsa_tensor *out, int64_t h) {
   const stsa_tensor *t = s->qkv.t;
-  return (head_views){head_view(&t[0], h), head_view(&t[1], h), head_view(&t[2], h),
-                      head_view(out, h)};
+  return (head_views){run_head_view(&t[0], h), run_head_view(&t[1], h),
+                      run_head_view(&t[2], h), run_head_view(out, h)};
 }
 
-/* The first non-finite value of head h of q, k or v, as "<tensor> holds NaN
- * or Inf at b=.., s=.., h=.., d=.." in the caller's coordinates; 0 if none. */
-static int find_nonfinite(const run_state *s, int64_t h, char *msg, size_t len) {
-  float *row = malloc(sizeof *row * (size_t)s->D);
+int run_find_nonfinite(const stsa_tensor *t, const char *const *label, int64_t h0,
+                       int64_t h1, int64_t s0, char *msg, size_t len) {
+  const int64_t B = t[0].shape[0], S = t[0].shape[1], D = t[0].shape[3];
+  float *row = malloc(sizeof *row * (size_t)D);
   if (!row)
     return 0;
-  for (int t = 0; t < 3; t++) {
-    const stsa_tensor *x = &s->qkv.t[t];
-    for (int64_t b = 0; b < s->B; b++)
-      for (int64_t i = 0; i < s->N; i++) {
-        stsa_load_row_f32(stsa_tensor_row(x, b, i, h), x->dtype, x->stride[3], s->D, row);
-        for (int64_t d = 0; d < s->D; d++)
-          if (!isfinite(row[d])) {
-            snprintf(msg, len, "%s holds %s at b=%lld, s=%lld, h=%lld, d=%lld",
-                     s->qkv.label[t], isnan(row[d]) ? "NaN" : "Inf", (long long)b,
-                     (long long)i, (long long)h, (long long)d);
-            free(row);
-            return 1;
-          }
-      }
+  for (int i = 0; i < 3; i++) {
+    const stsa_tensor *x = &t[i];
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t s = 0; s < S; s++)
+        for (int64_t h = h0; h < h1; h++) {
+          stsa_load_row_f32(stsa_tensor_row(x, b, s, h), x->dtype, x->stride[3], D, row);
+          for (int64_t d = 0; d < D; d++)
+            if (!isfinite(row[d])) {
+              snprintf(msg, len, "%s holds %s at b=%lld, s=%lld, h=%lld, d=%lld",
+                       label[i], isnan(row[d]) ? "NaN" : "Inf", (long long)b,
+                       (long long)(s0 + s), (long long)h, (long long)d);
+              free(row);
+              return 1;
+            }
+        }
   }
   free(row);
   return 0;
@@ -65,20 +65,20 @@ static int find_nonfinite(const run_state *s, int64_t h, char *msg, size_t len) 
  * names it in the tensors as given. */
 static void check_head(const run_state *s, stsa_status st, int64_t h, const char *what) {
   char msg[256];
-  if (st == STSA_ERR_NONFINITE && find_nonfinite(s, h, msg, sizeof msg))
+  if (st == STSA_ERR_NONFINITE &&
+      run_find_nonfinite(s->qkv.t, s->qkv.label, h, h + 1, 0, msg, sizeof msg))
     cli_die("%s failed: %s", what, msg);
   cli_check(st, s->ctx, what);
 }
 
 /* The bar appears only once a run has lasted a second: short runs stay quiet. */
-static void tick(run_state *s) {
+void run_tick(run_state *s) {
   s->units_done++;
   if (cli_now() - s->bar.t0 >= 1.0)
     progress_update(&s->bar, s->units_done);
 }
 
-/* An output buffer like q: same dtype, layout and shape, contiguous. */
-static void alloc_out(run_state *s) {
+void run_alloc_out(run_state *s) {
   const stsa_tensor *q = &s->qkv.t[0];
   size_t es = stsa_dtype_size(q->dtype);
   s->out_bytes = (size_t)(s->B * s->N * s->H * s->D) * es;
@@ -106,7 +106,7 @@ static double run_dense_heads(run_state *s, const stsa_tensor *out, double *ms) 
     }
     ms[h] = dt;
     total += dt;
-    tick(s);
+    run_tick(s);
   }
   return total;
 }
@@ -123,33 +123,40 @@ static void run_mode_dense(run_state *s) {
   free(ms);
 }
 
-static void run_mode_sparse(run_state *s) {
-  double t0 = cli_now();
+stsa_mask *run_sparse_plan(run_state *s, const stsa_mask **mask1, stsa_plan_desc *desc,
+                           stsa_plan **plan, double *density) {
   run_session_windows(s->ctx, &s->cfg, &s->win);
   s->have_windows = 1;
   stsa_order qo, ko;
   stsa_mask *mask =
       run_kind_mask(s->ctx, &s->cfg, (stsa_head_kind)s->o.head_kind, &qo, &ko);
-  const stsa_mask *masks[1] = {mask};
+  mask1[0] = mask;
   /* the session's tile sizes, so the plan is the session's plan */
-  stsa_plan_desc desc = {sizeof(stsa_plan_desc),
-                         s->N,
-                         s->N,
-                         1,
-                         masks,
-                         &s->cfg.geometry,
-                         qo,
-                         ko,
-                         s->win.q_tile,
-                         s->win.kv_tile,
-                         STSA_PLAN_DEFAULT,
-                         NULL,
-                         NULL};
-  stsa_plan *plan;
-  cli_check(stsa_plan_build(s->ctx, &desc, &plan), s->ctx, "building the plan");
+  *desc = (stsa_plan_desc){.size = sizeof(stsa_plan_desc),
+                           .s_q = s->N,
+                           .s_kv = s->N,
+                           .heads = 1,
+                           .masks = mask1,
+                           .geometry = &s->cfg.geometry,
+                           .q_order = qo,
+                           .kv_order = ko,
+                           .q_tile = s->win.q_tile,
+                           .kv_tile = s->win.kv_tile,
+                           .flags = STSA_PLAN_DEFAULT};
+  cli_check(stsa_plan_build(s->ctx, desc, plan), s->ctx, "building the plan");
   stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
-  cli_check(stsa_plan_get_stats(plan, &st), NULL, "plan statistics");
-  const double density = (double)st.pairs_kept / (double)st.pairs_total;
+  cli_check(stsa_plan_get_stats(*plan, &st), NULL, "plan statistics");
+  *density = (double)st.pairs_kept / (double)st.pairs_total;
+  return mask;
+}
+
+static void run_mode_sparse(run_state *s) {
+  double t0 = cli_now();
+  const stsa_mask *masks[1];
+  stsa_plan_desc desc;
+  stsa_plan *plan;
+  double density;
+  stsa_mask *mask = run_sparse_plan(s, masks, &desc, &plan, &density);
   s->setup_ms = (cli_now() - t0) * 1e3;
   for (int64_t h = -1; h < s->H; h++) { /* h = -1: untimed warm-up on head 0 */
     const int64_t hh = h < 0 ? 0 : h;
@@ -166,10 +173,23 @@ static void run_mode_sparse(run_state *s) {
     for (int64_t b = 0; b < s->B; b++)
       s->res[b * s->H + h] =
           (head_result){.kind = s->o.head_kind, .density = density, .ms = ms};
-    tick(s);
+    run_tick(s);
   }
   stsa_plan_free(plan);
   stsa_mask_free(mask);
+}
+
+head_result run_svg_result(const stsa_svg_report *rep, stsa_head_kind kind, float mse_s,
+                           float mse_t, const stsa_svg_windows *win, double ms) {
+  const int spatial = kind == STSA_HEAD_SPATIAL;
+  return (head_result){.kind = rep->dense ? RUN_KIND_DENSE : (int)kind,
+                       .has_mse = !rep->dense,
+                       .mse_spatial = mse_s,
+                       .mse_temporal = mse_t,
+                       .density = rep->dense ? rep->density
+                                  : spatial  ? win->density_spatial
+                                             : win->density_temporal,
+                       .ms = ms};
 }
 
 /* One SVG call per head on a one-head session: the session's per-head work
@@ -208,27 +228,18 @@ static void run_mode_svg(run_state *s) {
     s->profile_ms += rep.profile_ms;
     s->attention_ms += rep.attention_ms;
     for (int64_t b = 0; b < s->B; b++) {
-      head_result *r = &s->res[b * s->H + h];
-      int spatial = kinds[b] == STSA_HEAD_SPATIAL;
-      *r = (head_result){.kind = rep.dense ? RUN_KIND_DENSE : (int)kinds[b],
-                         .has_mse = !rep.dense,
-                         .mse_spatial = mse[b],
-                         .mse_temporal = mse[s->B + b],
-                         .density = rep.dense ? rep.density
-                                    : spatial ? s->win.density_spatial
-                                              : s->win.density_temporal,
-                         .ms = ms};
+      s->res[b * s->H + h] =
+          run_svg_result(&rep, kinds[b], mse[b], mse[s->B + b], &s->win, ms);
     }
-    tick(s);
+    run_tick(s);
   }
   free(kinds);
   free(mse);
   stsa_svg_free(svg);
 }
 
-/* Relative L2 and cosine of head (b, h) of out against dense, over S x D. */
-static void compare_head(const stsa_tensor *out, const stsa_tensor *ref, int64_t b,
-                         int64_t h, float *row_o, float *row_r, head_result *r) {
+void run_compare_sums(const stsa_tensor *out, const stsa_tensor *ref, int64_t b,
+                      int64_t h, float *row_o, float *row_r, double *sums) {
   const int64_t S = out->shape[1], D = out->shape[3];
   double diff = 0, nr = 0, no = 0, dot = 0;
   for (int64_t i = 0; i < S; i++) {
@@ -242,8 +253,14 @@ static void compare_head(const stsa_tensor *out, const stsa_tensor *ref, int64_t
       dot += x * y;
     }
   }
+  sums[0] = diff, sums[1] = nr, sums[2] = no, sums[3] = dot;
+}
+
+void run_compare_finish(const double *sums, double warn_rel_l2, head_result *r) {
+  const double diff = sums[0], nr = sums[1], no = sums[2], dot = sums[3];
   r->rel_l2 = nr > 0 ? sqrt(diff / nr) : (diff > 0 ? INFINITY : 0.0);
   r->cosine = no > 0 && nr > 0 ? dot / sqrt(no * nr) : (no == nr ? 1.0 : 0.0);
+  r->warn = !(r->rel_l2 <= warn_rel_l2); /* NaN warns too */
 }
 
 /* Dense attention into an f32 [B, N, H, D] buffer, then per-head errors of
@@ -260,8 +277,9 @@ static void compare_dense(run_state *s) {
   for (int64_t b = 0; b < s->B; b++)
     for (int64_t h = 0; h < s->H; h++) {
       head_result *r = &s->res[b * s->H + h];
-      compare_head(&s->out, &ref, b, h, rows, rows + s->D, r);
-      r->warn = !(r->rel_l2 <= s->o.warn_rel_l2); /* NaN warns too */
+      double sums[4];
+      run_compare_sums(&s->out, &ref, b, h, rows, rows + s->D, sums);
+      run_compare_finish(sums, s->o.warn_rel_l2, r);
       s->n_warn += r->warn;
     }
   free(ref_data);
@@ -269,7 +287,7 @@ static void compare_dense(run_state *s) {
   free(ms);
 }
 
-void run_setup(run_state *s) {
+void run_setup_config(run_state *s) {
   const stsa_tensor *q = &s->qkv.t[0];
   s->B = q->shape[0], s->N = q->shape[1], s->H = q->shape[2], s->D = q->shape[3];
   run_resolve_config(&s->o.geo, s->H, s->D, &s->cfg, s->cfg_note, sizeof s->cfg_note);
@@ -282,7 +300,11 @@ void run_setup(run_state *s) {
   s->res = calloc((size_t)(s->B * s->H), sizeof *s->res);
   if (!s->res)
     cli_die("out of memory");
-  alloc_out(s);
+}
+
+void run_setup(run_state *s) {
+  run_setup_config(s);
+  run_alloc_out(s);
 }
 
 void run_compute(run_state *s) {

@@ -81,6 +81,21 @@ void run_write_files(run_state *s, cli_output *outs, int n, char *report) {
   }
 }
 
+/* One line on the ranks of a --dist run. */
+static void print_dist(const run_dist_info *d) {
+  double lo = INFINITY, hi = 0, comm = 0;
+  for (int r = 0; r < d->ranks; r++) {
+    lo = fmin(lo, d->compute_ms[r]);
+    hi = fmax(hi, d->compute_ms[r]);
+    comm = fmax(comm, d->comm_ms[r]);
+  }
+  printf("  distributed: %s over %d ranks (Ulysses degree %d, ring degree %d), local "
+         "attention %.2f to %.2f ms per rank (imbalance %.1f%%), communication up to "
+         "%.2f ms\n",
+         d->scheme, d->ranks, d->ulysses_degree, d->ring_degree, lo, hi,
+         100 * d->imbalance, comm);
+}
+
 void run_print_summary(const run_state *s) {
   const stsa_geometry *g = &s->cfg.geometry;
   printf(
@@ -103,6 +118,8 @@ void run_print_summary(const run_state *s) {
   printf("  density %.4f (target %.2f), attention %.2f ms (after one untimed warm-up "
          "call)\n",
          run_mean_density(s), s->cfg.density, s->compute_ms);
+  if (s->dist)
+    print_dist(s->dist);
   if (s->o.compare_dense) {
     double worst = 0, cmin = 1, ratio = s->dense_ms / s->compute_ms;
     for (int64_t i = 0; i < s->B * s->H; i++) {

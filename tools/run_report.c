@@ -117,6 +117,27 @@ double run_mean_density(const run_state *s) {
   return sum / (double)(s->B * s->H);
 }
 
+/* Per rank: an array of doubles or of integers. */
+static json_t *per_rank(int n, const double *real, const int64_t *ints) {
+  json_t *arr = json_array();
+  for (int i = 0; i < n; i++)
+    json_array_append_new(arr, real ? jreal(real[i]) : json_integer((json_int_t)ints[i]));
+  return arr;
+}
+
+static json_t *report_dist(const run_dist_info *d) {
+  json_t *j =
+      json_pack("{s:s, s:i, s:i, s:i}", "scheme", d->scheme, "ranks", d->ranks,
+                "ulysses_degree", d->ulysses_degree, "ring_degree", d->ring_degree);
+  json_object_set_new(j, "tokens", per_rank(d->ranks, NULL, d->tokens));
+  json_object_set_new(j, "local_heads", per_rank(d->ranks, NULL, d->local_heads));
+  json_object_set_new(j, "comm_ms", per_rank(d->ranks, d->comm_ms, NULL));
+  json_object_set_new(j, "compute_ms", per_rank(d->ranks, d->compute_ms, NULL));
+  json_object_set_new(j, "pairs_skipped", per_rank(d->ranks, NULL, d->pairs_skipped));
+  json_object_set_new(j, "imbalance", jreal(d->imbalance));
+  return j;
+}
+
 static json_t *report_timing(const run_state *s) {
   json_t *j = json_object();
   json_object_set_new(j, "load_ms", jreal(s->load_ms));
@@ -190,6 +211,8 @@ char *run_report_build(const run_state *s) {
   json_object_set_new(root, "warnings", report_warnings(s));
   json_object_set_new(root, K_PER_HEAD, report_heads(s));
   json_object_set_new(root, "timing", report_timing(s));
+  if (s->dist)
+    json_object_set_new(root, "dist", report_dist(s->dist));
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   json_decref(root);
   if (!text)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "cli_files.h"
+#include "dist_cli.h"
 #include "progress.h"
 #include "run_input.h"
 #include "stsa.h"
@@ -26,6 +27,7 @@ typedef struct run_opts {
   int head_kind;      /* sparse mode: a stsa_head_kind */
   const char *out, *report;
   int64_t layer, step; /* svg mode; -1: the first sparse call of the policy */
+  cli_dist_opts dist;  /* --dist (run_dist.c); scheme -1: one process */
 } run_opts;
 
 /* Result of one (batch entry, head). */
@@ -37,6 +39,17 @@ typedef struct head_result {
   double rel_l2, cosine;
   int warn; /* rel_l2 above --warn-rel-l2 (or not finite) */
 } head_result;
+
+/* What a --dist run adds to the report and the summary (run_dist.c). */
+typedef struct run_dist_info {
+  const char *scheme; /* "ulysses", "ring" or "hybrid" */
+  int ranks, ulysses_degree, ring_degree;
+  double imbalance; /* of the mode's call: slowest rank's compute / mean - 1 */
+  /* [ranks], of the mode's call: exchanges and waits, local attention */
+  double *comm_ms, *compute_ms;
+  int64_t *tokens, *local_heads,
+      *pairs_skipped; /* shard, heads computed, pairs skipped */
+} run_dist_info;
 
 typedef struct run_state {
   run_opts o;
@@ -56,6 +69,7 @@ typedef struct run_state {
   int n_warn;
   progress bar;
   int64_t units_done;
+  const run_dist_info *dist; /* a --dist run (on rank 0); NULL otherwise */
 } run_state;
 
 /* ---- run_exec.c ------------------------------------------------------------ */
@@ -63,6 +77,42 @@ typedef struct run_state {
 /* Geometry and settings from the loaded tensors and the flags (dies on an
  * inconsistency); allocates the results and the output tensor. */
 void run_setup(run_state *s);
+/* The same without the output tensor (run_setup = this + run_alloc_out). */
+void run_setup_config(run_state *s);
+/* The output buffer like q: same dtype, layout and shape, contiguous. */
+void run_alloc_out(run_state *s);
+
+/* Head h of a [B, S, H, D] tensor as a [B, S, 1, D] view. */
+stsa_tensor run_head_view(const stsa_tensor *t, int64_t h);
+/* One unit of the progress bar done (drawn once the run has lasted 1 s). */
+void run_tick(run_state *s);
+
+/* --mode sparse: the session's windows (into s->win), the mask of
+ * --head-kind (returned, for the caller to free; also in mask1[0]) and the
+ * plan of one head with it at the session's tiles: *desc (masks = mask1),
+ * *plan and the kept fraction of its pairs. */
+stsa_mask *run_sparse_plan(run_state *s, const stsa_mask **mask1, stsa_plan_desc *desc,
+                           stsa_plan **plan, double *density);
+
+/* The result of one (batch entry, head) of an SVG call: its kind (dense
+ * for a call the policy ran dense), profiling errors and the density of its
+ * kind's mask (win: the session's windows). */
+head_result run_svg_result(const stsa_svg_report *rep, stsa_head_kind kind, float mse_s,
+                           float mse_t, const stsa_svg_windows *win, double ms);
+
+/* The first non-finite value in heads [h0, h1) of t[0..2] (q, k, v, named
+ * label[i]), as "<label> holds NaN at b=.., s=.., h=.., d=.." with s offset
+ * by s0 (a shard's first token); returns 0 if there is none. */
+int run_find_nonfinite(const stsa_tensor *t, const char *const *label, int64_t h0,
+                       int64_t h1, int64_t s0, char *msg, size_t len);
+
+/* The sums of --compare-dense for head (b, h) of out against ref over their
+ * tokens (row_o, row_r: room for D floats each): sums[4] = sum (o - r)^2,
+ * sum r^2, sum o^2, sum o r. Sums of shards add up to the whole's. */
+void run_compare_sums(const stsa_tensor *out, const stsa_tensor *ref, int64_t b,
+                      int64_t h, float *row_o, float *row_r, double *sums);
+/* Relative L2, cosine and the warning from those sums. */
+void run_compare_finish(const double *sums, double warn_rel_l2, head_result *r);
 
 /* The attention of the mode, head by head, and with --compare-dense the dense
  * reference and the per-head errors; a progress bar meanwhile. */
@@ -81,5 +131,13 @@ void run_write_files(run_state *s, cli_output *outs, int n, char *report);
 /* The summary on stdout, and the warnings (on stderr, even with --quiet). */
 void run_print_summary(const run_state *s);
 void run_print_warnings(const run_state *s);
+
+/* ---- run_dist.c ------------------------------------------------------------ */
+
+/* `stsa run --dist` after its options are parsed, MPI started
+ * (cli_dist_start): every rank loads the input and computes its shard of
+ * the tokens with libstsa_mpi; rank 0 gathers the output and writes the
+ * files. Returns only after a success on every rank. */
+void run_dist(run_state *s);
 
 #endif
