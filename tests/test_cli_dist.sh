@@ -7,7 +7,8 @@
 # ranks agree with it to 1e-6 of its largest |value|; the report gains its
 # "dist" object. Failures on one rank (mpirun's MPMD form: a missing input,
 # a different --density, an option value out of range) stop every rank with
-# that rank's message, a non-zero exit and no file written. Skips (exit 0,
+# that rank's message, a non-zero exit and no file written; so does one
+# rank given a dump of other shapes. Skips (exit 0,
 # a "skipped" line) when the binary was built without MPI or there is no
 # mpirun. Prints "test_cli_dist: N passed, M failed".
 set -euo pipefail
@@ -208,6 +209,10 @@ expect_fail_all missing-input "rank 1: --in missing.safetensors: cannot open it"
 expect_fail_all other-density "rank 1: the ranks were given different options: '--density 0.5' here, '--density 0.6' on rank 0" \
   "${MPIRUN[@]}" -np 1 "$STSA" run --in in.safetensors "${base[@]}" --density 0.6 : \
   -np 1 "$STSA" run --in in.safetensors "${base[@]}" --density 0.5
+python3 helper.py gen h2.safetensors bshd 1 $F $HP $WP $C 2 $D 5
+expect_fail_all other-input "rank 1: the ranks were given different inputs: 'q: f32 \[B,S,H,D\] = \[1, 68, 2, 16\]' here" \
+  "${MPIRUN[@]}" -np 1 "$STSA" run --in in.safetensors "${base[@]}" --density 0.6 : \
+  -np 1 "$STSA" run --in h2.safetensors "${base[@]}" --density 0.6
 expect_fail_all bad-value "rank 1: --density = 2 is out of range" \
   "${MPIRUN[@]}" -np 1 "$STSA" run --in in.safetensors "${base[@]}" --density 0.6 : \
   -np 1 "$STSA" run --in in.safetensors "${base[@]}" --density 2

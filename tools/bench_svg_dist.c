@@ -38,7 +38,7 @@ int bench_svg_dist(const svg_bench_opts *o, const stsa_svg_config *cfg) {
 
 #include "stsa_mpi.h"
 
-/* The parsed options, one per line, for cli_dist_same_options. */
+/* The parsed options, one per line, for cli_dist_same. */
 static void describe_options(const svg_bench_opts *o, char *buf, size_t len) {
   char dist[32];
   cli_dist_name(&o->dist, dist, sizeof dist);
@@ -107,7 +107,7 @@ static void compare_out(const float *a, const float *b, size_t n, double *diff,
 int bench_svg_dist(const svg_bench_opts *o, const stsa_svg_config *cfg) {
   char desc[1024];
   describe_options(o, desc, sizeof desc);
-  cli_dist_same_options(desc);
+  cli_dist_same(desc, "options", CLI_DIST_SAME_OPTIONS);
   if (o->compare_permute)
     cli_die("bench svg: --compare-permute times one process; it does not apply with "
             "--dist");
@@ -134,18 +134,18 @@ int bench_svg_dist(const svg_bench_opts *o, const stsa_svg_config *cfg) {
   const stsa_tensor shard[4] = {
       cli_shard_view(&w.q, off, len), cli_shard_view(&w.k, off, len),
       cli_shard_view(&w.v, off, len), stsa_tensor_bshd(out_data, STSA_F32, 1, len, H, D)};
+  stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)H);
+  if (!kinds)
+    cli_die("out of memory");
   stsa_svg *svg1 = NULL;
   if (rank == 0)
     cli_check(stsa_svg_create(ctx1, cfg, &svg1), ctx1,
               "creating the one-process session");
-  cli_dist_checkpoint();
+  cli_dist_checkpoint(); /* from here on only agreed calls can fail */
   stsa_dist_svg *dsvg;
   cli_dist_check(stsa_dist_svg_create(dist, cfg, &dsvg),
                  "creating the distributed session");
   stsa_svg_windows win = STSA_INIT(stsa_svg_windows);
-  stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)H);
-  if (!kinds)
-    cli_die("out of memory");
   stsa_svg_report srep = {.size = sizeof srep, .kinds = kinds};
   const int R = o->reps;
   dist_times t = {times, times + R, times + 2 * R, times + 3 * R, times + 4 * R};

@@ -209,7 +209,7 @@ static int first_difference(const char *a, const char *b, const char **la, int *
   return 0;
 }
 
-void cli_dist_same_options(const char *desc) {
+void cli_dist_same(const char *desc, const char *what, const char *why) {
   cli_dist_checkpoint();
   static char first[8192]; /* rank 0's lines (a longer list is compared in part) */
   if (g.rank == 0)
@@ -225,10 +225,8 @@ void cli_dist_same_options(const char *desc) {
   const int differs = first_difference(mine, first, &here, &n_here, &there, &n_there);
   if (differs)
     snprintf(msg, sizeof msg,
-             "the ranks were given different options: '%.*s' here, '%.*s' on rank 0 "
-             "(under --dist every option but the input files must be the same on "
-             "every rank)",
-             n_here, here, n_there, there);
+             "the ranks were given different %s: '%.*s' here, '%.*s' on rank 0 (%s)",
+             what, n_here, here, n_there, there, why);
   cli_dist_agree(differs ? STSA_ERR_BAD_PARAM : STSA_OK, msg);
 }
 
@@ -284,12 +282,15 @@ int64_t *cli_dist_shards(int64_t n) {
 
 void cli_dist_gather_rows(const void *send, void *recv, const int64_t *offs,
                           size_t row_bytes) {
+  char msg[200] = "";
+  int *counts = NULL;
   if (offs[g.size] > INT_MAX || row_bytes > INT_MAX)
-    cli_die("--dist: %lld rows of %zu bytes are more than one gather can move",
-            (long long)offs[g.size], row_bytes);
-  int *counts = malloc(sizeof *counts * 2 * (size_t)g.size);
-  if (!counts)
-    cli_die("out of memory");
+    snprintf(msg, sizeof msg, "%lld rows of %zu bytes are more than one gather can move",
+             (long long)offs[g.size], row_bytes);
+  else if (!(counts = malloc(sizeof *counts * 2 * (size_t)g.size)))
+    snprintf(msg, sizeof msg, "out of memory");
+  /* agreed first: a rank that failed just before this is heard here too */
+  cli_dist_agree(*msg ? STSA_ERR_BAD_PARAM : STSA_OK, msg);
   int *displs = counts + g.size;
   for (int r = 0; r < g.size; r++) {
     counts[r] = (int)(offs[r + 1] - offs[r]);

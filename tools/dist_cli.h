@@ -82,11 +82,15 @@ void cli_dist_checkpoint(void);
  * with the lowest failing rank's message. */
 void cli_dist_agree(stsa_status st, const char *msg);
 
-/* A checkpoint that also checks every rank was given the same options:
- * desc holds one line per option ("--density 0.3"), the same lines in the
- * same order on every rank. A rank whose lines differ from rank 0's fails
- * naming the first that differs, as it is here and on rank 0. */
-void cli_dist_same_options(const char *desc);
+/* A checkpoint that also checks every rank holds the same lines in desc
+ * (one item a line, "--density 0.3"; the same items in the same order on
+ * every rank): a rank whose lines differ from rank 0's fails naming the
+ * first that differs, "the ranks were given different <what>: '<line>'
+ * here, '<line>' on rank 0 (<why>)". */
+void cli_dist_same(const char *desc, const char *what, const char *why);
+/* The why of the commands' options. */
+#define CLI_DIST_SAME_OPTIONS                                                            \
+  "under --dist every option but the input files must be the same on every rank"
 
 /* Worker threads of this rank into ctx: `threads` if given (> 0), else the
  * context's default shared by the ranks on this node (at least 1), so ranks
@@ -115,7 +119,8 @@ int64_t *cli_dist_shards(int64_t n);
 
 /* Collective: rank r's rows (offs[r + 1] - offs[r] of row_bytes each, at
  * send) into rank 0's recv at row offs[r] (MPI_Gatherv; recv is ignored on
- * the other ranks). offs: [size + 1], ascending, the same on every rank. */
+ * the other ranks). offs: [size + 1], ascending, the same on every rank.
+ * Agrees before it moves anything, so it may follow a step that can fail. */
 void cli_dist_gather_rows(const void *send, void *recv, const int64_t *offs,
                           size_t row_bytes);
 

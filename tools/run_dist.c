@@ -124,6 +124,17 @@ static void describe_options(const run_opts *o, char *buf, size_t len) {
   add_i64(&d, "--kv-tile", g->kv_tile);
 }
 
+/* What every rank must have read: each tensor's dtype and shape. */
+static void describe_inputs(const run_qkv *x, char *buf, size_t len) {
+  desc_buf d = {buf, len, 0};
+  for (int i = 0; i < 3; i++) {
+    const int64_t *n = x->t[i].shape;
+    add(&d, "%c: %s [B,S,H,D] = [%lld, %lld, %lld, %lld]", "qkv"[i],
+        stsa_dtype_name(x->t[i].dtype), (long long)n[0], (long long)n[1], (long long)n[2],
+        (long long)n[3]);
+  }
+}
+
 /* ---- one rank's part --------------------------------------------------------- */
 
 typedef struct dist_run {
@@ -135,6 +146,7 @@ typedef struct dist_run {
   stsa_tensor out;      /* its output shard, [B, S_r, H, D] in q's dtype */
   stsa_dist_report rep; /* of the mode's call */
   run_dist_info info;   /* rank 0 */
+  double *all;          /* rank 0: [4 * P], every rank's figures (gather_times) */
 } dist_run;
 
 static void *alloc_or_die(size_t bytes, const char *what) {
@@ -148,6 +160,13 @@ static void *alloc_or_die(size_t bytes, const char *what) {
 static void take_shard(dist_run *r) {
   const run_state *s = r->s;
   r->offs = cli_dist_shards(s->N);
+  if (r->rank == 0) { /* room for gather_times, which may not fail on one rank */
+    r->all = malloc(sizeof *r->all * 4 * (size_t)r->P);
+    r->info.comm_ms = malloc(sizeof(double) * 2 * (size_t)r->P);
+    r->info.tokens = malloc(sizeof(int64_t) * 3 * (size_t)r->P);
+    if (!r->all || !r->info.comm_ms || !r->info.tokens)
+      cli_die("out of memory");
+  }
   const int64_t off = r->offs[r->rank], len = r->offs[r->rank + 1] - off;
   r->q = cli_shard_view(&s->qkv.t[0], off, len);
   r->k = cli_shard_view(&s->qkv.t[1], off, len);
@@ -365,41 +384,33 @@ static void gather_output(dist_run *r) {
   free(rows);
 }
 
-/* Each rank's figures of the mode's call, for the report and the summary. */
+/* Each rank's figures of the mode's call, for the report and the summary
+ * (into room take_shard made, so nothing here can fail on one rank). */
 static void gather_times(dist_run *r) {
   enum { FIELDS = 4 };
   const double mine[FIELDS] = {r->rep.comm_ms, r->rep.compute_ms,
                                (double)r->rep.local_heads, (double)r->rep.pairs_skipped};
-  double *all = r->rank == 0 ? malloc(sizeof *all * (size_t)(FIELDS * r->P)) : NULL;
-  if (r->rank == 0 && !all)
-    cli_die("out of memory");
-  cli_dist_mpi_check(
-      MPI_Gather(mine, FIELDS, MPI_DOUBLE, all, FIELDS, MPI_DOUBLE, 0, cli_dist_comm()),
-      "MPI_Gather (the times of the ranks)");
+  cli_dist_mpi_check(MPI_Gather(mine, FIELDS, MPI_DOUBLE, r->all, FIELDS, MPI_DOUBLE, 0,
+                                cli_dist_comm()),
+                     "MPI_Gather (the times of the ranks)");
   if (r->rank != 0)
     return;
   run_dist_info *d = &r->info;
-  *d = (run_dist_info){.scheme =
-                           stsa_dist_scheme_name((stsa_dist_scheme)r->s->o.dist.scheme),
-                       .ranks = r->rep.ranks,
-                       .ulysses_degree = r->rep.ulysses_degree,
-                       .ring_degree = r->rep.ring_degree,
-                       .imbalance = r->rep.imbalance};
-  d->comm_ms = malloc(sizeof(double) * 2 * (size_t)r->P);
-  d->tokens = malloc(sizeof(int64_t) * 3 * (size_t)r->P);
-  if (!d->comm_ms || !d->tokens)
-    cli_die("out of memory");
+  d->scheme = stsa_dist_scheme_name((stsa_dist_scheme)r->s->o.dist.scheme);
+  d->ranks = r->rep.ranks;
+  d->ulysses_degree = r->rep.ulysses_degree;
+  d->ring_degree = r->rep.ring_degree;
+  d->imbalance = r->rep.imbalance;
   d->compute_ms = d->comm_ms + r->P;
   d->local_heads = d->tokens + r->P;
   d->pairs_skipped = d->tokens + 2 * r->P;
   for (int p = 0; p < r->P; p++) {
-    d->comm_ms[p] = all[FIELDS * p];
-    d->compute_ms[p] = all[FIELDS * p + 1];
-    d->local_heads[p] = (int64_t)all[FIELDS * p + 2];
-    d->pairs_skipped[p] = (int64_t)all[FIELDS * p + 3];
+    d->comm_ms[p] = r->all[FIELDS * p];
+    d->compute_ms[p] = r->all[FIELDS * p + 1];
+    d->local_heads[p] = (int64_t)r->all[FIELDS * p + 2];
+    d->pairs_skipped[p] = (int64_t)r->all[FIELDS * p + 3];
     d->tokens[p] = r->offs[p + 1] - r->offs[p];
   }
-  free(all);
   r->s->dist = d;
 }
 
@@ -409,7 +420,7 @@ static void gather_times(dist_run *r) {
 void run_dist(run_state *s) {
   char desc[4096];
   describe_options(&s->o, desc, sizeof desc);
-  cli_dist_same_options(desc);
+  cli_dist_same(desc, "options", CLI_DIST_SAME_OPTIONS);
   dist_run r = {.s = s, .rank = cli_dist_rank(), .P = cli_dist_size()};
   s->ctx = cli_ctx_create();
   cli_dist_threads(s->ctx, s->o.threads);
@@ -427,7 +438,9 @@ void run_dist(run_state *s) {
     run_alloc_out(s);
     n_out = run_outputs_prepare(s, outs); /* every target checked before computing */
   }
-  cli_dist_checkpoint(); /* every rank loaded its input */
+  /* every rank loaded its input, and the same tensors */
+  describe_inputs(&s->qkv, desc, sizeof desc);
+  cli_dist_same(desc, "inputs", "each rank reads q, k and v of the whole sequence");
 
   progress_start(&s->bar, "stsa run", s->o.compare_dense ? 2 : 1,
                  s->o.quiet || r.rank != 0);
@@ -441,8 +454,8 @@ void run_dist(run_state *s) {
     compare_dense(&r);
   progress_finish(&s->bar);
   cli_dist_checkpoint(); /* before the gathers, which no failing rank would join */
-  gather_output(&r);
   gather_times(&r);
+  gather_output(&r); /* rank 0 places the shards last: the next meeting agrees */
 
   if (r.rank == 0) {
     char *report = s->o.report ? run_report_build(s) : NULL;
@@ -454,6 +467,7 @@ void run_dist(run_state *s) {
     free(report);
   }
   cli_dist_checkpoint(); /* rank 0 wrote the files: every rank succeeds */
+  free(r.all);
   free(r.info.comm_ms);
   free(r.info.tokens);
   free(r.offs);
