@@ -157,22 +157,31 @@ stsa_status stsa_dist_create(stsa_ctx *ctx, MPI_Comm comm, const stsa_dist_confi
   MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(d->comm, &d->rank);
   MPI_Comm_size(d->comm, &d->size);
-  stsa_status st = check_config(d, cfg);
-  /* every rank must have been given the same configuration */
-  int64_t mine[3] = {d->cfg.scheme, d->cfg.ulysses_degree, d->cfg.flags};
-  int64_t lo[3], hi[3];
-  if (st == STSA_OK) {
-    if (MPI_Allreduce(mine, lo, 3, MPI_INT64_T, MPI_MIN, d->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(mine, hi, 3, MPI_INT64_T, MPI_MAX, d->comm) != MPI_SUCCESS)
-      st = dist_fail(d, STSA_ERR_IO, "MPI: MPI_Allreduce failed");
-    else if (memcmp(lo, hi, sizeof lo) != 0)
-      st = dist_fail(d, STSA_ERR_BAD_PARAM,
-                     "dist: the ranks were given different configurations "
-                     "(scheme, Ulysses degree or flags)");
-  }
-  /* a check_config failure must still meet the others' Allreduce: agree
-   * first on the configs alone */
+  /* a config one rank refuses fails every rank; then every rank must have
+   * been given the same one (all ranks see the same gathered values) */
+  stsa_status st = dist_agree(d, check_config(d, cfg));
+  int64_t *all = st == STSA_OK ? malloc(sizeof *all * 3 * (size_t)d->size) : NULL;
+  if (st == STSA_OK && !all)
+    st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
   st = dist_agree(d, st);
+  if (st == STSA_OK) {
+    int64_t mine[3] = {d->cfg.scheme, d->cfg.ulysses_degree, d->cfg.flags};
+    rc = MPI_Allgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, d->comm);
+    if (rc != MPI_SUCCESS)
+      st = dist_fail_mpi(d, rc, "MPI_Allgather (configurations)");
+    for (int r = 1; st == STSA_OK && r < d->size; r++)
+      if (memcmp(all, all + 3 * r, 3 * sizeof *all) != 0) {
+        snprintf(d->err, sizeof d->err,
+                 "rank %d: dist: a different configuration than rank 0's: scheme %s, "
+                 "Ulysses degree %lld, flags 0x%llx here; %s, %lld, 0x%llx on rank 0",
+                 r, stsa_dist_scheme_name((stsa_dist_scheme)all[3 * r]),
+                 (long long)all[3 * r + 1], (unsigned long long)all[3 * r + 2],
+                 stsa_dist_scheme_name((stsa_dist_scheme)all[0]), (long long)all[1],
+                 (unsigned long long)all[2]);
+        st = STSA_ERR_BAD_PARAM;
+      }
+  }
+  free(all);
   if (st != STSA_OK) {
     MPI_Comm_free(&d->comm);
     free(d);
@@ -272,10 +281,17 @@ stsa_status dist_begin(stsa_dist *d, const dist_sig *mine, dist_layout *l) {
     for (int f = 1; f < FIELDS; f++) {
       if (f == 3 || a[f] == b[f]) /* shard lengths may differ */
         continue;
-      snprintf(d->err, sizeof d->err,
-               "dist: rank %d and rank 0 were given different calls: %s is %lld on "
-               "rank %d, %lld on rank 0",
-               r, SIG_NAMES[f], (long long)b[f], r, (long long)a[f]);
+      if (f == FIELDS - 1)
+        snprintf(d->err, sizeof d->err,
+                 "rank %d: dist: a different call than rank 0's: the options (scale, "
+                 "mode, plan description, masks) differ",
+                 r);
+      else
+        snprintf(
+            d->err, sizeof d->err,
+            "rank %d: dist: a different call than rank 0's: %s is %lld here, %lld on "
+            "rank 0",
+            r, SIG_NAMES[f], (long long)b[f], (long long)a[f]);
       st = STSA_ERR_BAD_PARAM;
       break;
     }
