@@ -58,12 +58,14 @@ _Static_assert(STSA_DIST_ULYSSES == 0 && STSA_DIST_RING == 1 &&
 
 void cli_parse_dist(const char *name, const char *value, cli_dist_opts *d) {
   const char *colon = strchr(value, ':');
-  char scheme[32];
-  snprintf(scheme, sizeof scheme, "%.*s", colon ? (int)(colon - value) : 31, value);
-  d->scheme = cli_parse_choice(name, scheme, SCHEME_NAMES);
   d->ulysses_degree = 0;
-  if (!colon)
+  if (!colon) {
+    d->scheme = cli_parse_choice(name, value, SCHEME_NAMES);
     return;
+  }
+  char scheme[32];
+  snprintf(scheme, sizeof scheme, "%.*s", (int)(colon - value), value);
+  d->scheme = cli_parse_choice(name, scheme, SCHEME_NAMES);
   if (d->scheme != SCHEME_HYBRID)
     cli_die("%s %s: only hybrid takes a Ulysses degree (hybrid:U)", name, value);
   d->ulysses_degree = (int)cli_parse_int(name, colon + 1, 1, 1 << 16);
