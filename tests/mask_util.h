@@ -33,6 +33,15 @@ stsa_plan_desc tu_plan_desc(int64_t s_q, int64_t s_kv, int64_t heads,
  * text + frames x height x width. */
 int64_t tu_tokens(const stsa_geometry *g);
 
+/* The double-precision reference of row (b, i, h): the query of native
+ * token qi against every key row j of k and v (native token kv_native[j],
+ * or j when NULL) that `mask` keeps; out[D] and the natural-log lse (0 and
+ * -inf for a row that keeps nothing). */
+void tu_masked_reference_row(const stsa_tensor *q, const stsa_tensor *k,
+                             const stsa_tensor *v, const stsa_mask *mask, int64_t b,
+                             int64_t i, int64_t qi, int64_t h, const int64_t *kv_native,
+                             double *out, double *lse);
+
 /* Uniform in lo..hi (both included). */
 int64_t tu_rnd(tu_rng *r, int64_t lo, int64_t hi);
 

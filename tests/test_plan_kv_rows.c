@@ -30,39 +30,12 @@ static void reference(const stsa_tensor *q, const stsa_tensor *k, const stsa_ten
                       const stsa_mask *const *masks, const int64_t *qtok,
                       const int64_t *ktok, double *out, double *lse) {
   const int64_t B = q->shape[0], Sq = q->shape[1], H = q->shape[2], D = q->shape[3];
-  const int64_t Skv = k->shape[1];
-  const double scale = 1.0 / sqrt((double)D);
-  double *s = malloc(sizeof(double) * (size_t)Skv);
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < Sq; i++)
-      for (int64_t h = 0; h < H; h++) {
-        double m = -INFINITY, l = 0, *o = out + ((b * Sq + i) * H + h) * D;
-        for (int64_t j = 0; j < Skv; j++) {
-          s[j] = -INFINITY;
-          if (!stsa_mask_keep(masks[h], qtok[i], ktok[j]))
-            continue;
-          double dot = 0;
-          for (int64_t d = 0; d < D; d++)
-            dot += tu_load(q->data, q->dtype, tu_offset(q, b, i, h, d)) *
-                   tu_load(k->data, k->dtype, tu_offset(k, b, j, h, d));
-          s[j] = dot * scale;
-          m = s[j] > m ? s[j] : m;
-        }
-        for (int64_t d = 0; d < D; d++)
-          o[d] = 0;
-        for (int64_t j = 0; j < Skv; j++) {
-          if (s[j] == -INFINITY)
-            continue;
-          const double p = exp(s[j] - m);
-          l += p;
-          for (int64_t d = 0; d < D; d++)
-            o[d] += p * tu_load(v->data, v->dtype, tu_offset(v, b, j, h, d));
-        }
-        for (int64_t d = 0; d < D; d++)
-          o[d] = l > 0 ? o[d] / l : 0;
-        lse[(b * H + h) * Sq + i] = l > 0 ? m + log(l) : -INFINITY;
-      }
-  free(s);
+      for (int64_t h = 0; h < H; h++)
+        tu_masked_reference_row(q, k, v, masks[h], b, i, qtok[i], h, ktok,
+                                out + ((b * Sq + i) * H + h) * D,
+                                &lse[(b * H + h) * Sq + i]);
 }
 
 /* Max |difference| of out and lse from double arrays (as `reference` lays

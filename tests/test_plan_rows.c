@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mask_util.h"
 #include "testutil.h"
 
 enum { SENTINEL = 0x7b };
@@ -38,44 +39,6 @@ static stsa_tensor random_tensor(tu_rng *rng, stsa_dtype dt, int64_t B, int64_t 
 
 static int untouched(const stsa_tensor *t) { return tu_is_sentinel(t); }
 
-/* Brute-force reference of tensor row (b, i, h): the query of native token
- * `qi` against every key j (tensor row kv_row[j], or j) kept by `mask`. */
-static void reference_row(const stsa_tensor *q, const stsa_tensor *k,
-                          const stsa_tensor *v, const stsa_mask *mask, int64_t b,
-                          int64_t i, int64_t qi, int64_t h, const int64_t *kv_native,
-                          double *out, double *lse) {
-  const int64_t S = k->shape[1], D = q->shape[3];
-  const double scale = 1.0 / sqrt((double)D);
-  double m = -INFINITY, l = 0;
-  double *s = malloc(sizeof(double) * (size_t)S);
-  for (int64_t j = 0; j < S; j++) {
-    int64_t kj = kv_native ? kv_native[j] : j; /* native token at tensor row j */
-    s[j] = -INFINITY;
-    if (!stsa_mask_keep(mask, qi, kj))
-      continue;
-    double dot = 0;
-    for (int64_t d = 0; d < D; d++)
-      dot += tu_load(q->data, q->dtype, tu_offset(q, b, i, h, d)) *
-             tu_load(k->data, k->dtype, tu_offset(k, b, j, h, d));
-    s[j] = dot * scale;
-    m = s[j] > m ? s[j] : m;
-  }
-  for (int64_t d = 0; d < D; d++)
-    out[d] = 0;
-  for (int64_t j = 0; j < S; j++) {
-    if (s[j] == -INFINITY)
-      continue;
-    double p = exp(s[j] - m);
-    l += p;
-    for (int64_t d = 0; d < D; d++)
-      out[d] += p * tu_load(v->data, v->dtype, tu_offset(v, b, j, h, d));
-  }
-  for (int64_t d = 0; d < D; d++)
-    out[d] = l > 0 ? out[d] / l : 0;
-  *lse = l > 0 ? m + log(l) : -INFINITY;
-  free(s);
-}
-
 /* Max abs difference of out (and lse) from the reference over every row. */
 static double worst_error(const stsa_tensor *q, const stsa_tensor *k,
                           const stsa_tensor *v, const stsa_tensor *out, const float *lse,
@@ -86,7 +49,8 @@ static double worst_error(const stsa_tensor *q, const stsa_tensor *k,
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < Sq; i++)
       for (int64_t h = 0; h < H; h++) {
-        reference_row(q, k, v, masks[h], b, i, rows[i], h, kv_native, ref, &ref_lse);
+        tu_masked_reference_row(q, k, v, masks[h], b, i, rows[i], h, kv_native, ref,
+                                &ref_lse);
         for (int64_t d = 0; d < D; d++) {
           double got = tu_load(out->data, out->dtype, tu_offset(out, b, i, h, d));
           double e = isfinite(got) ? fabs(got - ref[d]) : INFINITY;
