@@ -6,6 +6,8 @@
 #   2. pkg-config --static --libs stsa            (libstsa.a, its private deps)
 #   3. a CMake project: find_package(stsa), stsa::stsa
 #   4. the same project with stsa::stsa_static
+#   5. when the build has libstsa_mpi: a CMake project with stsa::stsa_mpi,
+#      a one-rank distributed call against stsa_attention
 # Also checks that the CLI, the header and the docs were installed.
 #
 #   scripts/check_install.sh [build-dir (default build-install)]
@@ -105,3 +107,51 @@ for name in pkgconfig-static cmake-shared cmake-static; do
   cmp -s "$work/pkgconfig-shared.out" "$work/$name.out" || fail "$name printed something else"
 done
 say "ok: shared and static, pkg-config and find_package"
+
+# 5. libstsa_mpi, when this build has it: find_package(stsa) then gives
+# stsa::stsa_mpi; a one-rank distributed call must equal stsa_attention.
+if [ -e "$libdir/libstsa_mpi.so" ]; then
+  [ -e "$prefix/include/stsa_mpi.h" ] || fail "not installed: include/stsa_mpi.h"
+  mkdir -p "$work/mpi"
+  cat >"$work/mpi/dist.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <stsa_mpi.h>
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  enum { S = 96, H = 3, D = 16 };
+  static float q[S * H * D], o1[S * H * D], o2[S * H * D];
+  for (int i = 0; i < S * H * D; i++)
+    q[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
+  stsa_tensor t = stsa_tensor_shd(q, STSA_F32, S, H, D);
+  stsa_tensor a = stsa_tensor_shd(o1, STSA_F32, S, H, D), b = stsa_tensor_shd(o2, STSA_F32, S, H, D);
+  stsa_ctx *ctx;
+  stsa_dist *dist;
+  stsa_dist_config cfg = STSA_INIT(stsa_dist_config);
+  int ok = stsa_ctx_create(&ctx) == STSA_OK && stsa_attention(ctx, &t, &t, &t, &a, NULL) == STSA_OK &&
+           stsa_dist_create(ctx, MPI_COMM_WORLD, &cfg, &dist) == STSA_OK &&
+           stsa_dist_attention(dist, &t, &t, &t, &b, NULL, NULL) == STSA_OK &&
+           memcmp(o1, o2, sizeof o1) == 0;
+  printf("libstsa_mpi: one rank %s stsa_attention\n", ok ? "equals" : "DIFFERS FROM");
+  MPI_Finalize();
+  return !ok;
+}
+C
+  cat >"$work/mpi/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.18)
+project(stsa_mpi_consumer LANGUAGES C)
+find_package(stsa 0.1 REQUIRED)
+if(NOT TARGET stsa::stsa_mpi)
+  message(FATAL_ERROR "find_package(stsa) gave no stsa::stsa_mpi")
+endif()
+add_executable(dist dist.c)
+target_link_libraries(dist PRIVATE stsa::stsa_mpi)
+CMAKE
+  CC=$cc cmake -S "$work/mpi" -B "$work/mpi/build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$work/mpi.log" 2>&1 ||
+    { cat "$work/mpi.log" >&2; fail "find_package(stsa) with MPI failed"; }
+  cmake --build "$work/mpi/build" -- --no-print-directory >"$work/mpi-build.log" 2>&1 ||
+    { cat "$work/mpi-build.log" >&2; fail "the libstsa_mpi consumer did not build"; }
+  # a singleton MPI process: no mpirun needed
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 run cmake-mpi "$work/mpi/build/dist"
+fi
