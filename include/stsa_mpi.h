@@ -21,12 +21,16 @@
  *            nothing are not computed.
  *   HYBRID   Ulysses inside groups of U consecutive ranks, ring across the
  *            P / U groups (USP).
- * Ring and hybrid results agree with one process to f32 rounding: in f32
- * the largest difference is at most 1e-6 times the largest |out| of the
- * call (tested; partial results merge in double from the kernels' f32
- * output and lse, in a different order of keys than one process sums
- * them); an f16 or bf16 out is that f32 result rounded, so it may differ by
- * one unit in the last place of its dtype.
+ * Ring and hybrid results are exact up to f32 rounding, as one process is,
+ * but they round differently: each key/value chunk is normalised with its
+ * own running maximum and merged (in double) through its f32 log-sum-exp.
+ * So they differ from one process by about one process's own f32 error
+ * against the exact result, which grows with the sequence (measured in
+ * docs/distributed.md: 1e-6 of max|out| at 500 tokens, 5e-6 at 8k).
+ * Tested: within 1e-6 x max|out| of one process on small problems, and no
+ * farther from the exact (double-precision) result than twice one
+ * process's distance on a 2k-token one. An f16 or bf16 out is that f32
+ * result rounded, so it may differ by one unit in the last place.
  *
  * Errors: a call validates on every rank, then agrees: if any rank failed
  * (a wrong shard shape, options that differ between ranks, a kernel error),
@@ -87,6 +91,11 @@ typedef struct stsa_dist stsa_dist;
  * rank alike (e.g. an unknown scheme on one rank) with *out untouched. */
 STSA_API stsa_status stsa_dist_create(stsa_ctx *ctx, MPI_Comm comm,
                                       const stsa_dist_config *cfg, stsa_dist **out);
+/* The same, with the agreed message of a failure (there is no stsa_dist to
+ * ask then) copied into msg (cut, NUL-terminated; "" on success). */
+STSA_API stsa_status stsa_dist_create_msg(stsa_ctx *ctx, MPI_Comm comm,
+                                          const stsa_dist_config *cfg, stsa_dist **out,
+                                          char *msg, size_t msg_size);
 /* Collective (frees the duplicated communicator). NULL is a no-op. */
 STSA_API void stsa_dist_free(stsa_dist *dist);
 /* The message of the last failed call, on every rank; "" after success. */

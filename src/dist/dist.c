@@ -141,6 +141,14 @@ static stsa_status check_config(stsa_dist *d, const stsa_dist_config *cfg) {
 
 stsa_status stsa_dist_create(stsa_ctx *ctx, MPI_Comm comm, const stsa_dist_config *cfg,
                              stsa_dist **out) {
+  return stsa_dist_create_msg(ctx, comm, cfg, out, NULL, 0);
+}
+
+stsa_status stsa_dist_create_msg(stsa_ctx *ctx, MPI_Comm comm,
+                                 const stsa_dist_config *cfg, stsa_dist **out, char *msg,
+                                 size_t msg_size) {
+  if (msg && msg_size)
+    msg[0] = '\0';
   if (!ctx || !out)
     return STSA_ERR_NULL_ARG;
   stsa_dist *d = calloc(1, sizeof *d);
@@ -151,6 +159,8 @@ stsa_status stsa_dist_create(stsa_ctx *ctx, MPI_Comm comm, const stsa_dist_confi
   d->cfg = (stsa_dist_config){sizeof d->cfg, STSA_DIST_ULYSSES, 0, 0};
   int rc = MPI_Comm_dup(comm, &d->comm);
   if (rc != MPI_SUCCESS) {
+    if (msg && msg_size)
+      snprintf(msg, msg_size, "%s", dist_fail_mpi(d, rc, "MPI_Comm_dup") ? d->err : "");
     free(d);
     return STSA_ERR_IO;
   }
@@ -183,6 +193,8 @@ stsa_status stsa_dist_create(stsa_ctx *ctx, MPI_Comm comm, const stsa_dist_confi
   }
   free(all);
   if (st != STSA_OK) {
+    if (msg && msg_size)
+      snprintf(msg, msg_size, "%s", d->err);
     MPI_Comm_free(&d->comm);
     free(d);
     return st;
