@@ -1,84 +1,140 @@
 #!/usr/bin/env python3
-"""A projection, not a measurement: sequence-parallel SVG attention of one
-Wan 2.1 720p layer (S = 75,600 tokens, 40 heads, D = 128, bf16 q/k/v/out) on
-8 and 64 nodes, from two things measured on this machine:
+"""A PROJECTION, not a measurement: sequence-parallel SVG (and dense) attention
+of one Wan 2.1 720p layer (F = 21 frames of 45 x 80 tokens, S = 75,600, 40 heads,
+D = 128, bf16 q/k/v/out) on 8 and 64 nodes, built from what was measured on
+this machine:
 
-  * per-head compute: the SVG call of one head (`stsa bench svg --preset
-    wan21-720p --heads H --json`: svg_ms / H), and dense (dense_ms / H);
-  * the network: MPI_Alltoall latency and bandwidth per rank on loopback TCP
-    (`mpirun -np 2 --mca btl tcp,self build/stsa_bench_alltoall`).
+  * compute: the time per kept (query, key) pair, from one SVG call
+    (`stsa bench svg --preset wan21-720p --heads 2 --json`: svg_ms over the
+    kept pairs, density x heads x S^2) and from dense (dense_ms over heads x S^2);
+  * the network: MPI_Alltoall latency alpha and bandwidth beta per rank
+    (`mpirun -np 2 --mca btl tcp,self build/stsa_bench_alltoall`; beta at the
+    largest block, the size of Wan 720p's per-peer blocks).
 
-The model (stated in docs/benchmarks.md):
-  Ulysses, P <= H nodes: compute = ceil(H / P) heads x t_head (whole heads:
-  the rank with the most heads sets the pace); communication = 4 all-to-alls
-  (q, k, v out; the output back), each rank sending (P-1)/P of its shard of
-  one tensor, S/P x H x D x 2 bytes: T_a2a = (P-1) alpha + bytes / beta;
-  no overlap (the exchanges are blocking).
-  Hybrid U x R = P (when P > H): Ulysses inside groups of U (as above with the
-  shard S/P), then R ring steps per layer, each computing (S/R)^2 pairs of
-  H/U heads (t_head x (H/U) / R^2 at uniform density; skipped empty pairs
-  would only help) while the next K/V chunk, 2 x S/R x H/U x D x 2 bytes,
-  travels: step = max(compute, alpha + bytes / beta).
-Every node is assumed to be this machine (2 cores) and the network to keep
-the measured per-rank bandwidth at any size (a non-blocking fabric).
+The model:
+  * Heads: a third spatial, two thirds temporal (13 + 27, the workload's
+    default mix). A spatial head keeps keys within +-w_f frames plus frame 0
+    (w_f = 2 at the preset's density); a temporal head keeps a band of
+    positions in every frame (uniform over frames, fraction x chosen so the
+    head's density is the session's) plus frame 0. Work is proportional to
+    kept pairs at the measured cost per pair.
+  * Ulysses: heads to ranks (P > H: ranks past the head count compute
+    nothing and only relay their shard) longest first to the least loaded (as
+    the library does); compute = the most loaded rank. Communication: four
+    all-to-alls (q, k, v, out), each rank sending (P-1)/P of its shard of
+    one tensor (S/P x H x D x 2 bytes): (P-1) alpha + bytes / beta each, not
+    overlapped.
+  * Hybrid U x R (P > H): Ulysses inside groups of U, then R ring steps;
+    step t has rank g compute its heads' pairs of (chunk g, chunk g-t), and
+    a step lasts as long as its slowest rank (a skipped empty pair saves
+    nothing while another rank of the step has work) or the K/V transfer
+    (2 x S/R x H/U x D x 2 bytes), whichever is longer.
+Every node is this machine (2 cores); the fabric keeps the measured per-rank
+bandwidth for any number of nodes (non-blocking).
 
-  bench/dist_projection.py --svg-ms-per-head X --dense-ms-per-head Y \
-      --alpha-us A --beta-gbs B [--json]
+  bench/dist_projection.py --svg-ms 7528.7 --svg-heads 2 --svg-density 0.27664 \\
+      --dense-ms 26954.5 --dense-heads 2 --alpha-us 7.7 --beta-gbs 2.07 [--json]
 """
 import argparse
 import json
 import math
 
-S, H, D, ELEM = 75600, 40, 128, 2  # Wan 2.1 720p, bf16
+F, HP, WP = 21, 45, 80
+P_FRAME = HP * WP
+S = F * P_FRAME
+H, D, ELEM = 40, 128, 2
+W_F = 2                      # the session's frame window at wan21-720p
+DENS_SPATIAL, DENS_TEMPORAL = 0.265306, 0.287982  # the session's realised densities
+N_SPATIAL = 13
+
+
+def frame_counts(lo, hi):
+    """Tokens of each frame in the native token range [lo, hi)."""
+    n = [0] * F
+    for f in range(F):
+        a, b = max(lo, f * P_FRAME), min(hi, (f + 1) * P_FRAME)
+        n[f] = max(0, b - a)
+    return n
+
+
+def kept(kind, nq, nk):
+    """Kept pairs between queries with frame counts nq and keys nk."""
+    if kind == "dense":
+        return sum(nq) * sum(nk)
+    if kind == "spatial":
+        return sum(nq[a] * nk[b] for a in range(F) for b in range(F)
+                   if abs(a - b) <= W_F or b == 0)
+    # temporal: frame 0 whole, a band of positions x in the other frames
+    x = (DENS_TEMPORAL - 1 / F) / (1 - 1 / F)
+    return sum(nq) * (nk[0] + x * sum(nk[1:]))
+
+
+def kinds(attention):
+    return ["dense"] * H if attention == "dense" else \
+        ["spatial"] * N_SPATIAL + ["temporal"] * (H - N_SPATIAL)
+
+
+def balance(costs, members):
+    load = [0.0] * members
+    owner = [0] * len(costs)
+    for h in sorted(range(len(costs)), key=lambda h: (-costs[h], h)):
+        best = min(range(members), key=lambda m: (load[m], m))
+        load[best] += costs[h]
+        owner[h] = best
+    return owner
 
 
 def a2a_ms(P, bytes_per_rank, alpha_us, beta_gbs):
-    if P == 1:
-        return 0.0
-    return ((P - 1) * alpha_us * 1e-3) + bytes_per_rank / (beta_gbs * 1e9) * 1e3
+    return 0.0 if P == 1 else (P - 1) * alpha_us * 1e-3 + bytes_per_rank / (beta_gbs * 1e9) * 1e3
 
 
-def ulysses(P, t_head, alpha_us, beta_gbs, shard_tokens=None):
-    shard = shard_tokens if shard_tokens else S / P
-    tensor_bytes = shard * H * D * ELEM * (P - 1) / P
-    comm = 4 * a2a_ms(P, tensor_bytes, alpha_us, beta_gbs)
-    compute = math.ceil(H / P) * t_head
-    return compute, comm
-
-
-def hybrid(U, R, t_head, alpha_us, beta_gbs):
+def project(attention, U, R, cost_ms, alpha_us, beta_gbs):
     P = U * R
-    shard = S / P
-    tensor_bytes = shard * H * D * ELEM * (U - 1) / U
-    comm = 4 * a2a_ms(U, tensor_bytes, alpha_us, beta_gbs)
-    heads = math.ceil(H / U)
-    step_compute = heads * t_head / (R * R)
-    chunk_bytes = 2 * (S / R) * heads * D * ELEM
-    step_comm = alpha_us * 1e-3 + chunk_bytes / (beta_gbs * 1e9) * 1e3
-    compute = R * step_compute
-    exposed = (R - 1) * max(0.0, step_comm - step_compute)  # the last step sends nothing
+    ks = kinds(attention)
+    full = frame_counts(0, S)
+    head_cost = [kept(k, full, full) * cost_ms for k in ks]
+    owner = balance(head_cost, U)
+    shard_bytes = (S / P) * H * D * ELEM * (U - 1) / U
+    comm = 4 * a2a_ms(U, shard_bytes, alpha_us, beta_gbs)
+    if R == 1:
+        compute = max(sum(c for h, c in enumerate(head_cost) if owner[h] == m) for m in range(U))
+        return compute, comm
+    chunks = [frame_counts(g * S // R, (g + 1) * S // R) for g in range(R)]
+    heads_of = [[h for h in range(H) if owner[h] == m] for m in range(U)]
+    step_bytes = 2 * (S / R) * max(len(x) for x in heads_of) * D * ELEM
+    step_comm = alpha_us * 1e-3 + step_bytes / (beta_gbs * 1e9) * 1e3
+    compute = exposed = 0.0
+    for t in range(R):
+        step = max(sum(kept(ks[h], chunks[g], chunks[(g - t) % R]) * cost_ms for h in heads_of[m])
+                   for m in range(U) for g in range(R))
+        compute += step
+        if t + 1 < R:
+            exposed += max(0.0, step_comm - step)
     return compute, comm + exposed
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--svg-ms-per-head", type=float, required=True)
-    ap.add_argument("--dense-ms-per-head", type=float, required=True)
+    ap.add_argument("--svg-ms", type=float, required=True)
+    ap.add_argument("--svg-heads", type=int, required=True)
+    ap.add_argument("--svg-density", type=float, required=True)
+    ap.add_argument("--dense-ms", type=float, required=True)
+    ap.add_argument("--dense-heads", type=int, required=True)
     ap.add_argument("--alpha-us", type=float, required=True, help="all-to-all latency")
     ap.add_argument("--beta-gbs", type=float, required=True, help="GB/s per rank")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    cost = {"svg": a.svg_ms / (a.svg_density * a.svg_heads * S * S),
+            "dense": a.dense_ms / (a.dense_heads * S * S)}
     rows = []
-    for kind, t_head in (("svg", a.svg_ms_per_head), ("dense", a.dense_ms_per_head)):
-        one = H * t_head
-        cases = [("1 node", 1, 1), ("ulysses 8", 8, 1), ("ulysses 40", 40, 1),
-                 ("hybrid 8x8", 8, 8)]
-        for name, U, R in cases:
-            P = U * R
-            compute, comm = (ulysses(P, t_head, a.alpha_us, a.beta_gbs) if R == 1 else
-                             hybrid(U, R, t_head, a.alpha_us, a.beta_gbs))
+    for attention in ("svg", "dense"):
+        one = project(attention, 1, 1, cost[attention], a.alpha_us, a.beta_gbs)[0]
+        for name, U, R in (("1 node", 1, 1), ("ulysses 8", 8, 1), ("ulysses 40", 40, 1),
+                           ("ulysses 64", 64, 1), ("hybrid 8x8", 8, 8), ("hybrid 32x2", 32, 2)):
+            compute, comm = project(attention, U, R, cost[attention], a.alpha_us, a.beta_gbs)
             total = compute + comm
-            rows.append({"attention": kind, "layout": name, "nodes": P,
+            P = U * R
+            rows.append({"attention": attention, "layout": name, "nodes": P,
                          "compute_ms": round(compute, 1), "comm_ms": round(comm, 1),
                          "layer_ms": round(total, 1), "comm_share": round(comm / total, 4),
                          "speedup": round(one / total, 2),
@@ -87,7 +143,7 @@ def main():
         for r in rows:
             print(json.dumps(r))
         return
-    print("PROJECTION (model in bench/dist_projection.py), Wan 2.1 720p, one layer, bf16")
+    print("PROJECTION (model: bench/dist_projection.py), Wan 2.1 720p, one layer, 40 heads, bf16")
     print(f"{'attention':9} {'layout':12} {'nodes':>5} {'compute ms':>11} {'comm ms':>9} "
           f"{'layer ms':>9} {'comm %':>7} {'speed-up':>9} {'efficiency':>10}")
     for r in rows:
