@@ -713,8 +713,8 @@ STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind
 /* The native tokens of the query rows the session profiles in call (layer,
  * step) for batch entry `batch`: cfg.sample_rows entries, ascending, into
  * rows. For callers that profile on their own (the ring of libstsa_mpi). */
-STSA_API stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer, int64_t step,
-                                           int64_t batch, int64_t *rows);
+STSA_API stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer,
+                                           int64_t step, int64_t batch, int64_t *rows);
 
 #ifdef __cplusplus
 }
