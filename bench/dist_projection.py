@@ -25,10 +25,12 @@ The model:
     one tensor (S/P x H x D x 2 bytes): (P-1) alpha + bytes / beta each, not
     overlapped.
   * Hybrid U x R (P > H): Ulysses inside groups of U, then R ring steps;
-    step t has rank g compute its heads' pairs of (chunk g, chunk g-t), and
-    a step lasts as long as its slowest rank (a skipped empty pair saves
-    nothing while another rank of the step has work) or the K/V transfer
-    (2 x S/R x H/U x D x 2 bytes), whichever is longer.
+    step t has rank g compute its heads' pairs of (chunk g, chunk g-t). As
+    the library runs it (transfers moving during compute, two K/V buffers),
+    rank g may start step t+1 once it has finished step t, its predecessor
+    started step t plus one K/V transfer (2 x S/R x H/U x D x 2 bytes), and
+    its successor started step t. "compute" is the busiest rank's own work,
+    "comm" the rest of the layer: waits on the ring and the all-to-alls.
 Every node is this machine (2 cores); the fabric keeps the measured per-rank
 bandwidth for any number of nodes (non-blocking).
 
@@ -102,15 +104,28 @@ def project(attention, U, R, cost_ms, alpha_us, beta_gbs):
     chunks = [frame_counts(g * S // R, (g + 1) * S // R) for g in range(R)]
     heads_of = [[h for h in range(H) if owner[h] == m] for m in range(U)]
     step_bytes = 2 * (S / R) * max(len(x) for x in heads_of) * D * ELEM
-    step_comm = alpha_us * 1e-3 + step_bytes / (beta_gbs * 1e9) * 1e3
-    compute = exposed = 0.0
-    for t in range(R):
-        step = max(sum(kept(ks[h], chunks[g], chunks[(g - t) % R]) * cost_ms for h in heads_of[m])
-                   for m in range(U) for g in range(R))
-        compute += step
-        if t + 1 < R:
-            exposed += max(0.0, step_comm - step)
-    return compute, comm + exposed
+    transfer = alpha_us * 1e-3 + step_bytes / (beta_gbs * 1e9) * 1e3
+    # Every Ulysses member m runs its own ring; simulate each. Rank g's step
+    # t computes pair (g, g - t). The chunk of step t + 1 comes from g - 1,
+    # which sends it when it starts step t (transfers move during compute);
+    # a send buffer is received into again one step later, so g may not
+    # start step t + 1 before g + 1 has started step t.
+    worst = 0.0
+    for m in range(U):
+        work = [[sum(kept(ks[h], chunks[g], chunks[(g - t) % R]) * cost_ms
+                     for h in heads_of[m]) for t in range(R)] for g in range(R)]
+        start = [[0.0] * R for _ in range(R)]
+        end = [[0.0] * R for _ in range(R)]
+        for t in range(R):
+            for g in range(R):
+                if t > 0:
+                    start[g][t] = max(end[g][t - 1], start[(g - 1) % R][t - 1] + transfer,
+                                      start[(g + 1) % R][t - 1])
+                end[g][t] = start[g][t] + work[g][t]
+        worst = max(worst, max(end[g][R - 1] for g in range(R)))
+    own = max(sum(kept(ks[h], chunks[g], chunks[j]) * cost_ms for h in heads_of[m]
+                  for j in range(R)) for m in range(U) for g in range(R))
+    return own, comm + (worst - own)
 
 
 def main():

@@ -41,9 +41,12 @@
  *
  * Threads: one call at a time on a stsa_dist (and its context); MPI must be
  * initialised before stsa_dist_create and finalised after stsa_dist_free.
- * The library makes MPI calls from the calling thread only
- * (MPI_THREAD_FUNNELED or more is enough while the context's own threads
- * compute).
+ * MPI_THREAD_FUNNELED is enough: the library calls MPI from the calling
+ * thread. With MPI_THREAD_SERIALIZED or more, the ring also moves its
+ * transfers while a step computes (a thread of its own polls them, never
+ * at the same time as another MPI call of the library); under FUNNELED
+ * they move between steps (on TCP both ends must be in MPI for a large
+ * message to move).
  */
 #ifndef STSA_MPI_H
 #define STSA_MPI_H

@@ -170,7 +170,7 @@ int cli_dist_start(const cli_opt_set *sets, int n_sets, int argc, char **argv,
   if (!cli_has_option(sets, n_sets, argc, argv, first, "--dist", &help) || help)
     return 0;
   int provided = 0;
-  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
     cli_die("--dist: MPI_Init_thread failed");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &g.comm);
@@ -186,7 +186,9 @@ int cli_dist_start(const cli_opt_set *sets, int n_sets, int argc, char **argv,
   MPI_Comm_size(node, &g.node_ranks);
   MPI_Comm_free(&node);
   cli_set_die_hook(die_hook);
-  /* the kernels' threads compute while only this thread talks to MPI */
+  /* the kernels' threads compute while only this thread talks to MPI
+   * (FUNNELED); SERIALIZED also lets the ring move transfers during a
+   * step's compute (stsa_mpi.h) */
   if (provided < MPI_THREAD_FUNNELED)
     cli_die("--dist: this MPI provides thread level %d, below MPI_THREAD_FUNNELED",
             provided);

@@ -8,10 +8,23 @@
  *   m = max(L, l),  O = (e^(L-m) O + e^(l-m) o) / (e^(L-m) + e^(l-m)),
  *   L = m + ln(e^(L-m) + e^(l-m)).
  * A round whose plan keeps no pair is not computed (the compute says so).
+ *
+ * MPI moves a large message only while the ranks at both ends are inside
+ * MPI calls (on TCP; shared memory lets the receiver pull alone), and a
+ * round's compute makes none. When the caller's MPI allows calls from
+ * another thread one at a time (MPI_THREAD_SERIALIZED or more), a poller
+ * thread calls MPI_Testall on the round's transfers every 200 us while the
+ * round computes, so they move meanwhile; otherwise they move when the
+ * round ends. A round waits for what it receives only; its sends must have
+ * completed before their buffer is received into again, a round later.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist/dist_internal.h"
 
@@ -39,6 +52,42 @@ static void merge(float *acc, float *acc_lse, const float *part, const float *pa
           o[i] = (float)((wa * o[i] + wp * p[i]) / sum);
         acc_lse[li] = (float)(m + log(sum));
       }
+}
+
+/* The poller: MPI_Testall on `reqs` until told to stop (the caller does no
+ * MPI meanwhile, so the calls are serialized). */
+typedef struct poller {
+  pthread_t thread;
+  atomic_int stop;
+  MPI_Request *reqs;
+  int n, running;
+} poller;
+
+static void *poll_loop(void *arg) {
+  poller *p = arg;
+  const struct timespec pause = {0, 200 * 1000};
+  while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+    int done = 0;
+    if (MPI_Testall(p->n, p->reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS || done)
+      break; /* the round's Waitall reports errors */
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
+}
+
+static void poller_start(poller *p, MPI_Request *reqs, int n, int allowed) {
+  p->reqs = reqs;
+  p->n = n;
+  atomic_init(&p->stop, 0);
+  p->running = allowed && pthread_create(&p->thread, NULL, poll_loop, p) == 0;
+}
+
+static void poller_stop(poller *p) {
+  if (!p->running)
+    return;
+  atomic_store_explicit(&p->stop, 1, memory_order_release);
+  pthread_join(p->thread, NULL);
+  p->running = 0;
 }
 
 typedef struct ring_bufs {
@@ -125,22 +174,29 @@ stsa_status ring_run(stsa_dist *d, const dist_layout *l, const dist_local *loc,
   /* a failed compute keeps passing chunks on (the peers wait for them) and
    * reports at the end; a failed transfer ends the ring */
   stsa_status compute_st = st;
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  const int polling = level >= MPI_THREAD_SERIALIZED;
+  /* [0, 1] this round's receives, [2, 3] the sends still in flight */
+  MPI_Request req[4] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
+                        MPI_REQUEST_NULL};
+  MPI_Request *recvs = req, *sends = req + 2;
   for (int t = 0, cur = 0; st == STSA_OK && t < R; t++, cur ^= 1) {
     const int cg = (g - t + R) % R, ng = (g - t - 1 + 2 * R) % R;
     const int64_t len = layout_group_len(l, cg), nlen = layout_group_len(l, ng);
-    MPI_Request req[4];
-    int nreq = 0, rc = MPI_SUCCESS;
+    int rc = MPI_SUCCESS;
     const double t0 = dist_now_ms();
     if (t + 1 < R) {
       const int sendn = (int)(B * len * n), recvn = (int)(B * nlen * n);
-      rc = MPI_Irecv(r.k[cur ^ 1], recvn, r.krow, prev, 2 * t, d->rcomm, &req[nreq++]);
+      rc = MPI_Waitall(2, sends, MPI_STATUSES_IGNORE); /* cur ^ 1 was sent from */
       if (rc == MPI_SUCCESS)
-        rc = MPI_Irecv(r.v[cur ^ 1], recvn, r.vrow, prev, 2 * t + 1, d->rcomm,
-                       &req[nreq++]);
+        rc = MPI_Irecv(r.k[cur ^ 1], recvn, r.krow, prev, 2 * t, d->rcomm, &recvs[0]);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Isend(r.k[cur], sendn, r.krow, next, 2 * t, d->rcomm, &req[nreq++]);
+        rc = MPI_Irecv(r.v[cur ^ 1], recvn, r.vrow, prev, 2 * t + 1, d->rcomm, &recvs[1]);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Isend(r.v[cur], sendn, r.vrow, next, 2 * t + 1, d->rcomm, &req[nreq++]);
+        rc = MPI_Isend(r.k[cur], sendn, r.krow, next, 2 * t, d->rcomm, &sends[0]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Isend(r.v[cur], sendn, r.vrow, next, 2 * t + 1, d->rcomm, &sends[1]);
     }
     *comm_ms += dist_now_ms() - t0;
     if (rc != MPI_SUCCESS) {
@@ -152,19 +208,26 @@ stsa_status ring_run(stsa_dist *d, const dist_layout *l, const dist_local *loc,
     stsa_tensor pt = stsa_tensor_bshd(r.part, STSA_F32, B, S, n, D);
     int skip = 0;
     const double t1 = dist_now_ms();
+    poller pl;
+    poller_start(&pl, req, 4, polling);
     if (compute_st == STSA_OK)
       compute_st = c->run(c->self, d, l, loc, &kt, &vt, layout_group_off(l, cg), &pt,
                           r.part_lse, &skip);
+    poller_stop(&pl);
     if (compute_st == STSA_OK && !skip)
       merge(r.acc, r.acc_lse, r.part, r.part_lse, B, S, n, D);
     *skipped += skip;
     *compute_ms += dist_now_ms() - t1;
     const double t2 = dist_now_ms();
-    rc = nreq ? MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    rc = MPI_Waitall(2, recvs, MPI_STATUSES_IGNORE);
     *comm_ms += dist_now_ms() - t2;
     if (rc != MPI_SUCCESS)
       st = dist_fail_mpi(d, rc, "MPI_Waitall (ring)");
   }
+  const double t3 = dist_now_ms();
+  if (MPI_Waitall(2, sends, MPI_STATUSES_IGNORE) != MPI_SUCCESS && st == STSA_OK)
+    st = dist_fail(d, STSA_ERR_IO, "MPI: MPI_Waitall (ring sends) failed");
+  *comm_ms += dist_now_ms() - t3;
   if (st == STSA_OK)
     st = compute_st;
   if (st == STSA_OK) {
