@@ -46,7 +46,9 @@
  * transfers while a step computes (a thread of its own polls them, never
  * at the same time as another MPI call of the library); under FUNNELED
  * they move between steps (on TCP both ends must be in MPI for a large
- * message to move).
+ * message to move). Under SERIALIZED, no other thread of the program may
+ * call MPI while a ring or hybrid call is in flight (the poller's calls
+ * count as the call's own); MPI_THREAD_MULTIPLE has no such rule.
  */
 #ifndef STSA_MPI_H
 #define STSA_MPI_H
