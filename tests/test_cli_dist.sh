@@ -116,14 +116,6 @@ if __name__ == '__main__':
         sys.exit(1)
 PY
 
-# expect_ok NAME CMD...: the command succeeds.
-expect_ok() {
-  local name=$1
-  shift
-  if "$@" >"$name.stdout" 2>"$name.stderr"; then ok; else
-    bad "$name: exit $? ($(head -c 600 "$name.stderr"))"
-  fi
-}
 
 # expect_same NAME A B: files A and B are equal byte for byte.
 expect_same() {

@@ -224,14 +224,6 @@ if __name__ == '__main__':
 PY
 
 # ------------------------------------------------------------- run it
-# expect_ok NAME CMD...: the command succeeds.
-expect_ok() {
-  local name=$1
-  shift
-  if "$@" >"$name.stdout" 2>"$name.stderr"; then ok; else
-    bad "$name: exit $? ($(head -c 400 "$name.stderr"))"
-  fi
-}
 
 # expect_fail NAME PATTERN OUT CMD...: non-zero exit, PATTERN on stderr and
 # no file OUT.
