@@ -254,6 +254,31 @@ static void choose_kinds(dist_svg_call *c, const float *all, int members, int64_
   free(o);
 }
 
+/* Allgathers `elems` floats of every ring member into all[members][elems]
+ * (each buffer has room for one more float). A member's status travels in
+ * that extra slot, so every member reaches the collective, failed or not,
+ * and every member learns whether any failed. Returns the status to go on
+ * with: st, or a failure of this exchange or of another member. */
+static stsa_status gather_members(stsa_dist *d, stsa_status st, float *mine, size_t elems,
+                                  float *all, int members, const char *what) {
+  if (mine)
+    mine[elems] = st == STSA_OK ? 0.0f : 1.0f;
+  const int count = (int)(elems + 1);
+  int rc = mine && all
+               ? MPI_Allgather(mine, count, MPI_FLOAT, all, count, MPI_FLOAT, d->rcomm)
+               : MPI_SUCCESS;
+  if (rc != MPI_SUCCESS && st == STSA_OK)
+    st = dist_fail_mpi(d, rc, what);
+  for (int g = 0; st == STSA_OK && g < members; g++)
+    if (all[(size_t)g * (elems + 1) + elems] != 0.0f)
+      st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: svg profiling failed on the ring");
+  /* drop the status slots: member g's block starts at g * (elems + 1) */
+  for (int g = 1; st == STSA_OK && g < members; g++)
+    memmove(all + (size_t)g * elems, all + (size_t)g * (elems + 1),
+            sizeof(float) * elems);
+  return st;
+}
+
 stsa_status ring_svg_prepare(void *self, stsa_dist *d, const dist_layout *l,
                              const dist_local *loc) {
   dist_svg_call *c = self;
@@ -299,42 +324,21 @@ stsa_status ring_svg_prepare(void *self, stsa_dist *d, const dist_layout *l,
         stsa_tensor_copy(&src, &dst);
       }
     }
-  if (q_mine)
-    q_mine[q_elems] = st == STSA_OK ? 0.0f : 1.0f;
-  int rc = q_mine && q_all ? MPI_Allgather(q_mine, (int)(q_elems + 1), MPI_FLOAT, q_all,
-                                           (int)(q_elems + 1), MPI_FLOAT, d->rcomm)
-                           : MPI_SUCCESS;
-  if (rc != MPI_SUCCESS && st == STSA_OK)
-    st = dist_fail_mpi(d, rc, "MPI_Allgather (sampled queries)");
-  for (int g = 0; st == STSA_OK && g < members; g++)
-    if (q_all[(size_t)g * (q_elems + 1) + q_elems] != 0.0f)
-      st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: svg profiling failed on the ring");
+  st = gather_members(d, st, q_mine, q_elems, q_all, members,
+                      "MPI_Allgather (sampled queries)");
   if (st == STSA_OK) { /* exactly one member holds each row: sum them */
     for (size_t i = 0; i < q_elems; i++) {
       float sum = 0;
       for (int g = 0; g < members; g++)
-        sum += q_all[(size_t)g * (q_elems + 1) + i];
+        sum += q_all[(size_t)g * q_elems + i];
       q_mine[i] = sum;
     }
     st = profile_partials(c, l, loc, rows, q_mine, part);
   }
-  if (part)
-    part[part_elems] = st == STSA_OK ? 0.0f : 1.0f;
-  rc = part && all ? MPI_Allgather(part, (int)(part_elems + 1), MPI_FLOAT, all,
-                                   (int)(part_elems + 1), MPI_FLOAT, d->rcomm)
-                   : MPI_SUCCESS;
-  if (rc != MPI_SUCCESS && st == STSA_OK)
-    st = dist_fail_mpi(d, rc, "MPI_Allgather (profiling partials)");
-  for (int g = 0; st == STSA_OK && g < members; g++)
-    if (all[(size_t)g * (part_elems + 1) + part_elems] != 0.0f)
-      st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: svg profiling failed on the ring");
-  if (st == STSA_OK) {
-    /* drop the status slots: member g's block starts at g * (part_elems + 1) */
-    for (int g = 1; g < members; g++)
-      memmove(all + (size_t)g * part_elems, all + (size_t)g * (part_elems + 1),
-              sizeof(float) * part_elems);
+  st = gather_members(d, st, part, part_elems, all, members,
+                      "MPI_Allgather (profiling partials)");
+  if (st == STSA_OK)
     choose_kinds(c, all, members, n, D);
-  }
   free(rows);
   free(q_mine);
   free(q_all);
