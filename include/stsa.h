@@ -390,6 +390,15 @@ STSA_API stsa_status stsa_mask_segments(const int32_t *q_seg, int64_t s_q,
 /* explicit boolean mask, row-major [s_q][s_kv], nonzero = keep (copied) */
 STSA_API stsa_status stsa_mask_dense(const uint8_t *keep, int64_t s_q, int64_t s_kv,
                                      stsa_mask **out);
+/* cluster rectangles (Sparse VideoGen 2): keep (i, j) iff
+ * keep[q_label[i] * kv_clusters + k_label[j]] != 0. Labels are in
+ * [0, q_clusters) and [0, kv_clusters), or -1 for a token no cluster holds
+ * (text: combine with stsa_mask_text), which this mask never keeps. Arrays
+ * copied; keep is row-major [q_clusters][kv_clusters]. */
+STSA_API stsa_status stsa_mask_clusters(const int32_t *q_label, int64_t s_q,
+                                        int64_t q_clusters, const int32_t *k_label,
+                                        int64_t s_kv, int64_t kv_clusters,
+                                        const uint8_t *keep, stsa_mask **out);
 STSA_API stsa_status stsa_mask_and(const stsa_mask *a, const stsa_mask *b,
                                    stsa_mask **out);
 STSA_API stsa_status stsa_mask_or(const stsa_mask *a, const stsa_mask *b,
@@ -552,10 +561,13 @@ typedef enum stsa_head_kind {
   STSA_HEAD_SPATIAL = 0,  /* own and nearby frames */
   STSA_HEAD_TEMPORAL = 1, /* same and nearby positions in every frame */
   STSA_HEAD_MIXED = 2,    /* both (only as ground truth of the workload) */
+  /* by content (object identity), neither spatial nor temporal: SVG2's
+   * clusters; the kind SVG2 reports, and a ground truth of the workload */
+  STSA_HEAD_SEMANTIC = 3,
   STSA_HEAD_KIND_COUNT_
 } stsa_head_kind;
 
-/* "spatial", "temporal", "mixed"; "unknown" for any other value. */
+/* "spatial", "temporal", "mixed", "semantic"; "unknown" for any other value. */
 STSA_API const char *stsa_head_kind_name(stsa_head_kind kind);
 
 /* ------------------------------------------------------------------------ */
@@ -587,7 +599,32 @@ typedef struct stsa_svg_config {
    * tiles) when such sizes exist in [96, 240] x [128, 320], else the
    * context's */
   int q_tile, kv_tile;
+  /* ---- Sparse VideoGen 2 (method = STSA_SVG_METHOD_SVG2) ---- */
+  int method; /* stsa_svg_method; 0 = SVG */
+  /* k-means clusters of the video queries and keys per (batch, head); 0 =
+   * automatic: the published 300 / 1000 at 75,600 video tokens (Wan 2.1
+   * 720p), scaled with the video token count, at least 8 tokens each */
+  int64_t q_clusters, kv_clusters;
+  /* key clusters kept per query cluster: in descending centroid probability
+   * until the cumulative probability reaches top_p (0 = use `density`
+   * instead: until the kept keys reach density * video tokens), always the
+   * top one and at least min_kv_fraction of them (0 = 0.10) */
+  double top_p, min_kv_fraction;
+  /* Lloyd iterations: the first call of a layer (k-means++ seeding) and
+   * later calls warm-started from that layer's centroids; 0 = 50 and 2 */
+  int64_t kmeans_iters_cold, kmeans_iters_warm;
+  /* ---- both methods ---- */
+  /* default error budget of stsa_svg_attention (stsa_svg_call.max_rel_error) */
+  double max_rel_error;
 } stsa_svg_config;
+
+typedef enum stsa_svg_method {
+  STSA_SVG_METHOD_SVG = 0,  /* spatial or temporal head per call (Sparse VideoGen) */
+  STSA_SVG_METHOD_SVG2 = 1, /* semantic clusters with top-p budgets (Sparse VideoGen 2) */
+  STSA_SVG_METHOD_COUNT_
+} stsa_svg_method;
+/* "svg", "svg2"; "unknown" for any other value. */
+STSA_API const char *stsa_svg_method_name(int method);
 
 /* Published SVG defaults by name: "wan21-480p", "wan21-720p", "hunyuan-720p",
  * "hunyuan-480p", "cogvideox15". */
@@ -629,7 +666,38 @@ typedef struct stsa_svg_report {
   double profile_ms;     /* time spent profiling */
   double attention_ms;   /* time spent in attention proper */
   double density;        /* realised kept fraction over all heads */
+  /* ---- since the error budget and SVG2 ---- */
+  float *est_error;    /* [B * H] estimated relative L2 error of what each head ran,
+                          from the profiled rows (0 for dense heads) */
+  float *head_density; /* [B * H] kept fraction each head ran with */
+  uint8_t *budget;     /* [B * H] stsa_budget_action: why that density */
+  float *head_top_p;   /* [B * H] SVG2: top-p each head finally used (0 for SVG) */
+  int64_t q_clusters, kv_clusters; /* SVG2: clusters per head (0 for SVG) */
+  double cluster_ms;               /* SVG2: time spent in k-means (inside profile_ms) */
+  int cold;                        /* SVG2: 1 if this call seeded its layer's clusters */
 } stsa_svg_report;
+
+/* What the error budget did to a head (stsa_svg_report.budget). */
+typedef enum stsa_budget_action {
+  STSA_BUDGET_NONE = 0,   /* no budget, or the planned density met it */
+  STSA_BUDGET_RAISED = 1, /* the estimate exceeded the budget: a wider window (SVG)
+                             or a larger top-p (SVG2) met it */
+  STSA_BUDGET_DENSE = 2,  /* nothing sparse met it: the head ran dense */
+  STSA_BUDGET_POLICY = 3, /* the dense steps or layers of the policy: dense */
+  STSA_BUDGET_ACTION_COUNT_
+} stsa_budget_action;
+/* "none", "raised", "dense", "policy"; "unknown" for any other value. */
+STSA_API const char *stsa_budget_action_name(int action);
+
+/* Per-call options of stsa_svg_attention_ex. */
+typedef struct stsa_svg_call {
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
+  /* error budget: each head's estimated relative L2 error ||o - o_dense|| /
+   * ||o_dense|| over the profiled rows must stay <= max_rel_error, else the
+   * head's budget is raised (SVG: density x2, x4; SVG2: top-p 0.95, 0.98,
+   * 0.995) and at last it runs dense. 0: no budget; < 0: the config's. */
+  double max_rel_error;
+} stsa_svg_call;
 
 /* out = SVG attention of (q, k, v) of shape [B, N, H, D] for one layer of one
  * step. The call is dense when the policy says so (report->dense). */
@@ -637,6 +705,12 @@ STSA_API stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t st
                                         const stsa_tensor *q, const stsa_tensor *k,
                                         const stsa_tensor *v, const stsa_tensor *out,
                                         stsa_svg_report *report);
+/* The same with per-call options (call may be NULL: the config's budget). */
+STSA_API stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
+                                           const stsa_tensor *q, const stsa_tensor *k,
+                                           const stsa_tensor *v, const stsa_tensor *out,
+                                           const stsa_svg_call *call,
+                                           stsa_svg_report *report);
 
 /* Copies tokens of `in` into `out` reordered from native order to `order`
  * (inverse = 0) or back (inverse = 1); the copy-based alternative to the
