@@ -31,6 +31,23 @@
  * it adds exactly SINK_KAPPA to the score of each frame-0 key and nothing
  * position-dependent elsewhere.
  *
+ * Semantic heads (SVG2's case) attend by object identity instead. Each batch
+ * entry has a scene: a few discs (OBJECTS) that move in straight lines across
+ * the frames, wrapping around the frame edges, over a static partition of the
+ * frame into BACKGROUND regions (Voronoi cells of fixed seeds). A video token
+ * belongs to the topmost object covering it, else to its background region
+ * (token_identity is the one place that decides). Then
+ *     q = s' + e_id + g + SIGMA_VIDEO z      k = s' + e_id + [f == 0] g + ...
+ *     v = V_SMOOTH c_id + V_NOISE z''
+ * where s' is the RoPE term above at weak strengths, on every other pair of
+ * each band only, and the identity vectors e_id live on the pairs s' leaves
+ * out: they are orthogonal to every position vector and to each other (as
+ * long as there are no more identities than identity dims), so a key of the
+ * query's identity gets exactly SEM_KAPPA more score and any other key none.
+ * An object's tokens sit at another place in every frame, so neither a frame
+ * window nor a position band holds them; a background region is static, so a
+ * band holds part of it.
+ *
  * Every random number is a counter-based hash of (seed, stream, batch, head,
  * token, dim), so the values do not depend on layout, dtype or thread count.
  */
@@ -65,7 +82,33 @@ static const kind_kappa KIND_KAPPA[STSA_HEAD_KIND_COUNT_] = {
     [STSA_HEAD_SPATIAL] = {7.0, 1.0, 1.0},
     [STSA_HEAD_TEMPORAL] = {0.5, 11.0, 11.0},
     [STSA_HEAD_MIXED] = {3.5, 5.0, 5.0},
+    /* Some locality, as real semantic heads have, well below the identity
+     * term: a same-identity key 10 frames or rows away still outweighs an
+     * adjacent key of another identity by e^(SEM_KAPPA - ~1.5). */
+    [STSA_HEAD_SEMANTIC] = {0.7, 0.7, 0.7},
 };
+
+/* Score bonus of a same-identity key in a semantic head. An identity holds
+ * about 2-10% of the video tokens (an object pi r^2 of a frame's Hp*Wp with
+ * the radius below, a background cell a 16th to a 6th of what objects leave
+ * free), so 70-90% of a row's mass on it needs e^kappa ~ 30-150. Measured
+ * (sampled rows, double softmax; F 9-21, Hp x Wp 12x16 .. 45x80, D 64/128):
+ * 79-93% of the mass on same-identity keys (object rows 69-83%, background
+ * rows 84-96%). At density 0.25 SVG's spatial mask (frame window, sink, text)
+ * then holds 43-50% of a semantic row's mass against 81-92% of a spatial
+ * head's (54% at 12x16, whose window is the own frame), and the temporal
+ * mask (position band) 51-65% against 98.5-99.4% of a temporal head's (73%
+ * at 12x16): background regions are static, so a band holds much of them,
+ * objects move, so it holds about half of theirs. */
+#define SEM_KAPPA 4.5
+/* Scene of a batch entry. Objects: 6 + P/512 of them, at most 12 (6 at
+ * 12x16, 12 at Wan 720p's 45x80), radius 10-18% of the shorter frame side
+ * (>= 1.5 tokens), speed 6-12% of it per frame (>= 1.5 tokens), so an object
+ * leaves its own footprint within 1-3 frames and crosses the frame in a
+ * typical video. Background: P/64 Voronoi cells, 4 to 16. */
+#define SEM_MAX_OBJECTS 12
+#define SEM_MAX_REGIONS 16
+#define SEM_MAX_IDS (SEM_MAX_OBJECTS + SEM_MAX_REGIONS)
 
 /* Score bonus of frame-0 keys: e^1.5 = 4.5x the weight of a like key elsewhere. */
 #define SINK_KAPPA 1.5
@@ -86,13 +129,24 @@ static const kind_kappa KIND_KAPPA[STSA_HEAD_KIND_COUNT_] = {
 /* Same cap as the mask module: every index product stays far from overflow. */
 #define MAX_TOKENS ((int64_t)1 << 40)
 
-enum { STREAM_Q = 1, STREAM_K, STREAM_V, STREAM_PHASE, STREAM_VDIR, STREAM_SINK };
+enum {
+  STREAM_Q = 1,
+  STREAM_K,
+  STREAM_V,
+  STREAM_PHASE,
+  STREAM_VDIR,
+  STREAM_SINK,
+  STREAM_SCENE,
+  STREAM_IDENT,
+  STREAM_IDENT_V
+};
 
 const char *stsa_head_kind_name(stsa_head_kind kind) {
   static const char *const names[STSA_HEAD_KIND_COUNT_] = {
       [STSA_HEAD_SPATIAL] = "spatial",
       [STSA_HEAD_TEMPORAL] = "temporal",
       [STSA_HEAD_MIXED] = "mixed",
+      [STSA_HEAD_SEMANTIC] = "semantic",
   };
   return (unsigned)kind < STSA_HEAD_KIND_COUNT_ ? names[kind] : "unknown";
 }
@@ -200,13 +254,94 @@ static void default_kinds(int64_t H, stsa_head_kind *kinds) {
   }
 }
 
+/* ---- scenes of semantic heads ---------------------------------------------- */
+/* One batch entry's objects and background seeds, in token units; the counts
+ * depend on the geometry only, the placement on (seed, batch). */
+typedef struct scene {
+  int objects, regions;
+  int64_t height, width;
+  double cy[SEM_MAX_OBJECTS], cx[SEM_MAX_OBJECTS]; /* centre in frame 0 */
+  double vy[SEM_MAX_OBJECTS], vx[SEM_MAX_OBJECTS]; /* tokens per frame */
+  double r2[SEM_MAX_OBJECTS];                      /* squared radius */
+  double sy[SEM_MAX_REGIONS], sx[SEM_MAX_REGIONS]; /* Voronoi seeds */
+} scene;
+
+static int scene_ids(const stsa_geometry *g, int *objects, int *regions) {
+  const int64_t P = g->height * g->width;
+  const int64_t no = 6 + P / 512, nr = P / 32;
+  *objects = no > SEM_MAX_OBJECTS ? SEM_MAX_OBJECTS : (int)no;
+  *regions = nr < 4 ? 4 : nr > SEM_MAX_REGIONS ? SEM_MAX_REGIONS : (int)nr;
+  return *objects + *regions;
+}
+
+static void build_scene(scene *sc, const stsa_geometry *g, uint64_t seed, int64_t b) {
+  const uint64_t key = stream_key(seed, STREAM_SCENE, b, 0);
+  const double Hp = (double)g->height, Wp = (double)g->width;
+  const double side = Hp < Wp ? Hp : Wp;
+  scene_ids(g, &sc->objects, &sc->regions);
+  sc->height = g->height;
+  sc->width = g->width;
+  for (int o = 0; o < sc->objects; o++) {
+    const uint64_t at = 8 * (uint64_t)o;
+    double r = side * (0.10 + 0.08 * unit_interval(key, at + 2));
+    double speed = side * (0.06 + 0.06 * unit_interval(key, at + 3));
+    double dir = TWO_PI * unit_interval(key, at + 4);
+    r = r < 1.5 ? 1.5 : r;
+    speed = speed < 1.5 ? 1.5 : speed;
+    sc->cy[o] = Hp * unit_interval(key, at);
+    sc->cx[o] = Wp * unit_interval(key, at + 1);
+    sc->vy[o] = speed * sin(dir);
+    sc->vx[o] = speed * cos(dir);
+    sc->r2[o] = r * r;
+  }
+  for (int c = 0; c < sc->regions; c++) {
+    const uint64_t at = 8 * (uint64_t)(SEM_MAX_OBJECTS + c);
+    sc->sy[c] = Hp * unit_interval(key, at);
+    sc->sx[c] = Wp * unit_interval(key, at + 1);
+  }
+}
+
+/* Distance from a to b along a wrapping axis of length n, in [0, n/2]. */
+static double wrap_dist(double a, double b, double n) {
+  double d = fmod(fabs(a - b), n);
+  return d > n - d ? n - d : d;
+}
+
+/* The identity of video token (f, y, x): the highest-numbered object whose
+ * disc (centre moved f frames, wrapped onto the frame) covers the token's
+ * centre, else objects + its Voronoi cell. The only place that decides it:
+ * everything else reads identities through the vectors indexed by it. */
+static int token_identity(const scene *sc, int64_t f, int64_t y, int64_t x) {
+  const double Hp = (double)sc->height, Wp = (double)sc->width;
+  const double py = (double)y + 0.5, px = (double)x + 0.5;
+  for (int o = sc->objects - 1; o >= 0; o--) {
+    double dy = wrap_dist(py, sc->cy[o] + (double)f * sc->vy[o], Hp);
+    double dx = wrap_dist(px, sc->cx[o] + (double)f * sc->vx[o], Wp);
+    if (dy * dy + dx * dx <= sc->r2[o])
+      return o;
+  }
+  int best = 0;
+  double best_d2 = INFINITY;
+  for (int c = 0; c < sc->regions; c++) {
+    double dy = py - sc->sy[c], dx = px - sc->sx[c], d2 = dy * dy + dx * dx;
+    if (d2 < best_d2) {
+      best_d2 = d2;
+      best = c;
+    }
+  }
+  return sc->objects + best;
+}
+
 /* ---- per-head position tables --------------------------------------------- */
 /* Everything that depends on a head and one coordinate, so the token loop is
  * table reads plus noise: qk[b] holds a_b RoPE_b(pos) u_b and v[b] the smooth
- * V field, both [H][extent_b][len_b]; sink holds g, [H][D]. */
+ * V field, both [H][extent_b][len_b]; sink holds g, [H][D]; ident and
+ * ident_v hold e_id and c_id of semantic heads, [H][ids][D] (ids = 0 when no
+ * head is semantic). */
 typedef struct tables {
   int64_t off[3], len[3], ext[3];
-  float *qk[3], *v[3], *sink;
+  int ids;
+  float *qk[3], *v[3], *sink, *ident, *ident_v;
   float *block;
 } tables;
 
@@ -219,15 +354,64 @@ static void band_split(int64_t D, int64_t len[3], int64_t off[3]) {
   off[2] = len[0] + len[1];
 }
 
-/* Fills the tables of head h; `sink_dims` flags the dims g may use. */
-static void build_head(tables *tb, const stsa_workload_desc *d, int64_t h,
-                       stsa_head_kind kind, unsigned char *sink_dims) {
+/* e_id and c_id of semantic head h: e_id on the dims `id_dims` flags (all
+ * dims if none, which only happens for D < 8), orthogonalised in order while
+ * there is room (Gram-Schmidt; later ones stay random), each scaled so that
+ * e . e / sqrt(D) = SEM_KAPPA; c_id unit Gaussian on every dim. */
+static void build_identities(tables *tb, const stsa_workload_desc *d, int64_t h,
+                             const unsigned char *id_dims) {
   const int64_t D = d->head_dim;
+  const uint64_t ke = stream_key(d->seed, STREAM_IDENT, 0, h);
+  const uint64_t kc = stream_key(d->seed, STREAM_IDENT_V, 0, h);
+  int64_t room = 0;
+  for (int64_t i = 0; i < D; i++)
+    room += id_dims[i];
+  const int all = room == 0;
+  room = all ? D : room;
+  const double want = sqrt(SEM_KAPPA * sqrt((double)D));
+  double w[STSA_MAX_HEAD_DIM];
+  for (int a = 0; a < tb->ids; a++) {
+    float *e = tb->ident + (h * tb->ids + a) * D;
+    float *c = tb->ident_v + (h * tb->ids + a) * D;
+    const uint64_t idx0 = (uint64_t)a * (uint64_t)D;
+    for (int64_t i = 0; i < D; i++) {
+      w[i] = (all || id_dims[i]) ? noise(ke, idx0 + (uint64_t)i) : 0.0;
+      c[i] = noise(kc, idx0 + (uint64_t)i);
+    }
+    for (int p = 0; p < a && a < room; p++) {
+      const float *ep = tb->ident + (h * tb->ids + p) * D;
+      double dot = 0, n2 = 0;
+      for (int64_t i = 0; i < D; i++) {
+        dot += w[i] * ep[i];
+        n2 += (double)ep[i] * ep[i];
+      }
+      for (int64_t i = 0; i < D; i++)
+        w[i] -= dot / n2 * ep[i];
+    }
+    double norm2 = 0;
+    for (int64_t i = 0; i < D; i++)
+      norm2 += w[i] * w[i];
+    const double scale = norm2 > 0 ? want / sqrt(norm2) : 0.0;
+    for (int64_t i = 0; i < D; i++)
+      e[i] = (float)(w[i] * scale);
+  }
+}
+
+/* Fills the tables of head h; `sink_dims` flags the dims g may use and
+ * `id_dims` (semantic heads) those e_id may use. A semantic head puts its
+ * position terms on the even pairs of each band only and leaves the odd ones
+ * to e_id. */
+static void build_head(tables *tb, const stsa_workload_desc *d, int64_t h,
+                       stsa_head_kind kind, unsigned char *sink_dims,
+                       unsigned char *id_dims) {
+  const int64_t D = d->head_dim;
+  const int semantic = kind == STSA_HEAD_SEMANTIC;
   const double kappa[3] = {KIND_KAPPA[kind].t, KIND_KAPPA[kind].h, KIND_KAPPA[kind].w};
   const uint64_t kphase = stream_key(d->seed, STREAM_PHASE, 0, h);
   const uint64_t kvdir = stream_key(d->seed, STREAM_VDIR, 0, h);
   const uint64_t ksink = stream_key(d->seed, STREAM_SINK, 0, h);
   memset(sink_dims, 0, (size_t)D);
+  memset(id_dims, 0, (size_t)D);
   if (D & 1)
     sink_dims[D - 1] = 1;
   for (int b = 0; b < 3; b++) {
@@ -236,13 +420,17 @@ static void build_head(tables *tb, const stsa_workload_desc *d, int64_t h,
     int64_t used = pairs >= 2 ? pairs - 1 : pairs;
     if (pairs >= 2)
       sink_dims[tb->off[b] + 2 * pairs - 2] = sink_dims[tb->off[b] + 2 * pairs - 1] = 1;
-    double amp = used > 0 ? sqrt(kappa[b] * sqrt((double)D) / (double)used) : 0.0;
+    int64_t npos = semantic ? (used + 1) / 2 : used;
+    double amp = npos > 0 ? sqrt(kappa[b] * sqrt((double)D) / (double)npos) : 0.0;
     for (int64_t k = 0; k < pairs; k++) {
       double theta = pow(ROPE_BASE, -2.0 * (double)k / (double)tb->len[b]);
       uint64_t dim = (uint64_t)(tb->off[b] + 2 * k);
       double phase = TWO_PI * unit_interval(kphase, dim);
-      double u0 = k < used ? amp * cos(phase) : 0.0,
-             u1 = k < used ? amp * sin(phase) : 0.0;
+      int pos_pair = k < used && (!semantic || k % 2 == 0);
+      if (semantic && k < used && !pos_pair)
+        id_dims[dim] = id_dims[dim + 1] = 1;
+      double u0 = pos_pair ? amp * cos(phase) : 0.0,
+             u1 = pos_pair ? amp * sin(phase) : 0.0;
       double e0 = noise(kvdir, dim), e1 = noise(kvdir, dim + 1);
       for (int64_t p = 0; p < tb->ext[b]; p++) {
         double c = cos((double)p * theta), s = sin((double)p * theta);
@@ -269,6 +457,8 @@ static void build_head(tables *tb, const stsa_workload_desc *d, int64_t h,
   double scale = norm2 > 0 ? want / sqrt(norm2) : 0.0;
   for (int64_t i = 0; i < D; i++)
     g[i] = (float)(g[i] * scale);
+  if (semantic)
+    build_identities(tb, d, h, id_dims);
 }
 
 static stsa_status build_tables(tables *tb, const stsa_workload_desc *d,
@@ -278,17 +468,21 @@ static stsa_status build_tables(tables *tb, const stsa_workload_desc *d,
   tb->ext[0] = d->geometry.frames;
   tb->ext[1] = d->geometry.height;
   tb->ext[2] = d->geometry.width;
+  int semantic = 0, objects, regions;
+  for (int64_t h = 0; h < H; h++)
+    semantic |= kinds[h] == STSA_HEAD_SEMANTIC;
+  tb->ids = semantic ? scene_ids(&d->geometry, &objects, &regions) : 0;
   /* Sizes are bounded by the validated output tensors (<= 2^52 bytes). */
-  size_t per[3], total = (size_t)(H * D);
+  size_t per[3], total = (size_t)(H * D) * (1 + 2 * (size_t)tb->ids);
   for (int b = 0; b < 3; b++) {
     per[b] = (size_t)(H * tb->ext[b] * tb->len[b]);
     total += 2 * per[b];
   }
   tb->block = malloc(total * sizeof(float));
-  unsigned char *sink_dims = malloc((size_t)D);
-  if (!tb->block || !sink_dims) {
+  unsigned char *dims = malloc(2 * (size_t)D); /* flags: sink dims, identity dims */
+  if (!tb->block || !dims) {
     free(tb->block);
-    free(sink_dims);
+    free(dims);
     return STSA_ERR_OUT_OF_MEMORY;
   }
   float *p = tb->block;
@@ -298,21 +492,27 @@ static stsa_status build_tables(tables *tb, const stsa_workload_desc *d,
     p += 2 * per[b];
   }
   tb->sink = p;
+  tb->ident = p + H * D;
+  tb->ident_v = tb->ident + H * tb->ids * D;
   for (int64_t h = 0; h < H; h++)
-    build_head(tb, d, h, kinds[h], sink_dims);
-  free(sink_dims);
+    build_head(tb, d, h, kinds[h], dims, dims + D);
+  free(dims);
   return STSA_OK;
 }
 
 /* ---- the token loop ---------------------------------------------------------- */
-static void generate(const tables *tb, const stsa_workload_desc *d, int64_t n,
-                     const stsa_tensor *q, const stsa_tensor *k, const stsa_tensor *v) {
+static void generate(const tables *tb, const stsa_workload_desc *d,
+                     const stsa_head_kind *kinds, int64_t n, const stsa_tensor *q,
+                     const stsa_tensor *k, const stsa_tensor *v) {
   const stsa_geometry *g = &d->geometry;
   const int64_t H = d->heads, D = d->head_dim;
   const int64_t P = g->height * g->width, L = g->frames * P;
   const int64_t v0 = g->text_pos == STSA_TEXT_PREFIX ? g->text : 0;
   const int64_t rows = n * H;
   for (int64_t b = 0; b < d->batch; b++) {
+    scene sc;
+    if (tb->ids > 0)
+      build_scene(&sc, g, d->seed, b);
 #pragma omp parallel for schedule(static) if (rows * D > (1 << 16))
     for (int64_t s = 0; s < n; s++) {
       float qr[STSA_MAX_HEAD_DIM], kr[STSA_MAX_HEAD_DIM], vr[STSA_MAX_HEAD_DIM];
@@ -321,6 +521,7 @@ static void generate(const tables *tb, const stsa_workload_desc *d, int64_t n,
       const int64_t f = video ? i / P : 0, y = video ? i % P / g->width : 0,
                     x = video ? i % g->width : 0;
       const int64_t pos[3] = {f, y, x};
+      const int id = video && tb->ids > 0 ? token_identity(&sc, f, y, x) : 0;
       for (int64_t h = 0; h < H; h++) {
         const uint64_t kq = stream_key(d->seed, STREAM_Q, b, h);
         const uint64_t kk = stream_key(d->seed, STREAM_K, b, h);
@@ -342,6 +543,14 @@ static void generate(const tables *tb, const stsa_workload_desc *d, int64_t n,
           }
           if (D & 1)
             qr[D - 1] = vr[D - 1] = 0.0f;
+          if (kinds[h] == STSA_HEAD_SEMANTIC) { /* identity over the weak position */
+            const float *e_id = tb->ident + (h * tb->ids + id) * D;
+            const float *c_id = tb->ident_v + (h * tb->ids + id) * D;
+            for (int64_t e = 0; e < D; e++) {
+              qr[e] += e_id[e];
+              vr[e] = c_id[e];
+            }
+          }
           const float *sk = tb->sink + h * D;
           const float ksink = f == 0 ? 1.0f : 0.0f;
           for (int64_t e = 0; e < D; e++) {
@@ -385,7 +594,7 @@ stsa_status stsa_workload_generate(const stsa_workload_desc *desc, const stsa_te
   tables tb;
   stsa_status st = build_tables(&tb, desc, kinds);
   if (st == STSA_OK) {
-    generate(&tb, desc, n, q, k, v);
+    generate(&tb, desc, kinds, n, q, k, v);
     free(tb.block);
     if (kinds_out)
       memcpy(kinds_out, kinds, (size_t)desc->heads * sizeof *kinds);
