@@ -2,7 +2,8 @@
  * test_workload.c — the built-in Sparse VideoGen workload: head kind names,
  * determinism (bytes, layouts, dtypes, threads, seeds, batch entries), the
  * attention structure of each head kind measured with a double-precision
- * softmax, the default kind mix, invalid input, and a timing print.
+ * softmax (semantic heads against the masks of an SVG session), the default
+ * kind mix, invalid input, and a timing print.
  */
 #include <math.h>
 #include <stdio.h>
@@ -77,6 +78,8 @@ static void test_names(void) {
   CHECK(strcmp(stsa_head_kind_name(STSA_HEAD_TEMPORAL), "temporal") == 0,
         "temporal name");
   CHECK(strcmp(stsa_head_kind_name(STSA_HEAD_MIXED), "mixed") == 0, "mixed name");
+  CHECK(strcmp(stsa_head_kind_name(STSA_HEAD_SEMANTIC), "semantic") == 0,
+        "semantic name");
   CHECK(strcmp(stsa_head_kind_name(STSA_HEAD_KIND_COUNT_), "unknown") == 0,
         "name of an invalid kind");
   CHECK(strcmp(stsa_head_kind_name((stsa_head_kind)-1), "unknown") == 0,
@@ -117,14 +120,19 @@ static int64_t mismatches(const stsa_tensor *ref, const stsa_tensor *t) {
   return bad;
 }
 
-static void test_determinism(void) {
+/* The default mix (kinds NULL), and semantic heads among the others. */
+static const stsa_head_kind WITH_SEMANTIC[5] = {STSA_HEAD_SEMANTIC, STSA_HEAD_SPATIAL,
+                                                STSA_HEAD_SEMANTIC, STSA_HEAD_TEMPORAL,
+                                                STSA_HEAD_SEMANTIC};
+
+static void test_determinism(const stsa_head_kind *kinds) {
   /* Odd D, prefix text, batch 2, above the size where threads start. */
   const int64_t dims[2] = {13, 64};
   for (int di = 0; di < 2; di++) {
     stsa_workload_desc d =
-        make_desc(5, 6, 7, 11, STSA_TEXT_PREFIX, 2, 3, dims[di], 7, NULL);
+        make_desc(5, 6, 7, 11, STSA_TEXT_PREFIX, 2, 3, dims[di], 7, kinds);
     if (dims[di] == 64)
-      d = make_desc(6, 12, 16, 11, STSA_TEXT_SUFFIX, 2, 5, 64, 7, NULL);
+      d = make_desc(6, 12, 16, 11, STSA_TEXT_SUFFIX, 2, 5, 64, 7, kinds);
     qkv a = alloc_qkv(&d, STSA_F32, TU_BSHD), b = alloc_qkv(&d, STSA_F32, TU_BSHD);
     stsa_head_kind ka[5], kb[5];
     CHECK_STATUS(gen(&d, &a, ka), STSA_OK);
@@ -208,6 +216,38 @@ static int64_t count_within(int64_t c, int64_t extent, int64_t r) {
   return hi - lo + 1;
 }
 
+/* Row s of (batch b, head h) of t in double: out[D]. */
+static void load_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, double *out) {
+  for (int64_t e = 0; e < t->shape[3]; e++)
+    out[e] = tu_load(t->data, t->dtype, tu_offset(t, b, s, h, e));
+}
+
+/* All keys of (batch b, head h) in double, [N][D] (caller frees). */
+static double *load_keys(const stsa_tensor *k, int64_t b, int64_t h) {
+  const int64_t N = k->shape[1], D = k->shape[3];
+  double *kd = malloc(sizeof(double) * (size_t)(N * D));
+  for (int64_t j = 0; j < N; j++)
+    load_row(k, b, j, h, kd + j * D);
+  return kd;
+}
+
+/* p[N] = softmax(qd kd^T / sqrt(D)) in double. */
+static void softmax_row(const double *qd, const double *kd, int64_t N, int64_t D,
+                        double *p) {
+  double mx = -INFINITY, z = 0;
+  for (int64_t j = 0; j < N; j++) {
+    double s = 0;
+    for (int64_t e = 0; e < D; e++)
+      s += qd[e] * kd[j * D + e];
+    p[j] = s / sqrt((double)D);
+    mx = p[j] > mx ? p[j] : mx;
+  }
+  for (int64_t j = 0; j < N; j++)
+    z += (p[j] = exp(p[j] - mx));
+  for (int64_t j = 0; j < N; j++)
+    p[j] /= z;
+}
+
 /* Softmax(q k^T / sqrt(D)) in double for `rows` sampled video queries of
  * (batch b, head h), averaged. */
 static mass_stats measure(const stsa_workload_desc *d, const qkv *x, int64_t b, int64_t h,
@@ -216,14 +256,10 @@ static mass_stats measure(const stsa_workload_desc *d, const qkv *x, int64_t b, 
   const int64_t N = tokens(d), D = d->head_dim, F = g->frames, Wp = g->width;
   const int64_t P = g->height * Wp, L = F * P;
   const int64_t v0 = g->text_pos == STSA_TEXT_PREFIX ? g->text : 0;
-  const stsa_tensor *q = &x->t[0], *k = &x->t[1];
-  double *kd = malloc(sizeof(double) * (size_t)(N * D));
+  double *kd = load_keys(&x->t[1], b, h);
   double *p = malloc(sizeof(double) * (size_t)N),
          *mf = malloc(sizeof(double) * (size_t)F);
   double qd[512];
-  for (int64_t j = 0; j < N; j++)
-    for (int64_t e = 0; e < D; e++)
-      kd[j * D + e] = tu_load(k->data, k->dtype, tu_offset(k, b, j, h, e));
   mass_stats m;
   memset(&m, 0, sizeof m);
   double f0 = 0, far = 0;
@@ -231,22 +267,12 @@ static mass_stats measure(const stsa_workload_desc *d, const qkv *x, int64_t b, 
   for (int r = 0; r < rows; r++) {
     const int64_t vi = (int64_t)(tu_rng_next(&rng) % (uint64_t)L), i = v0 + vi;
     const int64_t fq = vi / P, yq = vi % P / Wp, xq = vi % Wp;
-    for (int64_t e = 0; e < D; e++)
-      qd[e] = tu_load(q->data, q->dtype, tu_offset(q, b, i, h, e));
-    double mx = -INFINITY, z = 0;
-    for (int64_t j = 0; j < N; j++) {
-      double s = 0;
-      for (int64_t e = 0; e < D; e++)
-        s += qd[e] * kd[j * D + e];
-      p[j] = s / sqrt((double)D);
-      mx = p[j] > mx ? p[j] : mx;
-    }
-    for (int64_t j = 0; j < N; j++)
-      z += (p[j] = exp(p[j] - mx));
+    load_row(&x->t[0], b, i, h, qd);
+    softmax_row(qd, kd, N, D, p);
     memset(mf, 0, sizeof(double) * (size_t)F);
     double maxp = 0;
     for (int64_t j = 0; j < N; j++) {
-      const double pj = p[j] / z;
+      const double pj = p[j];
       const int64_t vj = j - v0;
       maxp = pj > maxp ? pj : maxp;
       if (vj < 0 || vj >= L) {
@@ -356,6 +382,169 @@ static void test_structure(void) {
   }
 }
 
+/* ---- semantic heads ------------------------------------------------------------ */
+/* The test's view of identities (the generator keeps them to itself): key j
+ * shares query token i's identity iff k_i . k_j >= SAME_ID |k_i|^2. The
+ * identity vector carries 4.5 of the ~7.3 score units of |k_i|^2 / sqrt(D),
+ * the position terms add -0.6 .. 2.1 and the sink is absent from a key of
+ * frame >= 1, so same-identity keys lie at 0.48-1 and the others below 0.44
+ * (checked against the generator's own identities, F 13-21, D 64/128, bf16). */
+#define SAME_ID 0.46
+
+typedef struct sem_stats {
+  double same;       /* mass on keys of the query's identity (semantic heads) */
+  double in_mask[2]; /* mass kept by the session's spatial and temporal masks */
+  int moved, still;  /* rows whose identity's positions in frame 0 and frame F-1
+                        overlap by < 30% (an object) and > 70% (background) */
+} sem_stats;
+
+/* |A n B| / |A u B| of two position sets (flags [P]); -1 if either is empty. */
+static double jaccard(const unsigned char *a, const unsigned char *b, int64_t P) {
+  int64_t both = 0, any = 0, na = 0, nb = 0;
+  for (int64_t p = 0; p < P; p++) {
+    both += a[p] && b[p];
+    any += a[p] || b[p];
+    na += a[p];
+    nb += b[p];
+  }
+  return na && nb ? (double)both / (double)any : -1.0;
+}
+
+/* `rows` sampled video queries of frames >= 1 of (batch b, head h): where
+ * their mass lies, by identity (of head `id_head`'s keys) and by mask. */
+static sem_stats measure_semantic(const stsa_workload_desc *d, const qkv *x, int64_t b,
+                                  int64_t h, int64_t id_head, stsa_mask *const masks[2],
+                                  int rows) {
+  const stsa_geometry *g = &d->geometry;
+  const int64_t N = tokens(d), D = d->head_dim, F = g->frames, P = g->height * g->width;
+  const int64_t v0 = g->text_pos == STSA_TEXT_PREFIX ? g->text : 0;
+  double *kd = load_keys(&x->t[1], b, h);
+  double *kid = id_head == h ? kd : load_keys(&x->t[1], b, id_head);
+  double *p = malloc(sizeof(double) * (size_t)N);
+  unsigned char *first = malloc((size_t)P), *last = malloc((size_t)P);
+  double qd[512];
+  sem_stats m;
+  memset(&m, 0, sizeof m);
+  tu_rng rng = {0x5e3a0000u + (uint64_t)h};
+  for (int r = 0; r < rows; r++) {
+    const int64_t vi = P + (int64_t)(tu_rng_next(&rng) % (uint64_t)((F - 1) * P));
+    const int64_t i = v0 + vi;
+    const double *ki = kid + i * D;
+    double self = 0;
+    for (int64_t e = 0; e < D; e++)
+      self += ki[e] * ki[e];
+    load_row(&x->t[0], b, i, h, qd);
+    softmax_row(qd, kd, N, D, p);
+    memset(first, 0, (size_t)P);
+    memset(last, 0, (size_t)P);
+    for (int64_t j = 0; j < N; j++) {
+      for (int mi = 0; mi < 2; mi++)
+        if (stsa_mask_keep(masks[mi], i, j))
+          m.in_mask[mi] += p[j];
+      const int64_t vj = j - v0;
+      if (vj < 0 || vj >= F * P)
+        continue;
+      double dot = 0;
+      for (int64_t e = 0; e < D; e++)
+        dot += ki[e] * kid[j * D + e];
+      if (dot < SAME_ID * self)
+        continue;
+      m.same += p[j];
+      if (vj < P)
+        first[vj] = 1;
+      else if (vj >= (F - 1) * P)
+        last[vj - (F - 1) * P] = 1;
+    }
+    const double overlap = jaccard(first, last, P);
+    m.moved += overlap >= 0 && overlap < 0.3;
+    m.still += overlap > 0.7;
+  }
+  m.same /= rows;
+  m.in_mask[0] /= rows;
+  m.in_mask[1] /= rows;
+  if (kid != kd)
+    free(kid);
+  free(kd);
+  free(p);
+  free(first);
+  free(last);
+  return m;
+}
+
+/* Heads spatial, temporal, semantic at density 0.25: the semantic head puts
+ * most of its mass on its identity, which moves for objects and stays for
+ * background, and SVG's masks hold clearly less of it than of their kinds. */
+static void check_semantic(const stsa_workload_desc *d, stsa_dtype dtype,
+                           tu_layout layout, int64_t b, const char *what) {
+  static const stsa_head_kind kinds[3] = {STSA_HEAD_SPATIAL, STSA_HEAD_TEMPORAL,
+                                          STSA_HEAD_SEMANTIC};
+  const int rows = 48;
+  stsa_workload_desc wd = *d;
+  wd.heads = 3;
+  wd.kinds = kinds;
+  qkv x = alloc_qkv(&wd, dtype, layout);
+  stsa_head_kind got[3];
+  CHECK_STATUS(gen(&wd, &x, got), STSA_OK);
+  CHECK(memcmp(got, kinds, sizeof got) == 0, "%s: kinds_out", what);
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
+  cfg.geometry = wd.geometry;
+  cfg.heads = wd.heads;
+  cfg.head_dim = wd.head_dim;
+  cfg.density = 0.25;
+  cfg.sample_rows = 16;
+  cfg.sink_frames = 1;
+  stsa_svg *svg = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+  stsa_mask *masks[2] = {NULL, NULL};
+  for (int mi = 0; svg && mi < 2; mi++)
+    CHECK_STATUS(stsa_svg_kind_mask(svg, kinds[mi], &masks[mi], NULL, NULL), STSA_OK);
+  if (masks[0] && masks[1]) {
+    sem_stats m[3];
+    for (int h = 0; h < 3; h++) {
+      m[h] = measure_semantic(&wd, &x, b, h, 2, masks, rows);
+      printf("  %-28s %-8s same identity %.3f  spatial mask %.3f  temporal mask %.3f  "
+             "rows moved %d still %d of %d\n",
+             what, stsa_head_kind_name(got[h]), m[h].same, m[h].in_mask[0],
+             m[h].in_mask[1], m[h].moved, m[h].still, rows);
+    }
+    const sem_stats *sem = &m[2];
+    CHECK(sem->same > 0.7, "%s semantic: %.3f of the mass on the identity", what,
+          sem->same);
+    CHECK(sem->in_mask[0] < m[0].in_mask[0] - 0.2,
+          "%s: spatial mask holds %.3f of the semantic head, %.3f of the spatial one",
+          what, sem->in_mask[0], m[0].in_mask[0]);
+    CHECK(sem->in_mask[1] < m[1].in_mask[1] - 0.2,
+          "%s: temporal mask holds %.3f of the semantic head, %.3f of the temporal one",
+          what, sem->in_mask[1], m[1].in_mask[1]);
+    /* Objects sit elsewhere in the last frame; background regions stay. */
+    CHECK(sem->moved >= 3 && sem->still >= 3, "%s: %d rows moved, %d still", what,
+          sem->moved, sem->still);
+    /* The other kinds attend less by this identity (a temporal head still
+     * finds the static background regions at its own position). */
+    for (int h = 0; h < 2; h++)
+      CHECK(m[h].same < sem->same - 0.2, "%s %s: %.3f on the semantic identity", what,
+            stsa_head_kind_name(got[h]), m[h].same);
+  }
+  stsa_mask_free(masks[0]);
+  stsa_mask_free(masks[1]);
+  stsa_svg_free(svg);
+  stsa_ctx_free(ctx);
+  free_qkv(&x);
+}
+
+static void test_semantic(void) {
+  stsa_workload_desc d = make_desc(13, 24, 32, 0, STSA_TEXT_NONE, 1, 3, 64, 1, NULL);
+  check_semantic(&d, STSA_F32, TU_BSHD, 0, "F13 24x32 D64");
+  /* Suffix with padding, bf16 in [B,H,S,D], measured on batch entry 1. */
+  d = make_desc(13, 20, 30, 64, STSA_TEXT_SUFFIX, 2, 3, 128, 2, NULL);
+  d.geometry.text_real = 40;
+  check_semantic(&d, STSA_BF16, TU_BHSD, 1, "F13 20x30 D128 suffix bf16 b1");
+  d = make_desc(21, 30, 52, 226, STSA_TEXT_PREFIX, 1, 3, 128, 3, NULL);
+  check_semantic(&d, STSA_F32, TU_BSHD, 0, "F21 30x52 D128 prefix 226");
+}
+
 /* Text tokens carry content only: zero-mean, unit-scale noise. */
 static void test_text_content(void) {
   stsa_workload_desc d = make_desc(3, 4, 5, 300, STSA_TEXT_PREFIX, 1, 2, 64, 5, NULL);
@@ -427,15 +616,19 @@ static int all_finite(const stsa_tensor *t) {
 
 static void test_edge_shapes(void) {
   const int64_t dims[7] = {1, 2, 5, 7, 8, 9, 512};
-  for (int i = 0; i < 7; i++) {
-    stsa_workload_desc d = make_desc(3, 2, 4, 2, STSA_TEXT_SUFFIX, 1, 2, dims[i], 3,
-                                     SPATIAL_TEMPORAL_MIXED + 1);
-    qkv x = alloc_qkv(&d, STSA_F16, TU_BSHD);
-    CHECK_STATUS(gen(&d, &x, NULL), STSA_OK);
-    for (int t = 0; t < 3; t++)
-      CHECK(all_finite(&x.t[t]), "D=%lld: tensor %d not finite", (long long)dims[i], t);
-    free_qkv(&x);
-  }
+  /* temporal, mixed; then semantic heads, whose identity dims are few or none */
+  const stsa_head_kind *kinds[2] = {SPATIAL_TEMPORAL_MIXED + 1, WITH_SEMANTIC + 2};
+  for (int ki = 0; ki < 2; ki++)
+    for (int i = 0; i < 7; i++) {
+      stsa_workload_desc d =
+          make_desc(3, 2, 4, 2, STSA_TEXT_SUFFIX, 1, 2, dims[i], 3, kinds[ki]);
+      qkv x = alloc_qkv(&d, STSA_F16, TU_BSHD);
+      CHECK_STATUS(gen(&d, &x, NULL), STSA_OK);
+      for (int t = 0; t < 3; t++)
+        CHECK(all_finite(&x.t[t]), "D=%lld kinds %d: tensor %d not finite",
+              (long long)dims[i], ki, t);
+      free_qkv(&x);
+    }
   /* One token of video; text 0 with a text position is allowed. */
   stsa_workload_desc d = make_desc(1, 1, 1, 0, STSA_TEXT_PREFIX, 1, 1, 16, 3, NULL);
   qkv x = alloc_qkv(&d, STSA_F32, TU_SHD);
@@ -591,11 +784,16 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void time_wan720p(void) {
-  stsa_workload_desc d = make_desc(21, 45, 80, 0, STSA_TEXT_NONE, 1, 2, 128, 1, NULL);
-  const int64_t N = tokens(&d);
-  const stsa_dtype dtypes[2] = {STSA_F32, STSA_BF16};
-  for (int i = 0; i < 2; i++) {
+/* Wan 720p with the default mix in f32 and bf16, then 2 semantic heads at
+ * 32760 tokens (HunyuanVideo 480p's video). */
+static void time_generation(void) {
+  static const stsa_head_kind two_semantic[2] = {STSA_HEAD_SEMANTIC, STSA_HEAD_SEMANTIC};
+  for (int i = 0; i < 3; i++) {
+    stsa_workload_desc d =
+        i < 2 ? make_desc(21, 45, 80, 0, STSA_TEXT_NONE, 1, 2, 128, 1, NULL)
+              : make_desc(21, 30, 52, 0, STSA_TEXT_NONE, 1, 2, 128, 1, two_semantic);
+    const int64_t N = tokens(&d);
+    const stsa_dtype dtypes[3] = {STSA_F32, STSA_BF16, STSA_F32};
     size_t bytes = (size_t)(N * 2 * 128) * stsa_dtype_size(dtypes[i]);
     void *buf[3];
     stsa_tensor t[3];
@@ -606,14 +804,16 @@ static void time_wan720p(void) {
     double t0 = now_s();
     stsa_status st = stsa_workload_generate(&d, &t[0], &t[1], &t[2], NULL);
     double t1 = now_s();
-    CHECK(st == STSA_OK, "Wan 720p generation: %s", stsa_status_str(st));
+    CHECK(st == STSA_OK, "generation %d: %s", i, stsa_status_str(st));
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    printf("  Wan 720p (21x45x80 = %lld tokens) x 2 heads x D 128, %s: %.3f s on %d "
+    printf("  %s (21x%lldx%lld = %lld tokens) x 2 %s heads x D 128, %s: %.3f s on %d "
            "thread(s)\n",
-           (long long)N, stsa_dtype_name(dtypes[i]), t1 - t0, threads);
+           i < 2 ? "Wan 720p" : "Hunyuan 480p", (long long)d.geometry.height,
+           (long long)d.geometry.width, (long long)N, i < 2 ? "default" : "semantic",
+           stsa_dtype_name(dtypes[i]), t1 - t0, threads);
     for (int j = 0; j < 3; j++)
       free(buf[j]);
   }
@@ -621,13 +821,15 @@ static void time_wan720p(void) {
 
 int main(void) {
   test_names();
-  test_determinism();
+  test_determinism(NULL);
+  test_determinism(WITH_SEMANTIC);
   test_structure();
+  test_semantic();
   test_text_content();
   test_default_kinds();
   test_edge_shapes();
   test_invalid();
   test_fused_qkv();
-  time_wan720p();
+  time_generation();
   return tu_finish("test_workload");
 }
