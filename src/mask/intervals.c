@@ -49,9 +49,17 @@ void stsa_iv_gen_init(stsa_iv_gen *gen, stsa_order kv_order, int64_t s_kv,
   *gen = (stsa_iv_gen){.kv_order = kv_order, .s_kv = s_kv, .kv_native = kv_native};
 }
 
+static void runs_free(stsa_iv_runs *r) {
+  free(r->start);
+  free(r->label);
+  *r = (stsa_iv_runs){0};
+}
+
 void stsa_iv_gen_free(stsa_iv_gen *gen) {
   for (int i = 0; i < 2 * STSA_MASK_MAX_DEPTH; i++)
     stsa_ivec_free(&gen->level[i]);
+  for (int i = 0; i < STSA_IV_RUN_SLOTS; i++)
+    runs_free(&gen->runs[i]);
 }
 
 /* The fallback: every key asked, in kv order. */
@@ -239,6 +247,64 @@ static int gen_geo(const stsa_iv_gen *g, const stsa_mask *m, int64_t qi, stsa_iv
   }
 }
 
+/* ---- cluster masks ------------------------------------------------------ */
+/* Label of the key at kv position pos (-1 past the node's keys). */
+static int32_t key_label(const stsa_iv_gen *g, const stsa_mask *m, int64_t pos) {
+  const int64_t j = g->kv_native ? g->kv_native[pos] : pos;
+  return j < m->s_kv ? m->k_seg[j] : -1;
+}
+
+/* Cuts m's keys into runs in g's kv order (two passes: count, then fill). */
+static int cut_runs(const stsa_iv_gen *g, const stsa_mask *m, stsa_iv_runs *r) {
+  int64_t n = 0;
+  for (int64_t pos = 0; pos < g->s_kv; pos++)
+    n += pos == 0 || key_label(g, m, pos) != key_label(g, m, pos - 1);
+  r->start = malloc(sizeof *r->start * (size_t)(n + 1));
+  r->label = malloc(sizeof *r->label * (size_t)(n > 0 ? n : 1));
+  if (!r->start || !r->label) {
+    runs_free(r);
+    return -1;
+  }
+  r->n = 0;
+  for (int64_t pos = 0; pos < g->s_kv; pos++) {
+    const int32_t lab = key_label(g, m, pos);
+    if (r->n == 0 || lab != r->label[r->n - 1]) {
+      r->start[r->n] = pos;
+      r->label[r->n++] = lab;
+    }
+  }
+  r->start[r->n] = g->s_kv;
+  r->mask = m;
+  return 0;
+}
+
+/* The runs of m, cut on first use; NULL when out of memory. */
+static const stsa_iv_runs *runs_of(stsa_iv_gen *g, const stsa_mask *m) {
+  for (int i = 0; i < STSA_IV_RUN_SLOTS; i++)
+    if (g->runs[i].mask == m)
+      return &g->runs[i];
+  stsa_iv_runs *r = &g->runs[g->next_slot];
+  g->next_slot = (g->next_slot + 1) % STSA_IV_RUN_SLOTS;
+  runs_free(r);
+  return cut_runs(g, m, r) ? NULL : r;
+}
+
+/* The runs whose label the query's cluster keeps; kept runs are separated by
+ * at least one other, so they make at most ceil(n / 2) intervals. */
+static int gen_clusters(stsa_iv_gen *g, const stsa_mask *m, int64_t qi, stsa_ivec *out) {
+  const int32_t ql = qi < m->s_q ? m->q_seg[qi] : -1;
+  if (ql < 0)
+    return 0;
+  const stsa_iv_runs *r = runs_of(g, m);
+  if (!r)
+    return -1;
+  RESERVE(out, r->n / 2 + 1);
+  for (int64_t k = 0; k < r->n; k++)
+    if (stsa_clusters_keep(m, ql, r->label[k]))
+      stsa_ivec_put(out, r->start[k], r->start[k + 1]);
+  return 0;
+}
+
 static int merge_and(const stsa_ivec *a, const stsa_ivec *b, stsa_ivec *out) {
   RESERVE(out, a->n + b->n);
   for (int64_t i = 0, j = 0; i < a->n && j < b->n;) {
@@ -290,6 +356,8 @@ static int gen_node(stsa_iv_gen *g, const stsa_mask *m, int level, int64_t qi,
   case STSA_MK_SEGMENTS:
   case STSA_MK_DENSE:
     return gen_scan(g, m, qi, out);
+  case STSA_MK_CLUSTERS:
+    return gen_clusters(g, m, qi, out);
   default:
     return gen_geo(g, m, qi, out);
   }

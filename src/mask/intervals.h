@@ -9,7 +9,9 @@
  *
  * Structured masks are generated analytically, without looking at keys one
  * by one; dense and segment masks, and index masks in a permuted kv order,
- * fall back to a per-key scan of stsa_mask_keep (O(s_kv) per row).
+ * fall back to a per-key scan of stsa_mask_keep (O(s_kv) per row). A
+ * cluster mask's keys are cut once per kv order into runs of one label, and
+ * each row then tests runs, not keys (O(runs) per row).
  */
 #ifndef STSA_MASK_INTERVALS_H
 #define STSA_MASK_INTERVALS_H
@@ -44,6 +46,19 @@ static inline void stsa_ivec_put(stsa_ivec *iv, int64_t lo, int64_t hi) {
   iv->n++;
 }
 
+/* A cluster node's keys in kv order as runs of one label: run r covers the
+ * positions [start[r], start[r + 1]) and holds label[r] (-1: no cluster). */
+typedef struct stsa_iv_runs {
+  const stsa_mask *mask; /* the node they were cut for, NULL: slot unused */
+  int64_t n;
+  int64_t *start; /* [n + 1] */
+  int32_t *label; /* [n] */
+} stsa_iv_runs;
+
+/* Cluster nodes whose runs are kept at once; a tree with more of them still
+ * works, each row then cutting its runs again (O(s_kv) per row). */
+#define STSA_IV_RUN_SLOTS 4
+
 /* The kv side of a plan plus reusable buffers, one pair per tree level, so
  * that generating rows allocates nothing once the buffers have grown. */
 typedef struct stsa_iv_gen {
@@ -51,6 +66,8 @@ typedef struct stsa_iv_gen {
   int64_t s_kv;
   const int64_t *kv_native; /* [s_kv] position -> native index; NULL: identity */
   stsa_ivec level[2 * STSA_MASK_MAX_DEPTH];
+  stsa_iv_runs runs[STSA_IV_RUN_SLOTS];
+  int next_slot; /* the slot the next new cluster node replaces */
 } stsa_iv_gen;
 
 /* Sets up a generator (its buffers start empty). */

@@ -2,7 +2,8 @@
  * mask.c — mask constructors, the per-pair predicate, structural equality.
  *
  * Constructors take no context, so a rejected parameter is reported by its
- * status alone (STSA_ERR_BAD_MASK); stsa_plan_build names problems that only
+ * status alone (STSA_ERR_BAD_MASK; STSA_ERR_BAD_PARAM for the sizes of a
+ * cluster mask, whose labels are BAD_MASK); stsa_plan_build names problems that only
  * show against a plan's lengths and geometry.
  */
 #include "mask/mask.h"
@@ -156,6 +157,21 @@ static int lengths_ok(int64_t s_q, int64_t s_kv) {
   return s_q >= 1 && s_kv >= 1 && s_q <= STSA_MAX_TOKENS && s_kv <= STSA_MAX_TOKENS;
 }
 
+/* Copies the per-token arrays of a segment or cluster node, which also fixes
+ * the lengths a plan must match. 0 on success, -1 when out of memory. */
+static int copy_labels(stsa_mask *m, const int32_t *q, int64_t s_q, const int32_t *k,
+                       int64_t s_kv) {
+  m->s_q = s_q;
+  m->s_kv = s_kv;
+  m->q_seg = malloc((size_t)s_q * sizeof *q);
+  m->k_seg = malloc((size_t)s_kv * sizeof *k);
+  if (!m->q_seg || !m->k_seg)
+    return -1;
+  memcpy(m->q_seg, q, (size_t)s_q * sizeof *q);
+  memcpy(m->k_seg, k, (size_t)s_kv * sizeof *k);
+  return 0;
+}
+
 stsa_status stsa_mask_segments(const int32_t *q_seg, int64_t s_q, const int32_t *k_seg,
                                int64_t s_kv, stsa_mask **out) {
   if (!q_seg || !k_seg || !out)
@@ -165,16 +181,10 @@ stsa_status stsa_mask_segments(const int32_t *q_seg, int64_t s_q, const int32_t 
   stsa_mask *m = new_node(STSA_MK_SEGMENTS, 0, 0);
   if (!m)
     return STSA_ERR_OUT_OF_MEMORY;
-  m->s_q = s_q;
-  m->s_kv = s_kv;
-  m->q_seg = malloc((size_t)s_q * sizeof *q_seg);
-  m->k_seg = malloc((size_t)s_kv * sizeof *k_seg);
-  if (!m->q_seg || !m->k_seg) {
+  if (copy_labels(m, q_seg, s_q, k_seg, s_kv)) {
     stsa_mask_free(m);
     return STSA_ERR_OUT_OF_MEMORY;
   }
-  memcpy(m->q_seg, q_seg, (size_t)s_q * sizeof *q_seg);
-  memcpy(m->k_seg, k_seg, (size_t)s_kv * sizeof *k_seg);
   m->sig = stsa_hash_mix(base_sig(m), (uint64_t)s_q);
   m->sig = stsa_hash_bytes(m->sig, q_seg, (size_t)s_q * sizeof *q_seg);
   m->sig = stsa_hash_bytes(m->sig, k_seg, (size_t)s_kv * sizeof *k_seg);
@@ -203,6 +213,47 @@ stsa_status stsa_mask_dense(const uint8_t *keep, int64_t s_q, int64_t s_kv,
     m->bits[i] = keep[i] != 0;
   m->sig = stsa_hash_mix(stsa_hash_mix(base_sig(m), (uint64_t)s_q), (uint64_t)s_kv);
   m->sig = stsa_hash_bytes(m->sig, m->bits, n);
+  *out = m;
+  return STSA_OK;
+}
+
+/* 1 if every label is -1 or in [0, clusters). */
+static int labels_ok(const int32_t *label, int64_t n, int64_t clusters) {
+  for (int64_t i = 0; i < n; i++)
+    if (label[i] < -1 || label[i] >= clusters)
+      return 0;
+  return 1;
+}
+
+/* The cluster pairs SVG2 keeps: at most 2^31 of them, so that a label pair
+ * indexes the map in 32-bit arithmetic on the caller's side too. */
+#define MAX_CLUSTER_PAIRS ((int64_t)1 << 31)
+
+stsa_status stsa_mask_clusters(const int32_t *q_label, int64_t s_q, int64_t q_clusters,
+                               const int32_t *k_label, int64_t s_kv, int64_t kv_clusters,
+                               const uint8_t *keep, stsa_mask **out) {
+  if (!q_label || !k_label || !keep || !out)
+    return STSA_ERR_NULL_ARG;
+  if (!lengths_ok(s_q, s_kv) || q_clusters < 1 || kv_clusters < 1 ||
+      q_clusters > MAX_CLUSTER_PAIRS || kv_clusters > MAX_CLUSTER_PAIRS ||
+      q_clusters > MAX_CLUSTER_PAIRS / kv_clusters)
+    return STSA_ERR_BAD_PARAM;
+  if (!labels_ok(q_label, s_q, q_clusters) || !labels_ok(k_label, s_kv, kv_clusters))
+    return STSA_ERR_BAD_MASK;
+  const size_t pairs = (size_t)q_clusters * (size_t)kv_clusters;
+  stsa_mask *m = new_node(STSA_MK_CLUSTERS, q_clusters, kv_clusters);
+  if (!m)
+    return STSA_ERR_OUT_OF_MEMORY;
+  if (copy_labels(m, q_label, s_q, k_label, s_kv) || !(m->bits = malloc(pairs))) {
+    stsa_mask_free(m);
+    return STSA_ERR_OUT_OF_MEMORY;
+  }
+  for (size_t i = 0; i < pairs; i++) /* 0/1, as for dense masks */
+    m->bits[i] = keep[i] != 0;
+  m->sig = stsa_hash_mix(stsa_hash_mix(base_sig(m), (uint64_t)s_q), (uint64_t)s_kv);
+  m->sig = stsa_hash_bytes(m->sig, q_label, (size_t)s_q * sizeof *q_label);
+  m->sig = stsa_hash_bytes(m->sig, k_label, (size_t)s_kv * sizeof *k_label);
+  m->sig = stsa_hash_bytes(m->sig, m->bits, pairs);
   *out = m;
   return STSA_OK;
 }
@@ -298,6 +349,8 @@ int stsa_mask_keep(const stsa_mask *m, int64_t i, int64_t j) {
     return i < m->s_q && j < m->s_kv && m->q_seg[i] == m->k_seg[j];
   case STSA_MK_DENSE:
     return i < m->s_q && j < m->s_kv && m->bits[i * m->s_kv + j];
+  case STSA_MK_CLUSTERS:
+    return i < m->s_q && j < m->s_kv && stsa_clusters_keep(m, m->q_seg[i], m->k_seg[j]);
   case STSA_MK_AND:
     return stsa_mask_keep(m->lhs, i, j) && stsa_mask_keep(m->rhs, i, j);
   case STSA_MK_OR:
@@ -324,6 +377,10 @@ int stsa_mask_equal(const stsa_mask *a, const stsa_mask *b) {
            !memcmp(a->k_seg, b->k_seg, (size_t)a->s_kv * sizeof *a->k_seg);
   case STSA_MK_DENSE:
     return !memcmp(a->bits, b->bits, (size_t)a->s_q * (size_t)a->s_kv);
+  case STSA_MK_CLUSTERS: /* a and b, the cluster counts, are equal here */
+    return !memcmp(a->q_seg, b->q_seg, (size_t)a->s_q * sizeof *a->q_seg) &&
+           !memcmp(a->k_seg, b->k_seg, (size_t)a->s_kv * sizeof *a->k_seg) &&
+           !memcmp(a->bits, b->bits, (size_t)a->a * (size_t)a->b);
   default:
     return !a->has_geo || stsa_geometry_same(&a->geometry, &b->geometry);
   }
