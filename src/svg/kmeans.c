@@ -1,0 +1,541 @@
+/* kmeans.c — see kmeans.h. */
+#include "svg/kmeans.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "kernel/dispatch.h"
+#include "kernel/kernels.h"
+
+/* Row blocks of mr rows that one thread takes at a time: every K^T panel
+ * (d nr floats, 8 KiB at d = 128) then serves this many qk calls from L1. */
+#define CHUNK_BLOCKS 8
+/* Points per chunk of the k-means++ sampling sums: the draw searches the
+ * chunk sums, then scans one chunk. Fixed, so the sums do not depend on the
+ * thread count. */
+#define SAMPLE_CHUNK 1024
+/* New k-means++ centres whose distances are refreshed together (one GEMM of
+ * n x PENDING_MAX x d); each draw checks its candidate against them. */
+#define PENDING_MAX 128
+/* Below this fraction of ||x||^2 + ||c||^2 the GEMM form of a squared
+ * distance has lost too many bits to cancellation (its error is about
+ * d eps (||x||^2 + ||c||^2)); such pairs are recomputed as sum (x - c)^2,
+ * which gives duplicates exactly 0. */
+#define CANCEL_FRACTION (1.0f / 1024.0f)
+
+/* ---- problem and scratch --------------------------------------------------- */
+
+typedef struct km {
+  const float *x;
+  int64_t n, ld, k;
+  int d, mr, nr, threads;
+  const stsa_kernels *kern;
+  float *panels;     /* K^T panels of the centres being compared [ceil(k/nr)][d][nr] */
+  float *cnorm;      /* ||c||^2 of those centres, padded to the panels */
+  float *row_val;    /* per point: best ||c||^2 - 2 x.c (Lloyd), or D^2 (k-means++) */
+  float *xnorm;      /* ||x_i||^2 (k-means++) */
+  double *chunk_cum; /* inclusive prefix of the D^2 chunk sums (k-means++) */
+  int64_t *counts;   /* [k] members per cluster */
+  int64_t *start;    /* [k + 1] first member of each cluster in order[] */
+  int64_t *cursor;   /* [k] next free slot while sorting */
+  int32_t *order;    /* [n] point indices sorted by label, stable */
+  int32_t *pending;  /* [PENDING_MAX] k-means++ centres not yet refreshed */
+  char *thread_mem;  /* threads x thread_bytes */
+  size_t thread_bytes;
+} km;
+
+/* One thread's scratch. */
+typedef struct km_thread {
+  float *q;      /* [CHUNK_BLOCKS mr][d] rows of x, zero padded */
+  float *s;      /* [mr][nr] one qk result */
+  float *rowmax; /* [mr] what qk folds its maxima into (unused) */
+  double *acc;   /* [d] a centroid's sum */
+} km_thread;
+
+static size_t floats64(size_t floats) { return (floats + 15) / 16 * 16; }
+
+static size_t thread_floats(int mr, int nr, int d, size_t slot[4]) {
+  slot[0] = floats64((size_t)CHUNK_BLOCKS * (size_t)mr * (size_t)d);
+  slot[1] = floats64((size_t)mr * (size_t)nr);
+  slot[2] = floats64((size_t)mr);
+  slot[3] = floats64(2 * (size_t)d); /* d doubles */
+  return slot[0] + slot[1] + slot[2] + slot[3];
+}
+
+static km_thread thread_view(const km *m, int t) {
+  size_t slot[4];
+  thread_floats(m->mr, m->nr, m->d, slot);
+  float *p = (float *)(void *)(m->thread_mem + m->thread_bytes * (size_t)t);
+  km_thread v;
+  v.q = p;
+  v.s = v.q + slot[0];
+  v.rowmax = v.s + slot[1];
+  v.acc = (double *)(void *)(v.rowmax + slot[2]);
+  return v;
+}
+
+/* Carves every scratch array out of one 64-byte aligned block (*block, to
+ * free). Returns 0, or -1 when it cannot be allocated. */
+static int km_alloc(km *m, void **block) {
+  const size_t n = (size_t)m->n, k = (size_t)m->k, d = (size_t)m->d;
+  const size_t npan = (k + (size_t)m->nr - 1) / (size_t)m->nr;
+  const size_t nchunks = (n + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
+  size_t slot[4];
+  m->thread_bytes = thread_floats(m->mr, m->nr, m->d, slot) * sizeof(float);
+  /* sizes in floats (4 bytes), each rounded to 64 bytes */
+  const size_t sizes[] = {floats64(npan * (size_t)m->nr * d),
+                          floats64(npan * (size_t)m->nr),
+                          floats64(n),
+                          floats64(n),
+                          floats64(2 * nchunks),
+                          floats64(2 * k),
+                          floats64(2 * (k + 1)),
+                          floats64(2 * k),
+                          floats64(n),
+                          floats64(PENDING_MAX),
+                          floats64(m->thread_bytes / sizeof(float) * (size_t)m->threads)};
+  enum { NSLOTS = sizeof sizes / sizeof sizes[0] };
+  size_t total = 0;
+  for (int i = 0; i < NSLOTS; i++)
+    total += sizes[i];
+  float *p = aligned_alloc(64, total * sizeof(float));
+  if (!p)
+    return -1;
+  void *at[NSLOTS];
+  float *q = p;
+  for (int i = 0; i < NSLOTS; i++) {
+    at[i] = q;
+    q += sizes[i];
+  }
+  m->panels = at[0];
+  m->cnorm = at[1];
+  m->row_val = at[2];
+  m->xnorm = at[3];
+  m->chunk_cum = at[4];
+  m->counts = at[5];
+  m->start = at[6];
+  m->cursor = at[7];
+  m->order = at[8];
+  m->pending = at[9];
+  m->thread_mem = at[10];
+  *block = p;
+  return 0;
+}
+
+static const float *x_row(const km *m, int64_t i) { return m->x + i * m->ld; }
+
+/* Threads for `items` independent pieces of work. */
+static int threads_for(const km *m, int64_t items) {
+  return items < m->threads ? (int)(items > 0 ? items : 1) : m->threads;
+}
+
+/* ---- small vector loops (fixed order, written so that gcc vectorises) ---- */
+
+/* sum_j a_j b_j in 8 interleaved partial sums. */
+static float dot(const float *a, const float *b, int d) {
+  float part[8] = {0};
+  int j = 0;
+  for (; j + 8 <= d; j += 8)
+    for (int l = 0; l < 8; l++)
+      part[l] += a[j + l] * b[j + l];
+  for (int l = 0; j < d; j++, l++)
+    part[l] += a[j] * b[j];
+  return ((part[0] + part[1]) + (part[2] + part[3])) +
+         ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+/* sum_j (a_j - b_j)^2, the same way. */
+static float sq_dist(const float *a, const float *b, int d) {
+  float part[8] = {0};
+  int j = 0;
+  for (; j + 8 <= d; j += 8)
+    for (int l = 0; l < 8; l++) {
+      float t = a[j + l] - b[j + l];
+      part[l] += t * t;
+    }
+  for (int l = 0; j < d; j++, l++) {
+    float t = a[j] - b[j];
+    part[l] += t * t;
+  }
+  return ((part[0] + part[1]) + (part[2] + part[3])) +
+         ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+/* ---- distances as a GEMM on the qk micro-kernel ---------------------------- */
+
+/* Packs `count` centres, row c at base + (idx ? idx[c] : c) * stride, into
+ * K^T panels (zero padded to whole panels) and their squared norms. */
+static void pack_centres(km *m, const float *base, int64_t stride, const int32_t *idx,
+                         int64_t count) {
+  const int d = m->d, nr = m->nr;
+  const int64_t padded = (count + nr - 1) / nr * nr;
+  for (int64_t c = 0; c < padded; c++) {
+    float *dst = m->panels + (c / nr) * d * nr + c % nr;
+    if (c < count) {
+      const float *row = base + (idx ? idx[c] : c) * stride;
+      for (int j = 0; j < d; j++)
+        dst[j * nr] = row[j];
+      m->cnorm[c] = dot(row, row, d);
+    } else {
+      for (int j = 0; j < d; j++)
+        dst[j * nr] = 0.0f;
+      m->cnorm[c] = 0.0f;
+    }
+  }
+}
+
+/* What a pass does with one qk block: rows i0.. i0+rows-1 of x against
+ * packed centres c0.. c0+cols-1, s[r][c] = x_{i0+r} . c_{c0+c} (rows nr
+ * apart). Each row belongs to one thread. */
+typedef void (*block_visit)(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
+                            const float *s);
+
+/* Runs qk over every (row block, panel) of x against the `count` packed
+ * centres, parallel over chunks of row blocks. The order of the visits
+ * within a row is by panel, the same on any thread count. */
+static void gemm_pass(km *m, int64_t count, block_visit visit, void *ud) {
+  const int mr = m->mr, nr = m->nr, d = m->d;
+  const int64_t chunk_rows = (int64_t)CHUNK_BLOCKS * mr;
+  const int64_t nchunks = (m->n + chunk_rows - 1) / chunk_rows;
+  const int64_t npan = (count + nr - 1) / nr;
+#pragma omp parallel num_threads(threads_for(m, nchunks))
+  {
+    km_thread t = thread_view(m, omp_get_thread_num());
+    for (int r = 0; r < mr; r++)
+      t.rowmax[r] = 0.0f;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t ch = 0; ch < nchunks; ch++) {
+      const int64_t i0 = ch * chunk_rows;
+      const int64_t rows = m->n - i0 < chunk_rows ? m->n - i0 : chunk_rows;
+      const int64_t rows_pad = (rows + mr - 1) / mr * mr;
+      for (int64_t r = 0; r < rows_pad; r++) {
+        if (r < rows)
+          memcpy(t.q + r * d, x_row(m, i0 + r), sizeof(float) * (size_t)d);
+        else
+          memset(t.q + r * d, 0, sizeof(float) * (size_t)d);
+      }
+      for (int64_t p = 0; p < npan; p++) {
+        const float *panel = m->panels + p * d * nr;
+        const int cols = (int)(count - p * nr < nr ? count - p * nr : nr);
+        for (int64_t b = 0; b * mr < rows; b++) {
+          m->kern->qk(t.q + b * mr * d, d, panel, t.s, nr, t.rowmax);
+          const int brows = (int)(rows - b * mr < mr ? rows - b * mr : mr);
+          visit(m, ud, i0 + b * mr, brows, p * nr, cols, t.s);
+        }
+      }
+    }
+  }
+}
+
+/* ---- Lloyd: assignment ------------------------------------------------------ */
+
+static void assign_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
+                         const float *s) {
+  int32_t *labels = ud;
+  const float *cn = m->cnorm + c0;
+  for (int r = 0; r < rows; r++) {
+    const float *sr = s + r * m->nr;
+    float best = m->row_val[i0 + r];
+    int32_t lab = labels[i0 + r];
+    for (int c = 0; c < cols; c++) {
+      const float v = cn[c] - 2.0f * sr[c];
+      if (v < best) { /* strict: ties keep the lower index */
+        best = v;
+        lab = (int32_t)(c0 + c);
+      }
+    }
+    m->row_val[i0 + r] = best;
+    labels[i0 + r] = lab;
+  }
+}
+
+/* labels[i] = argmin_c ||c||^2 - 2 x_i . c over the k centroids. */
+static void assign(km *m, const float *centroids, int32_t *labels) {
+  pack_centres(m, centroids, m->d, NULL, m->k);
+  for (int64_t i = 0; i < m->n; i++) {
+    m->row_val[i] = INFINITY;
+    labels[i] = 0;
+  }
+  gemm_pass(m, m->k, assign_visit, labels);
+}
+
+/* ---- Lloyd: update ---------------------------------------------------------- */
+
+/* Counts the members of each cluster and sorts the point indices by label,
+ * stably (members in index order). */
+static void sort_by_label(km *m, const int32_t *labels) {
+  memset(m->counts, 0, sizeof(int64_t) * (size_t)m->k);
+  for (int64_t i = 0; i < m->n; i++)
+    m->counts[labels[i]]++;
+  m->start[0] = 0;
+  for (int64_t c = 0; c < m->k; c++) {
+    m->start[c + 1] = m->start[c] + m->counts[c];
+    m->cursor[c] = m->start[c];
+  }
+  for (int64_t i = 0; i < m->n; i++)
+    m->order[m->cursor[labels[i]]++] = (int32_t)i;
+}
+
+/* Moves every non-empty centroid to the mean of its members (sums in
+ * double, members in index order; empty ones stay). Returns the largest
+ * shift, squared. */
+static double update(km *m, float *centroids) {
+  const int d = m->d;
+  double max_shift2 = 0.0;
+#pragma omp parallel num_threads(threads_for(m, m->k / 16)) reduction(max : max_shift2)
+  {
+    km_thread t = thread_view(m, omp_get_thread_num());
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t c = 0; c < m->k; c++) {
+      const int64_t cnt = m->counts[c];
+      if (cnt == 0)
+        continue;
+      for (int j = 0; j < d; j++)
+        t.acc[j] = 0.0;
+      for (int64_t e = m->start[c]; e < m->start[c + 1]; e++) {
+        const float *row = x_row(m, m->order[e]);
+        for (int j = 0; j < d; j++)
+          t.acc[j] += row[j];
+      }
+      float *cen = centroids + c * d;
+      double shift2 = 0.0;
+      for (int j = 0; j < d; j++) {
+        const float v = (float)(t.acc[j] / (double)cnt);
+        const double delta = (double)v - (double)cen[j];
+        shift2 += delta * delta;
+        cen[j] = v;
+      }
+      max_shift2 = shift2 > max_shift2 ? shift2 : max_shift2;
+    }
+  }
+  return max_shift2;
+}
+
+/* ---- k-means++ seeding ------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static double uniform01(uint64_t *state) {
+  return (double)(splitmix64(state) >> 11) * 0x1p-53;
+}
+
+static int64_t uniform_index(uint64_t *state, int64_t n) {
+  const int64_t i = (int64_t)(uniform01(state) * (double)n);
+  return i < n ? i : n - 1;
+}
+
+/* row_val[i] = min(row_val[i], ||x_i - p||^2) over the packed pending
+ * centres; pairs near cancellation are recomputed directly. */
+static void refresh_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
+                          const float *s) {
+  (void)ud;
+  for (int r = 0; r < rows; r++) {
+    const int64_t i = i0 + r;
+    const float *sr = s + r * m->nr;
+    const float xn = m->xnorm[i];
+    float best = m->row_val[i];
+    for (int c = 0; c < cols; c++) {
+      const float cn = m->cnorm[c0 + c];
+      float d2 = xn + cn - 2.0f * sr[c];
+      if (d2 < best) {
+        if (d2 <= CANCEL_FRACTION * (xn + cn))
+          d2 = sq_dist(x_row(m, i), x_row(m, m->pending[c0 + c]), m->d);
+        best = d2 < best ? d2 : best;
+      }
+    }
+    m->row_val[i] = best;
+  }
+}
+
+/* Folds the pending centres into the D^2 of every point and rebuilds the
+ * chunk sums. Returns their total (sums in double, in a fixed order). */
+static double refresh(km *m, int64_t npending) {
+  pack_centres(m, m->x, m->ld, m->pending, npending);
+  gemm_pass(m, npending, refresh_visit, NULL);
+  const int64_t nchunks = (m->n + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
+#pragma omp parallel for num_threads(threads_for(m, nchunks / 16)) schedule(static)
+  for (int64_t ch = 0; ch < nchunks; ch++) {
+    const int64_t end = (ch + 1) * SAMPLE_CHUNK < m->n ? (ch + 1) * SAMPLE_CHUNK : m->n;
+    double sum = 0.0;
+    for (int64_t i = ch * SAMPLE_CHUNK; i < end; i++)
+      sum += m->row_val[i];
+    m->chunk_cum[ch] = sum;
+  }
+  for (int64_t ch = 1; ch < nchunks; ch++)
+    m->chunk_cum[ch] += m->chunk_cum[ch - 1];
+  return m->chunk_cum[nchunks - 1];
+}
+
+/* A point drawn with probability row_val[i] / total (total > 0, finite):
+ * the chunk by binary search of the prefix sums, then the point by scanning
+ * it. Never a point of weight 0. */
+static int64_t draw_weighted(const km *m, double total, uint64_t *rng) {
+  const int64_t nchunks = (m->n + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
+  const double u = uniform01(rng) * total;
+  int64_t lo = 0, hi = nchunks - 1; /* first chunk with cum > u (the last if none) */
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (m->chunk_cum[mid] > u)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  while (lo > 0 && m->chunk_cum[lo] <= m->chunk_cum[lo - 1])
+    lo--; /* rounding put u past the end: the last chunk of positive weight */
+  const double r = u - (lo > 0 ? m->chunk_cum[lo - 1] : 0.0);
+  const int64_t end = (lo + 1) * SAMPLE_CHUNK < m->n ? (lo + 1) * SAMPLE_CHUNK : m->n;
+  double acc = 0.0;
+  int64_t last = lo * SAMPLE_CHUNK;
+  for (int64_t i = lo * SAMPLE_CHUNK; i < end; i++) {
+    if (m->row_val[i] > 0.0f) {
+      acc += m->row_val[i];
+      last = i;
+      if (acc > r)
+        return i;
+    }
+  }
+  return last;
+}
+
+/* Whether the draw i (weight row_val[i] from the last refresh, an upper
+ * bound of its current D^2) is kept: with probability current / bound. */
+static int accept_draw(const km *m, int64_t i, int64_t npending, uint64_t *rng) {
+  const float bound = m->row_val[i];
+  float cur = bound;
+  for (int64_t p = 0; p < npending && cur > 0.0f; p++) {
+    const float d2 = sq_dist(x_row(m, i), x_row(m, m->pending[p]), m->d);
+    cur = d2 < cur ? d2 : cur;
+  }
+  return uniform01(rng) * (double)bound < (double)cur;
+}
+
+/* Writes k centres drawn by k-means++ into centroids. */
+static void seed_plus_plus(km *m, uint64_t seed, float *centroids) {
+  const int d = m->d;
+  uint64_t rng = seed;
+#pragma omp parallel for num_threads(threads_for(m, m->n / 4096)) schedule(static)
+  for (int64_t i = 0; i < m->n; i++) {
+    m->xnorm[i] = dot(x_row(m, i), x_row(m, i), d);
+    m->row_val[i] = INFINITY;
+  }
+  int64_t first = uniform_index(&rng, m->n);
+  memcpy(centroids, x_row(m, first), sizeof(float) * (size_t)d);
+  m->pending[0] = (int32_t)first;
+  double total = refresh(m, 1);
+  int64_t npending = 0, rejected = 0;
+  for (int64_t chosen = 1; chosen < m->k;) {
+    int64_t i;
+    if (!(total > 0.0) || !isfinite(total)) {
+      /* every point sits on a centre (or x is not finite): any point */
+      i = uniform_index(&rng, m->n);
+    } else {
+      i = draw_weighted(m, total, &rng);
+      if (!accept_draw(m, i, npending, &rng)) {
+        i = -1;
+        rejected++;
+      }
+    }
+    if (i >= 0) {
+      memcpy(centroids + chosen * d, x_row(m, i), sizeof(float) * (size_t)d);
+      m->pending[npending++] = (int32_t)i;
+      chosen++;
+    }
+    /* Refresh when the batch is full or the bound has gone loose (about
+     * half the draws rejected): the refresh costs n d per centre whenever
+     * it runs, a rejected draw d per pending centre. */
+    if (chosen < m->k && npending > 0 &&
+        (npending == PENDING_MAX || rejected > npending + 16)) {
+      total = refresh(m, npending);
+      npending = 0;
+      rejected = 0;
+    }
+  }
+}
+
+/* ---- entry point ------------------------------------------------------------ */
+
+static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
+                              const float *centroids, const int32_t *labels,
+                              stsa_errbuf *err) {
+  STSA_RETURN_IF(!a || !a->x || !centroids || !labels, err, STSA_ERR_NULL_ARG,
+                 "stsa_kmeans: %s is NULL",
+                 !a           ? "args"
+                 : !a->x      ? "x"
+                 : !centroids ? "centroids"
+                              : "labels");
+  STSA_RETURN_IF(a->n < 1 || a->n > ((int64_t)1 << 31), err, STSA_ERR_BAD_PARAM,
+                 "stsa_kmeans: n = %lld, expected 1..2^31", (long long)a->n);
+  STSA_RETURN_IF(a->d < 1 || a->d > STSA_MAX_HEAD_DIM, err, STSA_ERR_BAD_PARAM,
+                 "stsa_kmeans: d = %d, expected 1..%d", a->d, STSA_MAX_HEAD_DIM);
+  STSA_RETURN_IF(a->ld < a->d || a->ld > INT64_MAX / a->n, err, STSA_ERR_BAD_PARAM,
+                 "stsa_kmeans: ld = %lld, expected d (%d) .. INT64_MAX / n",
+                 (long long)a->ld, a->d);
+  STSA_RETURN_IF(a->k < 1 || a->k > a->n, err, STSA_ERR_BAD_PARAM,
+                 "stsa_kmeans: k = %lld, expected 1..n (%lld)", (long long)a->k,
+                 (long long)a->n);
+  STSA_RETURN_IF(a->iters < 0, err, STSA_ERR_BAD_PARAM,
+                 "stsa_kmeans: iters = %d, expected >= 0", a->iters);
+  STSA_RETURN_IF(!(a->tol >= 0.0) || !isfinite(a->tol), err, STSA_ERR_BAD_PARAM,
+                 "stsa_kmeans: tol = %g, expected finite and >= 0", a->tol);
+  STSA_RETURN_IF(a->warm != 0 && a->warm != 1, err, STSA_ERR_BAD_PARAM,
+                 "stsa_kmeans: warm = %d, expected 0 or 1", a->warm);
+  if (ctx->check_finite)
+    for (int64_t i = 0; i < a->n; i++)
+      for (int j = 0; j < a->d; j++)
+        STSA_RETURN_IF(!isfinite(a->x[i * a->ld + j]), err, STSA_ERR_NONFINITE,
+                       "stsa_kmeans: x[%lld][%d] is not finite", (long long)i, j);
+  return STSA_OK;
+}
+
+stsa_status stsa_kmeans(stsa_ctx *ctx, const stsa_kmeans_args *a, float *centroids,
+                        int32_t *labels, int64_t *sizes, int *iters_done) {
+  if (!ctx)
+    return STSA_ERR_NULL_ARG;
+  stsa_err_clear(&ctx->err);
+  STSA_TRY(check_args(ctx, a, centroids, labels, &ctx->err));
+  km m;
+  memset(&m, 0, sizeof m);
+  m.x = a->x;
+  m.n = a->n;
+  m.ld = a->ld;
+  m.k = a->k;
+  m.d = a->d;
+  m.kern = &ctx->run->kern;
+  m.mr = m.kern->mr;
+  m.nr = m.kern->nr;
+  m.threads = ctx->threads > 0 ? ctx->threads : 1;
+  void *block;
+  STSA_RETURN_IF(km_alloc(&m, &block) != 0, &ctx->err, STSA_ERR_OUT_OF_MEMORY,
+                 "stsa_kmeans: no memory for the scratch of n = %lld, k = %lld, d = %d",
+                 (long long)m.n, (long long)m.k, m.d);
+  if (!a->warm)
+    seed_plus_plus(&m, a->seed, centroids);
+  const double tol2 = a->tol * a->tol;
+  int done = 0;
+  for (;;) {
+    assign(&m, centroids, labels);
+    sort_by_label(&m, labels);
+    if (done == a->iters)
+      break;
+    const double shift2 = update(&m, centroids);
+    done++;
+    if (done == a->iters || shift2 <= tol2)
+      break;
+  }
+  if (sizes)
+    memcpy(sizes, m.counts, sizeof(int64_t) * (size_t)m.k);
+  if (iters_done)
+    *iters_done = done;
+  free(block);
+  return STSA_OK;
+}

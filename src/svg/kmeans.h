@@ -1,0 +1,60 @@
+/*
+ * kmeans.h — Euclidean Lloyd k-means of one (batch, head)'s query or key
+ * vectors, for Sparse VideoGen 2's semantic-aware permutation (reference:
+ * shared/reference/svg2.md). Internal to the library.
+ *
+ * Seeding (warm = 0): k-means++ D^2 sampling, deterministic from the seed.
+ * Each centre is drawn by rejection from the distances of the last full
+ * refresh (an upper bound of the current ones, so the draw is exact D^2
+ * sampling), and the distances are refreshed for a batch of new centres at
+ * once as a GEMM on the context's qk micro-kernel: the n k d multiply-adds of
+ * k-means++ run at GEMM speed instead of one pass over x per centre.
+ * When every point is at distance 0 from a centre (fewer distinct points
+ * than k), the remaining centres are points drawn uniformly: duplicated
+ * centroids, whose clusters stay empty.
+ *
+ * Lloyd iteration: assignment, argmin_c ||c||^2 - 2 x.c on the qk kernel
+ * (ties to the lower index; a row with NaN keeps label 0), then update, each
+ * centroid the mean of its members summed in double in index order. An
+ * empty cluster keeps its old centroid. Labels are those of the last
+ * assignment and centroids the means of those clusters, so sizes[c] counts
+ * the members of centroid c.
+ *
+ * Deterministic: labels, centroids and sizes are bitwise identical for any
+ * thread count (ctx->threads) and any run with the same arguments.
+ */
+#ifndef STSA_SVG_KMEANS_H
+#define STSA_SVG_KMEANS_H
+
+#include <stdint.h>
+
+#include "core/context.h"
+#include "stsa.h"
+
+/* Points: x[i * ld + j] for i < n, j < d (f32). */
+typedef struct stsa_kmeans_args {
+  const float *x;
+  int64_t n;  /* 1..2^31 */
+  int d;      /* 1..STSA_MAX_HEAD_DIM */
+  int64_t ld; /* >= d */
+  int64_t k;  /* 1..n */
+  int warm;   /* 1: centroids hold a previous solution to start from; 0: k-means++ */
+  int iters;  /* max Lloyd iterations (>= 0; 0: seeding (if cold) + one assignment) */
+  /* Stop after the iteration whose largest centroid shift (Euclidean
+   * distance, in the units of x: an absolute value, as in the published
+   * method, which uses 1e-4) is <= tol. tol >= 0 and finite; 0 stops at an
+   * exact fixpoint only. */
+  double tol;
+  uint64_t seed; /* of the k-means++ draws (unused when warm) */
+} stsa_kmeans_args;
+
+/* centroids [k][d] (rows d apart) in when warm, out always; labels [n] out;
+ * sizes [k] out (may be NULL); *iters_done out (may be NULL): the Lloyd
+ * iterations run. Returns STSA_OK, or STSA_ERR_NULL_ARG / STSA_ERR_BAD_PARAM
+ * (nothing written) / STSA_ERR_OUT_OF_MEMORY (nothing written) with a
+ * message in ctx->err. Scratch is allocated per call: O(n + k d) floats
+ * plus O(d) per thread. */
+stsa_status stsa_kmeans(stsa_ctx *ctx, const stsa_kmeans_args *a, float *centroids,
+                        int32_t *labels, int64_t *sizes, int *iters_done);
+
+#endif

@@ -1,0 +1,537 @@
+/*
+ * test_kmeans.c — the SVG2 k-means (src/svg/kmeans.c): planted blobs
+ * recovered exactly, k-means++ leaving no cluster empty, a cost that never
+ * rises, warm starts, determinism across threads / runs / seeds, edge cases,
+ * bad arguments writing nothing, and one assignment against a
+ * double-precision brute force.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svg/kmeans.h"
+#include "testutil.h"
+
+static stsa_ctx *make_ctx(int threads) {
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  if (ctx && threads > 0)
+    CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_THREADS, threads), STSA_OK);
+  return ctx;
+}
+
+static stsa_kmeans_args make_args(const float *x, int64_t n, int d, int64_t ld, int64_t k,
+                                  int warm, int iters, double tol, uint64_t seed) {
+  stsa_kmeans_args a;
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.n = n;
+  a.d = d;
+  a.ld = ld;
+  a.k = k;
+  a.warm = warm;
+  a.iters = iters;
+  a.tol = tol;
+  a.seed = seed;
+  return a;
+}
+
+/* One k-means result. */
+typedef struct result {
+  float *cent;
+  int32_t *labels;
+  int64_t *sizes;
+  int iters_done;
+  stsa_status st;
+} result;
+
+static result result_alloc(int64_t n, int d, int64_t k) {
+  result r;
+  r.cent = calloc((size_t)(k * d), sizeof(float));
+  r.labels = calloc((size_t)n, sizeof(int32_t));
+  r.sizes = calloc((size_t)k, sizeof(int64_t));
+  r.iters_done = -1;
+  r.st = STSA_OK;
+  return r;
+}
+
+static void result_free(result *r) {
+  free(r->cent);
+  free(r->labels);
+  free(r->sizes);
+}
+
+/* Runs k-means into r (r->cent is the warm start when warm). */
+static void run(stsa_ctx *ctx, const stsa_kmeans_args *a, result *r) {
+  r->st = stsa_kmeans(ctx, a, r->cent, r->labels, r->sizes, &r->iters_done);
+  CHECK(r->st == STSA_OK, "stsa_kmeans n %lld d %d k %lld: %s (%s)", (long long)a->n,
+        a->d, (long long)a->k, stsa_status_str(r->st), stsa_ctx_last_error(ctx));
+}
+
+static double sq_dist_d(const float *a, const float *b, int d) {
+  double s = 0.0;
+  for (int j = 0; j < d; j++) {
+    double t = (double)a[j] - (double)b[j];
+    s += t * t;
+  }
+  return s;
+}
+
+/* Sum of squared distances of the points to their centroids. */
+static double cost(const float *x, int64_t n, int d, int64_t ld, const float *cent,
+                   const int32_t *labels) {
+  double c = 0.0;
+  for (int64_t i = 0; i < n; i++)
+    c += sq_dist_d(x + i * ld, cent + (int64_t)labels[i] * d, d);
+  return c;
+}
+
+/* ---- data -------------------------------------------------------------------- */
+
+/* n Gaussian points N(0, 1) in rows ld apart. */
+static float *random_points(tu_rng *rng, int64_t n, int d, int64_t ld) {
+  float *x = calloc((size_t)(n * ld), sizeof(float));
+  for (int64_t i = 0; i < n; i++)
+    for (int j = 0; j < d; j++)
+      x[i * ld + j] = (float)tu_rng_normal(rng);
+  return x;
+}
+
+/* `blobs` blobs, centres uniform in [-scale, scale]^d, points at spread
+ * sigma around them, sizes uniform in 5..400, shuffled. Returns x and each
+ * point's blob in *truth, the count in *n. */
+static float *planted(tu_rng *rng, int blobs, int d, int64_t ld, double scale,
+                      double sigma, int64_t *n, int32_t **truth) {
+  int64_t sizes[64], total = 0;
+  for (int b = 0; b < blobs; b++) {
+    sizes[b] = 5 + (int64_t)(tu_rng_next(rng) % 396);
+    total += sizes[b];
+  }
+  float *centres = malloc(sizeof(float) * (size_t)(blobs * d));
+  for (int64_t e = 0; e < (int64_t)blobs * d; e++)
+    centres[e] = (float)(scale * tu_rng_uniform(rng));
+  int32_t *t = malloc(sizeof(int32_t) * (size_t)total);
+  int64_t i = 0;
+  for (int b = 0; b < blobs; b++)
+    for (int64_t s = 0; s < sizes[b]; s++)
+      t[i++] = b;
+  for (int64_t e = total - 1; e > 0; e--) { /* Fisher-Yates */
+    int64_t f = (int64_t)(tu_rng_next(rng) % (uint64_t)(e + 1));
+    int32_t tmp = t[e];
+    t[e] = t[f];
+    t[f] = tmp;
+  }
+  float *x = calloc((size_t)(total * ld), sizeof(float));
+  for (i = 0; i < total; i++)
+    for (int j = 0; j < d; j++)
+      x[i * ld + j] = centres[t[i] * d + j] + (float)(sigma * tu_rng_normal(rng));
+  free(centres);
+  *n = total;
+  *truth = t;
+  return x;
+}
+
+/* Whether labels equal truth up to a relabelling (a bijection of k). */
+static int same_partition(const int32_t *labels, const int32_t *truth, int64_t n,
+                          int64_t k) {
+  int32_t *to = malloc(sizeof(int32_t) * (size_t)k),
+          *from = malloc(sizeof(int32_t) * (size_t)k);
+  for (int64_t c = 0; c < k; c++)
+    to[c] = from[c] = -1;
+  int ok = 1;
+  for (int64_t i = 0; i < n && ok; i++) {
+    int32_t l = labels[i], t = truth[i];
+    if (l < 0 || l >= k || (to[l] >= 0 && to[l] != t) || (from[t] >= 0 && from[t] != l))
+      ok = 0;
+    else
+      to[l] = t, from[t] = l;
+  }
+  free(to);
+  free(from);
+  return ok;
+}
+
+/* ---- tests -------------------------------------------------------------------- */
+
+static void test_planted(stsa_ctx *ctx, int d, int64_t ld, uint64_t seed) {
+  tu_rng rng = {seed};
+  const int blobs = 12;
+  int64_t n;
+  int32_t *truth;
+  float *x = planted(&rng, blobs, d, ld, 10.0, 0.01, &n, &truth);
+  stsa_kmeans_args a = make_args(x, n, d, ld, blobs, 0, 50, 1e-4, seed + 1);
+  result r = result_alloc(n, d, blobs);
+  run(ctx, &a, &r);
+  CHECK(same_partition(r.labels, truth, n, blobs),
+        "planted d %d ld %lld: 12 blobs not recovered", d, (long long)ld);
+  int64_t total = 0;
+  for (int c = 0; c < blobs; c++)
+    total += r.sizes[c];
+  CHECK(total == n, "planted: sizes sum to %lld, expected %lld", (long long)total,
+        (long long)n);
+  CHECK(r.iters_done >= 1 && r.iters_done <= 50, "planted: %d iterations", r.iters_done);
+  /* rows ld apart give the same bits as the same rows packed */
+  if (ld != d) {
+    float *packed = malloc(sizeof(float) * (size_t)(n * d));
+    for (int64_t i = 0; i < n; i++)
+      memcpy(packed + i * d, x + i * ld, sizeof(float) * (size_t)d);
+    stsa_kmeans_args b = make_args(packed, n, d, d, blobs, 0, 50, 1e-4, seed + 1);
+    result q = result_alloc(n, d, blobs);
+    run(ctx, &b, &q);
+    CHECK(!memcmp(q.labels, r.labels, sizeof(int32_t) * (size_t)n) &&
+              !memcmp(q.cent, r.cent, sizeof(float) * (size_t)(blobs * d)),
+          "planted d %d: ld %lld and ld d differ", d, (long long)ld);
+    result_free(&q);
+    free(packed);
+  }
+  result_free(&r);
+  free(x);
+  free(truth);
+}
+
+/* Seeding alone (iters 0): k distinct data points, every cluster non-empty. */
+static void test_seeding_no_empty(stsa_ctx *ctx) {
+  tu_rng rng = {7};
+  const int64_t n = 400, k = 50;
+  const int d = 8;
+  float *x = random_points(&rng, n, d, d);
+  stsa_kmeans_args a = make_args(x, n, d, d, k, 0, 0, 0.0, 3);
+  result r = result_alloc(n, d, k);
+  run(ctx, &a, &r);
+  CHECK(r.iters_done == 0, "seeding: iters_done %d, expected 0", r.iters_done);
+  int empty = 0, not_point = 0, dup = 0;
+  for (int64_t c = 0; c < k; c++) {
+    empty += r.sizes[c] == 0;
+    int found = 0;
+    for (int64_t i = 0; i < n && !found; i++)
+      found = !memcmp(x + i * d, r.cent + c * d, sizeof(float) * d);
+    not_point += !found;
+    for (int64_t e = 0; e < c; e++)
+      dup += !memcmp(r.cent + e * d, r.cent + c * d, sizeof(float) * d);
+  }
+  CHECK(empty == 0, "seeding: %d empty clusters", empty);
+  CHECK(not_point == 0, "seeding: %d centres are not data points", not_point);
+  CHECK(dup == 0, "seeding: %d duplicated centres", dup);
+  result_free(&r);
+  free(x);
+}
+
+/* cost(labels_t, centroids_t+1) never rises, one warm iteration at a time. */
+static void test_cost_monotone(stsa_ctx *ctx) {
+  tu_rng rng = {11};
+  const int64_t n = 2000, k = 20;
+  const int d = 16;
+  float *x = random_points(&rng, n, d, d);
+  stsa_kmeans_args a = make_args(x, n, d, d, k, 0, 1, 0.0, 5);
+  result r = result_alloc(n, d, k);
+  run(ctx, &a, &r);
+  double prev = cost(x, n, d, d, r.cent, r.labels);
+  a.warm = 1;
+  int rises = 0;
+  for (int it = 0; it < 15; it++) {
+    run(ctx, &a, &r);
+    double c = cost(x, n, d, d, r.cent, r.labels);
+    rises += c > prev * (1.0 + 1e-6);
+    prev = c;
+  }
+  CHECK(rises == 0, "cost rose in %d of 15 iterations", rises);
+  result_free(&r);
+  free(x);
+}
+
+/* 50 cold iterations on 20 overlapping blobs (centres about 14 apart, each
+ * about 3 wide), then points moved by 1e-3: the warm run converges in at
+ * most 3 iterations and keeps almost every label. */
+static void test_warm_start(stsa_ctx *ctx) {
+  tu_rng rng = {13};
+  const int d = 32, blobs = 20;
+  int64_t n;
+  int32_t *truth;
+  float *x = planted(&rng, blobs, d, d, 3.0, 0.5, &n, &truth);
+  const int64_t k = blobs;
+  stsa_kmeans_args a = make_args(x, n, d, d, k, 0, 50, 1e-4, 17);
+  result r = result_alloc(n, d, k);
+  run(ctx, &a, &r);
+  int32_t *before = malloc(sizeof(int32_t) * (size_t)n);
+  memcpy(before, r.labels, sizeof(int32_t) * (size_t)n);
+  for (int64_t e = 0; e < n * d; e++)
+    x[e] += (float)(1e-3 * tu_rng_normal(&rng));
+  a.warm = 1;
+  run(ctx, &a, &r);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; i++)
+    kept += r.labels[i] == before[i];
+  CHECK(r.iters_done <= 3, "warm start: %d iterations, expected <= 3", r.iters_done);
+  CHECK(kept >= n - n / 100, "warm start: %lld of %lld labels kept", (long long)kept,
+        (long long)n);
+  free(before);
+  result_free(&r);
+  free(x);
+  free(truth);
+}
+
+static int same_result(const result *p, const result *q, int64_t n, int d, int64_t k) {
+  return !memcmp(p->labels, q->labels, sizeof(int32_t) * (size_t)n) &&
+         !memcmp(p->cent, q->cent, sizeof(float) * (size_t)(k * d)) &&
+         !memcmp(p->sizes, q->sizes, sizeof(int64_t) * (size_t)k) &&
+         p->iters_done == q->iters_done;
+}
+
+/* Bitwise equal for 1, 2, 3 threads and across runs; another seed differs. */
+static void test_determinism(void) {
+  tu_rng rng = {19};
+  const int64_t n = 9000, k = 150;
+  const int d = 40;
+  float *x = random_points(&rng, n, d, d);
+  stsa_kmeans_args a = make_args(x, n, d, d, k, 0, 8, 0.0, 23);
+  result r[4];
+  for (int t = 0; t < 3; t++) {
+    stsa_ctx *ctx = make_ctx(t + 1);
+    r[t] = result_alloc(n, d, k);
+    run(ctx, &a, &r[t]);
+    stsa_ctx_free(ctx);
+  }
+  CHECK(same_result(&r[0], &r[1], n, d, k), "determinism: 1 and 2 threads differ");
+  CHECK(same_result(&r[0], &r[2], n, d, k), "determinism: 1 and 3 threads differ");
+  stsa_ctx *ctx = make_ctx(2);
+  r[3] = result_alloc(n, d, k);
+  run(ctx, &a, &r[3]);
+  CHECK(same_result(&r[1], &r[3], n, d, k), "determinism: two runs differ");
+  a.seed = 24;
+  run(ctx, &a, &r[3]);
+  CHECK(!same_result(&r[1], &r[3], n, d, k), "determinism: seeds 23 and 24 agree");
+  stsa_ctx_free(ctx);
+  for (int t = 0; t < 4; t++)
+    result_free(&r[t]);
+  free(x);
+}
+
+static int all_finite(const float *v, int64_t count) {
+  for (int64_t e = 0; e < count; e++)
+    if (!isfinite(v[e]))
+      return 0;
+  return 1;
+}
+
+static void test_edges(stsa_ctx *ctx) {
+  tu_rng rng = {29};
+  /* k = 1: the mean */
+  {
+    const int64_t n = 333;
+    const int d = 7;
+    float *x = random_points(&rng, n, d, d);
+    stsa_kmeans_args a = make_args(x, n, d, d, 1, 0, 5, 0.0, 1);
+    result r = result_alloc(n, d, 1);
+    run(ctx, &a, &r);
+    double err = 0.0;
+    for (int j = 0; j < d; j++) {
+      double mean = 0.0;
+      for (int64_t i = 0; i < n; i++)
+        mean += x[i * d + j];
+      err = fmax(err, fabs(mean / (double)n - r.cent[j]));
+    }
+    CHECK(err < 1e-6 && r.sizes[0] == n, "k = 1: mean off by %g, size %lld", err,
+          (long long)r.sizes[0]);
+    result_free(&r);
+    free(x);
+  }
+  /* k = n: every point its own cluster */
+  {
+    const int64_t n = 97;
+    const int d = 3;
+    float *x = random_points(&rng, n, d, d);
+    stsa_kmeans_args a = make_args(x, n, d, d, n, 0, 3, 0.0, 2);
+    result r = result_alloc(n, d, n);
+    run(ctx, &a, &r);
+    int bad = 0;
+    for (int64_t c = 0; c < n; c++)
+      bad += r.sizes[c] != 1;
+    for (int64_t i = 0; i < n; i++)
+      bad += memcmp(x + i * d, r.cent + (int64_t)r.labels[i] * d, sizeof(float) * d) != 0;
+    CHECK(bad == 0, "k = n: %d clusters or points wrong", bad);
+    result_free(&r);
+    free(x);
+  }
+  /* n = 1 */
+  {
+    float x[5] = {1, 2, 3, 4, 5};
+    stsa_kmeans_args a = make_args(x, 1, 5, 5, 1, 0, 10, 1e-4, 3);
+    result r = result_alloc(1, 5, 1);
+    run(ctx, &a, &r);
+    CHECK(!memcmp(r.cent, x, sizeof x) && r.labels[0] == 0 && r.sizes[0] == 1,
+          "n = 1: centroid or label wrong");
+    result_free(&r);
+  }
+  /* duplicated points: 10 distinct values, 6 copies each */
+  {
+    const int64_t distinct = 10, n = 60;
+    const int d = 4;
+    float *x = malloc(sizeof(float) * (size_t)(n * d));
+    float *vals = random_points(&rng, distinct, d, d);
+    for (int64_t i = 0; i < n; i++)
+      memcpy(x + i * d, vals + (i % distinct) * d, sizeof(float) * d);
+    int32_t truth[60];
+    for (int64_t i = 0; i < n; i++)
+      truth[i] = (int32_t)(i % distinct);
+    stsa_kmeans_args a = make_args(x, n, d, d, distinct, 0, 20, 0.0, 4);
+    result r = result_alloc(n, d, distinct);
+    run(ctx, &a, &r);
+    CHECK(same_partition(r.labels, truth, n, distinct),
+          "duplicates, k = distinct: copies not grouped");
+    result_free(&r);
+    /* more clusters than distinct points: centres repeat, no NaN */
+    for (int64_t k = 11; k <= n; k += 49) {
+      a.k = k;
+      r = result_alloc(n, d, k);
+      run(ctx, &a, &r);
+      int64_t total = 0, nonempty = 0, bad_label = 0;
+      for (int64_t c = 0; c < k; c++) {
+        total += r.sizes[c];
+        nonempty += r.sizes[c] > 0;
+      }
+      for (int64_t i = 0; i < n; i++)
+        bad_label += r.labels[i] < 0 || r.labels[i] >= k;
+      CHECK(
+          all_finite(r.cent, k * d) && total == n && nonempty == distinct && !bad_label,
+          "duplicates, k = %lld: finite %d, total %lld, non-empty %lld, bad labels %lld",
+          (long long)k, all_finite(r.cent, k * d), (long long)total, (long long)nonempty,
+          (long long)bad_label);
+      CHECK(cost(x, n, d, d, r.cent, r.labels) == 0.0, "duplicates, k = %lld: cost not 0",
+            (long long)k);
+      result_free(&r);
+    }
+    free(vals);
+    free(x);
+  }
+  /* d = 1: two groups on a line */
+  {
+    float x[9] = {0.0f, 10.0f, 0.1f, 10.2f, -0.1f, 9.9f, 0.05f, 10.1f, 0.0f};
+    int32_t truth[9] = {0, 1, 0, 1, 0, 1, 0, 1, 0};
+    stsa_kmeans_args a = make_args(x, 9, 1, 1, 2, 0, 10, 0.0, 5);
+    result r = result_alloc(9, 1, 2);
+    run(ctx, &a, &r);
+    CHECK(same_partition(r.labels, truth, 9, 2), "d = 1: groups not found");
+    result_free(&r);
+  }
+}
+
+/* Every bad argument fails and leaves the outputs as they were. */
+static void test_bad_args(stsa_ctx *ctx) {
+  enum { N = 20, D = 4, K = 3 };
+  float x[N * D];
+  for (int e = 0; e < N * D; e++)
+    x[e] = (float)e;
+  float cent[K * D];
+  int32_t labels[N];
+  int64_t sizes[K];
+  int done = 77;
+  memset(cent, 0x5a, sizeof cent);
+  memset(labels, 0x5a, sizeof labels);
+  memset(sizes, 0x5a, sizeof sizes);
+  float cent0[K * D];
+  memcpy(cent0, cent, sizeof cent);
+  struct {
+    const char *what;
+    stsa_kmeans_args a;
+    stsa_status expect;
+  } cases[] = {
+      {"k = 0", make_args(x, N, D, D, 0, 0, 5, 0.0, 1), STSA_ERR_BAD_PARAM},
+      {"k > n", make_args(x, N, D, D, N + 1, 0, 5, 0.0, 1), STSA_ERR_BAD_PARAM},
+      {"n = 0", make_args(x, 0, D, D, 1, 0, 5, 0.0, 1), STSA_ERR_BAD_PARAM},
+      {"d = 0", make_args(x, N, 0, D, K, 0, 5, 0.0, 1), STSA_ERR_BAD_PARAM},
+      {"d = 513", make_args(x, N, 513, 513, K, 0, 5, 0.0, 1), STSA_ERR_BAD_PARAM},
+      {"ld < d", make_args(x, N, D, D - 1, K, 0, 5, 0.0, 1), STSA_ERR_BAD_PARAM},
+      {"iters < 0", make_args(x, N, D, D, K, 0, -1, 0.0, 1), STSA_ERR_BAD_PARAM},
+      {"tol < 0", make_args(x, N, D, D, K, 0, 5, -1.0, 1), STSA_ERR_BAD_PARAM},
+      {"tol NaN", make_args(x, N, D, D, K, 0, 5, NAN, 1), STSA_ERR_BAD_PARAM},
+      {"warm = 2", make_args(x, N, D, D, K, 2, 5, 0.0, 1), STSA_ERR_BAD_PARAM},
+      {"x NULL", make_args(NULL, N, D, D, K, 0, 5, 0.0, 1), STSA_ERR_NULL_ARG},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    stsa_status st = stsa_kmeans(ctx, &cases[c].a, cent, labels, sizes, &done);
+    CHECK(st == cases[c].expect && stsa_ctx_last_error(ctx)[0] != '\0',
+          "bad args %s: %s, expected %s", cases[c].what, stsa_status_str(st),
+          stsa_status_str(cases[c].expect));
+  }
+  stsa_kmeans_args ok = make_args(x, N, D, D, K, 0, 5, 0.0, 1);
+  CHECK_STATUS(stsa_kmeans(ctx, NULL, cent, labels, sizes, &done), STSA_ERR_NULL_ARG);
+  CHECK_STATUS(stsa_kmeans(ctx, &ok, NULL, labels, sizes, &done), STSA_ERR_NULL_ARG);
+  CHECK_STATUS(stsa_kmeans(ctx, &ok, cent, NULL, sizes, &done), STSA_ERR_NULL_ARG);
+  CHECK_STATUS(stsa_kmeans(NULL, &ok, cent, labels, sizes, &done), STSA_ERR_NULL_ARG);
+  /* a NaN point with the finiteness check on (the default) */
+  x[5] = NAN;
+  CHECK_STATUS(stsa_kmeans(ctx, &ok, cent, labels, sizes, &done), STSA_ERR_NONFINITE);
+  int32_t labels0[N];
+  int64_t sizes0[K];
+  memset(labels0, 0x5a, sizeof labels0);
+  memset(sizes0, 0x5a, sizeof sizes0);
+  CHECK(!memcmp(cent, cent0, sizeof cent) && !memcmp(labels, labels0, sizeof labels) &&
+            !memcmp(sizes, sizes0, sizeof sizes) && done == 77,
+        "bad args: an output was written");
+  /* NULL sizes and iters_done are allowed */
+  x[5] = 5.0f;
+  CHECK_STATUS(stsa_kmeans(ctx, &ok, cent, labels, NULL, NULL), STSA_OK);
+}
+
+/* One assignment (warm, iters 0) against argmin ||x - c||^2 in double:
+ * equal labels except near ties (within the f32 rounding of the GEMM form). */
+static void test_against_brute_force(stsa_ctx *ctx, int d) {
+  tu_rng rng = {31};
+  const int64_t n = 1500, k = 70;
+  float *x = random_points(&rng, n, d, d);
+  result r = result_alloc(n, d, k);
+  for (int64_t e = 0; e < k * d; e++)
+    r.cent[e] = (float)tu_rng_normal(&rng);
+  float *cent0 = malloc(sizeof(float) * (size_t)(k * d));
+  memcpy(cent0, r.cent, sizeof(float) * (size_t)(k * d));
+  stsa_kmeans_args a = make_args(x, n, d, d, k, 1, 0, 0.0, 0);
+  run(ctx, &a, &r);
+  CHECK(!memcmp(cent0, r.cent, sizeof(float) * (size_t)(k * d)),
+        "assignment only: centroids changed");
+  int64_t differ = 0, wrong = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t best = 0;
+    double bd = INFINITY;
+    for (int64_t c = 0; c < k; c++) {
+      double dc = sq_dist_d(x + i * d, cent0 + c * d, d);
+      if (dc < bd)
+        bd = dc, best = c;
+    }
+    if (r.labels[i] != best) {
+      differ++;
+      double got = sq_dist_d(x + i * d, cent0 + (int64_t)r.labels[i] * d, d);
+      double scale = 0.0; /* ||x||^2 + ||c||^2: what the f32 error scales with */
+      for (int j = 0; j < d; j++)
+        scale += (double)x[i * d + j] * x[i * d + j] +
+                 (double)cent0[best * d + j] * cent0[best * d + j];
+      wrong += got - bd > 1e-5 * scale;
+    }
+  }
+  CHECK(wrong == 0, "brute force d %d: %lld of %lld labels wrong (%lld differ)", d,
+        (long long)wrong, (long long)n, (long long)differ);
+  free(cent0);
+  result_free(&r);
+  free(x);
+}
+
+int main(void) {
+  stsa_ctx *ctx = make_ctx(2);
+  test_planted(ctx, 64, 64, 101);
+  test_planted(ctx, 128, 131, 102);
+  test_planted(ctx, 5, 5, 103);
+  test_planted(ctx, 80, 80, 104);
+  test_seeding_no_empty(ctx);
+  test_cost_monotone(ctx);
+  test_warm_start(ctx);
+  test_determinism();
+  test_edges(ctx);
+  test_bad_args(ctx);
+  test_against_brute_force(ctx, 33);
+  test_against_brute_force(ctx, 128);
+  /* the portable micro-kernels give the same partition of planted blobs */
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BACKEND, STSA_BACKEND_PORTABLE), STSA_OK);
+  test_planted(ctx, 64, 64, 101);
+  test_against_brute_force(ctx, 33);
+  stsa_ctx_free(ctx);
+  return tu_finish("test_kmeans");
+}
