@@ -9,6 +9,13 @@
  * built for (tile qt covers q positions [qt*q_tile, ...), tile kt kv
  * positions [kt*kv_tile, ...)); the token maps of a stsa_sparse_head say
  * which tensor row each position is.
+ *
+ * Variable tiles (SVG2's cluster rectangles): a structure may instead give
+ * its own tile bounds, so that tiles follow cluster boundaries and every
+ * visited tile is FULL, only with fewer rows or columns than q_tile x
+ * kv_tile. Each kv tile is then packed at a panel boundary of its own
+ * (kv_pack), so a ragged tile still needs no mask: its padding columns are
+ * zero keys the softmax ignores.
  */
 #ifndef STSA_KERNEL_BLOCK_SPARSE_H
 #define STSA_KERNEL_BLOCK_SPARSE_H
@@ -42,6 +49,19 @@ typedef struct stsa_block_sparse {
   int32_t *pattern;  /* [entries] index into pattern_list for PARTIAL, -1 for FULL */
   int32_t patterns;
   stsa_tile_pattern *pattern_list; /* [patterns] */
+  /* Variable tiles; NULL / 0: the problem's fixed q_tile x kv_tile tiles.
+   * Either layout may be variable alone. Tiles are never empty. */
+  const int64_t *q_start;  /* [q_tiles + 1]: q tile qt covers q positions
+                              [q_start[qt], q_start[qt+1]), 1..q_tile rows;
+                              q_start[0] = 0, q_start[q_tiles] = S_q */
+  int64_t kv_tiles;        /* kv tiles of kv_start (with kv_start only) */
+  const int64_t *kv_start; /* [kv_tiles + 1]: kv tile kt covers kv positions
+                              [kv_start[kt], kv_start[kt+1]), 1..kv_tile of them;
+                              kv_start[0] = 0, kv_start[kv_tiles] = S_kv */
+  const int64_t *kv_pack;  /* [kv_tiles + 1], with kv_start: kv tile kt's first
+                              row in the packed K/V, a multiple of nr, and
+                              kv_pack[kt+1] - kv_pack[kt] = its length rounded
+                              up to nr; kv_pack[kv_tiles] = the packed length */
 } stsa_block_sparse;
 
 /* A partial tile's mask: sets s[r][c] = -inf for every dropped pair of query

@@ -134,9 +134,10 @@ static void pack_tile(const stsa_work *w, int64_t head, int64_t t, int has_used,
                       const uint8_t *used, stsa_kv_packed *pack) {
   if (has_used && !used[t])
     return;
-  const int64_t *kv_rows =
-      w->ops && w->ops->kv_rows ? w->ops->kv_rows(w->ud, head) : NULL;
-  stsa_pack_kv_tile(w->pb, head / w->pb->H, head % w->pb->H, t, kv_rows, pack);
+  const stsa_kv_layout lay =
+      w->ops && w->ops->kv_layout ? w->ops->kv_layout(w->ud, head) : (stsa_kv_layout){0};
+  const stsa_kv_span sp = stsa_kv_span_of(w->pb, lay.kv_start, lay.kv_pack, t);
+  stsa_pack_kv_span(w->pb, head / w->pb->H, head % w->pb->H, t, &sp, lay.kv_rows, pack);
 }
 
 static void pack_head(const stsa_work *w, int64_t head, slice_view *s) {
@@ -156,16 +157,20 @@ static void run_units(const stsa_work *w, int64_t u0, int64_t u1, slice_view *s,
       *packed = head;
     }
     stsa_kv_list list;
-    stsa_unit unit = {pb, head / pb->H, head % pb->H, iu, NULL};
+    stsa_unit unit = {pb, head / pb->H, head % pb->H, iu, NULL, {NULL, NULL, NULL}, 0};
     if (w->ops) {
       s->buf.head = head;
       s->buf.qt = iu;
       w->ops->unit(w->ud, head, iu, &s->buf, &list, &unit);
     }
+    if (unit.none)
+      continue;
     if (w->ref)
-      stsa_ref_q_tile(unit.pb, unit.b, unit.h, unit.qt, unit.list, s->ref_scratch);
+      stsa_ref_q_tile(unit.pb, unit.b, unit.h, unit.qt, unit.list, &unit.layout,
+                      s->ref_scratch);
     else
-      stsa_run_q_tile(unit.pb, &s->pack, unit.b, unit.h, unit.qt, unit.list, &s->sc);
+      stsa_run_q_tile_in(unit.pb, &s->pack, unit.b, unit.h, unit.qt, unit.list,
+                         &unit.layout, &s->sc);
   }
 }
 

@@ -37,18 +37,27 @@ typedef struct stsa_unit {
   int64_t b, h;                /* its (batch, head) in pb's tensors */
   int64_t qt;                  /* its q tile in pb */
   const stsa_kv_list *list;    /* NULL: every kv tile, FULL */
+  stsa_tile_layout layout;     /* its variable tiles (NULLs: fixed) */
+  int none; /* nothing to compute: the head has fewer (variable) q tiles
+               than the call's units */
 } stsa_unit;
+
+/* How a head's kv tiles are packed: its token map and its variable tiles
+ * (block_sparse.h); NULL: identity, fixed tiles. */
+typedef struct stsa_kv_layout {
+  const int64_t *kv_rows, *kv_start, *kv_pack;
+} stsa_kv_layout;
 
 typedef struct stsa_work_ops {
   /* Describes unit u of head `head`; `list` and `buf` are the part's room. */
   void (*unit)(const void *ud, int64_t head, int64_t u, stsa_unit_buf *buf,
                stsa_kv_list *list, stsa_unit *out);
-  /* Relative cost of a unit (its visited kv tiles); NULL: all equal. */
+  /* Relative cost of a unit (its visited kv tiles or columns); NULL: all equal. */
   int64_t (*cost)(const void *ud, int64_t head, int64_t u);
   /* Flags the kv tiles `head` visits in used[kv_tiles]; NULL: all of them. */
   void (*used_tiles)(const void *ud, int64_t head, uint8_t *used);
-  /* kv position -> k/v row for `head` (NULL result: identity); NULL: identity. */
-  const int64_t *(*kv_rows)(const void *ud, int64_t head);
+  /* The kv layout of `head`; NULL: identity map, fixed tiles. */
+  stsa_kv_layout (*kv_layout)(const void *ud, int64_t head);
 } stsa_work_ops;
 
 typedef struct stsa_work {

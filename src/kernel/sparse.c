@@ -48,6 +48,10 @@ static void sparse_unit(const void *ud, int64_t head, int64_t qt, stsa_unit_buf 
                         stsa_kv_list *list, stsa_unit *out) {
   const stsa_sparse_head *sh = head_of(ud, head);
   const stsa_block_sparse *bs = sh->bs;
+  if (qt >= bs->q_tiles) { /* a head with fewer variable q tiles than others */
+    out->none = 1;
+    return;
+  }
   const int64_t e0 = bs->tile_ptr[qt], e1 = bs->tile_ptr[qt + 1];
   list->tiles = bs->kv_tile + e0;
   list->count = (int32_t)(e1 - e0);
@@ -60,12 +64,30 @@ static void sparse_unit(const void *ud, int64_t head, int64_t qt, stsa_unit_buf 
   list->mask_ctx = sh->mask ? sh->mask_ctx : (const void *)buf;
   list->q_rows = sh->q_rows;
   list->kv_rows = sh->kv_rows;
+  out->layout = (stsa_tile_layout){bs->q_start, bs->kv_start, bs->kv_pack};
   out->list = list;
 }
 
+/* Fixed tiles are all alike: a unit costs its visited tiles (and the q tile
+ * itself). Variable ones differ, clusters being of any size: then a unit
+ * costs its rows times its computed columns, plus what each tile and the q
+ * tile cost beyond their columns, about one panel each. */
 static int64_t sparse_cost(const void *ud, int64_t head, int64_t qt) {
-  const stsa_block_sparse *bs = head_of(ud, head)->bs;
-  return bs->tile_ptr[qt + 1] - bs->tile_ptr[qt] + 1;
+  const stsa_sparse_run *run = ud;
+  const stsa_attn_problem *pb = run->pb;
+  const stsa_block_sparse *bs = head_of(run, head)->bs;
+  if (!pb->q_tiles_max)
+    return bs->tile_ptr[qt + 1] - bs->tile_ptr[qt] + 1;
+  if (qt >= bs->q_tiles)
+    return 0;
+  int64_t q0, cols = pb->nr;
+  const int rows = stsa_q_rows_of(pb, bs->q_start, qt, &q0);
+  for (int64_t e = bs->tile_ptr[qt]; e < bs->tile_ptr[qt + 1]; e++) {
+    const stsa_kv_span sp =
+        stsa_kv_span_of(pb, bs->kv_start, bs->kv_pack, bs->kv_tile[e]);
+    cols += (sp.n + pb->nr - 1) / pb->nr * pb->nr + pb->nr;
+  }
+  return (rows + pb->mr - 1) / pb->mr * pb->mr * cols;
 }
 
 /* Only the kv tiles some q tile of the head visits are packed. */
@@ -77,12 +99,13 @@ static void sparse_used(const void *ud, int64_t head, uint8_t *used) {
     used[bs->kv_tile[e]] = 1;
 }
 
-static const int64_t *sparse_kv_rows(const void *ud, int64_t head) {
-  return head_of(ud, head)->kv_rows;
+static stsa_kv_layout sparse_kv_layout(const void *ud, int64_t head) {
+  const stsa_sparse_head *sh = head_of(ud, head);
+  return (stsa_kv_layout){sh->kv_rows, sh->bs->kv_start, sh->bs->kv_pack};
 }
 
 static const stsa_work_ops SPARSE_OPS = {sparse_unit, sparse_cost, sparse_used,
-                                         sparse_kv_rows};
+                                         sparse_kv_layout};
 
 stsa_work stsa_sparse_work(stsa_sparse_run *run, const stsa_attn_problem *pb,
                            const stsa_sparse_head *heads, int ref) {
@@ -108,13 +131,11 @@ static void rows_unit(const void *ud, int64_t head, int64_t i, stsa_unit_buf *bu
   const stsa_rows_run *run = ud;
   const stsa_block_sparse *bs = run->bs[i];
   const int64_t e0 = bs->tile_ptr[0];
-  *list = (stsa_kv_list){bs->kv_tile + e0,
-                         bs->kind + e0,
-                         (int32_t)(bs->tile_ptr[1] - e0),
-                         apply_rows_pattern,
-                         buf,
-                         NULL,
-                         NULL};
+  *list = (stsa_kv_list){.tiles = bs->kv_tile + e0,
+                         .kinds = bs->kind + e0,
+                         .count = (int32_t)(bs->tile_ptr[1] - e0),
+                         .mask = apply_rows_pattern,
+                         .mask_ctx = buf};
   out->pb = run->pb[i];
   out->b = 0;
   out->h = head;

@@ -19,7 +19,9 @@ typedef struct stsa_sparse_run {
 } stsa_sparse_run;
 
 /* The work of block-sparse attention of pb, head h following heads[h].
- * Every bs must have pb's q tile count and tile sizes. */
+ * Every bs must have pb's tile sizes (variable tiles at most that big), a
+ * fixed-tile bs also pb's q tile count, and pb must be fit to the heads'
+ * layouts (stsa_problem_fit_layouts). */
 stsa_work stsa_sparse_work(stsa_sparse_run *run, const stsa_attn_problem *pb,
                            const stsa_sparse_head *heads, int ref);
 

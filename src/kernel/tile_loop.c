@@ -55,6 +55,29 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->kern = kern;
 }
 
+void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *heads,
+                              int64_t H) {
+  const int64_t fixed_q = (pb->Sq + pb->q_tile - 1) / pb->q_tile,
+                fixed_kv = (pb->Skv + pb->kv_tile - 1) / pb->kv_tile;
+  int64_t q_max = 0, kv_max = 0, pack = 0;
+  int variable = 0;
+  for (int64_t h = 0; h < H; h++) {
+    const stsa_block_sparse *bs = heads[h].bs;
+    variable |= bs->q_start || bs->kv_start;
+    const int64_t q = bs->q_start ? bs->q_tiles : fixed_q,
+                  kv = bs->kv_start ? bs->kv_tiles : fixed_kv,
+                  len = bs->kv_start ? bs->kv_pack[bs->kv_tiles] : fixed_kv * pb->kv_tile;
+    q_max = q > q_max ? q : q_max;
+    kv_max = kv > kv_max ? kv : kv_max;
+    pack = len > pack ? len : pack;
+  }
+  if (!variable)
+    return; /* fixed tiles: the problem as stsa_problem_init made it */
+  pb->q_tiles_max = q_max;
+  pb->kv_tiles_max = kv_max;
+  pb->Skv_pad = pack;
+}
+
 static size_t align64(size_t floats) { return (floats + 15) / 16 * 16; }
 
 size_t stsa_kv_packed_floats(const stsa_attn_problem *pb) {
@@ -93,15 +116,15 @@ static float abs_max_value(uint32_t bits) {
   return bits < 0x7f800000u ? x : INFINITY;
 }
 
-void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
-                       const int64_t *kv_rows, stsa_kv_packed *dst) {
+void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
+                       const stsa_kv_span *sp, const int64_t *kv_rows,
+                       stsa_kv_packed *dst) {
   const int D = pb->D, D_pad = pb->D_pad;
   float krow[STSA_MAX_HEAD_DIM], vrow[STSA_MAX_HEAD_DIM];
-  int64_t r0 = tile * pb->kv_tile;
   uint32_t k_max = 0, v_max = 0;
-  for (int64_t r = r0; r < r0 + pb->kv_tile; r++) {
-    if (r < pb->Skv) {
-      int64_t tok = kv_rows ? kv_rows[r] : r;
+  for (int p = 0; p < sp->len; p++) {
+    if (p < sp->n) {
+      const int64_t pos = sp->k0 + p, tok = kv_rows ? kv_rows[pos] : pos;
       pb->kern->load_row(stsa_tensor_row(pb->k, b, tok, h), pb->k->dtype,
                          pb->k->stride[3], D, krow);
       pb->kern->load_row(stsa_tensor_row(pb->v, b, tok, h), pb->v->dtype,
@@ -115,6 +138,7 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       memset(krow, 0, sizeof(float) * (size_t)D);
       memset(vrow, 0, sizeof(float) * (size_t)D_pad);
     }
+    const int64_t r = sp->pack0 + p;
     float *kt = dst->kt + (r / pb->nr) * D * pb->nr + r % pb->nr;
     for (int d = 0; d < D; d++)
       kt[d * pb->nr] = krow[d];
@@ -125,6 +149,12 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   }
   dst->k_max[tile] = abs_max_value(k_max);
   dst->v_nonfinite[tile] = v_max >= 0x7f800000u;
+}
+
+void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
+                       const int64_t *kv_rows, stsa_kv_packed *dst) {
+  const stsa_kv_span sp = stsa_kv_span_of(pb, NULL, NULL, tile);
+  stsa_pack_kv_span(pb, b, h, tile, &sp, kv_rows, dst);
 }
 
 enum { SCRATCH_SLOTS = 11 };
@@ -255,13 +285,13 @@ static void mark_neg_inf_kept(float *s, int ld_s, int rows, int n) {
  * keep them (the mask has run; kept -inf logits are marked). Returns the
  * number of such keys. */
 static int screen_v_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                         int64_t k0, int n, int rows, stsa_tile_scratch *sc) {
+                         int64_t pack0, int n, int rows, stsa_tile_scratch *sc) {
   const int ld_s = pb->kv_tile, panels = pb->D_pad / pb->nr;
   int nbad = 0;
   for (int t = 0; t < n; t++) {
     int bad = 0;
     for (int j = 0; j < panels; j++) {
-      const float *src = kv->vp + ((int64_t)j * pb->Skv_pad + k0 + t) * pb->nr;
+      const float *src = kv->vp + ((int64_t)j * pb->Skv_pad + pack0 + t) * pb->nr;
       float *dst = sc->v_safe + ((int64_t)j * pb->kv_tile + t) * pb->nr;
       for (int c = 0; c < pb->nr; c++) {
         int finite = isfinite(src[c]) != 0;
@@ -282,7 +312,7 @@ static int screen_v_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
 /* Adds what screen_v_tile held back for the rows that keep those keys:
  * p * NaN/Inf, whatever p is (0 * NaN is NaN, as in SDPA). */
 static void add_nonfinite_v(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                            int64_t k0, int rows, int nbad, stsa_tile_scratch *sc) {
+                            int64_t pack0, int rows, int nbad, stsa_tile_scratch *sc) {
   for (int i = 0; i < nbad; i++) {
     const int t = sc->bad_keys[i];
     for (int r = 0; r < rows; r++) {
@@ -291,8 +321,8 @@ static void add_nonfinite_v(const stsa_attn_problem *pb, const stsa_kv_packed *k
       const float p = sc->s[(int64_t)r * pb->kv_tile + t];
       float *o = sc->o + (int64_t)r * pb->D_pad;
       for (int d = 0; d < pb->D; d++) {
-        float x =
-            kv->vp[((int64_t)(d / pb->nr) * pb->Skv_pad + k0 + t) * pb->nr + d % pb->nr];
+        float x = kv->vp[((int64_t)(d / pb->nr) * pb->Skv_pad + pack0 + t) * pb->nr +
+                         d % pb->nr];
         if (!isfinite(x))
           o[d] += p * x;
       }
@@ -303,13 +333,21 @@ static void add_nonfinite_v(const stsa_attn_problem *pb, const stsa_kv_packed *k
 void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
                      int64_t h, int64_t qt, const stsa_kv_list *list,
                      stsa_tile_scratch *sc) {
+  stsa_run_q_tile_in(pb, kv, b, h, qt, list, NULL, sc);
+}
+
+void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
+                        int64_t h, int64_t qt, const stsa_kv_list *list,
+                        const stsa_tile_layout *lay, stsa_tile_scratch *sc) {
   const stsa_kernels *kern = pb->kern;
   const int D = pb->D, D_pad = pb->D_pad, ld_s = pb->kv_tile;
-  const int64_t q0 = qt * pb->q_tile;
-  const int rows = (int)(pb->Sq - q0 < pb->q_tile ? pb->Sq - q0 : pb->q_tile);
+  int64_t q0;
+  const int rows = stsa_q_rows_of(pb, lay ? lay->q_start : NULL, qt, &q0);
   const int rows_pad = (int)round_up(rows, pb->mr);
 
   const int64_t *q_rows = list ? list->q_rows : NULL;
+  const int64_t *kv_start = lay ? lay->kv_start : NULL;
+  const int64_t *kv_pack = lay ? lay->kv_pack : NULL;
   sc->q_max = load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
   for (int r = 0; r < rows_pad; r++) {
@@ -320,10 +358,10 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
   const int64_t ntiles = list && list->tiles ? list->count : stsa_kv_tiles(pb);
   for (int64_t i = 0; i < ntiles; i++) {
     int64_t tile = list && list->tiles ? list->tiles[i] : i;
-    int64_t k0 = tile * pb->kv_tile;
-    int n = (int)(pb->Skv - k0 < pb->kv_tile ? pb->Skv - k0 : pb->kv_tile);
-    int npanels = (n + pb->nr - 1) / pb->nr;
-    const float *kt = kv->kt + (k0 / pb->nr) * D * pb->nr;
+    const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
+    const int64_t k0 = sp.k0;
+    const int n = sp.n, npanels = (n + pb->nr - 1) / pb->nr;
+    const float *kt = kv->kt + (sp.pack0 / pb->nr) * D * pb->nr;
     /* Panel outer, row block inner: the K^T panel (D x 16) stays in L1 while
      * the q rows stream from L2 (cpu-kernel-notes: keep operands in L1). */
     for (int r = 0; r < rows_pad; r++)
@@ -333,8 +371,9 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
         kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * pb->nr,
                  sc->s + (int64_t)r * ld_s + p * pb->nr, ld_s, sc->tile_max + r);
     /* The folded maxima count masked pairs and the zero scores of padding
-     * columns, so partial and ragged tiles find their maxima again. */
-    int exact_max = n == pb->kv_tile;
+     * columns, so partial tiles and ragged ones (n not a multiple of nr)
+     * find their maxima again. */
+    int exact_max = n % pb->nr == 0;
     if (!((double)sc->q_max * kv->k_max[tile] * D < LOGIT_SAFE)) {
       mark_neg_inf_kept(sc->s, ld_s, rows, n);
       exact_max = 0;
@@ -344,18 +383,19 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
       list->mask(list->mask_ctx, i, q0, 0, rows, k0, n, sc->s, ld_s);
       exact_max = 0;
     }
-    const int nbad =
-        partial && kv->v_nonfinite[tile] ? screen_v_tile(pb, kv, k0, n, rows, sc) : 0;
+    const int nbad = partial && kv->v_nonfinite[tile]
+                         ? screen_v_tile(pb, kv, sp.pack0, n, rows, sc)
+                         : 0;
     kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha,
                   exact_max ? sc->tile_max : NULL);
-    const float *vp = nbad ? sc->v_safe : kv->vp + k0 * pb->nr;
+    const float *vp = nbad ? sc->v_safe : kv->vp + sp.pack0 * pb->nr;
     const int64_t ld_panel = nbad ? pb->kv_tile : pb->Skv_pad;
     for (int j = 0; j < D_pad / pb->nr; j++)
       for (int r = 0; r < rows_pad; r += pb->mr)
         kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * ld_panel * pb->nr,
                  sc->o + (int64_t)r * D_pad + j * pb->nr, D_pad, sc->alpha + r);
     if (nbad)
-      add_nonfinite_v(pb, kv, k0, rows, nbad, sc);
+      add_nonfinite_v(pb, kv, sp.pack0, rows, nbad, sc);
   }
   store_rows(pb, b, h, q0, rows, q_rows, sc);
 }

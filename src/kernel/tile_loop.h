@@ -25,7 +25,12 @@ typedef struct stsa_attn_problem {
   int D_pad;       /* D rounded up to a multiple of nr */
   int q_tile;      /* rows per q tile (a multiple of mr) */
   int kv_tile;     /* rows per kv tile (a multiple of nr) */
-  int64_t Skv_pad; /* S_kv rounded up to a multiple of kv_tile */
+  int64_t Skv_pad; /* packed K/V rows: S_kv rounded up to a multiple of kv_tile,
+                      or the longest packed layout (stsa_problem_fit_layouts) */
+  /* Variable tiles (block_sparse.h): the most q / kv tiles a head of the
+   * call has, which size the units and the per-tile arrays; 0 when every
+   * head has the fixed tiles. */
+  int64_t q_tiles_max, kv_tiles_max;
   const stsa_kernels *kern;
 } stsa_attn_problem;
 
@@ -36,11 +41,58 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
                        const stsa_attn_opts *opts, int q_tile, int kv_tile,
                        const stsa_kernels *kern);
 
+/* Sizes pb for the heads' layouts: with some variable tiles, the unit count,
+ * the per-tile arrays and the pack become the maximum over the heads (every
+ * head of a call packs into the same slice). Nothing changes when every
+ * head has the fixed tiles. Call after stsa_problem_init. */
+void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *heads,
+                              int64_t H);
+
+/* q tiles (units per head) and kv tiles of the problem: fixed, or the most
+ * of any head (stsa_problem_fit_layouts). */
 static inline int64_t stsa_q_tiles(const stsa_attn_problem *pb) {
-  return (pb->Sq + pb->q_tile - 1) / pb->q_tile;
+  return pb->q_tiles_max ? pb->q_tiles_max : (pb->Sq + pb->q_tile - 1) / pb->q_tile;
 }
 static inline int64_t stsa_kv_tiles(const stsa_attn_problem *pb) {
-  return (pb->Skv + pb->kv_tile - 1) / pb->kv_tile;
+  return pb->kv_tiles_max ? pb->kv_tiles_max : (pb->Skv + pb->kv_tile - 1) / pb->kv_tile;
+}
+
+/* Where one kv tile lies: positions [k0, k0 + n), packed rows [pack0,
+ * pack0 + len) (len >= n; rows past n are zeros). */
+typedef struct stsa_kv_span {
+  int64_t k0, pack0;
+  int n, len;
+} stsa_kv_span;
+
+/* kv tile kt of a layout (kv_start, kv_pack as in block_sparse.h; NULL:
+ * pb's fixed tiles, packed at their positions, kv_tile rows each). */
+static inline stsa_kv_span stsa_kv_span_of(const stsa_attn_problem *pb,
+                                           const int64_t *kv_start,
+                                           const int64_t *kv_pack, int64_t kt) {
+  stsa_kv_span sp;
+  if (kv_start) {
+    sp.k0 = kv_start[kt];
+    sp.pack0 = kv_pack[kt];
+    sp.n = (int)(kv_start[kt + 1] - sp.k0);
+    sp.len = (int)(kv_pack[kt + 1] - sp.pack0);
+  } else {
+    sp.k0 = sp.pack0 = kt * pb->kv_tile;
+    sp.n = (int)(pb->Skv - sp.k0 < pb->kv_tile ? pb->Skv - sp.k0 : pb->kv_tile);
+    sp.len = pb->kv_tile;
+  }
+  return sp;
+}
+
+/* q tile qt's first position and rows (q_start as in block_sparse.h; NULL:
+ * pb's fixed tiles). */
+static inline int stsa_q_rows_of(const stsa_attn_problem *pb, const int64_t *q_start,
+                                 int64_t qt, int64_t *q0) {
+  if (q_start) {
+    *q0 = q_start[qt];
+    return (int)(q_start[qt + 1] - q_start[qt]);
+  }
+  *q0 = qt * pb->q_tile;
+  return (int)(pb->Sq - *q0 < pb->q_tile ? pb->Sq - *q0 : pb->q_tile);
 }
 
 /* K and V of one (batch, head), packed (layouts in kernels.h), and what
@@ -56,11 +108,16 @@ typedef struct stsa_kv_packed {
 size_t stsa_kv_packed_floats(const stsa_attn_problem *pb);
 /* Points a packed view at `mem` (64-byte aligned, stsa_kv_packed_floats long). */
 stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem);
-/* Packs kv tile `tile` of (b, h); rows past S_kv become zeros. Position r of
- * the tile order holds token kv_rows[r] of the tensors (NULL: token r), which
- * fuses a token permutation into packing. */
+/* Packs kv tile `tile` of (b, h), a fixed tile; rows past S_kv become zeros.
+ * Position r of the tile order holds token kv_rows[r] of the tensors (NULL:
+ * token r), which fuses a token permutation into packing. */
 void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
                        const int64_t *kv_rows, stsa_kv_packed *dst);
+/* The same for kv tile `tile` lying at `sp` (stsa_kv_span_of): positions
+ * [k0, k0 + n) at packed rows pack0.., zeros up to pack0 + len. */
+void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
+                       const stsa_kv_span *sp, const int64_t *kv_rows,
+                       stsa_kv_packed *dst);
 
 /* Per-thread working memory for one q tile. */
 typedef struct stsa_tile_scratch {
@@ -98,6 +155,12 @@ typedef struct stsa_kv_list {
                              applied it, the reference reads it */
 } stsa_kv_list;
 
+/* The variable tiles of a head's structure (block_sparse.h); NULL: pb's
+ * fixed ones. Apart from stsa_kv_list, which callers fill positionally. */
+typedef struct stsa_tile_layout {
+  const int64_t *q_start, *kv_start, *kv_pack;
+} stsa_tile_layout;
+
 /* Computes q tile `qt` of (b, h) over the listed kv tiles and writes its
  * output rows (and lse), with the non-finite semantics of stsa.h: a NaN or
  * +inf logit leaves the row sum NaN (the micro-kernels' exp2 propagates NaN),
@@ -109,5 +172,10 @@ typedef struct stsa_kv_list {
 void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
                      int64_t h, int64_t qt, const stsa_kv_list *list,
                      stsa_tile_scratch *sc);
+/* The same on variable tiles: q tile qt and the listed kv tiles of `lay`
+ * (NULL: fixed), kv tiles packed at lay->kv_pack. */
+void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
+                        int64_t h, int64_t qt, const stsa_kv_list *list,
+                        const stsa_tile_layout *lay, stsa_tile_scratch *sc);
 
 #endif

@@ -256,6 +256,8 @@ static stsa_status prepare(const stsa_ctx *ctx, const stsa_plan *const *plans,
                      opts && (opts->flags & STSA_SPARSE_PREPERMUTED), err));
   stsa_problem_init(&p->pb, q, k, v, out, &dense_opts, plans[0]->q_tile,
                     plans[0]->kv_tile, &ctx->run->kern);
+  /* plans of variable (cluster) tiles size the units and the pack */
+  stsa_problem_fit_layouts(&p->pb, p->call.heads, q->shape[2]);
   p->work = stsa_sparse_work(&p->run, &p->pb, p->call.heads, ctx->run->ref);
   return STSA_OK;
 }

@@ -58,14 +58,17 @@ static ref_scratch scratch_at(const stsa_attn_problem *pb, void *mem) {
 
 /* Row r of the q tile at q0: the k/v rows it keeps, in list order. */
 static int64_t kept_keys(const stsa_attn_problem *pb, const stsa_kv_list *list,
-                         int64_t q0, int r, ref_scratch *sc) {
+                         const stsa_tile_layout *lay, int64_t q0, int r,
+                         ref_scratch *sc) {
   const int64_t ntiles = list && list->tiles ? list->count : stsa_kv_tiles(pb);
   const int64_t *kv_rows = list ? list->kv_rows : NULL;
   int64_t nkept = 0;
   for (int64_t i = 0; i < ntiles; i++) {
-    const int64_t tile = list && list->tiles ? list->tiles[i] : i,
-                  k0 = tile * pb->kv_tile;
-    const int n = (int)(pb->Skv - k0 < pb->kv_tile ? pb->Skv - k0 : pb->kv_tile);
+    const int64_t tile = list && list->tiles ? list->tiles[i] : i;
+    const stsa_kv_span sp =
+        stsa_kv_span_of(pb, lay ? lay->kv_start : NULL, lay ? lay->kv_pack : NULL, tile);
+    const int64_t k0 = sp.k0;
+    const int n = sp.n;
     const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
     if (partial) { /* the mask decides row r of the tile */
       memset(sc->tile_s, 0, sizeof(float) * (size_t)n);
@@ -130,13 +133,14 @@ static void ref_row(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t t
 }
 
 void stsa_ref_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t qt,
-                     const stsa_kv_list *list, void *scratch) {
+                     const stsa_kv_list *list, const stsa_tile_layout *lay,
+                     void *scratch) {
   ref_scratch sc = scratch_at(pb, scratch);
-  const int64_t q0 = qt * pb->q_tile;
-  const int rows = (int)(pb->Sq - q0 < pb->q_tile ? pb->Sq - q0 : pb->q_tile);
+  int64_t q0;
+  const int rows = stsa_q_rows_of(pb, lay ? lay->q_start : NULL, qt, &q0);
   const int64_t *q_rows = list ? list->q_rows : NULL;
   for (int r = 0; r < rows; r++) {
-    int64_t nkept = kept_keys(pb, list, q0, r, &sc);
+    int64_t nkept = kept_keys(pb, list, lay, q0, r, &sc);
     ref_row(pb, b, h, q_rows ? q_rows[q0 + r] : q0 + r, nkept, &sc);
   }
 }
