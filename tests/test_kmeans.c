@@ -459,7 +459,7 @@ static void test_bad_args(stsa_ctx *ctx) {
   CHECK_STATUS(stsa_kmeans(ctx, &ok, cent, NULL, sizes, &done), STSA_ERR_NULL_ARG);
   CHECK_STATUS(stsa_kmeans(NULL, &ok, cent, labels, sizes, &done), STSA_ERR_NULL_ARG);
   /* a NaN point with the finiteness check on (the default) */
-  x[5] = NAN;
+  x[5] = NAN; /* point 1 */
   CHECK_STATUS(stsa_kmeans(ctx, &ok, cent, labels, sizes, &done), STSA_ERR_NONFINITE);
   int32_t labels0[N];
   int64_t sizes0[K];

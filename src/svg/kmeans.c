@@ -190,9 +190,21 @@ static void pack_centres(km *m, const float *base, int64_t stride, const int32_t
 
 /* What a pass does with one qk block: rows i0.. i0+rows-1 of x against
  * packed centres c0.. c0+cols-1, s[r][c] = x_{i0+r} . c_{c0+c} (rows nr
- * apart). Each row belongs to one thread. */
+ * apart; the visit may overwrite them). Each row belongs to one thread. */
 typedef void (*block_visit)(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
-                            const float *s);
+                            float *s);
+
+/* v[c] = base + cn[c] - 2 v[c] (v holds x . c on entry) for c < cols, and
+ * whether any is below `best`: one vectorised pass, so that a visit reaches
+ * its branchy argmin only for the few blocks that improve a row. */
+static int scores_below(float *v, const float *cn, float base, int cols, float best) {
+  int below = 0;
+  for (int c = 0; c < cols; c++) {
+    v[c] = base + cn[c] - 2.0f * v[c];
+    below |= v[c] < best;
+  }
+  return below;
+}
 
 /* Runs qk over every (row block, panel) of x against the `count` packed
  * centres, parallel over chunks of row blocks. The order of the visits
@@ -211,18 +223,28 @@ static void gemm_pass(km *m, int64_t count, block_visit visit, void *ud) {
     for (int64_t ch = 0; ch < nchunks; ch++) {
       const int64_t i0 = ch * chunk_rows;
       const int64_t rows = m->n - i0 < chunk_rows ? m->n - i0 : chunk_rows;
-      const int64_t rows_pad = (rows + mr - 1) / mr * mr;
-      for (int64_t r = 0; r < rows_pad; r++) {
-        if (r < rows)
-          memcpy(t.q + r * d, x_row(m, i0 + r), sizeof(float) * (size_t)d);
-        else
-          memset(t.q + r * d, 0, sizeof(float) * (size_t)d);
+      const int64_t nblocks = (rows + mr - 1) / mr;
+      const float *q[CHUNK_BLOCKS]; /* each block's mr rows, d apart */
+      for (int64_t b = 0; b < nblocks; b++) {
+        const int64_t brows = rows - b * mr < mr ? rows - b * mr : mr;
+        if (m->ld == d && brows == mr) { /* packed rows serve as they are */
+          q[b] = x_row(m, i0 + b * mr);
+          continue;
+        }
+        float *dst = t.q + b * mr * d;
+        for (int64_t r = 0; r < mr; r++) {
+          if (r < brows)
+            memcpy(dst + r * d, x_row(m, i0 + b * mr + r), sizeof(float) * (size_t)d);
+          else
+            memset(dst + r * d, 0, sizeof(float) * (size_t)d);
+        }
+        q[b] = dst;
       }
       for (int64_t p = 0; p < npan; p++) {
         const float *panel = m->panels + p * d * nr;
         const int cols = (int)(count - p * nr < nr ? count - p * nr : nr);
-        for (int64_t b = 0; b * mr < rows; b++) {
-          m->kern->qk(t.q + b * mr * d, d, panel, t.s, nr, t.rowmax);
+        for (int64_t b = 0; b < nblocks; b++) {
+          m->kern->qk(q[b], d, panel, t.s, nr, t.rowmax);
           const int brows = (int)(rows - b * mr < mr ? rows - b * mr : mr);
           visit(m, ud, i0 + b * mr, brows, p * nr, cols, t.s);
         }
@@ -234,21 +256,22 @@ static void gemm_pass(km *m, int64_t count, block_visit visit, void *ud) {
 /* ---- Lloyd: assignment ------------------------------------------------------ */
 
 static void assign_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
-                         const float *s) {
+                         float *s) {
   int32_t *labels = ud;
   const float *cn = m->cnorm + c0;
   for (int r = 0; r < rows; r++) {
-    const float *sr = s + r * m->nr;
-    float best = m->row_val[i0 + r];
+    float *v = s + r * m->nr;
+    const float best = m->row_val[i0 + r];
+    if (!scores_below(v, cn, 0.0f, cols, best))
+      continue; /* the common case once a row has a near centroid */
+    float b = best;
     int32_t lab = labels[i0 + r];
-    for (int c = 0; c < cols; c++) {
-      const float v = cn[c] - 2.0f * sr[c];
-      if (v < best) { /* strict: ties keep the lower index */
-        best = v;
+    for (int c = 0; c < cols; c++)
+      if (v[c] < b) { /* strict: ties keep the lower index */
+        b = v[c];
         lab = (int32_t)(c0 + c);
       }
-    }
-    m->row_val[i0 + r] = best;
+    m->row_val[i0 + r] = b;
     labels[i0 + r] = lab;
   }
 }
@@ -337,17 +360,19 @@ static int64_t uniform_index(uint64_t *state, int64_t n) {
 /* row_val[i] = min(row_val[i], ||x_i - p||^2) over the packed pending
  * centres; pairs near cancellation are recomputed directly. */
 static void refresh_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
-                          const float *s) {
+                          float *s) {
   (void)ud;
   for (int r = 0; r < rows; r++) {
     const int64_t i = i0 + r;
-    const float *sr = s + r * m->nr;
+    float *v = s + r * m->nr;
     const float xn = m->xnorm[i];
     float best = m->row_val[i];
+    if (!scores_below(v, m->cnorm + c0, xn, cols, best))
+      continue;
     for (int c = 0; c < cols; c++) {
-      const float cn = m->cnorm[c0 + c];
-      float d2 = xn + cn - 2.0f * sr[c];
-      if (d2 < best) {
+      if (v[c] < best) {
+        const float cn = m->cnorm[c0 + c];
+        float d2 = v[c];
         if (d2 <= CANCEL_FRACTION * (xn + cn))
           d2 = sq_dist(x_row(m, i), x_row(m, m->pending[c0 + c]), m->d);
         best = d2 < best ? d2 : best;
@@ -464,6 +489,32 @@ static void seed_plus_plus(km *m, uint64_t seed, float *centroids) {
 
 /* ---- entry point ------------------------------------------------------------ */
 
+/* Whether a row holds NaN or Inf (exponent bits all ones): integer compares,
+ * which vectorise. */
+static int row_nonfinite(const float *row, int d) {
+  int bad = 0;
+  for (int j = 0; j < d; j++) {
+    uint32_t u;
+    memcpy(&u, &row[j], sizeof u);
+    bad |= (u & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
+}
+
+/* The first row of x with NaN or Inf, or -1. */
+static int64_t first_nonfinite_row(const stsa_kmeans_args *a, int threads) {
+  int bad = 0;
+#pragma omp parallel for num_threads(threads) if (a->n * a->d > (1 << 16))               \
+    reduction(|                                                                          \
+              : bad) schedule(static)
+  for (int64_t i = 0; i < a->n; i++)
+    bad |= row_nonfinite(a->x + i * a->ld, a->d);
+  for (int64_t i = 0; bad && i < a->n; i++)
+    if (row_nonfinite(a->x + i * a->ld, a->d))
+      return i;
+  return -1;
+}
+
 static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
                               const float *centroids, const int32_t *labels,
                               stsa_errbuf *err) {
@@ -489,11 +540,11 @@ static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
                  "stsa_kmeans: tol = %g, expected finite and >= 0", a->tol);
   STSA_RETURN_IF(a->warm != 0 && a->warm != 1, err, STSA_ERR_BAD_PARAM,
                  "stsa_kmeans: warm = %d, expected 0 or 1", a->warm);
-  if (ctx->check_finite)
-    for (int64_t i = 0; i < a->n; i++)
-      for (int j = 0; j < a->d; j++)
-        STSA_RETURN_IF(!isfinite(a->x[i * a->ld + j]), err, STSA_ERR_NONFINITE,
-                       "stsa_kmeans: x[%lld][%d] is not finite", (long long)i, j);
+  if (ctx->check_finite) {
+    const int64_t bad = first_nonfinite_row(a, ctx->threads);
+    STSA_RETURN_IF(bad >= 0, err, STSA_ERR_NONFINITE,
+                   "stsa_kmeans: point %lld of x is not finite", (long long)bad);
+  }
   return STSA_OK;
 }
 
