@@ -403,6 +403,30 @@ static void test_edges(stsa_ctx *ctx) {
     free(vals);
     free(x);
   }
+  /* a centroid nearest to no point keeps its place; a huge tol stops after
+   * one iteration */
+  {
+    const int64_t n = 200, k = 5;
+    const int d = 6;
+    float *x = random_points(&rng, n, d, d);
+    result r = result_alloc(n, d, k);
+    for (int64_t e = 0; e < k * d; e++)
+      r.cent[e] = (float)tu_rng_normal(&rng);
+    for (int j = 0; j < d; j++)
+      r.cent[2 * d + j] = 1e3f;
+    stsa_kmeans_args a = make_args(x, n, d, d, k, 1, 10, 0.0, 0);
+    run(ctx, &a, &r);
+    int moved = 0;
+    for (int j = 0; j < d; j++)
+      moved += r.cent[2 * d + j] != 1e3f;
+    CHECK(r.sizes[2] == 0 && moved == 0, "empty cluster: size %lld, %d coordinates moved",
+          (long long)r.sizes[2], moved);
+    a.tol = 1e30;
+    run(ctx, &a, &r);
+    CHECK(r.iters_done == 1, "tol 1e30: %d iterations, expected 1", r.iters_done);
+    result_free(&r);
+    free(x);
+  }
   /* d = 1: two groups on a line */
   {
     float x[9] = {0.0f, 10.0f, 0.1f, 10.2f, -0.1f, 9.9f, 0.05f, 10.1f, 0.0f};
@@ -528,6 +552,8 @@ int main(void) {
   test_bad_args(ctx);
   test_against_brute_force(ctx, 33);
   test_against_brute_force(ctx, 128);
+  test_against_brute_force(ctx, 512);
+  test_against_brute_force(ctx, 1);
   /* the portable micro-kernels give the same partition of planted blobs */
   CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BACKEND, STSA_BACKEND_PORTABLE), STSA_OK);
   test_planted(ctx, 64, 64, 101);

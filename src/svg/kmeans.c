@@ -194,13 +194,13 @@ static void pack_centres(km *m, const float *base, int64_t stride, const int32_t
 typedef void (*block_visit)(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
                             float *s);
 
-/* v[c] = base + cn[c] - 2 v[c] (v holds x . c on entry) for c < cols, and
+/* v[c] = cn[c] - 2 v[c] (v holds x . c on entry) for c < cols, and
  * whether any is below `best`: one vectorised pass, so that a visit reaches
  * its branchy argmin only for the few blocks that improve a row. */
-static int scores_below(float *v, const float *cn, float base, int cols, float best) {
+static int scores_below(float *v, const float *cn, int cols, float best) {
   int below = 0;
   for (int c = 0; c < cols; c++) {
-    v[c] = base + cn[c] - 2.0f * v[c];
+    v[c] = cn[c] - 2.0f * v[c];
     below |= v[c] < best;
   }
   return below;
@@ -262,7 +262,7 @@ static void assign_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int 
   for (int r = 0; r < rows; r++) {
     float *v = s + r * m->nr;
     const float best = m->row_val[i0 + r];
-    if (!scores_below(v, cn, 0.0f, cols, best))
+    if (!scores_below(v, cn, cols, best))
       continue; /* the common case once a row has a near centroid */
     float b = best;
     int32_t lab = labels[i0 + r];
@@ -358,25 +358,29 @@ static int64_t uniform_index(uint64_t *state, int64_t n) {
 }
 
 /* row_val[i] = min(row_val[i], ||x_i - p||^2) over the packed pending
- * centres; pairs near cancellation are recomputed directly. */
+ * centres; every pair near cancellation is recomputed directly, so that a
+ * point on a centre weighs exactly 0 and is never drawn. */
 static void refresh_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
                           float *s) {
   (void)ud;
+  const float *cn = m->cnorm + c0;
   for (int r = 0; r < rows; r++) {
     const int64_t i = i0 + r;
     float *v = s + r * m->nr;
     const float xn = m->xnorm[i];
     float best = m->row_val[i];
-    if (!scores_below(v, m->cnorm + c0, xn, cols, best))
+    int hit = 0; /* a lower D^2, or a pair to recompute (vectorises) */
+    for (int c = 0; c < cols; c++) {
+      v[c] = xn + cn[c] - 2.0f * v[c];
+      hit |= (v[c] < best) | (v[c] <= CANCEL_FRACTION * (xn + cn[c]));
+    }
+    if (!hit)
       continue;
     for (int c = 0; c < cols; c++) {
-      if (v[c] < best) {
-        const float cn = m->cnorm[c0 + c];
-        float d2 = v[c];
-        if (d2 <= CANCEL_FRACTION * (xn + cn))
-          d2 = sq_dist(x_row(m, i), x_row(m, m->pending[c0 + c]), m->d);
-        best = d2 < best ? d2 : best;
-      }
+      float d2 = v[c];
+      if (d2 <= CANCEL_FRACTION * (xn + cn[c]))
+        d2 = sq_dist(x_row(m, i), x_row(m, m->pending[c0 + c]), m->d);
+      best = d2 < best ? d2 : best;
     }
     m->row_val[i] = best;
   }
