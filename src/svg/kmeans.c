@@ -568,7 +568,11 @@ stsa_status stsa_kmeans(stsa_ctx *ctx, const stsa_kmeans_args *a, float *centroi
   m.kern = &ctx->run->kern;
   m.mr = m.kern->mr;
   m.nr = m.kern->nr;
-  m.threads = ctx->threads > 0 ? ctx->threads : 1;
+  /* no region has more pieces than gemm_pass's chunks: more threads would
+   * only add scratch */
+  const int64_t chunks =
+      (m.n + (int64_t)CHUNK_BLOCKS * m.mr - 1) / ((int64_t)CHUNK_BLOCKS * m.mr);
+  m.threads = ctx->threads < chunks ? (ctx->threads > 0 ? ctx->threads : 1) : (int)chunks;
   void *block;
   STSA_RETURN_IF(km_alloc(&m, &block) != 0, &ctx->err, STSA_ERR_OUT_OF_MEMORY,
                  "stsa_kmeans: no memory for the scratch of n = %lld, k = %lld, d = %d",
