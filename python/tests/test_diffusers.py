@@ -120,6 +120,47 @@ def test_svg_mode_steps_and_error():
     assert ctl.step == 8 and all(p.step == 8 for p in ctl.processors)
 
 
+def test_svg2_mode_budget_and_defaults():
+    model = make_model()
+    kw = inputs()
+    want = run(model, kw)
+    ctl = stsa.diffusers.install_svg(model, mode="svg2", dense_layers=1, sample_rows=16,
+                                     q_clusters=4, kv_clusters=8, **VIDEO)
+    assert isinstance(ctl.svg, stsa.SVG2) and ctl.svg.config.top_p == 0.9
+    assert "mode='svg2'" in repr(model.blocks[1].attn1.processor)
+    ctl.set_step(3)
+    got = run(model, kw)
+    info = ctl.infos[1]
+    err = rel_max(got, want)
+    print(f"SVG2 top-p 0.9: max abs diff / max abs = {err:.3e}; layer 1 density "
+          f"{info.density:.3f}, clusters {info.q_clusters} / {info.kv_clusters}")
+    assert torch.isfinite(got).all() and 0 < err < 0.5 and info.density < 1
+    assert ctl.infos[0].dense and (info.kinds == "semantic").all() and info.cold
+    assert (info.q_clusters, info.kv_clusters) == (4, 8)
+    ctl.remove()
+    # a tiny budget: every head runs dense or keeps every key (72 tokens make
+    # one automatic key cluster)
+    ctl = stsa.diffusers.install_svg(model, mode="svg2", top_p=0.5, max_error=1e-9,
+                                     sample_rows=16, **VIDEO)
+    assert ctl.svg.config.top_p == 0.5 and ctl.svg.config.max_rel_error == 1e-9
+    assert rel_max(run(model, kw), want) < 1e-4
+    for i in ctl.infos.values():
+        assert ((i.budget == "dense") | (i.est_error == 0)).all(), (i.budget, i.est_error)
+    ctl.remove()
+    ctl = stsa.diffusers.install_svg(model, mode="svg2", density=0.4, sample_rows=16,
+                                     **VIDEO)
+    assert ctl.svg.config.top_p == 0 and ctl.svg.config.density == 0.4
+    # SVG keeps its default density, and top_p is SVG2's alone
+    assert stsa.diffusers.install_svg(model, **VIDEO).svg.config.density == 0.3
+    with pytest.raises(ValueError, match="top_p = 0.9 is a setting of mode 'svg2'"):
+        stsa.diffusers.install_svg(model, top_p=0.9, **VIDEO)
+    with pytest.raises(ValueError, match="kv_clusters = 8 is a setting of mode 'svg2', not "
+                                         "'dense'"):
+        stsa.diffusers.install_svg(model, mode="dense", kv_clusters=8, **VIDEO)
+    with pytest.raises(ValueError, match="is not 'svg', 'svg2' or 'dense'"):
+        stsa.diffusers.install_svg(model, mode="svg3", **VIDEO)
+
+
 def test_bfloat16_model_runs():
     model = make_model().to(torch.bfloat16)
     kw = inputs()

@@ -1,8 +1,10 @@
-"""stsa: spatio-temporal sparse attention (Sparse VideoGen) on the CPU.
+"""stsa: spatio-temporal sparse attention (Sparse VideoGen 1 and 2) on the CPU.
 
     import stsa
     out = stsa.attention(q, k, v, layout="bshd")      # numpy or CPU torch
     out, info = stsa.SVG("wan21-480p")(q, k, v, layer=5, step=20, layout="bshd")
+    out, info = stsa.SVG2("wan21-480p", max_error=0.1)(q, k, v, layer=5, step=20,
+                                                       layout="bshd")
 
 layout= is required wherever arrays go in ("bshd", "bhsd" or "shd"): there
 is no default to silently misread SDPA's [B, H, S, D] as [B, S, H, D].
@@ -20,12 +22,14 @@ from .attention import Plan, PlanStats, attention, permute_tokens, sparse_attent
 from .geometry import Geometry
 from .masks import Mask
 from .svg import SVG, SVGInfo, SVGWindows, preset_config, presets, workload
+from .svg2 import SVG2
 
 __version__ = "0.1.0"
 
 __all__ = [
     "attention", "sparse_attention", "permute_tokens", "Plan", "PlanStats", "Mask", "masks",
-    "Geometry", "SVG", "SVGInfo", "SVGWindows", "presets", "preset_config", "workload", "Context",
+    "Geometry", "SVG", "SVG2", "SVGInfo", "SVGWindows", "presets", "preset_config", "workload",
+    "Context",
     "Error", "StsaValueError", "StsaTypeError", "StsaMemoryError",
     "StsaNotImplementedError", "StsaOSError", "default_context", "library_path",
     "library_version", "cpu_has_avx2",

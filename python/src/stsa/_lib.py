@@ -152,6 +152,11 @@ ORDERS = enum_names("stsa_order", "STSA_ORDER_")
 SPARSE_MODES = enum_names("stsa_sparse_mode", "STSA_SPARSE_", lib.stsa_sparse_mode_name)
 # indexed by stsa_head_kind value
 HEAD_KINDS = tuple(enum_names("stsa_head_kind", "STSA_HEAD_", lib.stsa_head_kind_name))
+# indexed by stsa_budget_action value ("none", "raised", "dense", "policy")
+BUDGET_ACTIONS = tuple(enum_names("stsa_budget_action", "STSA_BUDGET_",
+                                  lib.stsa_budget_action_name))
+# stsa_svg_method by name ("svg", "svg2")
+SVG_METHODS = enum_names("stsa_svg_method", "STSA_SVG_METHOD_", lib.stsa_svg_method_name)
 
 
 # ------------------------------------------------------------------ structs

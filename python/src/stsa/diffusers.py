@@ -13,7 +13,8 @@ SVGAttnProcessor has the call signature of diffusers' WanAttnProcessor
 thing: q/k/v projections (fused or not), RMS norm of q and k across heads,
 the rotary embedding of interleaved pairs, the image-conditioning branch of
 I2V models, the output projection. Self-attention runs through an stsa SVG
-session (or dense stsa attention in mode "dense"); cross-attention runs dense
+session (mode "svg"), an SVG2 session (mode "svg2") or dense stsa attention
+(mode "dense"); cross-attention runs dense
 through stsa.attention. The denoising step is set explicitly
 (controller.set_step(i), or processor.step = i); nothing in the scheduler or
 pipeline is patched. Inference only: no gradients flow through stsa.
@@ -26,6 +27,7 @@ import torch
 from .attention import attention
 from .geometry import Geometry
 from .svg import SVG
+from .svg2 import SVG2
 
 __all__ = ["SVGAttnProcessor", "SVGController", "install_svg", "apply_rotary"]
 
@@ -69,8 +71,8 @@ def _image_projections(attn, image_states):
 class SVGAttnProcessor:
     """Wan attention through stsa.
 
-    svg: an stsa.SVG session for the self-attention geometry, or None to run
-    self-attention dense through stsa.attention. layer: this block's index
+    svg: an stsa.SVG or stsa.SVG2 session for the self-attention geometry,
+    or None to run self-attention dense through stsa.attention. layer: this block's index
     (SVG's dense_layers and profiling depend on it). step: the denoising step
     index, set by the caller before each transformer call. threads: worker
     threads of the dense stsa calls (None: all CPUs). After a self-attention
@@ -150,7 +152,7 @@ class SVGAttnProcessor:
         return attn.to_out[1](out)
 
     def __repr__(self):
-        mode = "dense" if self.svg is None else "svg"
+        mode = "dense" if self.svg is None else "svg2" if isinstance(self.svg, SVG2) else "svg"
         return f"SVGAttnProcessor(layer={self.layer}, step={self.step}, mode={mode!r})"
 
 
@@ -183,7 +185,7 @@ class SVGController:
 
     @property
     def infos(self):
-        """The last stsa.SVGInfo of every layer that ran in SVG mode."""
+        """The last stsa.SVGInfo of every layer that ran in SVG or SVG2 mode."""
         return {p.layer: p.last_info for p in self.processors if p.last_info is not None}
 
     def _all(self):
@@ -200,10 +202,11 @@ class SVGController:
                 f"geometry={self.geometry}, step={self.step})")
 
 
-def install_svg(transformer, height, width, num_frames, density=0.3, dense_steps=0,
+def install_svg(transformer, height, width, num_frames, density=None, dense_steps=0,
                 dense_layers=0, mode="svg", sample_rows=64, sink_frames=1, seed=0,
                 threads=None, cross_attention=True, vae_scale_spatial=8,
-                vae_scale_temporal=4, geometry=None):
+                vae_scale_temporal=4, geometry=None, top_p=None, max_error=None,
+                q_clusters=None, kv_clusters=None):
     """Sets SVGAttnProcessor on every block of a diffusers WanTransformer3DModel.
 
     height, width, num_frames: the video's size in pixels and frames (what the
@@ -214,13 +217,23 @@ def install_svg(transformer, height, width, num_frames, density=0.3, dense_steps
     spatially: pass vae_scale_spatial=16. geometry= (an stsa.Geometry) overrides
     all of this.
     density, dense_steps, dense_layers, sample_rows, sink_frames, seed: the SVG
-    session's settings (density is the KEPT fraction). mode: "svg", or "dense"
-    to run every attention dense through stsa (a reference for comparisons).
+    session's settings (density is the KEPT fraction; None: 0.3). mode: "svg",
+    "svg2" (Sparse VideoGen 2: semantic clusters kept up to top_p of the
+    probability, None: 0.9; or, given density and no top_p, up to that key
+    budget), or "dense" to run every attention dense through stsa (a
+    reference for comparisons). max_error: the error budget of "svg" and
+    "svg2" (see stsa.SVG; None: none). q_clusters, kv_clusters: SVG2's
+    k-means clusters per head (None: scaled from the published 300 / 1000
+    at Wan 2.1 720p).
     cross_attention: also run the cross-attention blocks (attn2) through stsa.
     Returns an SVGController; call set_step(i) before each transformer call.
     """
-    if mode not in ("svg", "dense"):
-        raise ValueError(f"mode {mode!r} is not 'svg' or 'dense'")
+    if mode not in ("svg", "svg2", "dense"):
+        raise ValueError(f"mode {mode!r} is not 'svg', 'svg2' or 'dense'")
+    svg2_only = dict(top_p=top_p, q_clusters=q_clusters, kv_clusters=kv_clusters)
+    for name, value in svg2_only.items():
+        if value is not None and mode != "svg2":
+            raise ValueError(f"{name} = {value} is a setting of mode 'svg2', not {mode!r}")
     blocks = getattr(transformer, "blocks", None)
     if blocks is None or not len(blocks):
         raise TypeError("install_svg needs a diffusers WanTransformer3DModel (a module with "
@@ -235,12 +248,16 @@ def install_svg(transformer, height, width, num_frames, density=0.3, dense_steps
                                        vae_scale_spatial=vae_scale_spatial,
                                        vae_scale_temporal=vae_scale_temporal, patch_size=patch)
     svg = None
-    if mode == "svg":
-        svg = SVG(geometry, heads=heads, head_dim=head_dim, density=density,
-                  dense_steps=dense_steps, dense_layers=dense_layers,
+    common = dict(heads=heads, head_dim=head_dim, dense_steps=dense_steps,
+                  dense_layers=dense_layers,
                   sample_rows=min(int(sample_rows), geometry.video_tokens),
                   sink_frames=min(int(sink_frames), geometry.frames), seed=seed,
-                  threads=threads)
+                  max_error=max_error, threads=threads)
+    if mode == "svg":
+        svg = SVG(geometry, density=0.3 if density is None else density, **common)
+    elif mode == "svg2":
+        given = {name: value for name, value in svg2_only.items() if value is not None}
+        svg = SVG2(geometry, density=density, **given, **common)
     processors, originals = [], []
     for layer, block in enumerate(blocks):
         proc = SVGAttnProcessor(svg=svg, layer=layer, threads=threads)

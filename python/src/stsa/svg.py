@@ -1,4 +1,7 @@
-"""Sparse VideoGen: the session (stsa.SVG), presets and the built-in workload."""
+"""Sparse VideoGen: the session (stsa.SVG), presets and the built-in workload.
+
+stsa.SVG2 (svg2.py) is the same session with method SVG2; both share the
+configuration, the call and the report written here."""
 
 import dataclasses
 import threading
@@ -49,15 +52,27 @@ class SVGWindows:
 
 @dataclasses.dataclass
 class SVGInfo:
-    """Report of one SVG call (stsa_svg_report).
+    """Report of one SVG or SVG2 call (stsa_svg_report).
 
-    kinds: numpy str array [B, H]: "spatial" or "temporal" per head, or
-    "dense" for every head when the policy ran the call dense (the kind the
-    CLI reports too). mse_spatial, mse_temporal: float32 [B, H], the
-    profiling error of each mask on the sampled rows (0 when the call ran
-    dense). dense: the policy ran this call dense (step < dense_steps or
-    layer < dense_layers). profile_ms, attention_ms: time spent. density:
-    realised kept fraction over all heads."""
+    kinds: numpy str array [B, H]: "spatial" or "temporal" per head (SVG),
+    "semantic" (SVG2), or "dense" for every head when the policy ran the
+    call dense (the kind the CLI reports too). mse_spatial, mse_temporal:
+    float32 [B, H], SVG's profiling error of each mask on the sampled rows
+    (0 when the call ran dense, and for SVG2). dense: the policy ran this
+    call dense (step < dense_steps or layer < dense_layers). profile_ms,
+    attention_ms: time spent. density: realised kept fraction over all heads.
+
+    The error budget (max_error) and SVG2, all [B, H] arrays:
+    est_error (float32): each head's estimated relative L2 error against
+    dense attention on the profiled rows (0 for a head that ran dense);
+    head_density (float32): the kept fraction it ran with; budget (str):
+    what the budget did, "none" (no budget, or the planned density met it),
+    "raised" (a wider window or a larger top-p met it), "dense" (nothing
+    sparse met it) or "policy" (a dense step or layer); top_p (float32): the
+    top-p each SVG2 head finally used (0 for SVG). q_clusters, kv_clusters:
+    SVG2's k-means clusters per head (0 for SVG and dense calls); cluster_ms:
+    time in k-means (inside profile_ms); cold: this call seeded its layer's
+    clusters (SVG2's first call of a layer)."""
     kinds: np.ndarray
     mse_spatial: np.ndarray
     mse_temporal: np.ndarray
@@ -67,6 +82,14 @@ class SVGInfo:
     density: float
     layer: int
     step: int
+    est_error: np.ndarray
+    head_density: np.ndarray
+    budget: np.ndarray
+    top_p: np.ndarray
+    q_clusters: int
+    kv_clusters: int
+    cluster_ms: float
+    cold: bool
 
 
 # Sessions kept per (heads, head_dim) pair, least recently used dropped first.
@@ -102,6 +125,12 @@ class SVG:
     the session holds no step or layer state: every call is decided by its
     own layer= and step=.
 
+    max_error: the error budget, the bound on each head's estimated
+    relative L2 error ||o - o_dense|| / ||o_dense|| over the profiled rows;
+    a head above it runs with twice, then four times the density, and at
+    last dense (info.budget says which). None keeps the preset's (none),
+    0 is no budget; a call's max_error= overrides it for that call.
+
     The session owns its own stsa context (threads=, backend=) for as long
     as it lives and serialises calls from several Python threads; close()
     (or leaving `with stsa.SVG(...) as svg:`) waits for a call in flight,
@@ -110,7 +139,15 @@ class SVG:
 
     def __init__(self, geometry, heads=None, head_dim=None, density=None, dense_steps=None,
                  dense_layers=None, sample_rows=None, sink_frames=None, seed=None,
-                 q_tile=None, kv_tile=None, threads=None, backend=None):
+                 q_tile=None, kv_tile=None, max_error=None, threads=None, backend=None):
+        cfg = self._config(geometry, heads, head_dim, density, dense_steps, dense_layers,
+                           sample_rows, sink_frames, seed, q_tile, kv_tile, max_error)
+        self._start(cfg, threads, backend)
+
+    def _config(self, geometry, heads, head_dim, density, dense_steps, dense_layers,
+                sample_rows, sink_frames, seed, q_tile, kv_tile, max_error):
+        """The stsa_svg_config of the settings both methods share (sets
+        preset, heads and head_dim)."""
         if isinstance(geometry, str):
             cfg = preset_config(geometry)
             self.preset = geometry
@@ -122,7 +159,8 @@ class SVG:
             cfg.sink_frames = 1 if geometry.frames > 0 else 0
             self.preset = None
         else:
-            raise TypeError(f"SVG: geometry must be an stsa.Geometry or a preset name "
+            raise TypeError(f"{type(self).__name__}: geometry must be an stsa.Geometry or a "
+                            f"preset name "
                             f"({', '.join(presets())}), got {type(geometry).__name__}")
         positive = (1, _core.INT64[1])
         self.heads = None if heads is None else _core.as_int(heads, "heads", positive)
@@ -138,6 +176,12 @@ class SVG:
                 setattr(cfg, name, _core.as_int(value, name, _INT_FIELDS[name]))
         if density is not None:
             cfg.density = float(density)
+        if max_error is not None:
+            cfg.max_rel_error = float(max_error)  # negative or NaN: the library says why
+        return cfg
+
+    def _start(self, cfg, threads, backend):
+        """Owns cfg, makes the context and validates cfg with a first session."""
         self.config = cfg
         self.geometry = Geometry.from_c(cfg.geometry)
         self._lock = threading.Lock()
@@ -192,17 +236,21 @@ class SVG:
     def tokens(self):
         return self.geometry.tokens
 
-    def __call__(self, q, k, v, layer=0, step=0, *, layout=_core.REQUIRED, out=None):
+    def __call__(self, q, k, v, layer=0, step=0, *, layout=_core.REQUIRED, out=None,
+                 max_error=None):
         """SVG attention of one layer at one denoising step.
 
         q, k, v: [B, N, H, D] ("bshd"), [B, H, N, D] ("bhsd") or [N, H, D]
         ("shd"), as layout= (required) says; tokens in the model's native
         order, N = geometry.tokens, any H and D (unless heads= / head_dim=
-        were given). Returns (out, info): out of q's kind, dtype and layout,
-        and an SVGInfo."""
-        _core.check_layout(layout, "stsa.SVG")
+        were given). max_error: this call's error budget (None: the
+        session's; 0: none). Returns (out, info): out of q's kind, dtype and
+        layout, and an SVGInfo."""
+        who = f"stsa.{type(self).__name__}"
+        _core.check_layout(layout, who)
         layer = _core.as_int(layer, "layer")
         step = _core.as_int(step, "step")
+        call = _lib.new("stsa_svg_call", max_rel_error=_call_budget(max_error, who))
         self._open()
         qv = _core.view(q, "q", layout)
         kv = _core.view(k, "k", layout)
@@ -212,32 +260,41 @@ class SVG:
                                      ("head_dim", self.head_dim, D, "D")):
             if want is not None and got != want:
                 raise _core.StsaValueError(
-                    f"stsa.SVG was created with {what}={want} but q has {dim} = {got} "
+                    f"{who} was created with {what}={want} but q has {dim} = {got} "
                     f"(shape {tuple(q.shape)}, layout {layout!r}); leave {what}= out to "
                     f"take it from the tensors", lib.STSA_ERR_BAD_SHAPE)
         out, ov, _ = _out_and_lse(qv, vv, layout, out, False)
         # an stsa_head_kind per head: small non-negative values, sized as the header's enum
         kinds = np.zeros(B * H, dtype=f"i{ffi.sizeof('stsa_head_kind')}")
-        mse_s = np.zeros(B * H, dtype=np.float32)
-        mse_t = np.zeros(B * H, dtype=np.float32)
+        f32 = {name: np.zeros(B * H, dtype=np.float32)
+               for name in ("mse_spatial", "mse_temporal", "est_error", "head_density",
+                            "head_top_p")}
+        budget = np.zeros(B * H, dtype=np.uint8)
         report = _lib.new("stsa_svg_report", kinds=_core.pointer(kinds, "stsa_head_kind"),
-                          mse_spatial=_core.pointer(mse_s), mse_temporal=_core.pointer(mse_t))
+                          budget=_core.pointer(budget, "uint8_t"),
+                          **{name: _core.pointer(a) for name, a in f32.items()})
         ctx = self.context
         with self._lock, ctx.lock:
             self._open()  # close() may have run while this call waited
             c = ctx.handle
             handle = self._session(H, D)
-            status = lib.stsa_svg_attention(handle, layer, step, qv.tensor, kv.tensor,
-                                            vv.tensor, ov.tensor, report)
-            check(status, c, "stsa_svg_attention")
+            status = lib.stsa_svg_attention_ex(handle, layer, step, qv.tensor, kv.tensor,
+                                               vv.tensor, ov.tensor, call, report)
+            check(status, c, "stsa_svg_attention_ex")
         if report.dense:
             names = np.full((B, H), "dense")
         else:
             names = np.array(_lib.HEAD_KINDS)[kinds].reshape(B, H)
-        info = SVGInfo(kinds=names, mse_spatial=mse_s.reshape(B, H),
-                       mse_temporal=mse_t.reshape(B, H), dense=bool(report.dense),
+        f32 = {name: a.reshape(B, H) for name, a in f32.items()}
+        info = SVGInfo(kinds=names, mse_spatial=f32["mse_spatial"],
+                       mse_temporal=f32["mse_temporal"], dense=bool(report.dense),
                        profile_ms=report.profile_ms, attention_ms=report.attention_ms,
-                       density=report.density, layer=layer, step=step)
+                       density=report.density, layer=layer, step=step,
+                       est_error=f32["est_error"], head_density=f32["head_density"],
+                       budget=np.array(_lib.BUDGET_ACTIONS)[budget].reshape(B, H),
+                       top_p=f32["head_top_p"], q_clusters=int(report.q_clusters),
+                       kv_clusters=int(report.kv_clusters), cluster_ms=report.cluster_ms,
+                       cold=bool(report.cold))
         return out, info
 
     def close(self):
@@ -252,12 +309,28 @@ class SVG:
     def __exit__(self, *exc):
         self.close()
 
+    def _repr_settings(self):
+        return f"density={self.config.density}"
+
     def __repr__(self):
         c = self.config
-        return (f"stsa.SVG({self.preset or self.geometry!r}, heads={self.heads}, "
-                f"head_dim={self.head_dim}, density={c.density}, "
+        return (f"stsa.{type(self).__name__}({self.preset or self.geometry!r}, "
+                f"heads={self.heads}, head_dim={self.head_dim}, {self._repr_settings()}, "
                 f"dense_steps={c.dense_steps}, dense_layers={c.dense_layers}, "
-                f"sample_rows={c.sample_rows})")
+                f"sample_rows={c.sample_rows}, max_error={c.max_rel_error})")
+
+
+def _call_budget(max_error, who):
+    """stsa_svg_call.max_rel_error of a call's max_error= (None: the
+    session's, which the C API spells as any negative value)."""
+    if max_error is None:
+        return -1.0
+    value = float(max_error)
+    if value < 0:  # the C API would read it as "the session's": refuse instead
+        raise _core.StsaValueError(
+            f"{who}: max_error = {value:g}, expected >= 0 (0: no budget) or None "
+            f"(the session's)", lib.STSA_ERR_BAD_PARAM)
+    return value  # NaN or inf: the library refuses it with its message
 
 
 def _free_sessions(sessions, context, lock):
@@ -275,8 +348,10 @@ def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.fl
     """stsa's built-in video-DiT-like workload (stsa_workload_generate).
 
     Returns (q, k, v, kinds): numpy arrays [B, N, H, D] in `layout` and dtype,
-    and the ground-truth kind of each head ("spatial", "temporal", "mixed").
-    kinds: None for the default mix, or a list of kind names, one per head."""
+    and the ground-truth kind of each head ("spatial", "temporal", "mixed",
+    "semantic"). kinds: None for the default mix (no semantic heads), or a
+    list of kind names, one per head; "semantic" heads attend by content
+    (moving objects and static background), the case of SVG2."""
     if isinstance(geometry, str):
         geometry = Geometry.preset(geometry)
     batch, heads = _core.as_int(batch, "batch"), _core.as_int(heads, "heads")

@@ -1,0 +1,85 @@
+"""Sparse VideoGen 2: the SVG session with method SVG2 (stsa.SVG2)."""
+
+from . import _core
+from ._lib import lib
+from .svg import SVG
+
+__all__ = ["SVG2"]
+
+class _TopP:
+    """The default of top_p=: the published 0.9 (or the preset's), unless
+    density= alone asks for a key budget."""
+
+    def __repr__(self):
+        return "0.9"
+
+
+_UNSET = _TopP()
+
+_SVG2_INT_FIELDS = {"q_clusters": _core.INT64, "kv_clusters": _core.INT64,
+                    "kmeans_iters_cold": _core.INT64, "kmeans_iters_warm": _core.INT64}
+
+
+class SVG2(SVG):
+    """A Sparse VideoGen 2 session for one geometry.
+
+        svg2 = stsa.SVG2("wan21-720p")                      # a preset
+        svg2 = stsa.SVG2(stsa.Geometry(21, 30, 52), top_p=0.9, q_clusters=100,
+                         kv_clusters=300, dense_steps=10, max_error=0.1)
+        out, info = svg2(q, k, v, layer=3, step=12, layout="bshd")
+
+    Per call and head, the video queries and keys are clustered by k-means
+    (warm-started from the layer's previous centroids), and each query
+    cluster keeps the key clusters of highest centroid probability until
+    their cumulative probability reaches top_p (always the top one, and at
+    least min_kv_fraction of them); text tokens and the first-frame sink
+    stay as in SVG. Every head reports kind "semantic".
+
+    top_p: the probability mass kept (default 0.9, or the preset's). density:
+    instead of top_p, a key budget: key clusters are kept until they hold
+    density x the video tokens; giving both is an error. q_clusters,
+    kv_clusters: clusters per head (None/0: the published 300 / 1000 at
+    Wan 2.1 720p's 75,600 video tokens, scaled with the video's).
+    min_kv_fraction (None/0: 0.10); kmeans_iters_cold / _warm: Lloyd
+    iterations of a layer's first call and of later ones (None/0: 50 / 2).
+    max_error: the error budget, as for stsa.SVG; a head above it runs with
+    a larger top-p (0.95, 0.98, 0.995) and at last dense. The other
+    arguments, the call and its report (an stsa.SVGInfo) are stsa.SVG's.
+
+    The clusters carry over from call to call per layer: a session's output
+    depends on the calls before it (the same sequence of calls gives the
+    same results). Its heads= / head_dim= rule is SVG's, but the clusters
+    live in the C session of each (H, D).
+    """
+
+    def __init__(self, geometry, heads=None, head_dim=None, top_p=_UNSET, density=None,
+                 q_clusters=None, kv_clusters=None, min_kv_fraction=None,
+                 kmeans_iters_cold=None, kmeans_iters_warm=None, dense_steps=None,
+                 dense_layers=None, sample_rows=None, sink_frames=None, seed=None,
+                 q_tile=None, kv_tile=None, max_error=None, threads=None, backend=None):
+        if top_p is not _UNSET and top_p and density is not None:
+            raise _core.StsaValueError(
+                f"stsa.SVG2: top_p = {top_p} and density = {density} both given; SVG2 keeps "
+                f"key clusters by probability (top_p) or by a key budget (density, with "
+                f"top_p=None)", lib.STSA_ERR_BAD_PARAM)
+        cfg = self._config(geometry, heads, head_dim, density, dense_steps, dense_layers,
+                           sample_rows, sink_frames, seed, q_tile, kv_tile, max_error)
+        cfg.method = lib.STSA_SVG_METHOD_SVG2
+        if top_p is _UNSET:
+            # a density alone is the key budget; otherwise the preset's or 0.9
+            cfg.top_p = 0.0 if density is not None else (cfg.top_p or 0.9)
+        else:
+            cfg.top_p = float(top_p or 0.0)  # out of [0, 1]: the library says why
+        for name, value in (("q_clusters", q_clusters), ("kv_clusters", kv_clusters),
+                            ("kmeans_iters_cold", kmeans_iters_cold),
+                            ("kmeans_iters_warm", kmeans_iters_warm)):
+            if value is not None:
+                setattr(cfg, name, _core.as_int(value, name, _SVG2_INT_FIELDS[name]))
+        if min_kv_fraction is not None:
+            cfg.min_kv_fraction = float(min_kv_fraction)
+        self._start(cfg, threads, backend)
+
+    def _repr_settings(self):
+        c = self.config
+        budget = f"top_p={c.top_p}" if c.top_p else f"density={c.density}"
+        return f"{budget}, q_clusters={c.q_clusters}, kv_clusters={c.kv_clusters}"
