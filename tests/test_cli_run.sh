@@ -296,7 +296,7 @@ expect_fail wrong-rank "rank-3" err.safetensors \
 expect_fail report-unwritable "no-such-dir" err.safetensors \
   "$STSA" run --in bshd.t0.safetensors "${base[@]}" --out err.safetensors \
   --report no-such-dir/r.json
-expect_fail layer-in-dense "apply to --mode svg only" err.safetensors \
+expect_fail layer-in-dense "apply to --mode svg and svg2 only" err.safetensors \
   "$STSA" run --in bshd.t0.safetensors "${base[@]}" --layer 3 --out err.safetensors
 # an existing --out stays as it was when the run fails late (report unwritable)
 echo previous >kept.safetensors

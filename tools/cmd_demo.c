@@ -103,20 +103,18 @@ int cmd_demo(int argc, char **argv) {
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o.threads), ctx, "--threads");
   int64_t threads;
   stsa_ctx_get(ctx, STSA_PARAM_THREADS, &threads);
-  stsa_svg_config cfg = {sizeof(stsa_svg_config),
-                         {o.frames, o.height, o.width, 0, 0, STSA_TEXT_NONE},
-                         o.heads,
-                         o.dim,
-                         o.density,
-                         1,
-                         1,
-                         64,
-                         1,
-                         o.seed,
-                         o.steps,
-                         o.layers,
-                         0,
-                         0};
+  stsa_svg_config cfg = {.size = sizeof(stsa_svg_config),
+                         .geometry = {o.frames, o.height, o.width, 0, 0, STSA_TEXT_NONE},
+                         .heads = o.heads,
+                         .head_dim = o.dim,
+                         .density = o.density,
+                         .dense_steps = 1,
+                         .dense_layers = 1,
+                         .sample_rows = 64,
+                         .sink_frames = 1,
+                         .seed = o.seed,
+                         .steps = o.steps,
+                         .layers = o.layers};
   const int64_t N = stsa_geometry_tokens(&cfg.geometry), H = o.heads;
   if (cfg.sample_rows > N - o.height * o.width)
     cfg.sample_rows = N / 4;

@@ -303,12 +303,13 @@ static void mode_svg(dist_run *r) {
                  "creating the SVG session");
   s->setup_ms = (cli_now() - t0) * 1e3;
   const int64_t BH = s->B * s->H;
-  stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)BH);
-  float *mse = malloc(sizeof *mse * (size_t)(2 * BH));
-  if (!kinds || !mse)
-    cli_die("out of memory");
-  stsa_svg_report srep = {.size = sizeof(stsa_svg_report)};
-  srep.kinds = kinds, srep.mse_spatial = mse, srep.mse_temporal = mse + BH;
+  run_svg_arrays arr;
+  run_svg_arrays_alloc(&arr, BH);
+  stsa_svg_report srep = run_svg_report_of(&arr, BH);
+  /* the distributed session promises the profiling fields only: no
+   * per-head densities or estimates to read back (the windows' densities) */
+  srep.est_error = srep.head_density = srep.head_top_p = NULL;
+  srep.budget = NULL;
   a.srep = &srep;
   cli_dist_checkpoint();
   s->compute_ms = warm_then_time(r, call_svg, &a, &r->out, "SVG attention");
@@ -316,9 +317,8 @@ static void mode_svg(dist_run *r) {
   s->profile_ms = srep.profile_ms;
   s->attention_ms = srep.attention_ms;
   for (int64_t i = 0; i < BH; i++)
-    s->res[i] = run_svg_result(&srep, kinds[i], mse[i], mse[BH + i], &s->win, NAN);
-  free(kinds);
-  free(mse);
+    s->res[i] = run_svg_result(&srep, i, &s->win, NAN);
+  run_svg_arrays_free(&arr);
   stsa_dist_svg_free(a.sessions[1]);
   stsa_dist_svg_free(a.sessions[0]);
 }

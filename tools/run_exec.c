@@ -179,44 +179,100 @@ static void run_mode_sparse(run_state *s) {
   stsa_mask_free(mask);
 }
 
-head_result run_svg_result(const stsa_svg_report *rep, stsa_head_kind kind, float mse_s,
-                           float mse_t, const stsa_svg_windows *win, double ms) {
-  const int spatial = kind == STSA_HEAD_SPATIAL;
-  return (head_result){.kind = rep->dense ? RUN_KIND_DENSE : (int)kind,
-                       .has_mse = !rep->dense,
-                       .mse_spatial = mse_s,
-                       .mse_temporal = mse_t,
-                       .density = rep->dense ? rep->density
-                                  : spatial  ? win->density_spatial
-                                             : win->density_temporal,
-                       .ms = ms};
+void run_svg_arrays_alloc(run_svg_arrays *a, int64_t n) {
+  const size_t m = (size_t)n;
+  a->kinds = malloc(sizeof *a->kinds * m);
+  a->mse = malloc(sizeof *a->mse * 2 * m);
+  a->est = malloc(sizeof *a->est * m);
+  a->density = malloc(sizeof *a->density * m);
+  a->top_p = malloc(sizeof *a->top_p * m);
+  a->budget = malloc(m);
+  if (!a->kinds || !a->mse || !a->est || !a->density || !a->top_p || !a->budget)
+    cli_die("out of memory");
 }
 
-/* One SVG call per head on a one-head session: the session's per-head work
- * (profiling on rows drawn from layer, step and batch entry; one plan per
- * kind) is the same as in an H-head call. */
-static void run_mode_svg(run_state *s) {
-  double t0 = cli_now();
+void run_svg_arrays_free(run_svg_arrays *a) {
+  free(a->kinds);
+  free(a->mse);
+  free(a->est);
+  free(a->density);
+  free(a->top_p);
+  free(a->budget);
+}
+
+stsa_svg_report run_svg_report_of(const run_svg_arrays *a, int64_t n) {
+  stsa_svg_report r = {.size = sizeof(stsa_svg_report)};
+  r.kinds = a->kinds, r.mse_spatial = a->mse, r.mse_temporal = a->mse + n;
+  r.est_error = a->est, r.head_density = a->density, r.budget = a->budget;
+  r.head_top_p = a->top_p;
+  return r;
+}
+
+head_result run_svg_result(const stsa_svg_report *rep, int64_t i,
+                           const stsa_svg_windows *win, double ms) {
+  const stsa_head_kind kind = rep->kinds[i];
+  /* SVG2 does not profile the two SVG masks: it has no such errors */
+  const int has_mse = !rep->dense && kind != STSA_HEAD_SEMANTIC;
+  const double kind_density = rep->dense                  ? rep->density
+                              : kind == STSA_HEAD_SPATIAL ? win->density_spatial
+                                                          : win->density_temporal;
+  /* the windows' densities are exact (double); the report's per-head ones
+   * (float) only for what they alone know: SVG2 and raised budgets */
+  const int budget = rep->budget ? rep->budget[i] : STSA_BUDGET_NONE;
+  const int per_head = rep->head_density && (kind == STSA_HEAD_SEMANTIC ||
+                                             (budget != STSA_BUDGET_NONE && !rep->dense));
+  return (head_result){.kind = rep->dense ? RUN_KIND_DENSE : (int)kind,
+                       .has_mse = has_mse,
+                       .mse_spatial = has_mse ? rep->mse_spatial[i] : 0,
+                       .mse_temporal = has_mse ? rep->mse_temporal[i] : 0,
+                       .density = per_head ? rep->head_density[i] : kind_density,
+                       .ms = ms,
+                       .est_error = rep->est_error ? rep->est_error[i] : NAN,
+                       .top_p = rep->head_top_p ? rep->head_top_p[i] : 0,
+                       .budget = budget};
+}
+
+/* A one-head session of the run's configuration. */
+static stsa_svg *one_head_session(run_state *s) {
   stsa_svg_config one = s->cfg;
   one.heads = 1;
   stsa_svg *svg;
   cli_check(stsa_svg_create(s->ctx, &one, &svg), s->ctx, "creating the SVG session");
+  return svg;
+}
+
+/* One SVG call per head on a one-head session: the session's per-head work
+ * (profiling on rows drawn from layer, step and batch entry; one plan per
+ * kind) is the same as in an H-head call. SVG2 keeps k-means centroids per
+ * layer and head: one session for every head would warm-start head h from
+ * head h-1's clusters, so each head (and the warm-up) gets a fresh session
+ * and every call is its layer's first (cold), as in an H-head call. */
+static void run_mode_svg(run_state *s) {
+  const int svg2 = s->o.mode == RUN_MODE_SVG2;
+  double t0 = cli_now();
+  stsa_svg *svg = one_head_session(s);
   s->win.size = sizeof s->win;
   cli_check(stsa_svg_get_windows(svg, &s->win), NULL, "SVG windows");
   s->have_windows = 1;
   s->setup_ms = (cli_now() - t0) * 1e3;
-  stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)s->B);
-  float *mse = malloc(sizeof *mse * (size_t)(2 * s->B));
-  if (!kinds || !mse)
-    cli_die("out of memory");
+  run_svg_arrays a;
+  run_svg_arrays_alloc(&a, s->B);
+  const stsa_svg_call call = {sizeof(stsa_svg_call),
+                              s->o.max_error >= 0 ? s->o.max_error : -1};
   for (int64_t h = -1; h < s->H; h++) { /* h = -1: untimed warm-up on head 0 */
     const int64_t hh = h < 0 ? 0 : h;
+    if (svg2 && h >= 0) {
+      t0 = cli_now();
+      stsa_svg_free(svg);
+      svg = one_head_session(s);
+      s->setup_ms += (cli_now() - t0) * 1e3;
+    }
     const head_views x = views_of(s, &s->out, hh);
-    stsa_svg_report rep = {.size = sizeof(stsa_svg_report)};
-    rep.kinds = kinds, rep.mse_spatial = mse, rep.mse_temporal = mse + s->B;
+    stsa_svg_report rep = run_svg_report_of(&a, s->B);
     double t1 = cli_now();
     check_head(s,
-               stsa_svg_attention(svg, s->layer, s->step, &x.q, &x.k, &x.v, &x.o, &rep),
+               stsa_svg_attention_ex(svg, s->layer, s->step, &x.q, &x.k, &x.v, &x.o,
+                                     &call, &rep),
                hh, "SVG attention");
     double ms = (cli_now() - t1) * 1e3;
     if (h < 0) {
@@ -227,14 +283,14 @@ static void run_mode_svg(run_state *s) {
     s->svg_dense_call = rep.dense;
     s->profile_ms += rep.profile_ms;
     s->attention_ms += rep.attention_ms;
-    for (int64_t b = 0; b < s->B; b++) {
-      s->res[b * s->H + h] =
-          run_svg_result(&rep, kinds[b], mse[b], mse[s->B + b], &s->win, ms);
-    }
+    s->cluster_ms += rep.cluster_ms;
+    s->cold_calls += rep.cold;
+    s->q_clusters = rep.q_clusters, s->kv_clusters = rep.kv_clusters;
+    for (int64_t b = 0; b < s->B; b++)
+      s->res[b * s->H + h] = run_svg_result(&rep, b, &s->win, ms);
     run_tick(s);
   }
-  free(kinds);
-  free(mse);
+  run_svg_arrays_free(&a);
   stsa_svg_free(svg);
 }
 
@@ -287,16 +343,32 @@ static void compare_dense(run_state *s) {
   free(ms);
 }
 
+/* --mode svg2 over the resolved configuration: SVG2's published top-p 0.9
+ * (a preset's, if it carries one) unless --density asks for a key budget. */
+static void run_svg2_config(const run_opts *o, stsa_svg_config *c) {
+  c->method = STSA_SVG_METHOD_SVG2;
+  if (o->top_p >= 0)
+    c->top_p = o->top_p;
+  else if (o->geo.density > 0)
+    c->top_p = 0; /* the density is each query cluster's key budget */
+  else if (!(c->top_p > 0))
+    c->top_p = 0.9;
+  if (o->q_clusters >= 0)
+    c->q_clusters = o->q_clusters;
+  if (o->kv_clusters >= 0)
+    c->kv_clusters = o->kv_clusters;
+}
+
 void run_setup_config(run_state *s) {
   const stsa_tensor *q = &s->qkv.t[0];
   s->B = q->shape[0], s->N = q->shape[1], s->H = q->shape[2], s->D = q->shape[3];
   run_resolve_config(&s->o.geo, s->H, s->D, &s->cfg, s->cfg_note, sizeof s->cfg_note);
   run_check_tokens(&s->cfg, &s->qkv, s->o.in.layout);
-  s->layer = s->o.mode == RUN_MODE_SVG
-                 ? (s->o.layer >= 0 ? s->o.layer : s->cfg.dense_layers)
-                 : -1;
-  s->step =
-      s->o.mode == RUN_MODE_SVG ? (s->o.step >= 0 ? s->o.step : s->cfg.dense_steps) : -1;
+  if (s->o.mode == RUN_MODE_SVG2)
+    run_svg2_config(&s->o, &s->cfg);
+  const int svg = run_mode_is_svg(s->o.mode);
+  s->layer = svg ? (s->o.layer >= 0 ? s->o.layer : s->cfg.dense_layers) : -1;
+  s->step = svg ? (s->o.step >= 0 ? s->o.step : s->cfg.dense_steps) : -1;
   s->res = calloc((size_t)(s->B * s->H), sizeof *s->res);
   if (!s->res)
     cli_die("out of memory");

@@ -96,6 +96,35 @@ static void print_dist(const run_dist_info *d) {
          100 * d->imbalance, comm);
 }
 
+enum { TABLE_ROWS = 32 }; /* the rest is in --report */
+
+/* The per-head table of the svg modes: what each head ran with and the
+ * session's error estimate beside the realised error (--compare-dense). */
+static void print_heads(const run_state *s) {
+  const int svg2 = s->o.mode == RUN_MODE_SVG2, cmp = s->o.compare_dense;
+  const int bw = svg2 ? 7 : 0; /* no trailing blanks after the last column */
+  printf("  %5s %5s %-9s%s %8s %9s%s %-*s%s\n", "batch", "head", "kind",
+         s->truth ? " truth    " : "", "density", "est_err", cmp ? "    rel_l2" : "", bw,
+         "budget", svg2 ? "  top_p" : "");
+  const int64_t n = s->B * s->H;
+  for (int64_t i = 0; i < n && i < TABLE_ROWS; i++) {
+    const head_result *r = &s->res[i];
+    char truth[16] = "", rel[16] = "", top[16] = "";
+    if (s->truth)
+      snprintf(truth, sizeof truth, " %-9s", stsa_head_kind_name(s->truth[i % s->H]));
+    if (cmp)
+      snprintf(rel, sizeof rel, " %9.4f", r->rel_l2);
+    if (svg2)
+      snprintf(top, sizeof top, " %6.3f", r->top_p);
+    printf("  %5lld %5lld %-9s%s %8.4f %9.4f%s %-*s%s\n", (long long)(i / s->H),
+           (long long)(i % s->H), run_kind_name(r->kind), truth, r->density, r->est_error,
+           rel, bw, stsa_budget_action_name(r->budget), top);
+  }
+  if (n > TABLE_ROWS)
+    printf("  ... %lld more (batch, head) pairs in --report\n",
+           (long long)(n - TABLE_ROWS));
+}
+
 void run_print_summary(const run_state *s) {
   const stsa_geometry *g = &s->cfg.geometry;
   printf(
@@ -104,22 +133,34 @@ void run_print_summary(const run_state *s) {
       RUN_MODE_NAMES[s->o.mode], (long long)s->N, (long long)g->frames,
       (long long)g->height, (long long)g->width, (long long)g->text, (long long)s->B,
       (long long)s->H, (long long)s->D, stsa_dtype_name(s->qkv.t[0].dtype));
-  int spatial = 0, temporal = 0, dense = 0;
+  int spatial = 0, temporal = 0, semantic = 0, dense = 0;
   for (int64_t i = 0; i < s->B * s->H; i++) {
     spatial += s->res[i].kind == STSA_HEAD_SPATIAL;
     temporal += s->res[i].kind == STSA_HEAD_TEMPORAL;
+    semantic += s->res[i].kind == STSA_HEAD_SEMANTIC;
     dense += s->res[i].kind < 0;
   }
-  if (s->o.mode == RUN_MODE_SVG)
+  if (run_mode_is_svg(s->o.mode))
     printf("  layer %lld step %lld: %s call\n", (long long)s->layer, (long long)s->step,
            s->svg_dense_call ? "dense (by policy)" : "sparse");
-  printf("  kinds of the %lld (batch, head) pairs: %d spatial, %d temporal, %d dense\n",
+  if (s->o.mode == RUN_MODE_SVG2 && !s->svg_dense_call)
+    printf("  SVG2: %lld query x %lld key clusters per head, %s, k-means %.2f ms of "
+           "profiling %.2f ms (%s)\n",
+           (long long)s->q_clusters, (long long)s->kv_clusters,
+           s->cfg.top_p > 0 ? "top-p budget" : "density budget", s->cluster_ms,
+           s->profile_ms, s->cold_calls ? "cold: clusters seeded" : "warm");
+  printf("  kinds of the %lld (batch, head) pairs: %d spatial, %d temporal, %d dense",
          (long long)(s->B * s->H), spatial, temporal, dense);
+  if (semantic || s->o.mode == RUN_MODE_SVG2)
+    printf(", %d semantic", semantic);
+  printf("\n");
   printf("  density %.4f (target %.2f), attention %.2f ms (after one untimed warm-up "
          "call)\n",
          run_mean_density(s), s->cfg.density, s->compute_ms);
   if (s->dist)
     print_dist(s->dist);
+  if (run_mode_is_svg(s->o.mode))
+    print_heads(s);
   if (s->o.compare_dense) {
     double worst = 0, cmin = 1, ratio = s->dense_ms / s->compute_ms;
     for (int64_t i = 0; i < s->B * s->H; i++) {

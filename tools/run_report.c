@@ -49,7 +49,15 @@ static json_t *report_geometry(const run_state *s) {
 static json_t *report_input(const run_state *s) {
   const run_input_opts *in = &s->o.in;
   json_t *j = json_object();
-  if (in->in) {
+  if (s->o.work.on) {
+    json_t *kinds = json_array();
+    for (int64_t h = 0; h < s->H; h++)
+      json_array_append_new(kinds, json_string(stsa_head_kind_name(s->truth[h])));
+    json_object_set_new(j, "workload",
+                        json_pack("{s:I, s:I, s:I, s:o}", "heads", (json_int_t)s->H,
+                                  "head_dim", (json_int_t)s->D, "seed",
+                                  (json_int_t)s->o.work.seed, "kinds", kinds));
+  } else if (in->in) {
     json_object_set_new(j, "file", json_string(in->in));
     json_object_set_new(j, "names",
                         json_pack("[s, s, s]", in->names[0], in->names[1], in->names[2]));
@@ -83,6 +91,18 @@ static json_t *report_svg(const run_state *s) {
     json_object_set_new(j, "density_spatial", jreal(s->win.density_spatial));
     json_object_set_new(j, "density_temporal", jreal(s->win.density_temporal));
   }
+  if (run_mode_is_svg(s->o.mode)) {
+    json_object_set_new(j, "method", json_string(stsa_svg_method_name(c->method)));
+    json_object_set_new(j, "max_error", jreal(run_max_error(s)));
+  }
+  if (s->o.mode == RUN_MODE_SVG2) {
+    json_object_set_new(j, "top_p", jreal(c->top_p));
+    json_object_set_new(j, "budget_of_keys",
+                        json_string(c->top_p > 0 ? "top_p" : "density"));
+    json_object_set_new(j, "q_clusters", json_integer(s->q_clusters));
+    json_object_set_new(j, "kv_clusters", json_integer(s->kv_clusters));
+    json_object_set_new(j, "cold_calls", json_integer(s->cold_calls));
+  }
   if (s->cfg_note[0])
     json_object_set_new(j, "note", json_string(s->cfg_note));
   return j;
@@ -100,6 +120,15 @@ static json_t *report_heads(const run_state *s) {
                         r->has_mse ? jreal(r->mse_temporal) : json_null());
     json_object_set_new(j, "density", jreal(r->density));
     json_object_set_new(j, "time_ms", jreal(r->ms));
+    if (s->truth)
+      json_object_set_new(j, "truth",
+                          json_string(stsa_head_kind_name(s->truth[i % s->H])));
+    if (run_mode_is_svg(s->o.mode)) {
+      json_object_set_new(j, "est_error", jreal(r->est_error));
+      json_object_set_new(j, "budget", json_string(stsa_budget_action_name(r->budget)));
+    }
+    if (s->o.mode == RUN_MODE_SVG2)
+      json_object_set_new(j, "top_p", jreal(r->top_p));
     if (s->o.compare_dense) {
       json_object_set_new(j, "rel_l2", jreal(r->rel_l2));
       json_object_set_new(j, "cosine", jreal(r->cosine));
@@ -108,6 +137,10 @@ static json_t *report_heads(const run_state *s) {
     json_array_append_new(arr, j);
   }
   return arr;
+}
+
+double run_max_error(const run_state *s) {
+  return s->o.max_error >= 0 ? s->o.max_error : s->cfg.max_rel_error;
 }
 
 double run_mean_density(const run_state *s) {
@@ -144,10 +177,12 @@ static json_t *report_timing(const run_state *s) {
   json_object_set_new(j, "setup_ms", jreal(s->setup_ms));
   json_object_set_new(j, "compute_ms", jreal(s->compute_ms));
   json_object_set_new(j, "warmup_ms", jreal(s->warmup_ms));
-  if (s->o.mode == RUN_MODE_SVG) {
+  if (run_mode_is_svg(s->o.mode)) {
     json_object_set_new(j, "profile_ms", jreal(s->profile_ms));
     json_object_set_new(j, "attention_ms", jreal(s->attention_ms));
   }
+  if (s->o.mode == RUN_MODE_SVG2)
+    json_object_set_new(j, "cluster_ms", jreal(s->cluster_ms));
   if (s->o.compare_dense) {
     json_object_set_new(j, "dense_ms", jreal(s->dense_ms));
     json_object_set_new(j, "speedup_vs_dense", jreal(s->dense_ms / s->compute_ms));
@@ -191,7 +226,7 @@ char *run_report_build(const run_state *s) {
   json_object_set_new(root, K_LAYER,
                       s->layer >= 0 ? json_integer(s->layer) : json_null());
   json_object_set_new(root, K_STEP, s->step >= 0 ? json_integer(s->step) : json_null());
-  if (s->o.mode == RUN_MODE_SVG)
+  if (run_mode_is_svg(s->o.mode))
     json_object_set_new(root, "layer_step_from",
                         json_string(s->o.layer < 0 && s->o.step < 0
                                         ? "default: first sparse call of the policy"
@@ -208,6 +243,8 @@ char *run_report_build(const run_state *s) {
   json_object_set_new(root, "compare_dense", json_boolean(s->o.compare_dense));
   if (s->o.compare_dense)
     json_object_set_new(root, "warn_rel_l2", jreal(s->o.warn_rel_l2));
+  if (s->o.mode == RUN_MODE_SVG2)
+    json_object_set_new(root, "cold", json_boolean(s->cold_calls > 0));
   json_object_set_new(root, "warnings", report_warnings(s));
   json_object_set_new(root, K_PER_HEAD, report_heads(s));
   json_object_set_new(root, "timing", report_timing(s));
@@ -228,8 +265,9 @@ static int64_t json_int_or(json_t *v, int64_t dflt) {
 
 /* The kind a report names (NULL or an unknown name: no data). */
 static int kind_code(const char *s) {
-  static const int KINDS[3] = {STSA_HEAD_SPATIAL, STSA_HEAD_TEMPORAL, RUN_KIND_DENSE};
-  for (int i = 0; s && i < 3; i++)
+  static const int KINDS[4] = {STSA_HEAD_SPATIAL, STSA_HEAD_TEMPORAL, STSA_HEAD_SEMANTIC,
+                               RUN_KIND_DENSE};
+  for (int i = 0; s && i < 4; i++)
     if (!strcmp(s, run_kind_name(KINDS[i])))
       return KINDS[i];
   return RUN_KIND_NONE;

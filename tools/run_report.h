@@ -15,7 +15,8 @@ struct run_state;
 /* The "kind" of a head: a stsa_head_kind, or one of these. */
 enum { RUN_KIND_DENSE = -1, RUN_KIND_NONE = -2 /* no data (only when reading) */ };
 
-/* "spatial", "temporal" or "dense", as the report and the summary name a kind. */
+/* "spatial", "temporal", "semantic" or "dense", as the report and the summary name a
+ * kind. */
 const char *run_kind_name(int kind);
 
 /* ---- writing ---------------------------------------------------------------- */
@@ -25,6 +26,9 @@ char *run_report_build(const struct run_state *s);
 
 /* The mean density over every (batch entry, head), as the report gives it. */
 double run_mean_density(const struct run_state *s);
+
+/* The error budget of the svg modes' calls (0: none). */
+double run_max_error(const struct run_state *s);
 
 /* The text of the warning about result i (rel L2 above --warn-rel-l2). */
 void run_warning_text(const struct run_state *s, int64_t i, char *buf, size_t len);

@@ -15,19 +15,36 @@
 #include "run_input.h"
 #include "stsa.h"
 
-enum { RUN_MODE_DENSE = 0, RUN_MODE_SPARSE = 1, RUN_MODE_SVG = 2 };
-/* "dense", "sparse", "svg" (NULL-terminated: the choices of --mode). */
-extern const char *const RUN_MODE_NAMES[4];
+enum { RUN_MODE_DENSE = 0, RUN_MODE_SPARSE = 1, RUN_MODE_SVG = 2, RUN_MODE_SVG2 = 3 };
+/* "dense", "sparse", "svg", "svg2" (NULL-terminated: the choices of --mode). */
+extern const char *const RUN_MODE_NAMES[5];
+/* Whether a mode runs the SVG session (svg or svg2). */
+static inline int run_mode_is_svg(int mode) {
+  return mode == RUN_MODE_SVG || mode == RUN_MODE_SVG2;
+}
+
+/* --workload: the built-in workload instead of an input file (run_workload.c). */
+typedef struct run_workload_opts {
+  int on;
+  int64_t heads, head_dim; /* -1: not given (defaults 6 and 64) */
+  uint64_t seed;
+} run_workload_opts;
 
 typedef struct run_opts {
   run_input_opts in;
+  run_workload_opts work;
   run_geo_opts geo;
   int mode, compare_dense, quiet, threads;
   double warn_rel_l2; /* warn about heads whose rel L2 vs dense exceeds it */
   int head_kind;      /* sparse mode: a stsa_head_kind */
   const char *out, *report;
-  int64_t layer, step; /* svg mode; -1: the first sparse call of the policy */
-  cli_dist_opts dist;  /* --dist (run_dist.c); scheme -1: one process */
+  int64_t layer, step; /* svg modes; -1: the first sparse call of the policy */
+  /* SVG2 (--mode svg2): top-p (-1: 0.9 unless --density is given) and the
+   * k-means clusters (-1: the session's automatic counts) */
+  double top_p;
+  int64_t q_clusters, kv_clusters;
+  double max_error;   /* svg modes: per-call error budget (-1: none given) */
+  cli_dist_opts dist; /* --dist (run_dist.c); scheme -1: one process */
 } run_opts;
 
 /* Result of one (batch entry, head). */
@@ -38,6 +55,10 @@ typedef struct head_result {
   double density, ms;
   double rel_l2, cosine;
   int warn; /* rel_l2 above --warn-rel-l2 (or not finite) */
+  /* svg modes: the session's estimate of rel_l2 from the profiled rows, what
+   * the error budget did (a stsa_budget_action) and SVG2's top-p */
+  double est_error, top_p;
+  int budget;
 } head_result;
 
 /* What a --dist run adds to the report and the summary (run_dist.c). */
@@ -66,6 +87,10 @@ typedef struct run_state {
   int have_windows, svg_dense_call;
   int64_t layer, step;
   double load_ms, setup_ms, compute_ms, profile_ms, attention_ms, dense_ms, warmup_ms;
+  double cluster_ms;               /* SVG2: k-means, inside profile_ms */
+  int64_t q_clusters, kv_clusters; /* SVG2: per head, as the session resolved them */
+  int cold_calls;                  /* SVG2: calls that seeded their layer's clusters */
+  stsa_head_kind *truth;           /* --workload: the planted kind of each head [H] */
   int n_warn;
   progress bar;
   int64_t units_done;
@@ -94,11 +119,24 @@ void run_tick(run_state *s);
 stsa_mask *run_sparse_plan(run_state *s, const stsa_mask **mask1, stsa_plan_desc *desc,
                            stsa_plan **plan, double *density);
 
-/* The result of one (batch entry, head) of an SVG call: its kind (dense
- * for a call the policy ran dense), profiling errors and the density of its
- * kind's mask (win: the session's windows). */
-head_result run_svg_result(const stsa_svg_report *rep, stsa_head_kind kind, float mse_s,
-                           float mse_t, const stsa_svg_windows *win, double ms);
+/* Room for the per-head arrays of an SVG report over n (batch, head) pairs,
+ * and the report pointing into it. */
+typedef struct run_svg_arrays {
+  stsa_head_kind *kinds;
+  float *mse, *est, *density, *top_p; /* mse: [2 n], spatial then temporal */
+  uint8_t *budget;
+} run_svg_arrays;
+void run_svg_arrays_alloc(run_svg_arrays *a, int64_t n);
+void run_svg_arrays_free(run_svg_arrays *a);
+stsa_svg_report run_svg_report_of(const run_svg_arrays *a, int64_t n);
+
+/* The result of entry i of an SVG call's report (arrays as run_svg_report_of
+ * sets them): its kind (dense for a call the policy ran dense), profiling
+ * errors (SVG), the density the head ran with, the estimated error and the
+ * budget's action (win: the session's windows, for a report without
+ * per-head densities). */
+head_result run_svg_result(const stsa_svg_report *rep, int64_t i,
+                           const stsa_svg_windows *win, double ms);
 
 /* The first non-finite value in heads [h0, h1) of t[0..2] (q, k, v, named
  * label[i]), as "<label> holds NaN at b=.., s=.., h=.., d=.." with s offset
@@ -131,6 +169,14 @@ void run_write_files(run_state *s, cli_output *outs, int n, char *report);
 /* The summary on stdout, and the warnings (on stderr, even with --quiet). */
 void run_print_summary(const run_state *s);
 void run_print_warnings(const run_state *s);
+
+/* ---- run_workload.c -------------------------------------------------------- */
+
+/* --workload: q, k, v of the built-in workload (f32, bshd, B = 1) at the
+ * geometry of the flags into s->qkv, and the planted kinds into s->truth;
+ * --mode svg2 plants spatial, temporal and semantic heads in turn, the other
+ * modes the generator's default mix. */
+void run_workload_load(run_state *s);
 
 /* ---- run_dist.c ------------------------------------------------------------ */
 
