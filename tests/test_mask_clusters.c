@@ -256,6 +256,42 @@ static void test_sampled_rows_long(void) {
   clusters_free(&c);
 }
 
+/* A key shard (kv_rows) with the mask alone, and lengths a plan must match. */
+static void test_shard_and_lengths(void) {
+  tu_rng rng = {9};
+  const int64_t N = 50, K0 = 10, K1 = 35;
+  clusters c = random_clusters(&rng, N, N, 3, 3, 0, INT64_MAX);
+  stsa_mask *m = make_mask(&c);
+  const stsa_mask *masks[1] = {m};
+  int64_t shard[25];
+  for (int64_t j = K0; j < K1; j++)
+    shard[j - K0] = j;
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  stsa_plan_desc d = tu_plan_desc(N, K1 - K0, 1, masks, NULL, STSA_PLAN_ALLOW_EMPTY_ROWS);
+  d.kv_rows = shard;
+  stsa_plan *plan = NULL;
+  CHECK_STATUS(stsa_plan_build(ctx, &d, &plan), STSA_OK);
+  stsa_plan_stats ps = STSA_INIT(stsa_plan_stats);
+  if (plan && stsa_plan_get_stats(plan, &ps) == STSA_OK) {
+    int64_t want = 0;
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t j = K0; j < K1; j++)
+        want += def_keep(&c, i, j);
+    CHECK(ps.pairs_kept == want, "shard: pairs_kept %lld, brute force %lld",
+          (long long)ps.pairs_kept, (long long)want);
+  }
+  stsa_plan_free(plan);
+  /* a plan one token longer than the labels is refused */
+  d = tu_plan_desc(N + 1, N + 1, 1, masks, NULL, STSA_PLAN_ALLOW_EMPTY_ROWS);
+  plan = NULL;
+  CHECK_STATUS(stsa_plan_build(ctx, &d, &plan), STSA_ERR_BAD_MASK);
+  CHECK(!plan, "a refused plan was written");
+  stsa_ctx_free(ctx);
+  stsa_mask_free(m);
+  clusters_free(&c);
+}
+
 /* ---- equality and the plan cache -------------------------------------------- */
 static void test_sharing(void) {
   tu_rng rng = {3};
@@ -361,6 +397,7 @@ int main(void) {
   test_keep();
   test_plans();
   test_sampled_rows_long();
+  test_shard_and_lengths();
   test_sharing();
   test_bad_args();
   return tu_finish("test_mask_clusters");
