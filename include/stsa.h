@@ -627,7 +627,12 @@ typedef enum stsa_svg_method {
 STSA_API const char *stsa_svg_method_name(int method);
 
 /* Published SVG defaults by name: "wan21-480p", "wan21-720p", "hunyuan-720p",
- * "hunyuan-480p", "cogvideox15". */
+ * "hunyuan-480p", "cogvideox15". method stays SVG; the SVG2 fields hold
+ * Sparse VideoGen 2's published settings (top-p 0.9, 10% of key clusters at
+ * least, 50 / 2 k-means iterations; clusters 300 / 1000 for Wan 2.1 720p,
+ * 400 / 1000 for HunyuanVideo 720p, the other resolutions scaled with their
+ * video tokens), used once a caller sets method = STSA_SVG_METHOD_SVG2. A
+ * caller built before SVG2 (a shorter struct) gets the fields it knows. */
 STSA_API stsa_status stsa_svg_preset(const char *name, stsa_svg_config *cfg);
 /* Name of preset i (0-based), NULL past the end. */
 STSA_API const char *stsa_svg_preset_name(int i);
@@ -752,7 +757,11 @@ STSA_API stsa_status stsa_tensor_copy(const stsa_tensor *in, const stsa_tensor *
  * split into time, height and width frequency bands, as Wan does), weighted
  * so the head is spatial-dominant (scores fall off with frame distance),
  * temporal-dominant (fall off with spatial distance) or mixed, plus a
- * first-frame sink term. Text tokens get content only.
+ * first-frame sink term. Text tokens get content only. A semantic head (only
+ * where `kinds` asks for one) attends by object identity instead: objects
+ * that move across frames over static background regions, each token's
+ * identity adding the same score to every key of that identity, with weak
+ * position terms.
  */
 typedef struct stsa_workload_desc {
   size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
@@ -778,8 +787,9 @@ STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
 /* The mask the session runs heads of `kind` with (a new reference, free it
  * with stsa_mask_free) and the memory orders its plan walks: spatial heads
  * native/native, temporal heads position-major queries and sink-first keys.
- * STSA_HEAD_MIXED gives the mask of the policy's dense calls (native).
- * q_order and kv_order may be NULL. */
+ * STSA_HEAD_MIXED gives the mask of the policy's dense calls (native);
+ * STSA_HEAD_SEMANTIC has no fixed mask (SVG2's are per head and call):
+ * STSA_ERR_BAD_PARAM. q_order and kv_order may be NULL. */
 STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind,
                                         stsa_mask **mask, stsa_order *q_order,
                                         stsa_order *kv_order);

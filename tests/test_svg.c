@@ -125,8 +125,28 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
                                     int64_t dense_steps) {
   const int64_t N = stsa_geometry_tokens(g);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 24, 32);
-  stsa_svg_config cfg = {
-      sizeof(stsa_svg_config), *g, H, D, 0.35, dense_steps, 0, 16, 1, 7, 10, 4, 0, 0};
+  stsa_svg_config cfg = {sizeof(stsa_svg_config),
+                         *g,
+                         H,
+                         D,
+                         0.35,
+                         dense_steps,
+                         0,
+                         16,
+                         1,
+                         7,
+                         10,
+                         4,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0};
   stsa_svg *svg = NULL;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   if (!svg) {
@@ -150,7 +170,11 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
   stsa_svg_windows w = STSA_INIT(stsa_svg_windows);
   stsa_svg_get_windows(svg, &w);
   /* the session's masks are the ones this test builds from the windows */
-  for (int kind = 0; kind < STSA_HEAD_KIND_COUNT_; kind++) {
+  stsa_mask *none = NULL;
+  CHECK_STATUS(stsa_svg_kind_mask(svg, STSA_HEAD_SEMANTIC, &none, NULL, NULL),
+               STSA_ERR_BAD_PARAM);
+  CHECK(!none, "semantic heads have no fixed mask");
+  for (int kind = 0; kind <= STSA_HEAD_MIXED; kind++) {
     stsa_mask *session_mask = NULL,
               *mine = kind_mask(g, &w, (stsa_head_kind)kind, kind == STSA_HEAD_MIXED);
     stsa_order qo, ko;
@@ -225,8 +249,28 @@ static void test_svg_vs_reference(void) {
 static void test_policy(void) {
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 24, 32);
   const stsa_geometry g = {3, 4, 4, 0, 0, STSA_TEXT_NONE};
-  stsa_svg_config cfg = {
-      sizeof(stsa_svg_config), g, 1, 32, 0.4, 2, 1, 8, 1, 0, 4, 3, 0, 0};
+  stsa_svg_config cfg = {sizeof(stsa_svg_config),
+                         g,
+                         1,
+                         32,
+                         0.4,
+                         2,
+                         1,
+                         8,
+                         1,
+                         0,
+                         4,
+                         3,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0};
   stsa_svg *svg;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   const int64_t N = 48;
@@ -269,8 +313,28 @@ static void test_profiling_accuracy(void) {
   const stsa_geometry g = {9, 12, 16, 0, 0, STSA_TEXT_NONE};
   const int64_t H = 12, D = 64, N = stsa_geometry_tokens(&g);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 192, 256);
-  stsa_svg_config cfg = {
-      sizeof(stsa_svg_config), g, H, D, 0.3, 0, 0, 64, 1, 3, 1, 1, 0, 0};
+  stsa_svg_config cfg = {sizeof(stsa_svg_config),
+                         g,
+                         H,
+                         D,
+                         0.3,
+                         0,
+                         0,
+                         64,
+                         1,
+                         3,
+                         1,
+                         1,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0,
+                         0};
   stsa_svg *svg;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   stsa_tensor q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);

@@ -47,3 +47,15 @@ void stsa_sized_write(void *dst, const void *src, size_t known) {
   const size_t n = size < known ? size : known;
   memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, n - sizeof size);
 }
+
+stsa_status stsa_sized_read(void *local, const void *p, size_t first, size_t known,
+                            const char *type, stsa_errbuf *err) {
+  size_t size;
+  memcpy(&size, p, sizeof size);
+  const size_t have = size >= first && size < known ? first : known;
+  STSA_TRY(stsa_sized_check(p, have, type, err));
+  memset(local, 0, known);
+  memcpy(local, p, have);
+  memcpy(local, &known, sizeof known);
+  return STSA_OK;
+}

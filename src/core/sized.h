@@ -30,6 +30,14 @@ stsa_status stsa_sized_check_out(const void *p, size_t known, const char *type,
  * dst's size field is left as the caller set it. */
 void stsa_sized_write(void *dst, const void *src, size_t known);
 
+/* Reads a caller's struct that has grown since its first release: `first`
+ * is the size of its first layout, `known` this library's. The caller's
+ * size may be either (or anything sized_check accepts above known); local
+ * (known bytes) gets the bytes both know, later fields zero (their
+ * defaults), and its size field set to known. */
+stsa_status stsa_sized_read(void *local, const void *p, size_t first, size_t known,
+                            const char *type, stsa_errbuf *err);
+
 /* The checked size field of a caller's struct. */
 #define STSA_SIZED_CHECK(p, type, err) stsa_sized_check((p), sizeof(type), #type, (err))
 #define STSA_SIZED_CHECK_OUT(p, type, err)                                               \

@@ -65,12 +65,15 @@ static stsa_status dense_density(stsa_dist_svg *s, const stsa_svg *full) {
 }
 
 static uint64_t config_hash(const stsa_svg_config *c) {
-  const int64_t f[] = {c->heads,       c->head_dim,    c->dense_steps,   c->dense_layers,
-                       c->sample_rows, c->sink_frames, (int64_t)c->seed, c->steps,
-                       c->layers,      c->q_tile,      c->kv_tile};
+  const int64_t f[] = {
+      c->heads,       c->head_dim,    c->dense_steps,       c->dense_layers,
+      c->sample_rows, c->sink_frames, (int64_t)c->seed,     c->steps,
+      c->layers,      c->q_tile,      c->kv_tile,           c->method,
+      c->q_clusters,  c->kv_clusters, c->kmeans_iters_cold, c->kmeans_iters_warm};
+  const double x[] = {c->density, c->top_p, c->min_kv_fraction, c->max_rel_error};
   uint64_t h = dist_hash_geometry(1469598103934665603ull, &c->geometry);
   h = dist_hash(h, f, sizeof f);
-  return dist_hash(h, &c->density, sizeof c->density);
+  return dist_hash(h, x, sizeof x);
 }
 
 stsa_status stsa_dist_svg_create(stsa_dist *d, const stsa_svg_config *cfg,
@@ -85,6 +88,14 @@ stsa_status stsa_dist_svg_create(stsa_dist *d, const stsa_svg_config *cfg,
     st = dist_fail(d, STSA_ERR_BAD_PARAM,
                    "dist: svg config is NULL or of size %zu, expected %zu",
                    cfg ? cfg->size : 0, sizeof *cfg);
+  /* SVG2 keeps centroids per head across calls, which head balancing would
+   * move between ranks; the budget's per-head plans are not distributed */
+  if (st == STSA_OK && (cfg->method != STSA_SVG_METHOD_SVG || cfg->max_rel_error != 0))
+    st = dist_fail(
+        d, STSA_ERR_UNSUPPORTED,
+        "dist: SVG2 (method %d) and the error budget (max_rel_error %g) are not "
+        "distributed: use method 0 and max_rel_error 0",
+        cfg->method, cfg->max_rel_error);
   if (st == STSA_OK) {
     s->d = d;
     s->cfg = *cfg;

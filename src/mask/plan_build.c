@@ -569,15 +569,8 @@ static stsa_status build(stsa_ctx *ctx, const stsa_plan_desc *d, int q_tile, int
  * lacks keeps its default (NULL). */
 static stsa_status desc_read(const stsa_plan_desc *d, stsa_plan_desc *local,
                              stsa_errbuf *err) {
-  const size_t first = offsetof(stsa_plan_desc, kv_rows);
-  size_t size;
-  memcpy(&size, d, sizeof size);
-  const size_t known = size >= first && size < sizeof *local ? first : sizeof *local;
-  STSA_TRY(stsa_sized_check(d, known, "stsa_plan_desc", err));
-  memset(local, 0, sizeof *local);
-  memcpy(local, d, known);
-  local->size = sizeof *local;
-  return STSA_OK;
+  return stsa_sized_read(local, d, offsetof(stsa_plan_desc, kv_rows), sizeof *local,
+                         "stsa_plan_desc", err);
 }
 
 /* Entries of q_rows or kv_rows (`name`) in [0, limit); *count = the largest
@@ -656,11 +649,12 @@ stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
                                 : m->s_q >= 0 && m->s_q != d->s_q;
     const int kv_bad = d->kv_rows ? m->s_kv >= 0 && m->s_kv < kv_whole
                                   : m->s_kv >= 0 && m->s_kv != d->s_kv;
-    STSA_RETURN_IF(q_bad || kv_bad, err, STSA_ERR_BAD_MASK,
-                   "plan: head %lld's dense or segment mask is %lld x %lld, the plan "
-                   "%lld x %lld",
-                   (long long)h, (long long)m->s_q, (long long)m->s_kv,
-                   (long long)q_native_count, (long long)kv_whole);
+    STSA_RETURN_IF(
+        q_bad || kv_bad, err, STSA_ERR_BAD_MASK,
+        "plan: head %lld's dense, segment or cluster mask is %lld x %lld, the plan "
+        "%lld x %lld",
+        (long long)h, (long long)m->s_q, (long long)m->s_kv, (long long)q_native_count,
+        (long long)kv_whole);
   }
   return STSA_OK;
 }
@@ -810,3 +804,19 @@ const char *stsa_sparse_mode_name(stsa_sparse_mode mode) {
   };
   return (unsigned)mode < STSA_SPARSE_MODE_COUNT_ ? names[mode] : "unknown";
 }
+
+/* ---- storage for other builders ------------------------------------------ */
+stsa_plan *stsa_plan_new(void) {
+  plan_store *s = calloc(1, sizeof *s);
+  stsa_plan *p = s ? store_alloc(s, sizeof *p) : NULL;
+  if (!p) {
+    store_free(s);
+    return NULL;
+  }
+  memset(p, 0, sizeof *p);
+  p->arena_ = s;
+  atomic_init(&p->refcount, 1);
+  return p;
+}
+
+void *stsa_plan_alloc(stsa_plan *plan, size_t n) { return store_alloc(plan->arena_, n); }

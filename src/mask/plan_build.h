@@ -21,6 +21,14 @@ stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *desc);
 stsa_status stsa_plan_build_tiles(stsa_ctx *ctx, const stsa_plan_desc *desc, int q_tile,
                                   int kv_tile, stsa_plan **out);
 
+/* An empty plan (refcount 1, every field zero) with an arena of its own, for
+ * builders of structures other than masks' (SVG2's cluster plans); NULL when
+ * out of memory. stsa_plan_free frees it, its arena and its parts' masks. */
+stsa_plan *stsa_plan_new(void);
+/* 16-byte aligned storage that lives as long as the plan; NULL when out of
+ * memory. */
+void *stsa_plan_alloc(stsa_plan *plan, size_t n);
+
 /* Bytes of memory the plan holds (its arena), for reports. */
 size_t stsa_plan_bytes(const stsa_plan *plan);
 

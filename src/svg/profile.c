@@ -1,6 +1,7 @@
 /* profile.c — see profile.h. */
 #include "svg/profile.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/context.h"
@@ -74,7 +75,7 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
                              const stsa_svg_masks *masks, const int64_t *rows,
                              int64_t nrows, const stsa_tensor *q, const stsa_tensor *k,
                              const stsa_tensor *v, int64_t b, float *mse_spatial,
-                             float *mse_temporal) {
+                             float *mse_temporal, double *energy) {
   const int64_t H = q->shape[2], D = q->shape[3];
   const size_t n = (size_t)(nrows * H * D);
   float *buf = malloc(sizeof(float) * n * 4);
@@ -102,17 +103,74 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
     stsa_plan_free(plans[i]);
   if (st == STSA_OK)
     for (int64_t h = 0; h < H; h++) {
-      double es = 0, et = 0;
+      double es = 0, et = 0, e0 = 0;
       for (int64_t r = 0; r < nrows; r++)
         for (int64_t d = 0; d < D; d++) {
           size_t i = (size_t)((r * H + h) * D + d);
           double ds = (double)o_sp[i] - o_dense[i], dt = (double)o_tm[i] - o_dense[i];
           es += ds * ds;
           et += dt * dt;
+          e0 += (double)o_dense[i] * o_dense[i];
         }
       mse_spatial[h] = (float)(es / (double)(nrows * D));
       mse_temporal[h] = (float)(et / (double)(nrows * D));
+      if (energy)
+        energy[h] = e0;
     }
+  free(buf);
+  return st;
+}
+
+/* A view of head h of batch entry b (B = H = 1). */
+static stsa_tensor head_view(const stsa_tensor *t, int64_t b, int64_t h) {
+  stsa_tensor v = *t;
+  v.data = stsa_tensor_row(t, b, 0, h);
+  v.shape[0] = 1;
+  v.shape[2] = 1;
+  return v;
+}
+
+stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
+                                  const stsa_mask *const *masks, int nmasks,
+                                  const int64_t *rows, int64_t nrows,
+                                  const stsa_tensor *q, const stsa_tensor *k,
+                                  const stsa_tensor *v, int64_t b, int64_t h,
+                                  double *rel) {
+  enum { MAX = 4 };
+  STSA_RETURN_IF(nmasks < 2 || nmasks > MAX, &ctx->err, STSA_ERR_BAD_PARAM,
+                 "profiling: %d masks (2..%d)", nmasks, MAX);
+  const int64_t D = q->shape[3];
+  const size_t n = (size_t)(nrows * D);
+  float *buf = malloc(sizeof(float) * n * (size_t)(nmasks + 1));
+  if (!buf)
+    return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
+  stsa_tensor qh = head_view(q, b, h), kh = head_view(k, b, h), vh = head_view(v, b, h);
+  gather_rows(&qh, 0, rows, nrows, buf);
+  stsa_tensor qs = stsa_tensor_bshd(buf, STSA_F32, 1, nrows, 1, D), outs[MAX];
+  stsa_plan *plans[MAX] = {NULL};
+  stsa_status st = STSA_OK;
+  for (int i = 0; i < nmasks; i++) {
+    outs[i] = stsa_tensor_bshd(buf + n * (size_t)(i + 1), STSA_F32, 1, nrows, 1, D);
+    if (st == STSA_OK)
+      st = rows_plan(ctx, g, masks[i], rows, nrows, kh.shape[1], &plans[i]);
+  }
+  if (st == STSA_OK) {
+    const stsa_plan *cplans[MAX] = {plans[0], plans[1], plans[2], plans[3]};
+    st = stsa_sparse_rows_multi(ctx, cplans, nmasks, &qs, &kh, &vh, outs);
+  }
+  for (int i = 0; i < nmasks; i++)
+    stsa_plan_free(plans[i]);
+  const float *o0 = buf + n;
+  double e0 = 0;
+  for (size_t j = 0; st == STSA_OK && j < n; j++)
+    e0 += (double)o0[j] * o0[j];
+  for (int i = 1; st == STSA_OK && i < nmasks; i++) {
+    const float *oi = buf + n * (size_t)(i + 1);
+    double e = 0;
+    for (size_t j = 0; j < n; j++)
+      e += ((double)oi[j] - o0[j]) * ((double)oi[j] - o0[j]);
+    rel[i - 1] = e0 > 0 ? sqrt(e / e0) : (e > 0 ? INFINITY : 0.0);
+  }
   free(buf);
   return st;
 }

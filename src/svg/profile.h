@@ -23,12 +23,25 @@ typedef struct stsa_svg_masks {
 
 /* Profiles batch entry `b`: fills mse_spatial[h], mse_temporal[h] (per head,
  * mean over rows and D of the squared difference to dense attention) for the
- * sampled rows. q, k, v are the full [B, N, H, D] tensors. */
+ * sampled rows, and energy[h] (if not NULL) = the sum of squares of the dense
+ * rows, so that sqrt(mse * rows * D / energy) is a relative L2 error. q, k, v
+ * are the full [B, N, H, D] tensors. */
 stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
                              const stsa_svg_masks *masks, const int64_t *rows,
                              int64_t nrows, const stsa_tensor *q, const stsa_tensor *k,
                              const stsa_tensor *v, int64_t b, float *mse_spatial,
-                             float *mse_temporal);
+                             float *mse_temporal, double *energy);
+
+/* Relative L2 errors of one head on the sampled rows: rel[i] =
+ * ||o_i - o_0|| / ||o_0|| over the rows, o_i the rows under masks[i] (masks[0]
+ * the reference, usually the dense mask), for i = 1..nmasks-1 (nmasks <= 4).
+ * Head h of batch entry b only; q, k, v are the full tensors. */
+stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
+                                  const stsa_mask *const *masks, int nmasks,
+                                  const int64_t *rows, int64_t nrows,
+                                  const stsa_tensor *q, const stsa_tensor *k,
+                                  const stsa_tensor *v, int64_t b, int64_t h,
+                                  double *rel);
 
 /* A view of batch entry b of a [B, S, H, D] tensor (B = 1). */
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b);

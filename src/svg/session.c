@@ -4,6 +4,8 @@
  * call in which every head follows its kind's plan.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,7 +18,11 @@
 #include "mask/plan.h"
 #include "mask/sparse_call.h"
 #include "svg/profile.h"
+#include "svg/svg2.h"
 #include "svg/windows.h"
+
+/* Error-budget levels of SVG heads: the configured density, then x2, x4. */
+#define SVG_LEVELS 3
 
 struct stsa_svg {
   stsa_ctx *ctx;
@@ -27,6 +33,13 @@ struct stsa_svg {
   /* single-head plans over the whole sequence */
   stsa_plan *plan_dense, *plan_spatial, *plan_temporal;
   double density_dense; /* kept fraction of the dense plan (< 1 with padding text) */
+  /* wider windows for the error budget, built on first use: level l keeps
+   * about density * 2^l (level 0 is mask_spatial / plan_spatial above) */
+  stsa_mask *level_mask[SVG_LEVELS][2];
+  stsa_plan *level_plan[SVG_LEVELS][2];
+  double level_density[SVG_LEVELS][2];
+  stsa_svg2 *svg2; /* method SVG2 only */
+  int64_t svg2_q_clusters, svg2_kv_clusters;
 };
 
 static double now_ms(void) {
@@ -38,6 +51,12 @@ static double now_ms(void) {
 void stsa_svg_free(stsa_svg *svg) {
   if (!svg)
     return;
+  for (int l = 1; l < SVG_LEVELS; l++)
+    for (int i = 0; i < 2; i++) {
+      stsa_plan_free(svg->level_plan[l][i]);
+      stsa_mask_free(svg->level_mask[l][i]);
+    }
+  stsa_svg2_free(svg->svg2);
   stsa_plan_free(svg->plan_dense);
   stsa_plan_free(svg->plan_spatial);
   stsa_plan_free(svg->plan_temporal);
@@ -159,14 +178,38 @@ static stsa_status check_config(const stsa_svg_config *c, int mr, int nr,
       "svg: q_tile = %d, kv_tile = %d: 0 (automatic) or at most 4096, kv_tile a "
       "multiple of %d (the kernels' panel width)",
       c->q_tile, c->kv_tile, nr);
+  STSA_RETURN_IF(c->method < 0 || c->method >= STSA_SVG_METHOD_COUNT_, err,
+                 STSA_ERR_BAD_PARAM, "svg: method = %d, expected 0 (svg) or 1 (svg2)",
+                 c->method);
+  STSA_RETURN_IF(!(c->max_rel_error >= 0 && c->max_rel_error < INFINITY), err,
+                 STSA_ERR_BAD_PARAM,
+                 "svg: max_rel_error = %g, expected 0 (no budget) or a positive bound",
+                 c->max_rel_error);
+  if (c->method == STSA_SVG_METHOD_SVG2)
+    STSA_TRY(stsa_svg2_check(c, err));
   return STSA_OK;
+}
+
+const char *stsa_svg_method_name(int method) {
+  return method == STSA_SVG_METHOD_SVG    ? "svg"
+         : method == STSA_SVG_METHOD_SVG2 ? "svg2"
+                                          : "unknown";
+}
+
+const char *stsa_budget_action_name(int action) {
+  static const char *const names[STSA_BUDGET_ACTION_COUNT_] = {"none", "raised", "dense",
+                                                               "policy"};
+  return action >= 0 && action < STSA_BUDGET_ACTION_COUNT_ ? names[action] : "unknown";
 }
 
 stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg **out) {
   if (!ctx || !cfg || !out)
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
-  STSA_TRY(STSA_SIZED_CHECK(cfg, stsa_svg_config, &ctx->err));
+  stsa_svg_config local;
+  STSA_TRY(stsa_sized_read(&local, cfg, offsetof(stsa_svg_config, method), sizeof local,
+                           "stsa_svg_config", &ctx->err));
+  cfg = &local;
   STSA_TRY(check_config(cfg, ctx->run->kern.mr, ctx->run->kern.nr, &ctx->err));
   stsa_svg *svg = calloc(1, sizeof *svg);
   if (!svg)
@@ -205,6 +248,11 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
     st = build_plan(svg, svg->mask_temporal, STSA_ORDER_POSITION_MAJOR,
                     STSA_ORDER_SINK_FIRST, &svg->plan_temporal,
                     &svg->windows.density_temporal);
+  if (st == STSA_OK && cfg->method == STSA_SVG_METHOD_SVG2 &&
+      stsa_svg2_create(cfg, &svg->svg2) != STSA_OK)
+    st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  if (st == STSA_OK && svg->svg2)
+    stsa_svg2_clusters(cfg, &svg->svg2_q_clusters, &svg->svg2_kv_clusters);
   if (st != STSA_OK) {
     stsa_svg_free(svg);
     return st;
@@ -226,8 +274,8 @@ stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind, stsa_ma
                                stsa_order *q_order, stsa_order *kv_order) {
   if (!svg || !mask)
     return STSA_ERR_NULL_ARG;
-  if ((unsigned)kind >= STSA_HEAD_KIND_COUNT_)
-    return STSA_ERR_BAD_PARAM;
+  if ((unsigned)kind >= STSA_HEAD_KIND_COUNT_ || kind == STSA_HEAD_SEMANTIC)
+    return STSA_ERR_BAD_PARAM; /* SVG2's masks are per head and call */
   const stsa_mask *m = kind == STSA_HEAD_SPATIAL    ? svg->mask_spatial
                        : kind == STSA_HEAD_TEMPORAL ? svg->mask_temporal
                                                     : svg->mask_dense;
@@ -253,17 +301,128 @@ stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer, int64_t st
   return STSA_OK;
 }
 
-/* Runs every head of batch entry b with its kind's plan (or the dense one). */
-static stsa_status run_heads(stsa_svg *svg, const stsa_head_kind *kinds, int dense,
-                             const stsa_tensor *q, const stsa_tensor *k,
-                             const stsa_tensor *v, const stsa_tensor *out, int64_t b,
-                             const stsa_plan **plans, int64_t *plan_heads) {
+/* The spatial (i = 0) or temporal (i = 1) plan of budget level l, built on
+ * first use. */
+static stsa_status level_plan(stsa_svg *svg, int l, int i, const stsa_plan **plan,
+                              const stsa_mask **mask, double *density) {
+  if (l == 0) {
+    *plan = i ? svg->plan_temporal : svg->plan_spatial;
+    *mask = i ? svg->mask_temporal : svg->mask_spatial;
+    *density = i ? svg->windows.density_temporal : svg->windows.density_spatial;
+    return STSA_OK;
+  }
+  if (!svg->level_plan[l][i]) {
+    const stsa_geometry *g = &svg->cfg.geometry;
+    double d = svg->cfg.density * (double)(1 << l);
+    double video = stsa_svg_video_density(g, d < 1 ? d : 1);
+    stsa_mask *m = NULL;
+    STSA_TRY(i ? stsa_mask_position_band(
+                     g, stsa_svg_band_halfwidth(g, svg->cfg.sink_frames, video), &m)
+               : stsa_mask_frame_window(
+                     g, stsa_svg_frame_window(g, svg->cfg.sink_frames, video), &m));
+    STSA_TRY(with_sink_and_text(g, svg->cfg.sink_frames, m, &svg->level_mask[l][i]));
+    STSA_TRY(build_plan(svg, svg->level_mask[l][i],
+                        i ? STSA_ORDER_POSITION_MAJOR : STSA_ORDER_NATIVE,
+                        i ? STSA_ORDER_SINK_FIRST : STSA_ORDER_NATIVE,
+                        &svg->level_plan[l][i], &svg->level_density[l][i]));
+  }
+  *plan = svg->level_plan[l][i];
+  *mask = svg->level_mask[l][i];
+  *density = svg->level_density[l][i];
+  return STSA_OK;
+}
+
+/* What one head runs with, and why. */
+typedef struct head_run {
+  const stsa_plan *plan;
+  stsa_plan *owned; /* SVG2's plan reference, freed after the call */
+  double density;
+  float est_error, top_p;
+  uint8_t budget;
+} head_run;
+
+/* SVG's heads of batch entry b: the kind with the smaller profiled error,
+ * then, under a budget, the first level whose estimate meets it. */
+static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
+                                  const stsa_tensor *q, const stsa_tensor *k,
+                                  const stsa_tensor *v, int64_t b, double budget,
+                                  float *mse_s, float *mse_t, stsa_head_kind *kinds,
+                                  head_run *run) {
+  stsa_ctx *ctx = svg->ctx;
+  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, D = svg->cfg.head_dim;
+  const stsa_geometry *g = &svg->cfg.geometry;
+  double *energy = malloc(sizeof(double) * (size_t)H);
+  STSA_RETURN_IF(!energy, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  stsa_svg_masks masks = {svg->mask_dense, svg->mask_spatial, svg->mask_temporal};
+  stsa_status st =
+      stsa_svg_profile(ctx, g, &masks, rows, R, q, k, v, b, mse_s, mse_t, energy);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
+    kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
+    const double mse = i ? mse_t[h] : mse_s[h];
+    double rel[SVG_LEVELS] = {energy[h] > 0 ? sqrt(mse * (double)(R * D) / energy[h])
+                                            : 0};
+    const stsa_mask *lm[SVG_LEVELS];
+    const stsa_plan *lp[SVG_LEVELS];
+    double ld[SVG_LEVELS];
+    int levels = budget > 0 && rel[0] > budget && svg->cfg.density < 1 ? SVG_LEVELS : 1;
+    for (int l = 0; st == STSA_OK && l < levels; l++)
+      st = level_plan(svg, l, i, &lp[l], &lm[l], &ld[l]);
+    if (st == STSA_OK && levels > 1) {
+      const stsa_mask *pm[SVG_LEVELS] = {svg->mask_dense, lm[1], lm[2]};
+      st = stsa_svg_profile_head(ctx, g, pm, SVG_LEVELS, rows, R, q, k, v, b, h, rel + 1);
+    }
+    int pick = 0;
+    while (pick < levels && budget > 0 && rel[pick] > budget)
+      pick++;
+    if (pick == levels && levels == 1) /* within budget, or no budget */
+      pick = 0;
+    head_run *r = &run[h];
+    if (pick >= levels) {
+      *r = (head_run){svg->plan_dense, NULL, svg->density_dense, 0, 0, STSA_BUDGET_DENSE};
+    } else {
+      *r = (head_run){lp[pick], NULL,
+                      ld[pick], (float)rel[pick],
+                      0,        pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE};
+    }
+  }
+  free(energy);
+  return st;
+}
+
+/* SVG2's heads of batch entry b. */
+static stsa_status plan_svg2_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                                   const int64_t *rows, const stsa_tensor *q,
+                                   const stsa_tensor *k, const stsa_tensor *v,
+                                   double budget, stsa_head_kind *kinds, head_run *run,
+                                   double *cluster_ms, int *cold) {
   const int64_t H = svg->cfg.heads;
-  for (int64_t h = 0; h < H; h++) {
+  stsa_svg2_head *res = malloc(sizeof *res * (size_t)H);
+  STSA_RETURN_IF(!res, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  stsa_svg2_env env = {svg->ctx, &svg->cfg, svg->mask_dense, svg->windows.q_tile,
+                       svg->windows.kv_tile};
+  stsa_status st =
+      stsa_svg2_plan_batch(svg->svg2, &env, layer, B, b, rows, svg->cfg.sample_rows, q, k,
+                           v, budget, res, cluster_ms, cold);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    kinds[h] = STSA_HEAD_SEMANTIC;
+    run[h] = res[h].plan ? (head_run){res[h].plan,      res[h].plan,  res[h].density,
+                                      res[h].est_error, res[h].top_p, res[h].budget}
+                         : (head_run){svg->plan_dense, NULL, svg->density_dense, 0, 0,
+                                      res[h].budget};
+  }
+  free(res);
+  return st;
+}
+
+/* Runs every head of batch entry b with its plan. */
+static stsa_status run_heads(stsa_svg *svg, const head_run *run, const stsa_tensor *q,
+                             const stsa_tensor *k, const stsa_tensor *v,
+                             const stsa_tensor *out, int64_t b, const stsa_plan **plans,
+                             int64_t *plan_heads) {
+  for (int64_t h = 0; h < svg->cfg.heads; h++) {
     plan_heads[h] = 0;
-    plans[h] = dense                           ? svg->plan_dense
-               : kinds[h] == STSA_HEAD_SPATIAL ? svg->plan_spatial
-                                               : svg->plan_temporal;
+    plans[h] = run[h].plan;
   }
   stsa_tensor qb = stsa_batch_view(q, b), kb = stsa_batch_view(k, b),
               vb = stsa_batch_view(v, b), ob = stsa_batch_view(out, b);
@@ -272,10 +431,47 @@ static stsa_status run_heads(stsa_svg *svg, const stsa_head_kind *kinds, int den
                                      NULL, 0);
 }
 
+/* The caller's report in this library's layout (its pointers are read). */
+static stsa_status report_read(const stsa_svg_report *report, stsa_svg_report *local,
+                               stsa_errbuf *err) {
+  return stsa_sized_read(local, report, offsetof(stsa_svg_report, est_error),
+                         sizeof *local, "stsa_svg_report", err);
+}
+
+static void report_write(stsa_svg_report *dst, stsa_svg_report *r, int64_t BH,
+                         const stsa_head_kind *kinds, const float *mse, int64_t H,
+                         const head_run *run) {
+  for (int64_t i = 0; i < BH; i++) {
+    int64_t b = i / H, h = i % H;
+    if (r->kinds)
+      r->kinds[i] = kinds[i];
+    if (r->mse_spatial)
+      r->mse_spatial[i] = mse[2 * b * H + h];
+    if (r->mse_temporal)
+      r->mse_temporal[i] = mse[2 * b * H + H + h];
+    if (r->est_error)
+      r->est_error[i] = run[i].est_error;
+    if (r->head_density)
+      r->head_density[i] = (float)run[i].density;
+    if (r->budget)
+      r->budget[i] = run[i].budget;
+    if (r->head_top_p)
+      r->head_top_p[i] = run[i].top_p;
+  }
+  stsa_sized_write(dst, r, sizeof *r);
+}
+
 stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
                                const stsa_tensor *q, const stsa_tensor *k,
                                const stsa_tensor *v, const stsa_tensor *out,
                                stsa_svg_report *report) {
+  return stsa_svg_attention_ex(svg, layer, step, q, k, v, out, NULL, report);
+}
+
+stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
+                                  const stsa_tensor *q, const stsa_tensor *k,
+                                  const stsa_tensor *v, const stsa_tensor *out,
+                                  const stsa_svg_call *call, stsa_svg_report *report) {
   if (!svg)
     return STSA_ERR_NULL_ARG;
   stsa_ctx *ctx = svg->ctx;
@@ -283,8 +479,17 @@ stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
   stsa_err_clear(err);
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
   STSA_TRY(stsa_check_attention(q, k, v, out, NULL, ctx->check_finite, err));
+  stsa_svg_report rep = STSA_INIT(stsa_svg_report);
   if (report)
-    STSA_TRY(STSA_SIZED_CHECK(report, stsa_svg_report, err));
+    STSA_TRY(report_read(report, &rep, err));
+  stsa_svg_call opts = {sizeof opts, -1.0};
+  if (call)
+    STSA_TRY(
+        stsa_sized_read(&opts, call, sizeof opts, sizeof opts, "stsa_svg_call", err));
+  const double budget =
+      opts.max_rel_error < 0 ? svg->cfg.max_rel_error : opts.max_rel_error;
+  STSA_RETURN_IF(!(budget < INFINITY), err, STSA_ERR_BAD_PARAM,
+                 "svg: max_rel_error = %g, expected a finite bound (0: none)", budget);
   STSA_RETURN_IF(q->shape[1] != svg->tokens || k->shape[1] != svg->tokens ||
                      q->shape[2] != H || q->shape[3] != svg->cfg.head_dim,
                  err, STSA_ERR_BAD_SHAPE,
@@ -299,60 +504,62 @@ stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
   const int64_t B = q->shape[0];
   const int dense = step < svg->cfg.dense_steps || layer < svg->cfg.dense_layers;
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)(B * H));
-  float *mse = malloc(sizeof *mse * (size_t)(2 * B * H));
+  float *mse = calloc((size_t)(2 * B * H), sizeof *mse);
   int64_t *rows = malloc(sizeof *rows * (size_t)R);
   const stsa_plan **plans = malloc(sizeof *plans * (size_t)H);
   int64_t *plan_heads = malloc(sizeof *plan_heads * (size_t)H);
-  stsa_status st = kinds && mse && rows && plans && plan_heads
+  head_run *run = calloc((size_t)(B * H), sizeof *run);
+  stsa_status st = kinds && mse && rows && plans && plan_heads && run
                        ? STSA_OK
                        : stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  double profile_ms = 0, attention_ms = 0, kept = 0;
-  stsa_svg_masks masks = {svg->mask_dense, svg->mask_spatial, svg->mask_temporal};
+  double profile_ms = 0, attention_ms = 0, cluster_ms = 0, kept = 0;
+  int cold = 0;
   for (int64_t b = 0; st == STSA_OK && b < B; b++) {
     float *mse_s = mse + 2 * b * H, *mse_t = mse_s + H;
+    head_run *hr = run + b * H;
     if (!dense) {
       double t0 = now_ms();
       stsa_svg_sample_rows(&svg->cfg.geometry, R, svg->cfg.seed, layer, step, b, rows);
-      st = stsa_svg_profile(ctx, &svg->cfg.geometry, &masks, rows, R, q, k, v, b, mse_s,
-                            mse_t);
-      for (int64_t h = 0; h < H; h++)
-        kinds[b * H + h] = mse_s[h] <= mse_t[h] ? STSA_HEAD_SPATIAL : STSA_HEAD_TEMPORAL;
+      st = svg->svg2 ? plan_svg2_heads(svg, layer, B, b, rows, q, k, v, budget,
+                                       kinds + b * H, hr, &cluster_ms, &cold)
+                     : plan_svg_heads(svg, rows, q, k, v, b, budget, mse_s, mse_t,
+                                      kinds + b * H, hr);
       profile_ms += now_ms() - t0;
     } else {
       for (int64_t h = 0; h < H; h++) {
         kinds[b * H + h] = STSA_HEAD_SPATIAL;
-        mse_s[h] = mse_t[h] = 0.0f;
+        hr[h] = (head_run){svg->plan_dense,   NULL, svg->density_dense, 0, 0,
+                           STSA_BUDGET_POLICY};
       }
     }
     if (st != STSA_OK)
       break;
     double t0 = now_ms();
-    st = run_heads(svg, kinds + b * H, dense, q, k, v, out, b, plans, plan_heads);
+    st = run_heads(svg, hr, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
     for (int64_t h = 0; h < H; h++)
-      kept += dense                                   ? svg->density_dense
-              : kinds[b * H + h] == STSA_HEAD_SPATIAL ? svg->windows.density_spatial
-                                                      : svg->windows.density_temporal;
+      kept += hr[h].density;
   }
   if (st == STSA_OK && report) {
-    report->dense = dense;
-    report->profile_ms = profile_ms;
-    report->attention_ms = attention_ms;
-    report->density = kept / (double)(B * H);
-    for (int64_t i = 0; i < B * H; i++) {
-      int64_t b = i / H, h = i % H;
-      if (report->kinds)
-        report->kinds[i] = kinds[i];
-      if (report->mse_spatial)
-        report->mse_spatial[i] = mse[2 * b * H + h];
-      if (report->mse_temporal)
-        report->mse_temporal[i] = mse[2 * b * H + H + h];
+    rep.dense = dense;
+    rep.profile_ms = profile_ms;
+    rep.attention_ms = attention_ms;
+    rep.cluster_ms = cluster_ms;
+    rep.cold = cold;
+    rep.density = kept / (double)(B * H);
+    if (svg->svg2) {
+      rep.q_clusters = dense ? 0 : svg->svg2_q_clusters;
+      rep.kv_clusters = dense ? 0 : svg->svg2_kv_clusters;
     }
+    report_write(report, &rep, B * H, kinds, mse, H, run);
   }
+  for (int64_t i = 0; run && i < B * H; i++)
+    stsa_plan_free(run[i].owned);
   free(kinds);
   free(mse);
   free(rows);
   free(plans);
   free(plan_heads);
+  free(run);
   return st;
 }

@@ -464,6 +464,12 @@ static void same_call_other_padding(void) {
   cfg.sample_rows = clean.sample_rows, cfg.sink_frames = clean.sink_frames;
   cfg.seed = clean.seed, cfg.steps = clean.steps, cfg.layers = clean.layers;
   cfg.q_tile = clean.q_tile, cfg.kv_tile = clean.kv_tile;
+  cfg.method = clean.method, cfg.q_clusters = clean.q_clusters;
+  cfg.kv_clusters = clean.kv_clusters, cfg.top_p = clean.top_p;
+  cfg.min_kv_fraction = clean.min_kv_fraction;
+  cfg.kmeans_iters_cold = clean.kmeans_iters_cold;
+  cfg.kmeans_iters_warm = clean.kmeans_iters_warm;
+  cfg.max_rel_error = clean.max_rel_error;
   stsa_dist_svg *svg = NULL;
   stsa_status st = stsa_dist_svg_create(dist, &cfg, &svg);
   expect_agreed(st, stsa_dist_last_error(dist), STSA_OK, STSA_OK, NULL, 0);

@@ -1,0 +1,37 @@
+/*
+ * select.h — SVG2's block selection: which key clusters each query cluster
+ * keeps, from the centroids alone. The score of a (query cluster, key
+ * cluster) pair is qc . kc * scale + ln |kc|: the log of the attention mass
+ * the pair would receive if every member sat at its centroid (the
+ * size-weighted softmax of Sparse VideoGen 2).
+ */
+#ifndef STSA_SVG_SELECT_H
+#define STSA_SVG_SELECT_H
+
+#include <stdint.h>
+
+typedef struct stsa_select_args {
+  int64_t q_clusters, kv_clusters;
+  int d;
+  const float *qc, *kc;    /* [q_clusters][d], [kv_clusters][d] centroids */
+  const int64_t *kv_sizes; /* [kv_clusters] members of each key cluster */
+  double scale;            /* the softmax scale (1/sqrt(D)) */
+  /* Keep key clusters in descending probability until the cumulative
+   * probability reaches top_p (top_p > 0), or until the kept keys reach
+   * key_budget (top_p == 0); the top one always, and at least min_keep of
+   * them (empty clusters are never kept). */
+  double top_p;
+  int64_t key_budget;
+  int64_t min_keep;
+} stsa_select_args;
+
+/* The centroid probabilities: prob[i][j] = softmax_j(scale qc_i . kc_j +
+ * ln |kc_j|), 0 for empty key clusters. prob is [q_clusters][kv_clusters];
+ * 0 on success, -1 when out of memory. */
+int stsa_select_probs(const stsa_select_args *a, double *prob);
+
+/* keep[i][j] = 1 for the kept pairs of the rule above, from precomputed
+ * probabilities; 0 on success, -1 when out of memory. */
+int stsa_select_keep(const stsa_select_args *a, const double *prob, uint8_t *keep);
+
+#endif

@@ -1,0 +1,401 @@
+/*
+ * svg2.c — see svg2.h. Per (batch, head) of a call:
+ *   1. gather the video queries and keys (f32) and run k-means on each:
+ *      k-means++ and cfg.kmeans_iters_cold iterations on a layer's first
+ *      call, cfg.kmeans_iters_warm from that layer's previous centroids after;
+ *   2. score the centroid pairs (select.h) and keep, per query cluster, the
+ *      key clusters of the top-p (or key-budget) rule;
+ *   3. estimate the head's relative error on the profiled rows against the
+ *      dense rows, for the planned budget and, under an error budget, the
+ *      larger ones of the ladder (one pass over the head's K/V serves all);
+ *      take the first within the budget, else run the head dense;
+ *   4. build (or reuse, when labels and selection are unchanged) the head's
+ *      cluster plan.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "svg/svg2.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/context.h"
+#include "core/convert.h"
+#include "core/tensor.h"
+#include "mask/cluster_plan.h"
+#include "mask/geometry.h"
+#include "mask/mask.h"
+#include "svg/kmeans.h"
+#include "svg/profile.h"
+#include "svg/select.h"
+
+/* Published counts (Wan 2.1 at 720p, 75,600 video tokens): 300 query and
+ * 1000 key clusters; other sizes scale them. */
+#define REF_TOKENS 75600.0
+#define REF_Q_CLUSTERS 300.0
+#define REF_KV_CLUSTERS 1000.0
+/* Clusters of fewer tokens than this make rectangles too small to pay. */
+#define MIN_CLUSTER_TOKENS 8
+#define DEFAULT_MIN_FRACTION 0.10
+#define DEFAULT_ITERS_COLD 50
+#define DEFAULT_ITERS_WARM 2
+/* Lloyd stops when no centroid moves more than this (published 1e-4). */
+#define KMEANS_TOL 1e-4
+/* The budget ladder: top-p values tried after the configured one. */
+static const double TOP_P_LADDER[] = {0.95, 0.98, 0.995};
+#define LADDER_MAX 3 /* candidates per head: the profiling pass takes 4 masks */
+
+typedef struct layer_state {
+  int valid;
+  int64_t B;
+  float *qc, *kc;    /* [B*H][QC][D], [B*H][KC][D] */
+  uint64_t *sig;     /* [B*H] signature of the cached plan's labels and selection */
+  stsa_plan **plans; /* [B*H] the cached plans */
+} layer_state;
+
+struct stsa_svg2 {
+  int64_t QC, KC, H, D, L;
+  layer_state *layers;
+  int64_t nlayers;
+};
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void stsa_svg2_clusters(const stsa_svg_config *cfg, int64_t *q_clusters,
+                        int64_t *kv_clusters) {
+  const stsa_geometry *g = &cfg->geometry;
+  const int64_t L = g->frames * g->height * g->width;
+  int64_t most = L / MIN_CLUSTER_TOKENS > 0 ? L / MIN_CLUSTER_TOKENS : 1;
+  int64_t qc = cfg->q_clusters, kc = cfg->kv_clusters;
+  if (!qc)
+    qc = (int64_t)llround(REF_Q_CLUSTERS * (double)L / REF_TOKENS);
+  if (!kc)
+    kc = (int64_t)llround(REF_KV_CLUSTERS * (double)L / REF_TOKENS);
+  *q_clusters = cfg->q_clusters ? qc : qc < 1 ? 1 : qc > most ? most : qc;
+  *kv_clusters = cfg->kv_clusters ? kc : kc < 1 ? 1 : kc > most ? most : kc;
+}
+
+stsa_status stsa_svg2_check(const stsa_svg_config *c, stsa_errbuf *err) {
+  const int64_t L = c->geometry.frames * c->geometry.height * c->geometry.width;
+  STSA_RETURN_IF(c->q_clusters < 0 || c->q_clusters > L || c->kv_clusters < 0 ||
+                     c->kv_clusters > L,
+                 err, STSA_ERR_BAD_PARAM,
+                 "svg2: %lld query and %lld key clusters, expected 0 (automatic) or "
+                 "1..%lld (the video tokens)",
+                 (long long)c->q_clusters, (long long)c->kv_clusters, (long long)L);
+  STSA_RETURN_IF(!(c->top_p >= 0 && c->top_p <= 1), err, STSA_ERR_BAD_PARAM,
+                 "svg2: top_p = %g, expected 0 (use density) or (0, 1]", c->top_p);
+  STSA_RETURN_IF(!(c->min_kv_fraction >= 0 && c->min_kv_fraction <= 1), err,
+                 STSA_ERR_BAD_PARAM, "svg2: min_kv_fraction = %g, expected [0, 1]",
+                 c->min_kv_fraction);
+  STSA_RETURN_IF(c->kmeans_iters_cold < 0 || c->kmeans_iters_cold > 10000 ||
+                     c->kmeans_iters_warm < 0 || c->kmeans_iters_warm > 10000,
+                 err, STSA_ERR_BAD_PARAM,
+                 "svg2: k-means iterations %lld (cold) and %lld (warm), expected "
+                 "0 (default) to 10000",
+                 (long long)c->kmeans_iters_cold, (long long)c->kmeans_iters_warm);
+  return STSA_OK;
+}
+
+stsa_status stsa_svg2_create(const stsa_svg_config *cfg, stsa_svg2 **out) {
+  stsa_svg2 *s = calloc(1, sizeof *s);
+  if (!s)
+    return STSA_ERR_OUT_OF_MEMORY;
+  stsa_svg2_clusters(cfg, &s->QC, &s->KC);
+  s->H = cfg->heads;
+  s->D = cfg->head_dim;
+  s->L = cfg->geometry.frames * cfg->geometry.height * cfg->geometry.width;
+  *out = s;
+  return STSA_OK;
+}
+
+static void layer_clear(layer_state *ls, int64_t H) {
+  for (int64_t i = 0; ls->plans && i < ls->B * H; i++)
+    stsa_plan_free(ls->plans[i]);
+  free(ls->plans);
+  free(ls->sig);
+  free(ls->qc);
+  free(ls->kc);
+  memset(ls, 0, sizeof *ls);
+}
+
+void stsa_svg2_free(stsa_svg2 *s) {
+  if (!s)
+    return;
+  for (int64_t l = 0; l < s->nlayers; l++)
+    layer_clear(&s->layers[l], s->H);
+  free(s->layers);
+  free(s);
+}
+
+/* The state of `layer` for B batch entries; a new batch size starts cold. */
+static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
+  if (layer >= s->nlayers) {
+    layer_state *grown = realloc(s->layers, sizeof *grown * (size_t)(layer + 1));
+    if (!grown)
+      return NULL;
+    memset(grown + s->nlayers, 0, sizeof *grown * (size_t)(layer + 1 - s->nlayers));
+    s->layers = grown;
+    s->nlayers = layer + 1;
+  }
+  layer_state *ls = &s->layers[layer];
+  if (ls->qc && ls->B == B)
+    return ls;
+  layer_clear(ls, s->H);
+  const size_t heads = (size_t)(B * s->H);
+  ls->B = B;
+  ls->qc = malloc(sizeof(float) * heads * (size_t)(s->QC * s->D));
+  ls->kc = malloc(sizeof(float) * heads * (size_t)(s->KC * s->D));
+  ls->sig = calloc(heads, sizeof *ls->sig);
+  ls->plans = calloc(heads, sizeof *ls->plans);
+  if (!ls->qc || !ls->kc || !ls->sig || !ls->plans) {
+    layer_clear(ls, s->H);
+    return NULL;
+  }
+  return ls;
+}
+
+/* Per-head scratch of one call. */
+typedef struct head_work {
+  float *xq, *xk;              /* [L][D] video queries, keys */
+  int32_t *lq, *lk;            /* [L] their labels */
+  int32_t *q_label, *k_label;  /* [N] labels by native token, -1 for text */
+  int64_t *q_sizes, *k_sizes;  /* [QC], [KC] */
+  double *prob;                /* [QC][KC] */
+  uint8_t *keep[LADDER_MAX];   /* [QC][KC] per candidate */
+  stsa_mask *mask[LADDER_MAX]; /* per candidate: rectangles OR text */
+} head_work;
+
+static void work_free(head_work *w) {
+  free(w->xq);
+  free(w->xk);
+  free(w->lq);
+  free(w->lk);
+  free(w->q_label);
+  free(w->k_label);
+  free(w->q_sizes);
+  free(w->k_sizes);
+  free(w->prob);
+  for (int i = 0; i < LADDER_MAX; i++) {
+    free(w->keep[i]);
+    stsa_mask_free(w->mask[i]);
+  }
+}
+
+static int work_alloc(head_work *w, const stsa_svg2 *s, int64_t N) {
+  memset(w, 0, sizeof *w);
+  const size_t LD = (size_t)(s->L * s->D), QK = (size_t)(s->QC * s->KC);
+  w->xq = malloc(sizeof(float) * LD);
+  w->xk = malloc(sizeof(float) * LD);
+  w->lq = malloc(sizeof(int32_t) * (size_t)s->L);
+  w->lk = malloc(sizeof(int32_t) * (size_t)s->L);
+  w->q_label = malloc(sizeof(int32_t) * (size_t)N);
+  w->k_label = malloc(sizeof(int32_t) * (size_t)N);
+  w->q_sizes = malloc(sizeof(int64_t) * (size_t)s->QC);
+  w->k_sizes = malloc(sizeof(int64_t) * (size_t)s->KC);
+  w->prob = malloc(sizeof(double) * QK);
+  int ok = w->xq && w->xk && w->lq && w->lk && w->q_label && w->k_label && w->q_sizes &&
+           w->k_sizes && w->prob;
+  for (int i = 0; i < LADDER_MAX; i++)
+    ok = ok && (w->keep[i] = malloc(QK)) != NULL;
+  return ok ? 0 : -1;
+}
+
+/* Video rows of head h of batch entry b as f32 [L][D]. */
+static void gather_video(const stsa_tensor *t, int64_t b, int64_t h, const stsa_geo *geo,
+                         int64_t D, float *dst) {
+  for (int64_t i = 0; i < geo->L; i++)
+    stsa_load_row_f32(stsa_tensor_row(t, b, geo->v0 + i, h), t->dtype, t->stride[3], D,
+                      dst + i * D);
+}
+
+/* Clusters one head's queries and keys, warm from the layer's centroids. */
+static stsa_status cluster_head(stsa_ctx *ctx, const stsa_svg2 *s,
+                                const stsa_svg_config *cfg, head_work *w, float *qc,
+                                float *kc, int warm, uint64_t seed) {
+  const int64_t iters =
+      warm ? (cfg->kmeans_iters_warm ? cfg->kmeans_iters_warm : DEFAULT_ITERS_WARM)
+           : (cfg->kmeans_iters_cold ? cfg->kmeans_iters_cold : DEFAULT_ITERS_COLD);
+  int done = 0;
+  stsa_kmeans_args a = {w->xq, s->L,       (int)s->D,  s->D, s->QC,
+                        warm,  (int)iters, KMEANS_TOL, seed};
+  STSA_TRY(stsa_kmeans(ctx, &a, qc, w->lq, w->q_sizes, &done));
+  a.x = w->xk;
+  a.k = s->KC;
+  a.seed = seed ^ 0x6b6579736b657973ull; /* "keys" */
+  return stsa_kmeans(ctx, &a, kc, w->lk, w->k_sizes, &done);
+}
+
+/* Labels by native token: video tokens their cluster's, text -1. */
+static void native_labels(const stsa_geo *geo, const int32_t *video, int32_t *out) {
+  for (int64_t i = 0; i < geo->N; i++)
+    out[i] = -1;
+  memcpy(out + geo->v0, video, sizeof(int32_t) * (size_t)geo->L);
+}
+
+/* The candidates a head is evaluated at: the configured rule first, then
+ * (under a budget) larger top-p values, or doubled key budgets. */
+static int ladder(const stsa_svg_config *cfg, int64_t L, double budget,
+                  stsa_select_args *base, stsa_select_args *cand) {
+  int n = 0;
+  cand[n++] = *base;
+  if (!(budget > 0))
+    return n;
+  if (base->top_p > 0) {
+    for (size_t i = 0; i < sizeof TOP_P_LADDER / sizeof *TOP_P_LADDER && n < LADDER_MAX;
+         i++)
+      if (TOP_P_LADDER[i] > base->top_p) {
+        cand[n] = *base;
+        cand[n++].top_p = TOP_P_LADDER[i];
+      }
+  } else {
+    for (int64_t keys = base->key_budget * 2; n < LADDER_MAX && keys < 2 * L; keys *= 2) {
+      cand[n] = *base;
+      cand[n++].key_budget = keys;
+    }
+  }
+  (void)cfg;
+  return n;
+}
+
+static uint64_t selection_sig(const head_work *w, const stsa_svg2 *s, int64_t N,
+                              const uint8_t *keep) {
+  uint64_t h = stsa_hash_bytes(0x5356473275ull, w->q_label, sizeof(int32_t) * (size_t)N);
+  h = stsa_hash_bytes(h, w->k_label, sizeof(int32_t) * (size_t)N);
+  return stsa_hash_bytes(h, keep, (size_t)(s->QC * s->KC));
+}
+
+/* Plans head h of batch entry b; on success res holds the outcome. */
+static stsa_status plan_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state *ls,
+                             int warm, int64_t layer, int64_t b, int64_t h,
+                             const int64_t *rows, int64_t nrows, const stsa_tensor *q,
+                             const stsa_tensor *k, const stsa_tensor *v, double budget,
+                             head_work *w, stsa_svg2_head *res, double *cluster_ms) {
+  stsa_ctx *ctx = env->ctx;
+  const stsa_svg_config *cfg = env->cfg;
+  const stsa_geometry *g = &cfg->geometry;
+  stsa_geo geo;
+  stsa_geo_init(&geo, g);
+  const int64_t slot = b * s->H + h, D = s->D;
+  float *qc = ls->qc + slot * s->QC * D, *kc = ls->kc + slot * s->KC * D;
+  double t0 = now_ms();
+  gather_video(q, b, h, &geo, D, w->xq);
+  gather_video(k, b, h, &geo, D, w->xk);
+  uint64_t seed = cfg->seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
+                  ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
+  STSA_TRY(cluster_head(ctx, s, cfg, w, qc, kc, warm, seed));
+  *cluster_ms += now_ms() - t0;
+  native_labels(&geo, w->lq, w->q_label);
+  native_labels(&geo, w->lk, w->k_label);
+
+  const double min_frac =
+      cfg->min_kv_fraction > 0 ? cfg->min_kv_fraction : DEFAULT_MIN_FRACTION;
+  stsa_select_args base = {s->QC,
+                           s->KC,
+                           (int)D,
+                           qc,
+                           kc,
+                           w->k_sizes,
+                           1.0 / sqrt((double)D),
+                           cfg->top_p,
+                           (int64_t)ceil(cfg->density * (double)s->L),
+                           (int64_t)floor(min_frac * (double)s->KC)};
+  stsa_select_args cand[LADDER_MAX];
+  const int n = ladder(cfg, s->L, budget, &base, cand);
+  STSA_RETURN_IF(stsa_select_probs(&base, w->prob) != 0, &ctx->err,
+                 STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  stsa_mask *text = NULL;
+  STSA_TRY(stsa_mask_text(g, &text));
+  stsa_status st = STSA_OK;
+  for (int i = 0; i < n && st == STSA_OK; i++) {
+    stsa_mask *rect = NULL;
+    if (stsa_select_keep(&cand[i], w->prob, w->keep[i]) != 0)
+      st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+    if (st == STSA_OK)
+      st = stsa_mask_clusters(w->q_label, geo.N, s->QC, w->k_label, geo.N, s->KC,
+                              w->keep[i], &rect);
+    if (st == STSA_OK)
+      st = stsa_mask_or(rect, text, &w->mask[i]);
+    stsa_mask_free(rect);
+  }
+  stsa_mask_free(text);
+  STSA_TRY(st);
+
+  double rel[LADDER_MAX] = {0};
+  const stsa_mask *masks[LADDER_MAX + 1] = {env->mask_dense};
+  for (int i = 0; i < n; i++)
+    masks[i + 1] = w->mask[i];
+  STSA_TRY(stsa_svg_profile_head(ctx, g, masks, n + 1, rows, nrows, q, k, v, b, h, rel));
+  int pick = 0;
+  if (budget > 0)
+    while (pick < n && rel[pick] > budget)
+      pick++;
+  *res = (stsa_svg2_head){0};
+  if (pick == n) { /* nothing sparse met the budget */
+    res->budget = STSA_BUDGET_DENSE;
+    return STSA_OK;
+  }
+  res->budget = pick > 0 ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE;
+  res->est_error = (float)rel[pick];
+  res->top_p = (float)cand[pick].top_p;
+  const uint64_t sig = selection_sig(w, s, geo.N, w->keep[pick]);
+  if (!ls->plans[slot] || ls->sig[slot] != sig) {
+    stsa_cluster_layout lay = {g,          s->QC,         s->KC,       w->q_label,
+                               w->k_label, w->keep[pick], env->q_tile, env->kv_tile};
+    stsa_plan *plan = NULL;
+    STSA_TRY(stsa_cluster_plan_build(ctx, &lay, w->mask[pick], &plan));
+    stsa_plan_free(ls->plans[slot]);
+    ls->plans[slot] = plan;
+    ls->sig[slot] = sig;
+  }
+  res->plan = stsa_plan_ref(ls->plans[slot]);
+  res->density = (float)((double)ls->plans[slot]->parts[0].kept_pairs /
+                         ((double)geo.N * (double)geo.N));
+  return STSA_OK;
+}
+
+stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t layer,
+                                 int64_t B, int64_t b, const int64_t *rows, int64_t nrows,
+                                 const stsa_tensor *q, const stsa_tensor *k,
+                                 const stsa_tensor *v, double max_rel_error,
+                                 stsa_svg2_head *heads, double *cluster_ms, int *cold) {
+  stsa_ctx *ctx = env->ctx;
+  layer_state *ls = layer_for(s, layer, B);
+  STSA_RETURN_IF(!ls, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  const int warm = ls->valid;
+  head_work w;
+  stsa_status st =
+      work_alloc(&w, s, stsa_geometry_tokens(&env->cfg->geometry)) == 0
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  for (int64_t h = 0; h < s->H; h++)
+    heads[h] = (stsa_svg2_head){0};
+  for (int64_t h = 0; st == STSA_OK && h < s->H; h++) {
+    st = plan_head(s, env, ls, warm, layer, b, h, rows, nrows, q, k, v, max_rel_error, &w,
+                   &heads[h], cluster_ms);
+    for (int i = 0; i < LADDER_MAX; i++) {
+      stsa_mask_free(w.mask[i]);
+      w.mask[i] = NULL;
+    }
+  }
+  work_free(&w);
+  if (st != STSA_OK) {
+    for (int64_t h = 0; h < s->H; h++) {
+      stsa_plan_free(heads[h].plan);
+      heads[h].plan = NULL;
+    }
+    ls->valid = 0; /* centroids may be half updated: the next call starts cold */
+    return st;
+  }
+  if (b == B - 1) {
+    if (!warm)
+      *cold = 1;
+    ls->valid = 1;
+  }
+  return STSA_OK;
+}

@@ -1,0 +1,56 @@
+/*
+ * svg2.h — Sparse VideoGen 2 inside the session: per (batch, head) k-means
+ * of the video queries and keys (warm-started per layer), top-p selection of
+ * cluster rectangles, the error budget on the profiled rows, and one cluster
+ * plan per head (mask/cluster_plan.h). The session runs the plans.
+ */
+#ifndef STSA_SVG_SVG2_H
+#define STSA_SVG_SVG2_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "stsa.h"
+
+typedef struct stsa_svg2 stsa_svg2;
+
+/* What the session lends a call. */
+typedef struct stsa_svg2_env {
+  stsa_ctx *ctx;
+  const stsa_svg_config *cfg;
+  const stsa_mask *mask_dense; /* the policy's dense mask (text rules) */
+  int q_tile, kv_tile;         /* the session's tiles (the dense plan's) */
+} stsa_svg2_env;
+
+/* One head's outcome of a call. */
+typedef struct stsa_svg2_head {
+  stsa_plan *plan; /* a reference the caller frees; NULL: run dense */
+  float est_error; /* estimated relative L2 error of what runs */
+  float density;   /* kept fraction of what runs (1 or the dense plan's if dense) */
+  float top_p;     /* top-p finally used (0 in density mode or dense) */
+  uint8_t budget;  /* stsa_budget_action */
+} stsa_svg2_head;
+
+/* Cluster counts a config resolves to (automatic ones scaled with the
+ * video tokens). */
+void stsa_svg2_clusters(const stsa_svg_config *cfg, int64_t *q_clusters,
+                        int64_t *kv_clusters);
+
+/* Checks the SVG2 fields of a config (message into err). */
+stsa_status stsa_svg2_check(const stsa_svg_config *cfg, stsa_errbuf *err);
+
+stsa_status stsa_svg2_create(const stsa_svg_config *cfg, stsa_svg2 **out);
+void stsa_svg2_free(stsa_svg2 *s);
+
+/* Plans every head of batch entry b (of B) of call (layer, step): clusters
+ * (cold on a layer's first call, warm after), selects, estimates on the
+ * profiled rows and applies the budget (max_rel_error > 0). heads[H] out;
+ * *cluster_ms adds the k-means time, *cold is set to 1 if this call seeded
+ * the layer. On failure no plan is left in heads. */
+stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t layer,
+                                 int64_t B, int64_t b, const int64_t *rows, int64_t nrows,
+                                 const stsa_tensor *q, const stsa_tensor *k,
+                                 const stsa_tensor *v, double max_rel_error,
+                                 stsa_svg2_head *heads, double *cluster_ms, int *cold);
+
+#endif
