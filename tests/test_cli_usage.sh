@@ -16,8 +16,8 @@ set -euo pipefail
 # ------------------------------------------------ item 21: help and version
 VERSION=$("$STSA" version)
 case "$VERSION" in stsa\ [0-9]*.[0-9]*) ok ;; *) bad "version prints '$VERSION'" ;; esac
-commands=("" "peak" "bench" "bench dense" "bench sparse" "bench svg" "demo" "run" "plot"
-  "plot plan" "plot attention" "plot kinds" "plot speedup")
+commands=("" "peak" "bench" "bench dense" "bench sparse" "bench svg" "bench svg2" "demo" "run" "plot"
+  "plot plan" "plot attention" "plot kinds" "plot speedup" "plot pareto")
 for c in "${commands[@]}"; do
   for flag in -h --help; do
     # shellcheck disable=SC2086 # $c is words on purpose

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/io_common.h"
+
 #include "cli_util.h"
 
 void cli_check_input(const char *flag, const char *path, cli_file_id *id) {
@@ -268,4 +270,10 @@ void cli_outputs_commit(cli_output *outs, int n) {
             outs[failed].flag, outs[failed].path, outs[failed].staging, strerror(err_no),
             written, kept);
   }
+}
+
+stsa_status cli_write_text(const char *path, void *arg, char *err, size_t err_len) {
+  const char *text = arg;
+  stsa_io_chunk chunks[2] = {{text, strlen(text)}, {"\n", 1}};
+  return stsa_io_atomic_write(path, chunks, 2, err, err_len);
 }

@@ -69,4 +69,7 @@ void cli_output_stage(cli_output *outs, int n, int i,
  * removed) and the message says which files were and were not written. */
 void cli_outputs_commit(cli_output *outs, int n);
 
+/* A writer for cli_output_stage: the string arg and a newline, atomically. */
+stsa_status cli_write_text(const char *path, void *arg, char *err, size_t err_len);
+
 #endif

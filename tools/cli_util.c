@@ -98,3 +98,9 @@ void *cli_random_buffer(size_t n, stsa_dtype dtype, double scale, uint64_t seed)
   }
   return buf;
 }
+
+void cli_print_presets(void) {
+  for (int i = 0; stsa_svg_preset_name(i); i++)
+    printf(" %s", stsa_svg_preset_name(i));
+  printf("\n");
+}

@@ -29,6 +29,9 @@ stsa_ctx *cli_ctx_create(void);
 
 double cli_now(void); /* seconds, monotonic */
 
+/* " a b c\n": the names of the SVG presets, after a "presets:" of the caller. */
+void cli_print_presets(void);
+
 /* Median of n values (sorts the array). */
 double cli_median(double *v, int n);
 double cli_min(const double *v, int n);

@@ -67,9 +67,7 @@ static void usage(void) {
       "One SVG call (profiling and sparse attention) against dense attention on the\n"
       "same workload, at a preset's geometry and density.\n"
       "presets:");
-  for (int i = 0; stsa_svg_preset_name(i); i++)
-    printf(" %s", stsa_svg_preset_name(i));
-  printf("\n");
+  cli_print_presets();
   const cli_opt *const tables[1] = {SVG_BENCH_OPTIONS};
   cli_print_options(tables, 1);
 }

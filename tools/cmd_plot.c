@@ -2,8 +2,8 @@
  * cmd_plot.c — `stsa plot plan|attention|kinds|speedup`: PNG pictures of a
  * head's tile plan, of one query's attention over the video, of the head
  * kinds in `stsa run` reports and of speed-up against density from
- * `stsa bench --json` lines. This file dispatches to the pictures (one file
- * each, plot_cmd.h) and holds what they share.
+ * `stsa bench --json` lines, and of error against density (pareto). This file dispatches
+ * to the pictures (one file each, plot_cmd.h) and holds what they share.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -26,6 +26,11 @@ static void plot_usage(void) {
       "                      [--batch B] [--linear] --out attn.png\n"
       "       stsa plot kinds --report R.json [--report R2.json ...] --out kinds.png\n"
       "       stsa plot speedup --bench B.jsonl [--bench ...] --out speedup.png\n"
+      "       stsa plot pareto [--out pareto.png] [--json T.json] [--frames F --height "
+      "Hp\n"
+      "                      --width Wp] [--heads-per-kind K] [--head-dim D]\n"
+      "                      [--densities 0.05,0.1,...] [--tile T] [--seed N] [--threads "
+      "T]\n"
       "<geometry>: --frames F --height Hp --width Wp [--text N --text-pos prefix|suffix\n"
       "            --text-real M] [--preset NAME] [--density D] [--sink-frames K]\n"
       "            [--tile T | --q-tile T --kv-tile T] (default: the session's tiles)\n"
@@ -38,6 +43,11 @@ static void plot_usage(void) {
       "  kinds      the kind each head chose, one row per report's layer\n"
       "  speedup    \"speedup\" against \"density\" per \"mode\", and the ideal "
       "1/density\n"
+      "  pareto     relative L2 against realised density of SVG, SVG2 (key budget =\n"
+      "             density) and an oracle keeping each query tile's heaviest key\n"
+      "             tiles, per kind of the built-in workload's heads (semantic,\n"
+      "             spatial, temporal; default 8 x 24 x 32, D 64, 2 heads per kind,\n"
+      "             densities 0.05-0.4, 64-token oracle tiles); the table is printed\n"
       "See docs/cli.md.\n");
 }
 
@@ -90,7 +100,8 @@ static const struct {
 } PICTURES[] = {{"plan", plot_plan},
                 {"attention", plot_attention},
                 {"kinds", plot_kinds},
-                {"speedup", plot_speedup}};
+                {"speedup", plot_speedup},
+                {"pareto", plot_pareto}};
 
 int cmd_plot(int argc, char **argv) {
   cli_signals_start(); /* before any thread exists: staging files go on a signal */
@@ -103,6 +114,7 @@ int cmd_plot(int argc, char **argv) {
   for (size_t i = 0; i < sizeof PICTURES / sizeof PICTURES[0]; i++)
     if (!strcmp(what, PICTURES[i].name))
       return PICTURES[i].draw(argc, argv);
-  cli_die("plot: unknown picture '%s' (available: plan, attention, kinds, speedup)",
-          what);
+  cli_die(
+      "plot: unknown picture '%s' (available: plan, attention, kinds, speedup, pareto)",
+      what);
 }

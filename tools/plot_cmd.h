@@ -2,7 +2,7 @@
  * plot_cmd.h — what the pictures of `stsa plot` share (cmd_plot.c): the
  * usage, option parsing, the list of input files and saving the PNG; and the
  * pictures themselves, one file each (plot_plan.c, plot_attention.c,
- * plot_kinds.c, plot_speedup.c). Drawing primitives are in plot_png.h.
+ * plot_kinds.c, plot_speedup.c, plot_pareto.c). Drawing primitives are in plot_png.h.
  */
 #ifndef STSA_TOOLS_PLOT_CMD_H
 #define STSA_TOOLS_PLOT_CMD_H
@@ -19,6 +19,7 @@ int plot_plan(int argc, char **argv);
 int plot_attention(int argc, char **argv);
 int plot_kinds(int argc, char **argv);
 int plot_speedup(int argc, char **argv);
+int plot_pareto(int argc, char **argv);
 
 /* Parses the options of picture `what` ("plan") against the sets; errors
  * name "plot <what>" and point to `stsa plot --help`. */

@@ -39,12 +39,6 @@ static stsa_status write_out(const char *path, void *arg, char *err, size_t err_
   return stsa_st_write_meta(path, &t, 1, meta, 3, err, err_len);
 }
 
-static stsa_status write_report(const char *path, void *arg, char *err, size_t err_len) {
-  const char *report = arg;
-  stsa_io_chunk chunks[2] = {{report, strlen(report)}, {"\n", 1}};
-  return stsa_io_atomic_write(path, chunks, 2, err, err_len);
-}
-
 int run_outputs_prepare(const run_state *s, cli_output *outs) {
   if (s->o.out && ends_with(s->o.out, ".npy") && s->qkv.t[0].dtype == STSA_BF16)
     cli_die("--out %s: .npy has no bfloat16 type; q is bf16, write .safetensors instead",
@@ -73,7 +67,7 @@ void run_write_files(run_state *s, cli_output *outs, int n, char *report) {
   if (s->o.out)
     cli_output_stage(outs, n, k++, write_out, s);
   if (s->o.report)
-    cli_output_stage(outs, n, k++, write_report, report);
+    cli_output_stage(outs, n, k++, cli_write_text, report);
   cli_outputs_commit(outs, n);
   for (int i = 0; i < n; i++) {
     free(outs[i].staging);

@@ -17,6 +17,11 @@ static stsa_tensor f32_tensor(int64_t B, int64_t N, int64_t H, int64_t D) {
 
 void svg_workload_make(svg_workload *w, const stsa_svg_config *cfg, int64_t batch,
                        uint64_t seed) {
+  svg_workload_make_kinds(w, cfg, batch, seed, NULL);
+}
+
+void svg_workload_make_kinds(svg_workload *w, const stsa_svg_config *cfg, int64_t batch,
+                             uint64_t seed, const stsa_head_kind *kinds) {
   const int64_t N = stsa_geometry_tokens(&cfg->geometry), H = cfg->heads,
                 D = cfg->head_dim;
   w->q = f32_tensor(batch, N, H, D);
@@ -28,7 +33,7 @@ void svg_workload_make(svg_workload *w, const stsa_svg_config *cfg, int64_t batc
   if (!w->truth)
     cli_die("out of memory");
   stsa_workload_desc desc = {
-      sizeof(stsa_workload_desc), cfg->geometry, batch, H, D, seed, NULL};
+      sizeof(stsa_workload_desc), cfg->geometry, batch, H, D, seed, kinds};
   cli_check(stsa_workload_generate(&desc, &w->q, &w->k, &w->v, w->truth), NULL,
             "generating the workload");
 }

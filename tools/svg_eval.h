@@ -15,6 +15,10 @@ typedef struct svg_workload {
 
 void svg_workload_make(svg_workload *w, const stsa_svg_config *cfg, int64_t batch,
                        uint64_t seed);
+/* The same with the kinds planted in the heads ([cfg->heads]; NULL: the
+ * generator's default mix). */
+void svg_workload_make_kinds(svg_workload *w, const stsa_svg_config *cfg, int64_t batch,
+                             uint64_t seed, const stsa_head_kind *kinds);
 void svg_workload_free(svg_workload *w);
 
 /* Per head over all batch entries: relative L2 error ||out - ref|| / ||ref||
