@@ -54,6 +54,9 @@ if grep -q "est_err *rel_l2 budget *top_p" svg2.stdout &&
   bad "svg2: the summary lacks the per-head table or the clusters: $(head -c 600 svg2.stdout)"
 fi
 
+# plot kinds reads the semantic kind back
+expect_ok kinds "$STSA" plot kinds --report svg2.json --out kinds.png
+
 # --density instead of --top-p: the key budget
 expect_ok svg2.density "$STSA" run "${geo[@]}" --mode svg2 --density 0.3 --q-clusters 4 \
   --kv-clusters 8 --report svg2d.json --quiet

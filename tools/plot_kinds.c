@@ -14,10 +14,10 @@
 #include "plot_cmd.h"
 #include "run_report.h"
 
-enum { KIND_NONE = 0, KIND_SPATIAL, KIND_TEMPORAL, KIND_DENSE, KIND_N };
+enum { KIND_NONE = 0, KIND_SPATIAL, KIND_TEMPORAL, KIND_DENSE, KIND_SEMANTIC, KIND_N };
 static const rgb KIND_COL[KIND_N] = {
-    {250, 250, 250}, {31, 110, 180}, {238, 128, 30}, {150, 150, 150}};
-static const char KIND_CHAR[KIND_N] = {0, 'S', 'T', 'D'};
+    {250, 250, 250}, {31, 110, 180}, {238, 128, 30}, {150, 150, 150}, {44, 160, 44}};
+static const char KIND_CHAR[KIND_N] = {0, 'S', 'T', 'D', 'C'};
 /* Cells from this size up also carry the letter (for grey-scale prints). */
 enum { LETTER_CELL = 28 };
 
@@ -29,6 +29,7 @@ static int cell_kind(const kinds_row *row, int64_t h) {
   return k == RUN_KIND_DENSE       ? KIND_DENSE
          : k == STSA_HEAD_SPATIAL  ? KIND_SPATIAL
          : k == STSA_HEAD_TEMPORAL ? KIND_TEMPORAL
+         : k == STSA_HEAD_SEMANTIC ? KIND_SEMANTIC
                                    : KIND_NONE;
 }
 
@@ -85,8 +86,9 @@ static void draw_kinds_grid(canvas *c, const kinds_row *rows, int n, int64_t H, 
 static int kinds_legend(const kinds_row *rows, int n, int64_t H, int cell,
                         char labs[KIND_N][48], legend_entry *leg) {
   static const char *const NAMES[KIND_N] = {"no data", "spatial", "temporal",
-                                            "dense call"};
-  static const int ORDER[KIND_N] = {KIND_SPATIAL, KIND_TEMPORAL, KIND_DENSE, KIND_NONE};
+                                            "dense call", "semantic (SVG2)"};
+  static const int ORDER[KIND_N] = {KIND_SPATIAL, KIND_TEMPORAL, KIND_SEMANTIC,
+                                    KIND_DENSE, KIND_NONE};
   int64_t count[KIND_N] = {0};
   for (int r = 0; r < n; r++)
     for (int64_t h = 0; h < H; h++)
@@ -94,7 +96,7 @@ static int kinds_legend(const kinds_row *rows, int n, int64_t H, int cell,
   int m = 0;
   for (int i = 0; i < KIND_N; i++) {
     int k = ORDER[i];
-    if ((k == KIND_DENSE || k == KIND_NONE) && !count[k])
+    if ((k == KIND_DENSE || k == KIND_NONE || k == KIND_SEMANTIC) && !count[k])
       continue;
     if (cell >= LETTER_CELL && KIND_CHAR[k])
       snprintf(labs[k], sizeof labs[k], "%s (%c): %lld", NAMES[k], KIND_CHAR[k],
