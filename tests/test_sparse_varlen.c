@@ -4,10 +4,10 @@
  * cluster-like boundaries (1-token tiles, tiles of exactly q_tile / kv_tile,
  * lengths off the panel width), a different layout per head in one call
  * (and one head of fixed tiles), permuted token maps, one PARTIAL tile with
- * stored patterns. Each runs through the scheduler (1 and 2 threads, and
- * nth = 3 parts) and the REF backend, against a plain double reference of
- * the same kept pairs; the tiled runs must agree bitwise, and nothing may
- * be written outside the output.
+ * stored patterns and a NaN in V of one of its keys. Each runs through the scheduler (1
+ * and 2 threads, and nth = 3 parts) and the REF backend, against a plain double reference
+ * of the same kept pairs; the tiled runs must agree bitwise, and nothing may be written
+ * outside the output.
  */
 #include <math.h>
 #include <stdio.h>
@@ -209,10 +209,15 @@ static double head_error(const stsa_tensor *out, int64_t h, const double *ref,
   double worst = 0, sc = 0;
   for (int64_t s = 0; s < S; s++)
     for (int64_t d = 0; d < D; d++) {
-      const double x = tu_load(out->data, out->dtype, tu_offset(out, 0, s, h, d));
-      const double e = fabs(x - ref[s * D + d]);
-      worst = isnan(x) || e > worst ? (isnan(x) ? INFINITY : e) : worst;
-      sc = fabs(ref[s * D + d]) > sc ? fabs(ref[s * D + d]) : sc;
+      const double x = tu_load(out->data, out->dtype, tu_offset(out, 0, s, h, d)),
+                   want = ref[s * D + d];
+      if (isnan(x) || isnan(want)) { /* a NaN of V reaches exactly the rows keeping it */
+        worst = isnan(x) && isnan(want) ? worst : INFINITY;
+        continue;
+      }
+      const double e = fabs(x - want);
+      worst = e > worst ? e : worst;
+      sc = fabs(want) > sc ? fabs(want) : sc;
     }
   *scale = sc;
   return worst;
@@ -283,6 +288,12 @@ static void run_case(tu_rng *rng, int64_t S, int64_t D, stsa_dtype dtype) {
     build_head(rng, &vh[h], S, var_q[h], var_kv[h], partial[h], permuted[h], nr);
     heads[h] = (stsa_sparse_head){&vh[h].bs, vh[h].q_rows, vh[h].kv_rows, NULL, NULL, 0};
   }
+  /* A NaN in V of a key of head 1's partial tile: the rows that drop it
+   * must stay finite (the tile loop keeps it out of P.V), the others and
+   * the FULL tiles of that kv tile see it. */
+  const int64_t pe = vh[1].tile_ptr[vh[1].bs.q_tiles / 2], pkt = vh[1].kv_tile[pe];
+  const int64_t bad = tu_rnd(rng, vh[1].kv_start[pkt], vh[1].kv_start[pkt + 1] - 1);
+  tu_store(v.data, dtype, tu_offset(&v, 0, bad, 1, 3), NAN);
   double *ref = malloc(sizeof *ref * (size_t)(S * D * H)),
          *ref_lse = malloc(sizeof *ref_lse * (size_t)(S * H));
   for (int h = 0; h < H; h++)

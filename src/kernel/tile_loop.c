@@ -285,8 +285,9 @@ static void mark_neg_inf_kept(float *s, int ld_s, int rows, int n) {
  * keep them (the mask has run; kept -inf logits are marked). Returns the
  * number of such keys. */
 static int screen_v_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                         int64_t pack0, int n, int rows, stsa_tile_scratch *sc) {
-  const int ld_s = pb->kv_tile, panels = pb->D_pad / pb->nr;
+                         int64_t pack0, int n, int rows, int ld_s,
+                         stsa_tile_scratch *sc) {
+  const int panels = pb->D_pad / pb->nr;
   int nbad = 0;
   for (int t = 0; t < n; t++) {
     int bad = 0;
@@ -312,13 +313,14 @@ static int screen_v_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
 /* Adds what screen_v_tile held back for the rows that keep those keys:
  * p * NaN/Inf, whatever p is (0 * NaN is NaN, as in SDPA). */
 static void add_nonfinite_v(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                            int64_t pack0, int rows, int nbad, stsa_tile_scratch *sc) {
+                            int64_t pack0, int rows, int nbad, int ld_s,
+                            stsa_tile_scratch *sc) {
   for (int i = 0; i < nbad; i++) {
     const int t = sc->bad_keys[i];
     for (int r = 0; r < rows; r++) {
       if (!sc->kept[(int64_t)r * pb->kv_tile + i])
         continue;
-      const float p = sc->s[(int64_t)r * pb->kv_tile + t];
+      const float p = sc->s[(int64_t)r * ld_s + t];
       float *o = sc->o + (int64_t)r * pb->D_pad;
       for (int d = 0; d < pb->D; d++) {
         float x = kv->vp[((int64_t)(d / pb->nr) * pb->Skv_pad + pack0 + t) * pb->nr +
@@ -340,7 +342,7 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
                         int64_t h, int64_t qt, const stsa_kv_list *list,
                         const stsa_tile_layout *lay, stsa_tile_scratch *sc) {
   const stsa_kernels *kern = pb->kern;
-  const int D = pb->D, D_pad = pb->D_pad, ld_s = pb->kv_tile;
+  const int D = pb->D, D_pad = pb->D_pad;
   int64_t q0;
   const int rows = stsa_q_rows_of(pb, lay ? lay->q_start : NULL, qt, &q0);
   const int rows_pad = (int)round_up(rows, pb->mr);
@@ -361,6 +363,9 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
     const int64_t k0 = sp.k0;
     const int n = sp.n, npanels = (n + pb->nr - 1) / pb->nr;
+    /* Variable tiles are mostly short: scores rows as long as the tile's
+     * panels keep them in L1 for the pv passes (fixed tiles: kv_tile). */
+    const int ld_s = kv_start ? npanels * pb->nr : pb->kv_tile;
     const float *kt = kv->kt + (sp.pack0 / pb->nr) * D * pb->nr;
     /* Panel outer, row block inner: the K^T panel (D x 16) stays in L1 while
      * the q rows stream from L2 (cpu-kernel-notes: keep operands in L1). */
@@ -384,7 +389,7 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
       exact_max = 0;
     }
     const int nbad = partial && kv->v_nonfinite[tile]
-                         ? screen_v_tile(pb, kv, sp.pack0, n, rows, sc)
+                         ? screen_v_tile(pb, kv, sp.pack0, n, rows, ld_s, sc)
                          : 0;
     kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha,
                   exact_max ? sc->tile_max : NULL);
@@ -395,7 +400,7 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
         kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * ld_panel * pb->nr,
                  sc->o + (int64_t)r * D_pad + j * pb->nr, D_pad, sc->alpha + r);
     if (nbad)
-      add_nonfinite_v(pb, kv, sp.pack0, rows, nbad, sc);
+      add_nonfinite_v(pb, kv, sp.pack0, rows, nbad, ld_s, sc);
   }
   store_rows(pb, b, h, q0, rows, q_rows, sc);
 }
