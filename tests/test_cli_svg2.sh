@@ -41,6 +41,7 @@ expect_ok svg2 "$STSA" run "${geo[@]}" --mode svg2 --compare-dense --report svg2
   --out svg2.safetensors
 expect_ok svg2.fields check svg2.json "r['mode'] == 'svg2' and r['svg']['method'] == 'svg2'" \
   "r['svg']['top_p'] == 0.9 and r['svg']['budget_of_keys'] == 'top_p'" \
+  "r['density_target'] is None" \
   "r['svg']['q_clusters'] >= 1 and r['svg']['kv_clusters'] >= 1" \
   "r['cold'] is True and r['timing']['cluster_ms'] >= 0" \
   "r['timing']['cluster_ms'] <= r['timing']['profile_ms']" \

@@ -148,9 +148,11 @@ void run_print_summary(const run_state *s) {
   if (semantic || s->o.mode == RUN_MODE_SVG2)
     printf(", %d semantic", semantic);
   printf("\n");
-  printf("  density %.4f (target %.2f), attention %.2f ms (after one untimed warm-up "
-         "call)\n",
-         run_mean_density(s), s->cfg.density, s->compute_ms);
+  char target[32];
+  snprintf(target, sizeof target, run_top_p_budget(s) ? "top-p %.3g" : "target %.2f",
+           run_top_p_budget(s) ? s->cfg.top_p : s->cfg.density);
+  printf("  density %.4f (%s), attention %.2f ms (after one untimed warm-up call)\n",
+         run_mean_density(s), target, s->compute_ms);
   if (s->dist)
     print_dist(s->dist);
   if (run_mode_is_svg(s->o.mode))

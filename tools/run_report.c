@@ -139,6 +139,10 @@ static json_t *report_heads(const run_state *s) {
   return arr;
 }
 
+int run_top_p_budget(const run_state *s) {
+  return s->o.mode == RUN_MODE_SVG2 && s->cfg.top_p > 0;
+}
+
 double run_max_error(const run_state *s) {
   return s->o.max_error >= 0 ? s->o.max_error : s->cfg.max_rel_error;
 }
@@ -233,7 +237,9 @@ char *run_report_build(const run_state *s) {
                                         : "flags"));
   json_object_set_new(root, "dense_call",
                       json_boolean(s->o.mode == RUN_MODE_DENSE || s->svg_dense_call));
-  json_object_set_new(root, "density_target", jreal(s->cfg.density));
+  /* SVG2 under a top-p budget aims at a probability, not at a density */
+  json_object_set_new(root, "density_target",
+                      run_top_p_budget(s) ? json_null() : jreal(s->cfg.density));
   json_object_set_new(root, "density", jreal(run_mean_density(s)));
   json_object_set_new(root, "svg",
                       s->o.mode == RUN_MODE_DENSE ? json_null() : report_svg(s));

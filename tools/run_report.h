@@ -27,6 +27,8 @@ char *run_report_build(const struct run_state *s);
 /* The mean density over every (batch entry, head), as the report gives it. */
 double run_mean_density(const struct run_state *s);
 
+/* Whether the keys' budget is SVG2's top-p (not the density). */
+int run_top_p_budget(const struct run_state *s);
 /* The error budget of the svg modes' calls (0: none). */
 double run_max_error(const struct run_state *s);
 
