@@ -197,6 +197,64 @@ static void test_determinism(const stsa_head_kind *kinds) {
   }
 }
 
+/* ---- frozen outputs of the position kinds -------------------------------------- */
+/* FNV-1a over the f32 bits of q, k, v of the heads `kinds` does not mark
+ * semantic, in (b, s, h, e) order. */
+static uint64_t hash_position_heads(const qkv *x, const stsa_head_kind *kinds) {
+  uint64_t hsh = 0xcbf29ce484222325ull;
+  for (int i = 0; i < 3; i++) {
+    const stsa_tensor *t = &x->t[i];
+    for (int64_t b = 0; b < t->shape[0]; b++)
+      for (int64_t s = 0; s < t->shape[1]; s++)
+        for (int64_t h = 0; h < t->shape[2]; h++) {
+          if (kinds && kinds[h] == STSA_HEAD_SEMANTIC)
+            continue;
+          for (int64_t e = 0; e < t->shape[3]; e++) {
+            float f = (float)tu_load(t->data, t->dtype, tu_offset(t, b, s, h, e));
+            uint32_t bits;
+            memcpy(&bits, &f, sizeof bits);
+            for (int byte = 0; byte < 4; byte++) {
+              hsh ^= (bits >> (8 * byte)) & 0xffu;
+              hsh *= 0x100000001b3ull;
+            }
+          }
+        }
+  }
+  return hsh;
+}
+
+/* Spatial, temporal and mixed heads (the default mix among them) are frozen:
+ * their q, k, v must stay bitwise what they were when semantic heads were
+ * recalibrated (hashes recorded from that code), with or without semantic
+ * heads in the same call. */
+static void test_frozen_kinds(void) {
+  static const stsa_head_kind all4[4] = {STSA_HEAD_MIXED, STSA_HEAD_SEMANTIC,
+                                         STSA_HEAD_SPATIAL, STSA_HEAD_TEMPORAL};
+  struct {
+    stsa_workload_desc d;
+    uint64_t want;
+  } cases[5] = {
+      {make_desc(5, 6, 7, 11, STSA_TEXT_PREFIX, 2, 12, 13, 7, NULL),
+       0x36b197ab203949dbull},
+      {make_desc(6, 12, 16, 11, STSA_TEXT_SUFFIX, 2, 5, 64, 7, NULL),
+       0x3241d42a9a5a79b0ull},
+      {make_desc(9, 12, 16, 0, STSA_TEXT_NONE, 1, 3, 128, 1, SPATIAL_TEMPORAL_MIXED),
+       0x13a3a5c1c8930f6eull},
+      {make_desc(6, 12, 16, 11, STSA_TEXT_SUFFIX, 2, 5, 64, 7, WITH_SEMANTIC),
+       0x50bac9d9b4ad1f51ull},
+      {make_desc(8, 24, 32, 0, STSA_TEXT_NONE, 1, 4, 64, 3, all4), 0xce88a21f2dc211aeull},
+  };
+  for (int c = 0; c < 5; c++) {
+    qkv x = alloc_qkv(&cases[c].d, STSA_F32, TU_BSHD);
+    CHECK_STATUS(gen(&cases[c].d, &x, NULL), STSA_OK);
+    uint64_t got = hash_position_heads(&x, cases[c].d.kinds);
+    printf("  frozen case %d: %016llx\n", c, (unsigned long long)got);
+    CHECK(got == cases[c].want, "case %d: position heads changed (hash %016llx)", c,
+          (unsigned long long)got);
+    free_qkv(&x);
+  }
+}
+
 /* ---- attention structure ------------------------------------------------------- */
 typedef struct mass_stats {
   double near_t;     /* mass on video keys within +-2 frames of the query */
@@ -823,6 +881,7 @@ int main(void) {
   test_names();
   test_determinism(NULL);
   test_determinism(WITH_SEMANTIC);
+  test_frozen_kinds();
   test_structure();
   test_semantic();
   test_text_content();
