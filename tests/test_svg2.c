@@ -150,6 +150,17 @@ static void check_plan(const char *what, const stsa_geometry *g, int64_t B, int6
       stsa_sparse_attention_heads(ctx, cp, plan_heads, &q, &k, &v, &o2, &naive, 1),
       STSA_OK);
   CHECK(tu_same_bytes(&o, &o2), "%s: NAIVE mode equals EXACT bitwise", what);
+  /* FULL tiles only: tile rounding changes nothing */
+  int64_t changed = -1;
+  stsa_sparse_opts rounded = STSA_INIT(stsa_sparse_opts);
+  rounded.mode = STSA_SPARSE_TILE_ROUNDED;
+  rounded.pairs_changed = &changed;
+  CHECK_STATUS(
+      stsa_sparse_attention_heads(ctx, cp, plan_heads, &q, &k, &v, &o2, &rounded, 1),
+      STSA_OK);
+  CHECK(tu_same_bytes(&o, &o2) && changed == 0,
+        "%s: TILE_ROUNDED equals EXACT bitwise (%lld pairs changed)", what,
+        (long long)changed);
   double *ref = malloc(sizeof(double) * (size_t)D), worst = 0, scale = 0;
   int finite = 1;
   for (int64_t b = 0; b < B; b++)

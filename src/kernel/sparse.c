@@ -116,6 +116,11 @@ stsa_work stsa_sparse_work(stsa_sparse_run *run, const stsa_attn_problem *pb,
 }
 
 /* ---- profiling rows ------------------------------------------------------ */
+static const stsa_block_sparse *rows_bs(const stsa_rows_run *run, int64_t i,
+                                        int64_t head) {
+  return run->bs_of_head[i] ? run->bs_of_head[i][head] : run->bs[i];
+}
+
 /* mask_ctx is the part's unit buffer: its qt is the structure's index. */
 static void apply_rows_pattern(const void *mask_ctx, int64_t entry, int64_t q0, int r0,
                                int rows, int64_t k0, int n, float *s, int ld_s) {
@@ -123,13 +128,13 @@ static void apply_rows_pattern(const void *mask_ctx, int64_t entry, int64_t q0, 
   (void)k0;
   const stsa_unit_buf *buf = mask_ctx;
   const stsa_rows_run *run = buf->ud;
-  apply_entry_pattern(run->bs[buf->qt], 0, entry, r0, rows, n, s, ld_s);
+  apply_entry_pattern(rows_bs(run, buf->qt, buf->head), 0, entry, r0, rows, n, s, ld_s);
 }
 
 static void rows_unit(const void *ud, int64_t head, int64_t i, stsa_unit_buf *buf,
                       stsa_kv_list *list, stsa_unit *out) {
   const stsa_rows_run *run = ud;
-  const stsa_block_sparse *bs = run->bs[i];
+  const stsa_block_sparse *bs = rows_bs(run, i, head);
   const int64_t e0 = bs->tile_ptr[0];
   *list = (stsa_kv_list){.tiles = bs->kv_tile + e0,
                          .kinds = bs->kind + e0,

@@ -32,6 +32,9 @@ enum { STSA_ROWS_MAX = 4 };
 typedef struct stsa_rows_run {
   const stsa_attn_problem *pb[STSA_ROWS_MAX];
   const stsa_block_sparse *bs[STSA_ROWS_MAX];
+  /* optional per head: head h runs against bs_of_head[i][h] instead of bs[i]
+   * (SVG2 profiles every head under its own clusters in one pass) */
+  const stsa_block_sparse *const *bs_of_head[STSA_ROWS_MAX];
   int n;
 } stsa_rows_run;
 stsa_work stsa_rows_work(const stsa_rows_run *run, int ref);

@@ -20,12 +20,18 @@
 #include "kernel/parts.h"
 #include "kernel/sparse.h"
 
-static int tile_rows(const stsa_plan *plan, int64_t qt) {
+/* Rows of q tile qt and columns of kv tile kt of a part's structure
+ * (variable tiles where it has them). */
+static int tile_rows(const stsa_plan *plan, const stsa_block_sparse *bs, int64_t qt) {
+  if (bs->q_start)
+    return (int)(bs->q_start[qt + 1] - bs->q_start[qt]);
   int64_t r = plan->s_q - qt * plan->q_tile;
   return (int)(r < plan->q_tile ? r : plan->q_tile);
 }
 
-static int tile_cols(const stsa_plan *plan, int64_t kt) {
+static int tile_cols(const stsa_plan *plan, const stsa_block_sparse *bs, int64_t kt) {
+  if (bs->kv_start)
+    return (int)(bs->kv_start[kt + 1] - bs->kv_start[kt]);
   int64_t c = plan->s_kv - kt * plan->kv_tile;
   return (int)(c < plan->kv_tile ? c : plan->kv_tile);
 }
@@ -42,11 +48,12 @@ static int rounded_keeps(const stsa_plan *plan, const stsa_plan_part *part, int6
   const stsa_block_sparse *bs = &part->bs;
   if (bs->kind[e] == STSA_TILE_FULL)
     return 1;
-  int64_t pairs = (int64_t)tile_rows(plan, qt) * tile_cols(plan, bs->kv_tile[e]);
+  int64_t pairs = (int64_t)tile_rows(plan, bs, qt) * tile_cols(plan, bs, bs->kv_tile[e]);
   if (2 * part->rounded_kept[e] >= pairs)
     return 1;
   for (int64_t f = bs->tile_ptr[qt]; f < bs->tile_ptr[qt + 1]; f++) {
-    int64_t fpairs = (int64_t)tile_rows(plan, qt) * tile_cols(plan, bs->kv_tile[f]);
+    int64_t fpairs =
+        (int64_t)tile_rows(plan, bs, qt) * tile_cols(plan, bs, bs->kv_tile[f]);
     if (bs->kind[f] == STSA_TILE_FULL || 2 * part->rounded_kept[f] >= fpairs)
       return 0; /* the q tile keeps something else */
   }
@@ -61,7 +68,8 @@ static int64_t rounded_pairs_changed(const stsa_plan *plan, const stsa_plan_part
     for (int64_t e = bs->tile_ptr[qt]; e < bs->tile_ptr[qt + 1]; e++) {
       if (bs->kind[e] != STSA_TILE_PARTIAL)
         continue;
-      int64_t pairs = (int64_t)tile_rows(plan, qt) * tile_cols(plan, bs->kv_tile[e]);
+      int64_t pairs =
+          (int64_t)tile_rows(plan, bs, qt) * tile_cols(plan, bs, bs->kv_tile[e]);
       changed += rounded_keeps(plan, part, qt, e) ? pairs - part->rounded_kept[e]
                                                   : part->rounded_kept[e];
     }
@@ -75,6 +83,11 @@ static int round_part(const stsa_plan *plan, const stsa_plan_part *part,
   const stsa_block_sparse *bs = &part->bs;
   *out = (stsa_block_sparse){0};
   out->q_tiles = bs->q_tiles;
+  /* the same tiles, variable ones included (SVG2's cluster plans) */
+  out->q_start = bs->q_start;
+  out->kv_tiles = bs->kv_tiles;
+  out->kv_start = bs->kv_start;
+  out->kv_pack = bs->kv_pack;
   out->tile_ptr = malloc(sizeof *out->tile_ptr * (size_t)(bs->q_tiles + 1));
   out->kv_tile = malloc(sizeof *out->kv_tile * (size_t)(bs->entries + 1));
   out->kind = malloc((size_t)bs->entries + 1);
@@ -387,27 +400,55 @@ stsa_status stsa_sparse_attention_part(const stsa_ctx *ctx, const stsa_plan *pla
   return st;
 }
 
+/* Profiling rows: output i of head h follows plans[i * per_head + h] when
+ * per_head (= H), else plans[i] for every head. */
+static stsa_status rows_run(stsa_ctx *ctx, const stsa_plan *const *plans, int nplans,
+                            int64_t per_head, const stsa_tensor *q, const stsa_tensor *k,
+                            const stsa_tensor *v, const stsa_tensor *out) {
+  STSA_RETURN_IF(nplans < 1 || nplans > STSA_ROWS_MAX, &ctx->err, STSA_ERR_BAD_PARAM,
+                 "profiling: %d plans (1..%d)", nplans, STSA_ROWS_MAX);
+  const int64_t count = per_head ? nplans * per_head : nplans;
+  for (int64_t i = 0; i < count; i++)
+    STSA_RETURN_IF(plans[i]->q_tiles != 1 || plans[i]->kv_native ||
+                       plans[i]->kv_tile != plans[0]->kv_tile ||
+                       plans[i]->q_tile != plans[0]->q_tile ||
+                       plans[i]->s_q != q->shape[1] || plans[i]->s_kv != k->shape[1],
+                   &ctx->err, STSA_ERR_BAD_PARAM,
+                   "profiling: plan %lld does not fit the sampled rows", (long long)i);
+  const stsa_block_sparse **bs = NULL;
+  if (per_head) {
+    bs = malloc(sizeof *bs * (size_t)count);
+    STSA_RETURN_IF(!bs, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
+    for (int64_t i = 0; i < count; i++)
+      bs[i] = &part_of(plans[i], 0)->bs;
+  }
+  stsa_attn_problem pb[STSA_ROWS_MAX];
+  stsa_rows_run run = {{NULL}, {NULL}, {NULL}, nplans};
+  for (int i = 0; i < nplans; i++) {
+    const stsa_plan *first = plans[per_head ? i * per_head : i];
+    stsa_problem_init(&pb[i], q, k, v, &out[i], NULL, first->q_tile, first->kv_tile,
+                      &ctx->run->kern);
+    run.pb[i] = &pb[i];
+    run.bs[i] = &part_of(first, 0)->bs;
+    run.bs_of_head[i] = bs ? bs + i * per_head : NULL;
+  }
+  stsa_work w = stsa_rows_work(&run, ctx->run->ref);
+  stsa_status st = stsa_work_run(&w, ctx->threads, &ctx->packed);
+  free(bs);
+  STSA_RETURN_IF(st != STSA_OK, &ctx->err, STSA_ERR_OUT_OF_MEMORY,
+                 "profiling: out of memory");
+  return STSA_OK;
+}
+
 stsa_status stsa_sparse_rows_multi(stsa_ctx *ctx, const stsa_plan *const *plans,
                                    int nplans, const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out) {
-  STSA_RETURN_IF(nplans < 1 || nplans > STSA_ROWS_MAX, &ctx->err, STSA_ERR_BAD_PARAM,
-                 "profiling: %d plans (1..%d)", nplans, STSA_ROWS_MAX);
-  for (int i = 0; i < nplans; i++)
-    STSA_RETURN_IF(plans[i]->q_tiles != 1 || plans[i]->kv_native ||
-                       plans[i]->kv_tile != plans[0]->kv_tile ||
-                       plans[i]->s_q != q->shape[1] || plans[i]->s_kv != k->shape[1],
-                   &ctx->err, STSA_ERR_BAD_PARAM,
-                   "profiling: plan %d does not fit the sampled rows", i);
-  stsa_attn_problem pb[STSA_ROWS_MAX];
-  stsa_rows_run run = {{NULL}, {NULL}, nplans};
-  for (int i = 0; i < nplans; i++) {
-    stsa_problem_init(&pb[i], q, k, v, &out[i], NULL, plans[i]->q_tile, plans[i]->kv_tile,
-                      &ctx->run->kern);
-    run.pb[i] = &pb[i];
-    run.bs[i] = &part_of(plans[i], 0)->bs;
-  }
-  stsa_work w = stsa_rows_work(&run, ctx->run->ref);
-  STSA_RETURN_IF(stsa_work_run(&w, ctx->threads, &ctx->packed) != STSA_OK, &ctx->err,
-                 STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
-  return STSA_OK;
+  return rows_run(ctx, plans, nplans, 0, q, k, v, out);
+}
+
+stsa_status stsa_sparse_rows_per_head(stsa_ctx *ctx, const stsa_plan *const *plans,
+                                      int nplans, const stsa_tensor *q,
+                                      const stsa_tensor *k, const stsa_tensor *v,
+                                      const stsa_tensor *out) {
+  return rows_run(ctx, plans, nplans, q->shape[2], q, k, v, out);
 }

@@ -29,5 +29,11 @@ stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *p
 stsa_status stsa_sparse_rows_multi(stsa_ctx *ctx, const stsa_plan *const *plans,
                                    int nplans, const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out);
+/* The same with a plan per head: out[i] of head h follows plans[i * H + h]
+ * (H = q->shape[2]); e.g. SVG2, whose masks are per head. */
+stsa_status stsa_sparse_rows_per_head(stsa_ctx *ctx, const stsa_plan *const *plans,
+                                      int nplans, const stsa_tensor *q,
+                                      const stsa_tensor *k, const stsa_tensor *v,
+                                      const stsa_tensor *out);
 
 #endif

@@ -130,47 +130,66 @@ static stsa_tensor head_view(const stsa_tensor *t, int64_t b, int64_t h) {
   return v;
 }
 
+stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
+                                   const stsa_mask *const *masks, int nmasks,
+                                   const int64_t *rows, int64_t nrows,
+                                   const stsa_tensor *q, const stsa_tensor *k,
+                                   const stsa_tensor *v, int64_t b, double *rel) {
+  enum { MAX = 4 };
+  STSA_RETURN_IF(nmasks < 2 || nmasks > MAX, &ctx->err, STSA_ERR_BAD_PARAM,
+                 "profiling: %d masks (2..%d)", nmasks, MAX);
+  const int64_t H = q->shape[2], D = q->shape[3];
+  const size_t n = (size_t)(nrows * H * D);
+  float *buf = malloc(sizeof(float) * n * (size_t)(nmasks + 1));
+  stsa_plan **plans = calloc((size_t)(nmasks * H), sizeof *plans);
+  stsa_status st = buf && plans ? STSA_OK
+                                : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY,
+                                            "profiling: out of memory");
+  stsa_tensor kb = stsa_batch_view(k, b), vb = stsa_batch_view(v, b), outs[MAX];
+  if (st == STSA_OK)
+    gather_rows(q, b, rows, nrows, buf);
+  stsa_tensor qs = stsa_tensor_bshd(buf, STSA_F32, 1, nrows, H, D);
+  for (int i = 0; i < nmasks; i++)
+    outs[i] = stsa_tensor_bshd(buf ? buf + n * (size_t)(i + 1) : NULL, STSA_F32, 1, nrows,
+                               H, D);
+  for (int64_t i = 0; st == STSA_OK && i < nmasks * H; i++)
+    st = rows_plan(ctx, g, masks[i], rows, nrows, kb.shape[1], &plans[i]);
+  if (st == STSA_OK)
+    st = stsa_sparse_rows_per_head(ctx, (const stsa_plan *const *)plans, nmasks, &qs, &kb,
+                                   &vb, outs);
+  for (int64_t i = 0; plans && i < nmasks * H; i++)
+    stsa_plan_free(plans[i]);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    const float *o0 = buf + n;
+    double e0 = 0;
+    for (int64_t r = 0; r < nrows; r++)
+      for (int64_t d = 0; d < D; d++) {
+        const double x = o0[(r * H + h) * D + d];
+        e0 += x * x;
+      }
+    for (int i = 1; i < nmasks; i++) {
+      const float *oi = buf + n * (size_t)(i + 1);
+      double e = 0;
+      for (int64_t r = 0; r < nrows; r++)
+        for (int64_t d = 0; d < D; d++) {
+          const size_t j = (size_t)((r * H + h) * D + d);
+          e += ((double)oi[j] - o0[j]) * ((double)oi[j] - o0[j]);
+        }
+      rel[(i - 1) * H + h] = e0 > 0 ? sqrt(e / e0) : (e > 0 ? INFINITY : 0.0);
+    }
+  }
+  free(plans);
+  free(buf);
+  return st;
+}
+
 stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
                                   const stsa_mask *const *masks, int nmasks,
                                   const int64_t *rows, int64_t nrows,
                                   const stsa_tensor *q, const stsa_tensor *k,
                                   const stsa_tensor *v, int64_t b, int64_t h,
                                   double *rel) {
-  enum { MAX = 4 };
-  STSA_RETURN_IF(nmasks < 2 || nmasks > MAX, &ctx->err, STSA_ERR_BAD_PARAM,
-                 "profiling: %d masks (2..%d)", nmasks, MAX);
-  const int64_t D = q->shape[3];
-  const size_t n = (size_t)(nrows * D);
-  float *buf = malloc(sizeof(float) * n * (size_t)(nmasks + 1));
-  if (!buf)
-    return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
   stsa_tensor qh = head_view(q, b, h), kh = head_view(k, b, h), vh = head_view(v, b, h);
-  gather_rows(&qh, 0, rows, nrows, buf);
-  stsa_tensor qs = stsa_tensor_bshd(buf, STSA_F32, 1, nrows, 1, D), outs[MAX];
-  stsa_plan *plans[MAX] = {NULL};
-  stsa_status st = STSA_OK;
-  for (int i = 0; i < nmasks; i++) {
-    outs[i] = stsa_tensor_bshd(buf + n * (size_t)(i + 1), STSA_F32, 1, nrows, 1, D);
-    if (st == STSA_OK)
-      st = rows_plan(ctx, g, masks[i], rows, nrows, kh.shape[1], &plans[i]);
-  }
-  if (st == STSA_OK) {
-    const stsa_plan *cplans[MAX] = {plans[0], plans[1], plans[2], plans[3]};
-    st = stsa_sparse_rows_multi(ctx, cplans, nmasks, &qs, &kh, &vh, outs);
-  }
-  for (int i = 0; i < nmasks; i++)
-    stsa_plan_free(plans[i]);
-  const float *o0 = buf + n;
-  double e0 = 0;
-  for (size_t j = 0; st == STSA_OK && j < n; j++)
-    e0 += (double)o0[j] * o0[j];
-  for (int i = 1; st == STSA_OK && i < nmasks; i++) {
-    const float *oi = buf + n * (size_t)(i + 1);
-    double e = 0;
-    for (size_t j = 0; j < n; j++)
-      e += ((double)oi[j] - o0[j]) * ((double)oi[j] - o0[j]);
-    rel[i - 1] = e0 > 0 ? sqrt(e / e0) : (e > 0 ? INFINITY : 0.0);
-  }
-  free(buf);
-  return st;
+  return stsa_svg_profile_heads(ctx, g, masks, nmasks, rows, nrows, &qh, &kh, &vh, 0,
+                                rel);
 }

@@ -43,6 +43,16 @@ stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
                                   const stsa_tensor *v, int64_t b, int64_t h,
                                   double *rel);
 
+/* The same for every head of batch entry b at once, each under its own
+ * masks: masks[i * H + h] is mask i of head h (i = 0 the reference), and
+ * rel[(i - 1) * H + h] its error. One pass over each head's K/V serves all
+ * of its masks, and the heads share the threads. */
+stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
+                                   const stsa_mask *const *masks, int nmasks,
+                                   const int64_t *rows, int64_t nrows,
+                                   const stsa_tensor *q, const stsa_tensor *k,
+                                   const stsa_tensor *v, int64_t b, double *rel);
+
 /* A view of batch entry b of a [B, S, H, D] tensor (B = 1). */
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b);
 

@@ -160,50 +160,60 @@ static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
   return ls;
 }
 
-/* Per-head scratch of one call. */
-typedef struct head_work {
-  float *xq, *xk;              /* [L][D] video queries, keys */
-  int32_t *lq, *lk;            /* [L] their labels */
-  int32_t *q_label, *k_label;  /* [N] labels by native token, -1 for text */
-  int64_t *q_sizes, *k_sizes;  /* [QC], [KC] */
-  double *prob;                /* [QC][KC] */
-  uint8_t *keep[LADDER_MAX];   /* [QC][KC] per candidate */
-  stsa_mask *mask[LADDER_MAX]; /* per candidate: rectangles OR text */
-} head_work;
+/* Scratch of one call: the clustering buffers, reused head after head, and
+ * what each head's selection leaves for the profiling pass and its plan. */
+typedef struct call_work {
+  int64_t H, N, QK;
+  float *xq, *xk;             /* [L][D] one head's video queries, keys */
+  int32_t *lq, *lk;           /* [L] their labels */
+  int64_t *q_sizes, *k_sizes; /* [QC], [KC] */
+  double *prob;               /* [QC][KC] */
+  int32_t *q_label, *k_label; /* [H][N] labels by native token, -1 for text */
+  uint8_t *keep;              /* [H][LADDER_MAX][QC][KC] per candidate */
+  stsa_mask **mask;           /* [(1 + LADDER_MAX) * H]: dense, then the candidates */
+} call_work;
 
-static void work_free(head_work *w) {
+static void work_free(call_work *w) {
+  for (int64_t i = w->H; w->mask && i < (1 + LADDER_MAX) * w->H; i++)
+    stsa_mask_free(w->mask[i]);
+  free(w->mask);
   free(w->xq);
   free(w->xk);
   free(w->lq);
   free(w->lk);
-  free(w->q_label);
-  free(w->k_label);
   free(w->q_sizes);
   free(w->k_sizes);
   free(w->prob);
-  for (int i = 0; i < LADDER_MAX; i++) {
-    free(w->keep[i]);
-    stsa_mask_free(w->mask[i]);
-  }
+  free(w->q_label);
+  free(w->k_label);
+  free(w->keep);
 }
 
-static int work_alloc(head_work *w, const stsa_svg2 *s, int64_t N) {
+static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N) {
   memset(w, 0, sizeof *w);
-  const size_t LD = (size_t)(s->L * s->D), QK = (size_t)(s->QC * s->KC);
+  w->H = s->H;
+  w->N = N;
+  w->QK = s->QC * s->KC;
+  const size_t LD = (size_t)(s->L * s->D), HN = (size_t)(s->H * N);
   w->xq = malloc(sizeof(float) * LD);
   w->xk = malloc(sizeof(float) * LD);
   w->lq = malloc(sizeof(int32_t) * (size_t)s->L);
   w->lk = malloc(sizeof(int32_t) * (size_t)s->L);
-  w->q_label = malloc(sizeof(int32_t) * (size_t)N);
-  w->k_label = malloc(sizeof(int32_t) * (size_t)N);
   w->q_sizes = malloc(sizeof(int64_t) * (size_t)s->QC);
   w->k_sizes = malloc(sizeof(int64_t) * (size_t)s->KC);
-  w->prob = malloc(sizeof(double) * QK);
-  int ok = w->xq && w->xk && w->lq && w->lk && w->q_label && w->k_label && w->q_sizes &&
-           w->k_sizes && w->prob;
-  for (int i = 0; i < LADDER_MAX; i++)
-    ok = ok && (w->keep[i] = malloc(QK)) != NULL;
-  return ok ? 0 : -1;
+  w->prob = malloc(sizeof(double) * (size_t)w->QK);
+  w->q_label = malloc(sizeof(int32_t) * HN);
+  w->k_label = malloc(sizeof(int32_t) * HN);
+  w->keep = malloc((size_t)(s->H * LADDER_MAX) * (size_t)w->QK);
+  w->mask = calloc((size_t)((1 + LADDER_MAX) * s->H), sizeof *w->mask);
+  return w->xq && w->xk && w->lq && w->lk && w->q_sizes && w->k_sizes && w->prob &&
+                 w->q_label && w->k_label && w->keep && w->mask
+             ? 0
+             : -1;
+}
+
+static uint8_t *keep_of(const call_work *w, int64_t h, int i) {
+  return w->keep + (h * LADDER_MAX + i) * w->QK;
 }
 
 /* Video rows of head h of batch entry b as f32 [L][D]. */
@@ -216,7 +226,7 @@ static void gather_video(const stsa_tensor *t, int64_t b, int64_t h, const stsa_
 
 /* Clusters one head's queries and keys, warm from the layer's centroids. */
 static stsa_status cluster_head(stsa_ctx *ctx, const stsa_svg2 *s,
-                                const stsa_svg_config *cfg, head_work *w, float *qc,
+                                const stsa_svg_config *cfg, call_work *w, float *qc,
                                 float *kc, int warm, uint64_t seed) {
   const int64_t iters =
       warm ? (cfg->kmeans_iters_warm ? cfg->kmeans_iters_warm : DEFAULT_ITERS_WARM)
@@ -240,8 +250,8 @@ static void native_labels(const stsa_geo *geo, const int32_t *video, int32_t *ou
 
 /* The candidates a head is evaluated at: the configured rule first, then
  * (under a budget) larger top-p values, or doubled key budgets. */
-static int ladder(const stsa_svg_config *cfg, int64_t L, double budget,
-                  stsa_select_args *base, stsa_select_args *cand) {
+static int ladder(int64_t L, double budget, const stsa_select_args *base,
+                  stsa_select_args *cand) {
   int n = 0;
   cand[n++] = *base;
   if (!(budget > 0))
@@ -259,29 +269,39 @@ static int ladder(const stsa_svg_config *cfg, int64_t L, double budget,
       cand[n++].key_budget = keys;
     }
   }
-  (void)cfg;
   return n;
 }
 
-static uint64_t selection_sig(const head_work *w, const stsa_svg2 *s, int64_t N,
-                              const uint8_t *keep) {
-  uint64_t h = stsa_hash_bytes(0x5356473275ull, w->q_label, sizeof(int32_t) * (size_t)N);
-  h = stsa_hash_bytes(h, w->k_label, sizeof(int32_t) * (size_t)N);
-  return stsa_hash_bytes(h, keep, (size_t)(s->QC * s->KC));
+/* The rule of the config for a head's centroids (kv_sizes, centroids set
+ * by the caller). */
+static stsa_select_args base_rule(const stsa_svg2 *s, const stsa_svg_config *cfg) {
+  const double min_frac =
+      cfg->min_kv_fraction > 0 ? cfg->min_kv_fraction : DEFAULT_MIN_FRACTION;
+  stsa_select_args a = {s->QC,
+                        s->KC,
+                        (int)s->D,
+                        NULL,
+                        NULL,
+                        NULL,
+                        1.0 / sqrt((double)s->D),
+                        cfg->top_p,
+                        (int64_t)ceil(cfg->density * (double)s->L),
+                        (int64_t)floor(min_frac * (double)s->KC)};
+  return a;
 }
 
-/* Plans head h of batch entry b; on success res holds the outcome. */
-static stsa_status plan_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state *ls,
-                             int warm, int64_t layer, int64_t b, int64_t h,
-                             const int64_t *rows, int64_t nrows, const stsa_tensor *q,
-                             const stsa_tensor *k, const stsa_tensor *v, double budget,
-                             head_work *w, stsa_svg2_head *res, double *cluster_ms) {
+/* Phase 1 for head h: clusters, the candidates' keep maps and masks. */
+static stsa_status select_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state *ls,
+                               int warm, int64_t layer, int64_t b, int64_t h,
+                               const stsa_tensor *q, const stsa_tensor *k, double budget,
+                               call_work *w, stsa_select_args *cand, int *ncand,
+                               double *cluster_ms) {
   stsa_ctx *ctx = env->ctx;
   const stsa_svg_config *cfg = env->cfg;
   const stsa_geometry *g = &cfg->geometry;
   stsa_geo geo;
   stsa_geo_init(&geo, g);
-  const int64_t slot = b * s->H + h, D = s->D;
+  const int64_t slot = b * s->H + h, D = s->D, H = s->H;
   float *qc = ls->qc + slot * s->QC * D, *kc = ls->kc + slot * s->KC * D;
   double t0 = now_ms();
   gather_video(q, b, h, &geo, D, w->xq);
@@ -290,50 +310,53 @@ static stsa_status plan_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state
                   ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
   STSA_TRY(cluster_head(ctx, s, cfg, w, qc, kc, warm, seed));
   *cluster_ms += now_ms() - t0;
-  native_labels(&geo, w->lq, w->q_label);
-  native_labels(&geo, w->lk, w->k_label);
-
-  const double min_frac =
-      cfg->min_kv_fraction > 0 ? cfg->min_kv_fraction : DEFAULT_MIN_FRACTION;
-  stsa_select_args base = {s->QC,
-                           s->KC,
-                           (int)D,
-                           qc,
-                           kc,
-                           w->k_sizes,
-                           1.0 / sqrt((double)D),
-                           cfg->top_p,
-                           (int64_t)ceil(cfg->density * (double)s->L),
-                           (int64_t)floor(min_frac * (double)s->KC)};
-  stsa_select_args cand[LADDER_MAX];
-  const int n = ladder(cfg, s->L, budget, &base, cand);
+  int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
+  native_labels(&geo, w->lq, ql);
+  native_labels(&geo, w->lk, kl);
+  stsa_select_args base = base_rule(s, cfg);
+  base.qc = qc;
+  base.kc = kc;
+  base.kv_sizes = w->k_sizes;
+  *ncand = ladder(s->L, budget, &base, cand);
   STSA_RETURN_IF(stsa_select_probs(&base, w->prob) != 0, &ctx->err,
                  STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   stsa_mask *text = NULL;
   STSA_TRY(stsa_mask_text(g, &text));
   stsa_status st = STSA_OK;
-  for (int i = 0; i < n && st == STSA_OK; i++) {
+  for (int i = 0; i < *ncand && st == STSA_OK; i++) {
     stsa_mask *rect = NULL;
-    if (stsa_select_keep(&cand[i], w->prob, w->keep[i]) != 0)
+    if (stsa_select_keep(&cand[i], w->prob, keep_of(w, h, i)) != 0)
       st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
     if (st == STSA_OK)
-      st = stsa_mask_clusters(w->q_label, geo.N, s->QC, w->k_label, geo.N, s->KC,
-                              w->keep[i], &rect);
+      st =
+          stsa_mask_clusters(ql, geo.N, s->QC, kl, geo.N, s->KC, keep_of(w, h, i), &rect);
     if (st == STSA_OK)
-      st = stsa_mask_or(rect, text, &w->mask[i]);
+      st = stsa_mask_or(rect, text, &w->mask[(1 + i) * H + h]);
     stsa_mask_free(rect);
   }
   stsa_mask_free(text);
-  STSA_TRY(st);
+  return st;
+}
 
-  double rel[LADDER_MAX] = {0};
-  const stsa_mask *masks[LADDER_MAX + 1] = {env->mask_dense};
-  for (int i = 0; i < n; i++)
-    masks[i + 1] = w->mask[i];
-  STSA_TRY(stsa_svg_profile_head(ctx, g, masks, n + 1, rows, nrows, q, k, v, b, h, rel));
+static uint64_t selection_sig(const call_work *w, int64_t h, const uint8_t *keep) {
+  uint64_t sig = stsa_hash_bytes(0x5356473275ull, w->q_label + h * w->N,
+                                 sizeof(int32_t) * (size_t)w->N);
+  sig = stsa_hash_bytes(sig, w->k_label + h * w->N, sizeof(int32_t) * (size_t)w->N);
+  return stsa_hash_bytes(sig, keep, (size_t)w->QK);
+}
+
+/* Phase 3 for head h: the first candidate within the budget (else dense),
+ * and its plan, reused while labels and selection are those of the
+ * layer's last call. */
+static stsa_status pick_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state *ls,
+                             int64_t b, int64_t h, const call_work *w,
+                             const stsa_select_args *cand, int n, const double *rel,
+                             double budget, stsa_svg2_head *res) {
+  const stsa_geometry *g = &env->cfg->geometry;
+  const int64_t slot = b * s->H + h, H = s->H, N = w->N;
   int pick = 0;
   if (budget > 0)
-    while (pick < n && rel[pick] > budget)
+    while (pick < n && rel[pick * H + h] > budget)
       pick++;
   *res = (stsa_svg2_head){0};
   if (pick == n) { /* nothing sparse met the budget */
@@ -341,21 +364,23 @@ static stsa_status plan_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state
     return STSA_OK;
   }
   res->budget = pick > 0 ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE;
-  res->est_error = (float)rel[pick];
+  res->est_error = (float)rel[pick * H + h];
   res->top_p = (float)cand[pick].top_p;
-  const uint64_t sig = selection_sig(w, s, geo.N, w->keep[pick]);
+  const uint8_t *keep = keep_of(w, h, pick);
+  const uint64_t sig = selection_sig(w, h, keep);
   if (!ls->plans[slot] || ls->sig[slot] != sig) {
-    stsa_cluster_layout lay = {g,          s->QC,         s->KC,       w->q_label,
-                               w->k_label, w->keep[pick], env->q_tile, env->kv_tile};
+    stsa_cluster_layout lay = {
+        g,    s->QC,       s->KC,       w->q_label + h * N, w->k_label + h * N,
+        keep, env->q_tile, env->kv_tile};
     stsa_plan *plan = NULL;
-    STSA_TRY(stsa_cluster_plan_build(ctx, &lay, w->mask[pick], &plan));
+    STSA_TRY(stsa_cluster_plan_build(env->ctx, &lay, w->mask[(1 + pick) * H + h], &plan));
     stsa_plan_free(ls->plans[slot]);
     ls->plans[slot] = plan;
     ls->sig[slot] = sig;
   }
   res->plan = stsa_plan_ref(ls->plans[slot]);
-  res->density = (float)((double)ls->plans[slot]->parts[0].kept_pairs /
-                         ((double)geo.N * (double)geo.N));
+  res->density =
+      (float)((double)ls->plans[slot]->parts[0].kept_pairs / ((double)N * (double)N));
   return STSA_OK;
 }
 
@@ -365,27 +390,36 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
                                  const stsa_tensor *v, double max_rel_error,
                                  stsa_svg2_head *heads, double *cluster_ms, int *cold) {
   stsa_ctx *ctx = env->ctx;
+  const int64_t H = s->H;
   layer_state *ls = layer_for(s, layer, B);
   STSA_RETURN_IF(!ls, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   const int warm = ls->valid;
-  head_work w;
+  call_work w;
+  double *rel = malloc(sizeof(double) * (size_t)(LADDER_MAX * H));
   stsa_status st =
-      work_alloc(&w, s, stsa_geometry_tokens(&env->cfg->geometry)) == 0
+      work_alloc(&w, s, stsa_geometry_tokens(&env->cfg->geometry)) == 0 && rel
           ? STSA_OK
           : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
-  for (int64_t h = 0; h < s->H; h++)
+  for (int64_t h = 0; h < H; h++)
     heads[h] = (stsa_svg2_head){0};
-  for (int64_t h = 0; st == STSA_OK && h < s->H; h++) {
-    st = plan_head(s, env, ls, warm, layer, b, h, rows, nrows, q, k, v, max_rel_error, &w,
-                   &heads[h], cluster_ms);
-    for (int i = 0; i < LADDER_MAX; i++) {
-      stsa_mask_free(w.mask[i]);
-      w.mask[i] = NULL;
-    }
+  stsa_select_args cand[LADDER_MAX];
+  int n = 0;
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    w.mask[h] = (stsa_mask *)env->mask_dense; /* borrowed: never freed here */
+    st = select_head(s, env, ls, warm, layer, b, h, q, k, max_rel_error, &w, cand, &n,
+                     cluster_ms);
   }
+  /* every head's candidates in one pass over the heads' K/V */
+  if (st == STSA_OK)
+    st =
+        stsa_svg_profile_heads(ctx, &env->cfg->geometry, (const stsa_mask *const *)w.mask,
+                               1 + n, rows, nrows, q, k, v, b, rel);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++)
+    st = pick_head(s, env, ls, b, h, &w, cand, n, rel, max_rel_error, &heads[h]);
   work_free(&w);
+  free(rel);
   if (st != STSA_OK) {
-    for (int64_t h = 0; h < s->H; h++) {
+    for (int64_t h = 0; h < H; h++) {
       stsa_plan_free(heads[h].plan);
       heads[h].plan = NULL;
     }
