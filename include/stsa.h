@@ -597,7 +597,8 @@ typedef struct stsa_svg_config {
   /* tile sizes of the session's plans; 0 = automatic: frame-aligned tiles
    * (q tile and kv tile dividing Hp*Wp, so frame windows have no partial
    * tiles) when such sizes exist in [96, 240] x [128, 320], else the
-   * context's */
+   * context's; for SVG2 at most 256 x 512 (the largest multiples of the
+   * kernels' register tile), whose tiles follow clusters */
   int q_tile, kv_tile;
   /* ---- Sparse VideoGen 2 (method = STSA_SVG_METHOD_SVG2) ---- */
   int method; /* stsa_svg_method; 0 = SVG */
@@ -673,7 +674,8 @@ typedef struct stsa_svg_report {
   double density;        /* realised kept fraction over all heads */
   /* ---- since the error budget and SVG2 ---- */
   float *est_error;    /* [B * H] estimated relative L2 error of what each head ran,
-                          from the profiled rows (0 for dense heads) */
+                          from the profiled rows (0 for dense heads; NaN for SVG2
+                          without a budget, which then profiles nothing) */
   float *head_density; /* [B * H] kept fraction each head ran with */
   uint8_t *budget;     /* [B * H] stsa_budget_action: why that density */
   float *head_top_p;   /* [B * H] SVG2: top-p each head finally used (0 for SVG) */

@@ -47,7 +47,7 @@ expect_ok svg2.fields check svg2.json "r['mode'] == 'svg2' and r['svg']['method'
   "r['timing']['cluster_ms'] <= r['timing']['profile_ms']" \
   "[x['truth'] for x in h] == ['spatial', 'temporal', 'semantic']" \
   "all(x['kind'] == 'semantic' for x in h)" \
-  "all(0 < x['density'] <= 1 and x['est_error'] >= 0 for x in h)" \
+  "all(0 < x['density'] <= 1 and x['est_error'] is None for x in h)" \
   "all(x['budget'] == 'none' and abs(x['top_p'] - 0.9) < 1e-6 for x in h)" \
   "all(x['rel_l2'] >= 0 for x in h) and 0 < r['density'] <= 1"
 if grep -q "est_err *rel_l2 budget *top_p" svg2.stdout &&

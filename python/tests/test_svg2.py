@@ -51,10 +51,10 @@ def test_svg2_output_report_and_error_against_dense(data, threads):
     assert info.cold and 0 <= info.cluster_ms <= info.profile_ms
     assert ((info.head_density > 0) & (info.head_density < 1)).all()
     assert info.density == pytest.approx(info.head_density.mean(), rel=1e-5)
-    assert ((info.est_error > 0) & (info.est_error < 0.5)).all()
+    assert np.isnan(info.est_error).all()  # no budget: nothing profiled
     err = rel(out, dense)
     print(f"SVG2 top-p 0.9, density {info.density:.3f}: relative L2 error {err:.4f}, "
-          f"estimated {info.est_error.ravel()}")
+          f"not estimated {info.est_error.ravel()}")
     assert err < 0.2
     # the next call of the layer starts from its clusters
     _, warm = svg2(q, k, v, layer=1, step=4, layout="bshd")
@@ -70,7 +70,7 @@ def test_svg2_is_deterministic(data):
     for (a, ia), (b, ib) in zip(*runs):
         assert np.array_equal(a, b)
         assert np.array_equal(ia.head_density, ib.head_density)
-        assert np.array_equal(ia.est_error, ib.est_error)
+        assert np.array_equal(ia.est_error, ib.est_error, equal_nan=True)
 
 
 def test_svg2_density_is_a_key_budget(data):

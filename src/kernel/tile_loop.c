@@ -338,6 +338,74 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
   stsa_run_q_tile_in(pb, kv, b, h, qt, list, NULL, sc);
 }
 
+/* Whether listed entry i may join a merged run (see run_merged): a FULL
+ * variable tile whose logits cannot reach -inf. */
+static int mergeable(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                     const stsa_kv_list *list, int64_t i, int64_t tile,
+                     const stsa_tile_scratch *sc) {
+  return !(list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL) &&
+         (double)sc->q_max * kv->k_max[tile] * pb->D < LOGIT_SAFE;
+}
+
+/* The listed entries from i on that fit one score buffer side by side
+ * (columns packed without gaps, each tile's panels and the softmax's
+ * rounding inside kv_tile columns): the end of the run. */
+static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                          const stsa_kv_list *list, const int64_t *kv_start,
+                          const int64_t *kv_pack, int64_t i, int64_t ntiles,
+                          const stsa_tile_scratch *sc) {
+  int64_t c = 0, j = i;
+  for (; j < ntiles; j++) {
+    const int64_t tile = list->tiles[j];
+    const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
+    if (c + sp.len > pb->kv_tile || round_up(c + sp.n, pb->nr) > pb->kv_tile ||
+        !mergeable(pb, kv, list, j, tile, sc))
+      break;
+    c += sp.n;
+  }
+  return j;
+}
+
+/* Variable tiles are short (clusters of tens of keys): a run of listed FULL
+ * tiles [i0, i1) is computed as one tile of their columns side by side. Each
+ * tile's qk panels land right after the previous tile's last valid column
+ * (overwriting its padding columns), its V rows are copied after the
+ * previous one's into v_safe, and one softmax and one pv pass serve the
+ * run, so their per-call costs are paid once per ~kv_tile columns rather
+ * than per cluster. */
+static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                       const stsa_kv_list *list, const int64_t *kv_start,
+                       const int64_t *kv_pack, int64_t i0, int64_t i1, int rows_pad,
+                       stsa_tile_scratch *sc) {
+  const stsa_kernels *kern = pb->kern;
+  const int D = pb->D, D_pad = pb->D_pad, nr = pb->nr, ld_s = pb->kv_tile;
+  for (int r = 0; r < rows_pad; r++)
+    sc->tile_max[r] = -INFINITY;
+  int c = 0, ragged = 0;
+  for (int64_t i = i0; i < i1; i++) {
+    const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
+    const float *kt = kv->kt + (sp.pack0 / nr) * D * nr;
+    for (int p = 0; p < sp.len / nr; p++)
+      for (int r = 0; r < rows_pad; r += pb->mr)
+        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * nr,
+                 sc->s + (int64_t)r * ld_s + c + p * nr, ld_s, sc->tile_max + r);
+    for (int j = 0; j < D_pad / nr; j++)
+      memcpy(sc->v_safe + ((int64_t)j * pb->kv_tile + c) * nr,
+             kv->vp + ((int64_t)j * pb->Skv_pad + sp.pack0) * nr,
+             sizeof(float) * (size_t)sp.n * (size_t)nr);
+    ragged |= sp.n % nr != 0;
+    c += sp.n;
+  }
+  /* the folded maxima saw padding columns' zero scores if any tile is ragged */
+  kern->softmax(sc->s, ld_s, rows_pad, c, sc->m, sc->l, sc->alpha,
+                ragged ? NULL : sc->tile_max);
+  for (int j = 0; j < D_pad / nr; j++)
+    for (int r = 0; r < rows_pad; r += pb->mr)
+      kern->pv(sc->s + (int64_t)r * ld_s, ld_s, c,
+               sc->v_safe + (int64_t)j * pb->kv_tile * nr,
+               sc->o + (int64_t)r * D_pad + j * nr, D_pad, sc->alpha + r);
+}
+
 void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
                         int64_t h, int64_t qt, const stsa_kv_list *list,
                         const stsa_tile_layout *lay, stsa_tile_scratch *sc) {
@@ -360,6 +428,14 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
   const int64_t ntiles = list && list->tiles ? list->count : stsa_kv_tiles(pb);
   for (int64_t i = 0; i < ntiles; i++) {
     int64_t tile = list && list->tiles ? list->tiles[i] : i;
+    if (kv_start && list && list->tiles) {
+      const int64_t end = merged_end(pb, kv, list, kv_start, kv_pack, i, ntiles, sc);
+      if (end - i >= 2) {
+        run_merged(pb, kv, list, kv_start, kv_pack, i, end, rows_pad, sc);
+        i = end - 1;
+        continue;
+      }
+    }
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
     const int64_t k0 = sp.k0;
     const int n = sp.n, npanels = (n + pb->nr - 1) / pb->nr;

@@ -21,6 +21,11 @@
 #include "svg/svg2.h"
 #include "svg/windows.h"
 
+/* SVG2's automatic tiles (measured at Wan 480p, 130 x 433 clusters: 4-5%
+ * faster than 195 x 260 frame tiles). */
+#define SVG2_Q_TILE 256
+#define SVG2_KV_TILE 512
+
 /* Error-budget levels of SVG heads: the configured density, then x2, x4. */
 #define SVG_LEVELS 3
 
@@ -132,6 +137,14 @@ static void choose_tiles(const stsa_svg_config *cfg, const stsa_ctx *ctx, int *q
     aligned_kv = largest_divisor(P, ctx->run->kern.nr, 128, 320);
   }
   int auto_ok = aligned_q && aligned_kv;
+  if (cfg->method == STSA_SVG_METHOD_SVG2) {
+    /* SVG2's tiles follow clusters, not frames: a query cluster of up to
+     * SVG2_Q_TILE rows stays one tile (its K/V streamed once), and up to
+     * SVG2_KV_TILE columns of consecutive clusters run as one tile */
+    auto_ok = 1;
+    aligned_q = SVG2_Q_TILE / ctx->run->kern.mr * ctx->run->kern.mr;
+    aligned_kv = SVG2_KV_TILE / ctx->run->kern.nr * ctx->run->kern.nr;
+  }
   *q_tile = cfg->q_tile ? cfg->q_tile : auto_ok ? aligned_q : ctx->q_tile;
   *kv_tile = cfg->kv_tile ? cfg->kv_tile : auto_ok ? aligned_kv : ctx->kv_tile;
 }

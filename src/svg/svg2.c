@@ -5,10 +5,11 @@
  *      call, cfg.kmeans_iters_warm from that layer's previous centroids after;
  *   2. score the centroid pairs (select.h) and keep, per query cluster, the
  *      key clusters of the top-p (or key-budget) rule;
- *   3. estimate the head's relative error on the profiled rows against the
- *      dense rows, for the planned budget and, under an error budget, the
- *      larger ones of the ladder (one pass over the head's K/V serves all);
- *      take the first within the budget, else run the head dense;
+ *   3. under an error budget, estimate the head's relative error on the
+ *      profiled rows against the dense rows, for the planned selection and
+ *      the larger ones of the ladder (one pass over the heads' K/V serves
+ *      all); take the first within the budget, else run the head dense.
+ *      Without a budget nothing is profiled (the estimate is NaN);
  *   4. build (or reuse, when labels and selection are unchanged) the head's
  *      cluster plan.
  */
@@ -216,26 +217,38 @@ static uint8_t *keep_of(const call_work *w, int64_t h, int i) {
   return w->keep + (h * LADDER_MAX + i) * w->QK;
 }
 
-/* Video rows of head h of batch entry b as f32 [L][D]. */
-static void gather_video(const stsa_tensor *t, int64_t b, int64_t h, const stsa_geo *geo,
-                         int64_t D, float *dst) {
+/* The video rows of head h of batch entry b as k-means input: the tensor's
+ * own rows when they are f32 with unit element stride (k-means reads rows
+ * ld apart), else a gathered f32 copy [L][D] in `buf`. */
+static const float *video_rows(const stsa_tensor *t, int64_t b, int64_t h,
+                               const stsa_geo *geo, int64_t D, float *buf, int64_t *ld) {
+  if (t->dtype == STSA_F32 && t->stride[3] == 1 && t->stride[1] >= D) {
+    *ld = t->stride[1];
+    return stsa_tensor_row(t, b, geo->v0, h);
+  }
   for (int64_t i = 0; i < geo->L; i++)
     stsa_load_row_f32(stsa_tensor_row(t, b, geo->v0 + i, h), t->dtype, t->stride[3], D,
-                      dst + i * D);
+                      buf + i * D);
+  *ld = D;
+  return buf;
 }
 
-/* Clusters one head's queries and keys, warm from the layer's centroids. */
+/* Clusters head h's queries and keys, warm from the layer's centroids. */
 static stsa_status cluster_head(stsa_ctx *ctx, const stsa_svg2 *s,
-                                const stsa_svg_config *cfg, call_work *w, float *qc,
+                                const stsa_svg_config *cfg, call_work *w,
+                                const stsa_geo *geo, const stsa_tensor *q,
+                                const stsa_tensor *k, int64_t b, int64_t h, float *qc,
                                 float *kc, int warm, uint64_t seed) {
   const int64_t iters =
       warm ? (cfg->kmeans_iters_warm ? cfg->kmeans_iters_warm : DEFAULT_ITERS_WARM)
            : (cfg->kmeans_iters_cold ? cfg->kmeans_iters_cold : DEFAULT_ITERS_COLD);
   int done = 0;
-  stsa_kmeans_args a = {w->xq, s->L,       (int)s->D,  s->D, s->QC,
-                        warm,  (int)iters, KMEANS_TOL, seed};
+  int64_t ld = 0;
+  const float *x = video_rows(q, b, h, geo, s->D, w->xq, &ld);
+  stsa_kmeans_args a = {x,    s->L,       (int)s->D,  ld,  s->QC,
+                        warm, (int)iters, KMEANS_TOL, seed};
   STSA_TRY(stsa_kmeans(ctx, &a, qc, w->lq, w->q_sizes, &done));
-  a.x = w->xk;
+  a.x = video_rows(k, b, h, geo, s->D, w->xk, &a.ld);
   a.k = s->KC;
   a.seed = seed ^ 0x6b6579736b657973ull; /* "keys" */
   return stsa_kmeans(ctx, &a, kc, w->lk, w->k_sizes, &done);
@@ -304,11 +317,9 @@ static stsa_status select_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_sta
   const int64_t slot = b * s->H + h, D = s->D, H = s->H;
   float *qc = ls->qc + slot * s->QC * D, *kc = ls->kc + slot * s->KC * D;
   double t0 = now_ms();
-  gather_video(q, b, h, &geo, D, w->xq);
-  gather_video(k, b, h, &geo, D, w->xk);
   uint64_t seed = cfg->seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
                   ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
-  STSA_TRY(cluster_head(ctx, s, cfg, w, qc, kc, warm, seed));
+  STSA_TRY(cluster_head(ctx, s, cfg, w, &geo, q, k, b, h, qc, kc, warm, seed));
   *cluster_ms += now_ms() - t0;
   int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
   native_labels(&geo, w->lq, ql);
@@ -409,8 +420,12 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
     st = select_head(s, env, ls, warm, layer, b, h, q, k, max_rel_error, &w, cand, &n,
                      cluster_ms);
   }
-  /* every head's candidates in one pass over the heads' K/V */
-  if (st == STSA_OK)
+  /* Under a budget, every head's candidates in one pass over the heads' K/V.
+   * Without one nothing needs the estimate (SVG2 itself does not profile):
+   * the pass is skipped, and the report says not estimated (NaN). */
+  for (int64_t i = 0; rel && i < LADDER_MAX * H; i++)
+    rel[i] = NAN;
+  if (st == STSA_OK && max_rel_error > 0)
     st =
         stsa_svg_profile_heads(ctx, &env->cfg->geometry, (const stsa_mask *const *)w.mask,
                                1 + n, rows, nrows, q, k, v, b, rel);
