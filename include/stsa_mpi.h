@@ -156,7 +156,10 @@ STSA_API stsa_status stsa_dist_sparse_attention(
  * is per head and needs no extra exchange under ULYSSES (a head is whole on
  * its rank); under RING/HYBRID the sampled query rows and their partial
  * results are exchanged (a few kilobytes per head). Heads are balanced by
- * the kind each had in the previous call of the same layer. */
+ * the kind each had in the previous call of the same layer. Method SVG2 and
+ * an error budget (cfg.max_rel_error) are not distributed yet:
+ * STSA_ERR_UNSUPPORTED on every rank (SVG2 keeps centroids per head across
+ * calls, which balancing would move between ranks). */
 typedef struct stsa_dist_svg stsa_dist_svg;
 STSA_API stsa_status stsa_dist_svg_create(stsa_dist *dist, const stsa_svg_config *cfg,
                                           stsa_dist_svg **out);

@@ -392,6 +392,22 @@ static void svg_faults(void) {
   svg_create_fault(dist, "heads = 0 on the last rank", c, last, 1);
   c = svg_cfg(), c.density = 2;
   svg_create_fault(dist, "density 2 on the last rank", c, last, 1);
+  /* SVG2 and the error budget are not distributed: refused on every rank */
+  for (int i = 0; i < 2; i++) {
+    dt_set_case("stsa_dist_svg_create, %s, np%d", i ? "an error budget" : "method SVG2",
+                dt_size);
+    c = svg_cfg();
+    if (i)
+      c.max_rel_error = 0.05;
+    else
+      c.method = STSA_SVG_METHOD_SVG2;
+    stsa_dist_svg *const marker = (stsa_dist_svg *)&dt_checks;
+    stsa_dist_svg *svg = marker;
+    stsa_status st = stsa_dist_svg_create(dist, &c, &svg);
+    expect_agreed(st, stsa_dist_last_error(dist), STSA_ERR_UNSUPPORTED,
+                  STSA_ERR_UNSUPPORTED, NULL, 0);
+    DT_CHECK(svg == marker, "*out written by a refused stsa_dist_svg_create");
+  }
   svg_call_fault(dist);
   stsa_dist_free(dist);
 }
