@@ -8,7 +8,8 @@
 # "dist" object. Failures on one rank (mpirun's MPMD form: a missing input,
 # a different --density, an option value out of range) stop every rank with
 # that rank's message, a non-zero exit and no file written; so does one
-# rank given a dump of other shapes. Skips (exit 0,
+# rank given a dump of other shapes. --max-error and --mode svg2 are usage
+# errors with --dist. Skips (exit 0,
 # a "skipped" line) when the binary was built without MPI or there is no
 # mpirun. Prints "test_cli_dist: N passed, M failed".
 set -euo pipefail
@@ -214,6 +215,25 @@ expect_fail_all bad-value "rank 1: --density = 2 is out of range" \
   -np 1 "$STSA" run --in in.safetensors "${base[@]}" --density 2
 expect_fail_all hybrid-degree "the Ulysses degree 3 does not divide the 2 ranks" \
   "${MPIRUN[@]}" -np 2 "$STSA" run --in in.safetensors "${base[@]}" --dist hybrid:3
+# what the distributed call cannot do is a usage error (exit 2, nothing
+# written), not an option dropped: an error budget, SVG2 (1 rank, no mpirun)
+expect_usage() {
+  local name=$1 msg=$2
+  shift 2
+  rm -f err.*
+  local rc=0
+  "$@" >"$name.stdout" 2>"$name.stderr" || rc=$?
+  if [ "$rc" = 2 ] && grep -q -- "$msg" "$name.stderr" && ! ls err.* >/dev/null 2>&1; then
+    ok
+  else
+    bad "$name: exit $rc, $(head -c 300 "$name.stderr")"
+  fi
+}
+expect_usage max-error "--max-error does not run with --dist" \
+  "$STSA" run --in in.safetensors "${base[@]}" --density 0.6 --max-error 0.1
+expect_usage svg2 "--mode svg2 does not run with --dist" \
+  "$STSA" run --in in.safetensors "${base[@]}" --mode svg2
+
 expect_fail_all bench-permute "does not apply with --dist" \
   "${MPIRUN[@]}" -np 2 "$STSA" bench svg --preset wan21-480p --dist ring --compare-permute
 

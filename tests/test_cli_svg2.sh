@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_cli_svg2.sh STSA_BINARY — the CLI faces of Sparse VideoGen 2 and of
 # the error budget: `stsa run --mode svg2` on the built-in workload (the
-# report's new fields, the per-head table), --max-error for svg and svg2 (a
-# tiny budget makes every head dense), the usage errors (--density with
+# report's new fields, the per-head table; a preset on a smaller video gets
+# automatic cluster counts), --max-error for svg and svg2 (a tiny budget
+# makes every head dense), the usage errors (--density with
 # --top-p, svg2-only flags elsewhere: exit 2, nothing written), `stsa bench
 # svg2 --json` on a tiny geometry and `stsa plot pareto` (a PNG and its JSON
 # table). Prints "test_cli_svg2: N passed, M failed".
@@ -65,6 +66,17 @@ expect_ok svg2.density.fields check svg2d.json "r['svg']['top_p'] == 0" \
   "r['svg']['budget_of_keys'] == 'density' and r['density_target'] == 0.3" \
   "r['svg']['q_clusters'] == 4 and r['svg']['kv_clusters'] == 8" \
   "all(x['top_p'] == 0 for x in h)"
+
+# a preset's cluster counts (300 / 1000 at 720p) give way to the automatic
+# ones when the flags make the video smaller; --q-clusters still applies
+small=(--workload --preset wan21-720p --frames 4 --height 12 --width 16 --heads 2 --head-dim 32
+  --threads 2 --mode svg2 --quiet)
+expect_ok preset.small "$STSA" run "${small[@]}" --report small.json
+expect_ok preset.small.fields check small.json \
+  "0 < r['svg']['q_clusters'] < 300 and 0 < r['svg']['kv_clusters'] < 1000"
+expect_ok preset.small.q "$STSA" run "${small[@]}" --q-clusters 5 --report small5.json
+expect_ok preset.small.q.fields check small5.json "r['svg']['q_clusters'] == 5" \
+  "r['svg']['kv_clusters'] < 1000"
 
 # ------------------------------------------- --max-error: a tiny budget runs every head dense
 # (6 frames: the sparse plans keep less than everything there)

@@ -5,7 +5,8 @@
 # -V/--version; every option takes --opt=value as well as --opt value (same
 # output, byte for byte); a flag without a value says so when given one;
 # `stsa run --help` names every option the code accepts (read from the
-# sources next to this script) and accepts every option it names; `stsa demo
+# sources next to this script) and accepts every option it names; `stsa plot
+# pareto --help` is its own, with a line per option of its source; `stsa demo
 # --quick` explains its table, gives the worst error of the whole trace and
 # says that the problem is too small to speed up.
 # Prints "test_cli_usage: N passed, M failed".
@@ -99,6 +100,20 @@ for o in $(grep -o -- '--[a-z][a-z0-9-]*' run-help.txt | sort -u); do
   "$STSA" run "$o" 2>opt.err >/dev/null || rc=$?
   if grep -q "unknown option" opt.err; then bad "run --help names $o, which run rejects"; else ok; fi
 done
+
+# plot pareto --help is its own: a line for every option of plot_pareto.c,
+# not the text of every picture
+"$STSA" plot pareto --help >pareto-help.txt
+popts=$(grep -ho '"--[a-z0-9-]*"' "$SRC/tools/plot_pareto.c" | tr -d '"' | sort -u)
+[ "$(echo "$popts" | wc -l)" -ge 9 ] && ok || bad "found only $(echo "$popts" | wc -l) plot pareto options"
+for o in $popts --threads; do
+  if grep -qE -- "^  (.*, )?$o\\b" pareto-help.txt; then ok; else bad "plot pareto --help has no line for $o"; fi
+done
+if grep -q "usage: stsa plot pareto" pareto-help.txt && ! grep -q "plot plan" pareto-help.txt; then
+  ok
+else
+  bad "plot pareto --help is not its own: $(head -c 300 pareto-help.txt)"
+fi
 
 # --------------------------------------------------- item 19: the demo
 if "$STSA" demo --quick --threads 2 >demo.out 2>demo.err; then

@@ -47,7 +47,8 @@ static void plot_usage(void) {
       "             density) and an oracle keeping each query tile's heaviest key\n"
       "             tiles, per kind of the built-in workload's heads (semantic,\n"
       "             spatial, temporal; default 8 x 24 x 32, D 64, 2 heads per kind,\n"
-      "             densities 0.05-0.4, 64-token oracle tiles); the table is printed\n"
+      "             densities 0.05-0.4, 64-token oracle tiles); the table is printed;\n"
+      "             its options: stsa plot pareto --help\n"
       "See docs/cli.md.\n");
 }
 

@@ -79,8 +79,8 @@ static const cli_opt RUN_OPTIONS[] = {
     {.name = "--layer",
      .metavar = "L",
      CLI_I64(run_opts, layer, 0, INT32_MAX),
-     .help = "the call's layer and step (--mode svg; default: the\n"
-             "first call the policy runs sparse)"},
+     .help = "the call's layer and step (--mode svg and svg2; default:\n"
+             "the first call the policy runs sparse)"},
     {.name = "--step", .metavar = "S", CLI_I64(run_opts, step, 0, INT32_MAX)},
     {.name = "--max-error",
      .metavar = "E",
@@ -168,6 +168,10 @@ static void check_mode_flags(const run_opts *o) {
             "(--top-p P: until their probability reaches P; --density D: D of the keys)");
   if (o->mode == RUN_MODE_SVG2 && o->dist.scheme >= 0)
     cli_die("run: --mode svg2 does not run with --dist yet");
+  /* the distributed SVG call takes no error budget: refused, not dropped */
+  if (o->max_error >= 0 && o->dist.scheme >= 0)
+    cli_die("run: --max-error does not run with --dist yet (the distributed SVG call "
+            "takes no error budget)");
   const run_workload_opts *w = &o->work;
   if (w->on && o->dist.scheme >= 0)
     cli_die("run: --workload does not run with --dist (give the ranks an input file)");

@@ -47,20 +47,59 @@ static void set_densities(void *base, const char *name, const char *value) {
 }
 
 static const cli_opt PARETO_OPTIONS[] = {
-    {.name = "--out", .metavar = "FILE", CLI_STR(pareto_opts, out)},
-    {.name = "--json", .metavar = "FILE", CLI_STR(pareto_opts, json)},
-    {.name = "--frames", .metavar = "F", CLI_I64(pareto_opts, frames, 1, 1 << 16)},
+    {.help = "output (with neither, only the table is printed):"},
+    {.name = "--out", .metavar = "FILE", CLI_STR(pareto_opts, out), .help = "the PNG"},
+    {.name = "--json",
+     .metavar = "FILE",
+     CLI_STR(pareto_opts, json),
+     .help = "the table as JSON"},
+    {.help = "the built-in workload:"},
+    {.name = "--frames",
+     .metavar = "F",
+     CLI_I64(pareto_opts, frames, 1, 1 << 16),
+     .help = "its video geometry, no text (default 8 x 24 x 32)"},
     {.name = "--height", .metavar = "Hp", CLI_I64(pareto_opts, height, 1, 1 << 16)},
     {.name = "--width", .metavar = "Wp", CLI_I64(pareto_opts, width, 1, 1 << 16)},
     {.name = "--heads-per-kind",
      .metavar = "K",
-     CLI_I64(pareto_opts, heads_per_kind, 1, 64)},
-    {.name = "--head-dim", .metavar = "D", CLI_I64(pareto_opts, head_dim, 1, 512)},
-    {.name = "--densities", .metavar = "LIST", CLI_CALL(set_densities)},
-    {.name = "--tile", .metavar = "T", CLI_INT(pareto_opts, tile, 16, 4096)},
-    {.name = "--seed", .metavar = "N", CLI_U64(pareto_opts, seed, 0, INT64_MAX)},
+     CLI_I64(pareto_opts, heads_per_kind, 1, 64),
+     .help = "semantic, spatial and temporal heads of each (default 2)"},
+    {.name = "--head-dim",
+     .metavar = "D",
+     CLI_I64(pareto_opts, head_dim, 1, 512),
+     .help = "head dimension (default 64)"},
+    {.name = "--seed",
+     .metavar = "N",
+     CLI_U64(pareto_opts, seed, 0, INT64_MAX),
+     .help = "its seed (default 1)"},
+    {.help = "the methods:"},
+    {.name = "--densities",
+     .metavar = "LIST",
+     CLI_CALL(set_densities),
+     .help = "requested kept fractions, comma-separated, at most 16\n"
+             "(default 0.05,0.1,0.15,0.2,0.3,0.4)"},
+    {.name = "--tile",
+     .metavar = "T",
+     CLI_INT(pareto_opts, tile, 16, 4096),
+     .help = "the oracle's square tiles, a multiple of 16 (default 64)"},
     CLI_THREADS_OPTION(pareto_opts),
     {0}};
+
+static void pareto_usage(void) {
+  printf(
+      "usage: stsa plot pareto [--out pareto.png] [--json T.json] [--frames F --height "
+      "Hp\n"
+      "                        --width Wp] [--heads-per-kind K] [--head-dim D]\n"
+      "                        [--densities 0.05,0.1,...] [--tile T] [--seed N]\n"
+      "                        [--threads T]\n"
+      "Relative L2 against dense of SVG, SVG2 (key budget = density) and an oracle\n"
+      "keeping each query tile's heaviest key tiles, against realised density, one\n"
+      "panel per kind of the built-in workload's heads (semantic, spatial,\n"
+      "temporal). The table is always printed.\n");
+  const cli_opt *const tables[1] = {PARETO_OPTIONS};
+  cli_print_options(tables, 1);
+  printf("See docs/cli.md.\n");
+}
 
 /* ---- the table as text and JSON ---------------------------------------------- */
 
@@ -207,7 +246,9 @@ int plot_pareto(int argc, char **argv) {
                    .n_densities = 6,
                    .densities = {0.05, 0.1, 0.15, 0.2, 0.3, 0.4}};
   const cli_opt_set set = {PARETO_OPTIONS, &o};
-  plot_parse("pareto", argc, argv, &set, 1);
+  /* its own help (per-option lines), not the one of every picture */
+  static const cli_command cmd = {"plot pareto", "stsa plot pareto --help", pareto_usage};
+  cli_parse(&cmd, argc, argv, 2, &set, 1);
   if (o.tile % 16)
     cli_die("plot pareto: --tile %d must be a multiple of 16", o.tile);
   cli_output outs[2];

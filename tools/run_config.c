@@ -59,9 +59,16 @@ void run_resolve_config(const run_geo_opts *o, int64_t heads, int64_t head_dim,
   if (o->preset)
     load_preset(o->preset, &c);
   stsa_geometry *g = &c.geometry;
+  const stsa_geometry preset_geo = *g;
   g->frames = o->frames > 0 ? o->frames : g->frames;
   g->height = o->height > 0 ? o->height : g->height;
   g->width = o->width > 0 ? o->width : g->width;
+  /* A preset's SVG2 cluster counts are for its video (300 / 1000 can exceed
+   * a small one's tokens): another video gets the session's automatic counts
+   * (0, scaled to it), as `bench svg2` does; --q/--kv-clusters still apply. */
+  if (o->preset && (g->frames != preset_geo.frames || g->height != preset_geo.height ||
+                    g->width != preset_geo.width))
+    c.q_clusters = c.kv_clusters = 0;
   if (!g->frames || !g->height || !g->width)
     cli_die("the video geometry is missing: give --frames F --height Hp --width Wp "
             "(latent frames and tokens per frame side) or --preset NAME");
