@@ -157,6 +157,9 @@ def test_svg2_mode_budget_and_defaults():
     with pytest.raises(ValueError, match="kv_clusters = 8 is a setting of mode 'svg2', not "
                                          "'dense'"):
         stsa.diffusers.install_svg(model, mode="dense", kv_clusters=8, **VIDEO)
+    with pytest.raises(ValueError, match="max_error = 0.1 is a setting of modes 'svg' and "
+                                         "'svg2', not 'dense'"):
+        stsa.diffusers.install_svg(model, mode="dense", max_error=0.1, **VIDEO)
     with pytest.raises(ValueError, match="is not 'svg', 'svg2' or 'dense'"):
         stsa.diffusers.install_svg(model, mode="svg3", **VIDEO)
 

@@ -63,6 +63,55 @@ def test_segments_and_dense_masks():
     assert np.array_equal(masks.dense(keep).to_dense(17, 29), keep)
 
 
+def _cluster_case(s_q=37, s_kv=41, qc=4, kc=6, seed=1):
+    """Labels with some -1 (tokens in no cluster) and a random keep map."""
+    rng = np.random.default_rng(seed)
+    q_lab = rng.integers(-1, qc, s_q).astype(np.int32)
+    k_lab = rng.integers(-1, kc, s_kv).astype(np.int32)
+    keep = rng.random((qc, kc)) < 0.5
+    want = (q_lab[:, None] >= 0) & (k_lab[None, :] >= 0) & keep[q_lab[:, None], k_lab[None, :]]
+    return q_lab, k_lab, keep, want
+
+
+def test_cluster_mask_matches_its_definition():
+    q_lab, k_lab, keep, want = _cluster_case()
+    m = masks.clusters(q_lab, 4, k_lab, 6, keep)
+    assert np.array_equal(m.to_dense(37, 41), want)
+    assert m.shape == (37, 41)
+    assert (q_lab < 0).any() and (k_lab < 0).any()
+    i, j = np.argwhere(want)[0]
+    assert m.keep(i, j) and not m.keep(int(np.argmax(q_lab < 0)), j)  # -1: never kept
+    # uint8 keep and int64 labels give the same (structurally equal) mask
+    same = masks.clusters(q_lab.astype(np.int64), 4, k_lab, 6, keep.astype(np.uint8) * 7)
+    assert same.equals(m)
+    with pytest.raises(ValueError, match=r"keep must be \[q_clusters, kv_clusters\]"):
+        masks.clusters(q_lab, 4, k_lab, 6, keep.T)
+    with pytest.raises(ValueError, match=r"q_labels must lie in \[-1, 3\)"):
+        masks.clusters(q_lab, 3, k_lab, 6, keep[:3])
+    with pytest.raises(ValueError, match="k_labels must be 1-D"):
+        masks.clusters(q_lab, 4, k_lab[None], 6, keep)
+
+
+def test_cluster_plan_and_sparse_attention_equal_the_dense_mask(threads):
+    n = 53
+    q_lab, k_lab, keep, _ = _cluster_case(n, n, 5, 7, seed=4)
+    # every query in a cluster and key 0 in cluster 0, kept by all: no empty rows
+    q_lab[q_lab < 0] = 1
+    k_lab[0] = 0
+    keep[:, 0] = True
+    want = (k_lab[None, :] >= 0) & keep[q_lab[:, None], k_lab[None, :]]
+    m = masks.clusters(q_lab, 5, k_lab, 7, keep)
+    q, k, v = _qkv(n, h=2, d=16, seed=9)
+    plan = stsa.Plan(m, n, heads=2, q_tile=16, kv_tile=16)
+    assert plan.stats.pairs_kept == 2 * want.sum()
+    got = stsa.sparse_attention(q, k, v, plan=plan, layout="bshd", threads=threads)
+    same = stsa.sparse_attention(q, k, v, mask=masks.dense(want), layout="bshd",
+                                 threads=threads)
+    np.testing.assert_allclose(got, same, atol=1e-6)
+    ref_out, _ = ref.attention(q, k, v, keep=want)
+    np.testing.assert_allclose(got, ref_out, atol=2e-5)
+
+
 def _qkv(n, h=3, d=32, seed=0, dtype=np.float32):
     return (ref.rand((2, n, h, d), dtype, seed), ref.rand((2, n, h, d), dtype, seed + 1),
             ref.rand((2, n, h, d), dtype, seed + 2))

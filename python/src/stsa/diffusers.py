@@ -222,7 +222,7 @@ def install_svg(transformer, height, width, num_frames, density=None, dense_step
     probability, None: 0.9; or, given density and no top_p, up to that key
     budget), or "dense" to run every attention dense through stsa (a
     reference for comparisons). max_error: the error budget of "svg" and
-    "svg2" (see stsa.SVG; None: none). q_clusters, kv_clusters: SVG2's
+    "svg2" (see stsa.SVG; None: none; an error in mode "dense"). q_clusters, kv_clusters: SVG2's
     k-means clusters per head (None: scaled from the published 300 / 1000
     at Wan 2.1 720p).
     cross_attention: also run the cross-attention blocks (attn2) through stsa.
@@ -234,6 +234,10 @@ def install_svg(transformer, height, width, num_frames, density=None, dense_step
     for name, value in svg2_only.items():
         if value is not None and mode != "svg2":
             raise ValueError(f"{name} = {value} is a setting of mode 'svg2', not {mode!r}")
+    if max_error is not None and mode == "dense":
+        # dense attention has no estimate to hold to a budget: refused, not dropped
+        raise ValueError(f"max_error = {max_error} is a setting of modes 'svg' and 'svg2', "
+                         f"not 'dense'")
     blocks = getattr(transformer, "blocks", None)
     if blocks is None or not len(blocks):
         raise TypeError("install_svg needs a diffusers WanTransformer3DModel (a module with "

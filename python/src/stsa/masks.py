@@ -21,7 +21,8 @@ from ._lib import ffi, lib
 from .geometry import Geometry
 
 __all__ = ["Mask", "full", "causal", "local", "chunked_causal", "frame_window",
-           "spatial_window", "position_band", "sink_frames", "text", "segments", "dense"]
+           "spatial_window", "position_band", "sink_frames", "text", "segments", "dense",
+           "clusters"]
 
 
 def _make(fn_name, description, *args, geometry=None, shape=None):
@@ -182,3 +183,39 @@ def dense(keep):
     return _make("stsa_mask_dense", f"dense([{arr.shape[0]}, {arr.shape[1]}])",
                  pointer(arr, "uint8_t"), arr.shape[0], arr.shape[1],
                  shape=arr.shape)
+
+
+def _labels(labels, clusters, who):
+    """1-D int32 labels in [-1, clusters): checked before the cast, so a
+    label outside int32 is an error, not a wrapped value."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"clusters: {who} must be 1-D, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"clusters: {who} must be integers, got {arr.dtype}")
+    if arr.size and (arr.min() < -1 or arr.max() >= clusters):
+        raise ValueError(f"clusters: {who} must lie in [-1, {clusters}) (-1: no cluster), "
+                         f"got [{arr.min()}, {arr.max()}]")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def clusters(q_labels, q_clusters, k_labels, kv_clusters, keep):
+    """Cluster rectangles (Sparse VideoGen 2): (i, j) is kept iff
+    keep[q_labels[i], k_labels[j]]. Labels are int32 in [0, q_clusters) and
+    [0, kv_clusters), or -1 for a token no cluster holds (text: combine with
+    masks.text), which this mask never keeps; keep is a bool/uint8 array
+    [q_clusters, kv_clusters] (nonzero = keep). Arrays copied
+    (stsa_mask_clusters)."""
+    qc = as_int(q_clusters, "q_clusters")
+    kc = as_int(kv_clusters, "kv_clusters")
+    q = _labels(q_labels, qc, "q_labels")
+    k = _labels(k_labels, kc, "k_labels")
+    arr = np.asarray(keep)
+    if arr.shape != (qc, kc):
+        raise ValueError(f"clusters: keep must be [q_clusters, kv_clusters] = [{qc}, {kc}], "
+                         f"got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr != 0, dtype=np.uint8)
+    return _make("stsa_mask_clusters",
+                 f"clusters([{q.size}], {qc}, [{k.size}], {kc})",
+                 pointer(q, "int32_t"), q.size, qc, pointer(k, "int32_t"), k.size, kc,
+                 pointer(arr, "uint8_t"), shape=(q.size, k.size))

@@ -32,8 +32,10 @@ class SVG2(SVG):
     (warm-started from the layer's previous centroids), and each query
     cluster keeps the key clusters of highest centroid probability until
     their cumulative probability reaches top_p (always the top one, and at
-    least min_kv_fraction of them); text tokens and the first-frame sink
-    stay as in SVG. Every head reports kind "semantic".
+    least min_kv_fraction of them); the text rules are added as in SVG,
+    and there is no first-frame sink (a head's mask is its cluster
+    rectangles plus the text rules; sink_frames does not change it). Every
+    head reports kind "semantic".
 
     top_p: the probability mass kept (default 0.9, or the preset's). density:
     instead of top_p, a key budget: key clusters are kept until they hold
