@@ -1,11 +1,13 @@
 /*
  * test_kmeans.c — the SVG2 k-means (src/svg/kmeans.c): planted blobs
  * recovered exactly, k-means++ leaving no cluster empty, a cost that never
- * rises, warm starts, determinism across threads / runs / seeds, edge cases,
+ * rises, warm starts, determinism across threads / runs / seeds, pruned
+ * (Hamerly) assignments equal to full ones, edge cases,
  * bad arguments writing nothing, and one assignment against a
  * double-precision brute force.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,6 +308,90 @@ static void test_determinism(void) {
   free(x);
 }
 
+/* Runs a warm k-means with the probe's switches on `threads` threads. */
+static void run_probed(int threads, const stsa_kmeans_args *a,
+                       const stsa_kmeans_probe *probe, const float *warm_from,
+                       result *r) {
+  stsa_ctx *ctx = make_ctx(threads);
+  memcpy(r->cent, warm_from, sizeof(float) * (size_t)(a->k * a->d));
+  r->st = stsa_kmeans_probed(ctx, a, probe, r->cent, r->labels, r->sizes, &r->iters_done);
+  CHECK(r->st == STSA_OK, "stsa_kmeans_probed: %s (%s)", stsa_status_str(r->st),
+        stsa_ctx_last_error(ctx));
+  stsa_ctx_free(ctx);
+}
+
+/* Centroids of x (cold, 10 iterations), then warm runs of iters 2..5 on x
+ * moved by noise N(0, noise^2): the pruned assignments give bitwise the
+ * result of full ones, on 1, 2 and 3 threads. Returns the points the second
+ * assignment recomputed (iters 2, 1 thread). */
+static int64_t check_pruned(const char *what, float *x, int64_t n, int d, int64_t ld,
+                            int64_t k, double noise, tu_rng *rng) {
+  stsa_ctx *ctx = make_ctx(2);
+  stsa_kmeans_args a = make_args(x, n, d, ld, k, 0, 10, 0.0, 31);
+  result seed = result_alloc(n, d, k);
+  run(ctx, &a, &seed);
+  stsa_ctx_free(ctx);
+  for (int64_t i = 0; i < n; i++)
+    for (int j = 0; j < d; j++)
+      x[i * ld + j] += (float)(noise * tu_rng_normal(rng));
+  a.warm = 1;
+  int64_t second = -1;
+  for (int iters = 2; iters <= 5; iters++) {
+    a.iters = iters;
+    int64_t recomputed[5];
+    const stsa_kmeans_probe full = {1, NULL}, pruned = {0, recomputed};
+    result ref = result_alloc(n, d, k), r = result_alloc(n, d, k);
+    run_probed(1, &a, &full, seed.cent, &ref);
+    for (int t = 1; t <= 3; t++) {
+      for (int e = 0; e < 5; e++)
+        recomputed[e] = -1;
+      run_probed(t, &a, &pruned, seed.cent, &r);
+      CHECK(same_result(&r, &ref, n, d, k),
+            "pruned %s: iters %d, %d threads differ from full assignments", what, iters,
+            t);
+      CHECK(recomputed[0] == n, "pruned %s: first assignment computed %lld of %lld", what,
+            (long long)recomputed[0], (long long)n);
+      for (int e = 1; e < r.iters_done; e++)
+        CHECK(recomputed[e] >= 0 && recomputed[e] <= n,
+              "pruned %s: assignment %d computed %lld", what, e,
+              (long long)recomputed[e]);
+      if (iters == 2 && t == 1)
+        second = recomputed[1];
+    }
+    result_free(&ref);
+    result_free(&r);
+  }
+  printf("test_kmeans: pruned %s (n %lld, d %d, k %lld, noise %g): 2nd assignment "
+         "recomputed %lld of %lld points\n",
+         what, (long long)n, d, (long long)k, noise, (long long)second, (long long)n);
+  result_free(&seed);
+  return second;
+}
+
+/* Hamerly pruning is exact: random points (little to prune), planted blobs
+ * (most pruned), rows apart (gathered copies), odd d, far moves. */
+static void test_pruned_equals_full(void) {
+  tu_rng rng = {41};
+  float *x = random_points(&rng, 3000, 128, 131);
+  check_pruned("random", x, 3000, 128, 131, 60, 0.05, &rng);
+  free(x);
+  x = random_points(&rng, 2000, 33, 33);
+  check_pruned("random far", x, 2000, 33, 33, 97, 0.5, &rng);
+  free(x);
+  int64_t n;
+  int32_t *truth;
+  x = planted(&rng, 40, 64, 64, 3.0, 0.5, &n, &truth);
+  const int64_t second = check_pruned("clustered", x, n, 64, 64, 40, 0.05, &rng);
+  CHECK(second >= 0 && second < n / 4, "pruned clustered: %lld of %lld recomputed",
+        (long long)second, (long long)n);
+  free(x);
+  free(truth);
+  x = planted(&rng, 30, 40, 45, 3.0, 1.0, &n, &truth);
+  check_pruned("clustered, k > blobs", x, n, 40, 45, 90, 0.2, &rng);
+  free(x);
+  free(truth);
+}
+
 static int all_finite(const float *v, int64_t count) {
   for (int64_t e = 0; e < count; e++)
     if (!isfinite(v[e]))
@@ -548,6 +634,7 @@ int main(void) {
   test_cost_monotone(ctx);
   test_warm_start(ctx);
   test_determinism();
+  test_pruned_equals_full();
   test_edges(ctx);
   test_bad_args(ctx);
   test_against_brute_force(ctx, 33);

@@ -26,6 +26,18 @@
  * d eps (||x||^2 + ||c||^2)); such pairs are recomputed as sum (x - c)^2,
  * which gives duplicates exactly 0. */
 #define CANCEL_FRACTION (1.0f / 1024.0f)
+/* Bound of the error of a squared distance in GEMM form, per (d, unit of
+ * ||x||^2 + 2 max ||c||^2), u = 2^-24. With gamma_d = d u / (1 - d u), the
+ * f32 sums of any order (FMA or not) give |xn^ - xn| <= gamma_d xn,
+ * |cn^ - cn| <= gamma_d cn, |(x.c)^ - x.c| <= gamma_d (xn + cn) / 2, and
+ * the score cn^ - 2 (x.c)^ rounds once more (u (xn + 2 cn)): the score is
+ * within (gamma_d + u)(xn + 2 cn) and xn^ + score within
+ * (2 gamma_d + u)(xn + 2 cn) of the exact values. (2 d + 8) u covers both
+ * with room for gamma_d > d u and for max ||c||^2 itself rounded. */
+#define GEMM_ERR(d) ((2.0 * (d) + 8.0) * 0x1p-24)
+/* Relative slack of the bound arithmetic in double (sqrt, sums, the
+ * shifts' own rounding): far above its 1e-16 error, far below GEMM_ERR. */
+#define BOUND_SLACK 1e-9
 
 /* ---- problem and scratch --------------------------------------------------- */
 
@@ -37,7 +49,14 @@ typedef struct km {
   float *panels;     /* K^T panels of the centres being compared [ceil(k/nr)][d][nr] */
   float *cnorm;      /* ||c||^2 of those centres, padded to the panels */
   float *row_val;    /* per point: best ||c||^2 - 2 x.c (Lloyd), or D^2 (k-means++) */
-  float *xnorm;      /* ||x_i||^2 (k-means++) */
+  float *row_val2;   /* per point: the runner-up ||c||^2 - 2 x.c (Lloyd) */
+  float *xnorm;      /* ||x_i||^2 */
+  double *upper;     /* per point: >= its exact distance to its centroid */
+  double *lower;     /* per point: <= its exact distance to any other centroid */
+  double *shift;     /* [k] distance each centroid moved in the last update */
+  double max_shift;  /* the largest of them (NaN if any is) */
+  float cnorm_max;   /* max ||c||^2 of the centroids of the last assignment */
+  int32_t *todo;     /* [n] the points a pruned assignment recomputes */
   double *chunk_cum; /* inclusive prefix of the D^2 chunk sums (k-means++) */
   int64_t *counts;   /* [k] members per cluster */
   int64_t *start;    /* [k + 1] first member of each cluster in order[] */
@@ -91,6 +110,11 @@ static int km_alloc(km *m, void **block) {
                           floats64(npan * (size_t)m->nr),
                           floats64(n),
                           floats64(n),
+                          floats64(n),
+                          floats64(2 * n),
+                          floats64(2 * n),
+                          floats64(2 * k),
+                          floats64(n),
                           floats64(2 * nchunks),
                           floats64(2 * k),
                           floats64(2 * (k + 1)),
@@ -114,14 +138,19 @@ static int km_alloc(km *m, void **block) {
   m->panels = at[0];
   m->cnorm = at[1];
   m->row_val = at[2];
-  m->xnorm = at[3];
-  m->chunk_cum = at[4];
-  m->counts = at[5];
-  m->start = at[6];
-  m->cursor = at[7];
-  m->order = at[8];
-  m->pending = at[9];
-  m->thread_mem = at[10];
+  m->row_val2 = at[3];
+  m->xnorm = at[4];
+  m->upper = at[5];
+  m->lower = at[6];
+  m->shift = at[7];
+  m->todo = at[8];
+  m->chunk_cum = at[9];
+  m->counts = at[10];
+  m->start = at[11];
+  m->cursor = at[12];
+  m->order = at[13];
+  m->pending = at[14];
+  m->thread_mem = at[15];
   *block = p;
   return 0;
 }
@@ -206,13 +235,16 @@ static int scores_below(float *v, const float *cn, int cols, float best) {
   return below;
 }
 
-/* Runs qk over every (row block, panel) of x against the `count` packed
- * centres, parallel over chunks of row blocks. The order of the visits
- * within a row is by panel, the same on any thread count. */
-static void gemm_pass(km *m, int64_t count, block_visit visit, void *ud) {
+/* Runs qk over every (row block, panel) of the points idx[0.. nrows-1] (of
+ * 0.. nrows-1 when idx is NULL) against the `count` packed centres,
+ * parallel over chunks of row blocks; a visit's rows are positions in that
+ * list. The order of the visits within a row is by panel, the same on any
+ * thread count, and a row's scores do not depend on its block. */
+static void gemm_pass(km *m, const int32_t *idx, int64_t nrows, int64_t count,
+                      block_visit visit, void *ud) {
   const int mr = m->mr, nr = m->nr, d = m->d;
   const int64_t chunk_rows = (int64_t)CHUNK_BLOCKS * mr;
-  const int64_t nchunks = (m->n + chunk_rows - 1) / chunk_rows;
+  const int64_t nchunks = (nrows + chunk_rows - 1) / chunk_rows;
   const int64_t npan = (count + nr - 1) / nr;
 #pragma omp parallel num_threads(threads_for(m, nchunks))
   {
@@ -222,20 +254,22 @@ static void gemm_pass(km *m, int64_t count, block_visit visit, void *ud) {
 #pragma omp for schedule(dynamic, 1)
     for (int64_t ch = 0; ch < nchunks; ch++) {
       const int64_t i0 = ch * chunk_rows;
-      const int64_t rows = m->n - i0 < chunk_rows ? m->n - i0 : chunk_rows;
+      const int64_t rows = nrows - i0 < chunk_rows ? nrows - i0 : chunk_rows;
       const int64_t nblocks = (rows + mr - 1) / mr;
       const float *q[CHUNK_BLOCKS]; /* each block's mr rows, d apart */
       for (int64_t b = 0; b < nblocks; b++) {
         const int64_t brows = rows - b * mr < mr ? rows - b * mr : mr;
-        if (m->ld == d && brows == mr) { /* packed rows serve as they are */
+        if (!idx && m->ld == d && brows == mr) { /* packed rows serve as they are */
           q[b] = x_row(m, i0 + b * mr);
           continue;
         }
         float *dst = t.q + b * mr * d;
         for (int64_t r = 0; r < mr; r++) {
-          if (r < brows)
-            memcpy(dst + r * d, x_row(m, i0 + b * mr + r), sizeof(float) * (size_t)d);
-          else
+          if (r < brows) {
+            const int64_t pos = i0 + b * mr + r;
+            memcpy(dst + r * d, x_row(m, idx ? idx[pos] : pos),
+                   sizeof(float) * (size_t)d);
+          } else
             memset(dst + r * d, 0, sizeof(float) * (size_t)d);
         }
         q[b] = dst;
@@ -255,35 +289,115 @@ static void gemm_pass(km *m, int64_t count, block_visit visit, void *ud) {
 
 /* ---- Lloyd: assignment ------------------------------------------------------ */
 
+/* The rows of one assignment pass: points idx[pos] (pos itself when NULL). */
+typedef struct assign_rows {
+  int32_t *labels;
+  const int32_t *idx;
+} assign_rows;
+
+/* Keeps each row's best and runner-up score; only rows with a score below
+ * their runner-up leave the vectorised test. */
 static void assign_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
                          float *s) {
-  int32_t *labels = ud;
+  const assign_rows *ar = ud;
   const float *cn = m->cnorm + c0;
   for (int r = 0; r < rows; r++) {
+    const int64_t i = ar->idx ? ar->idx[i0 + r] : i0 + r;
     float *v = s + r * m->nr;
-    const float best = m->row_val[i0 + r];
-    if (!scores_below(v, cn, cols, best))
-      continue; /* the common case once a row has a near centroid */
-    float b = best;
-    int32_t lab = labels[i0 + r];
-    for (int c = 0; c < cols; c++)
-      if (v[c] < b) { /* strict: ties keep the lower index */
-        b = v[c];
+    const float second = m->row_val2[i];
+    if (!scores_below(v, cn, cols, second))
+      continue; /* the common case once a row has two near centroids */
+    float b1 = m->row_val[i], b2 = second;
+    int32_t lab = ar->labels[i];
+    for (int c = 0; c < cols; c++) {
+      if (v[c] < b1) { /* strict: ties keep the lower index */
+        b2 = b1;
+        b1 = v[c];
         lab = (int32_t)(c0 + c);
+      } else if (v[c] < b2) {
+        b2 = v[c];
       }
-    m->row_val[i0 + r] = b;
-    labels[i0 + r] = lab;
+    }
+    m->row_val[i] = b1;
+    m->row_val2[i] = b2;
+    ar->labels[i] = lab;
   }
 }
 
-/* labels[i] = argmin_c ||c||^2 - 2 x_i . c over the k centroids. */
-static void assign(km *m, const float *centroids, int32_t *labels) {
-  pack_centres(m, centroids, m->d, NULL, m->k);
-  for (int64_t i = 0; i < m->n; i++) {
+/* The bound of the GEMM-form error of point i's squared distances to the
+ * centroids last packed (see GEMM_ERR). */
+static double gemm_err(const km *m, int64_t i) {
+  return GEMM_ERR(m->d) * ((double)m->xnorm[i] + 2.0 * (double)m->cnorm_max);
+}
+
+/* Scores of the points idx[0.. nrows-1] (0.. nrows-1 when NULL) against the
+ * packed centroids: label = argmin, and the distance bounds from the best
+ * and runner-up scores widened by the GEMM error. A NaN score gives a NaN
+ * upper bound or a 0 lower one, which never prune. */
+static void assign_rows_pass(km *m, const int32_t *idx, int64_t nrows, int32_t *labels) {
+  for (int64_t p = 0; p < nrows; p++) {
+    const int64_t i = idx ? idx[p] : p;
     m->row_val[i] = INFINITY;
+    m->row_val2[i] = INFINITY;
     labels[i] = 0;
   }
-  gemm_pass(m, m->k, assign_visit, labels);
+  assign_rows ar = {labels, idx};
+  if (nrows > 0)
+    gemm_pass(m, idx, nrows, m->k, assign_visit, &ar);
+  for (int64_t p = 0; p < nrows; p++) {
+    const int64_t i = idx ? idx[p] : p;
+    const double e = gemm_err(m, i), xn = (double)m->xnorm[i];
+    const double lo2 = xn + (double)m->row_val2[i] - e;
+    m->upper[i] = sqrt(xn + (double)m->row_val[i] + e) * (1.0 + BOUND_SLACK);
+    m->lower[i] = lo2 > 0.0 ? sqrt(lo2) * (1.0 - BOUND_SLACK) : 0.0;
+  }
+}
+
+/* Packs the centroids and their largest squared norm. */
+static void pack_centroids(km *m, const float *centroids) {
+  pack_centres(m, centroids, m->d, NULL, m->k);
+  float cmax = 0.0f;
+  for (int64_t c = 0; c < m->k; c++)
+    cmax = m->cnorm[c] > cmax || isnan(m->cnorm[c]) ? m->cnorm[c] : cmax;
+  m->cnorm_max = cmax;
+}
+
+/* labels[i] = argmin_c ||c||^2 - 2 x_i . c over the k centroids, for every
+ * point. Returns n. */
+static int64_t assign_full(km *m, const float *centroids, int32_t *labels) {
+#pragma omp parallel for num_threads(threads_for(m, m->n / 4096)) schedule(static)
+  for (int64_t i = 0; i < m->n; i++)
+    m->xnorm[i] = dot(x_row(m, i), x_row(m, i), m->d);
+  pack_centroids(m, centroids);
+  assign_rows_pass(m, NULL, m->n, labels);
+  return m->n;
+}
+
+/* The same labels as assign_full after update() moved the centroids of the
+ * last assign_full / assign_pruned: the bounds move with the shifts
+ * (triangle inequality), and a point keeps its label unrecomputed when
+ * u^2 + e < l^2 - e, i.e. when its centroid's f32 score is provably below
+ * every other's (each within e of the exact score). The decision is per
+ * point, so the recomputed set does not depend on the threads. Returns how
+ * many points were recomputed. */
+static int64_t assign_pruned(km *m, const float *centroids, int32_t *labels) {
+  pack_centroids(m, centroids);
+  const double grow = 1.0 + BOUND_SLACK;
+  const double max_shift = m->max_shift * grow;
+  int64_t ntodo = 0;
+  for (int64_t i = 0; i < m->n; i++) {
+    const double u = m->upper[i] + m->shift[labels[i]] * grow;
+    const double l = m->lower[i] - max_shift;
+    const double e = gemm_err(m, i);
+    if (l > 0.0 && u * u * grow + 2.0 * e < l * l * (1.0 - BOUND_SLACK)) {
+      m->upper[i] = u;
+      m->lower[i] = l;
+    } else {
+      m->todo[ntodo++] = (int32_t)i;
+    }
+  }
+  assign_rows_pass(m, m->todo, ntodo, labels);
+  return ntodo;
 }
 
 /* ---- Lloyd: update ---------------------------------------------------------- */
@@ -304,8 +418,9 @@ static void sort_by_label(km *m, const int32_t *labels) {
 }
 
 /* Moves every non-empty centroid to the mean of its members (sums in
- * double, members in index order; empty ones stay). Returns the largest
- * shift, squared. */
+ * double, members in index order; empty ones stay), each one's shift in
+ * m->shift and the largest in m->max_shift (NaN if any is, so that a NaN
+ * centroid prunes nothing). Returns the largest shift, squared. */
 static double update(km *m, float *centroids) {
   const int d = m->d;
   double max_shift2 = 0.0;
@@ -315,6 +430,7 @@ static double update(km *m, float *centroids) {
 #pragma omp for schedule(dynamic, 16)
     for (int64_t c = 0; c < m->k; c++) {
       const int64_t cnt = m->counts[c];
+      m->shift[c] = 0.0;
       if (cnt == 0)
         continue;
       for (int j = 0; j < d; j++)
@@ -332,9 +448,14 @@ static double update(km *m, float *centroids) {
         shift2 += delta * delta;
         cen[j] = v;
       }
+      m->shift[c] = sqrt(shift2);
       max_shift2 = shift2 > max_shift2 ? shift2 : max_shift2;
     }
   }
+  double ms = 0.0;
+  for (int64_t c = 0; c < m->k; c++)
+    ms = m->shift[c] > ms || isnan(m->shift[c]) ? m->shift[c] : ms;
+  m->max_shift = ms;
   return max_shift2;
 }
 
@@ -390,7 +511,7 @@ static void refresh_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int
  * chunk sums. Returns their total (sums in double, in a fixed order). */
 static double refresh(km *m, int64_t npending) {
   pack_centres(m, m->x, m->ld, m->pending, npending);
-  gemm_pass(m, npending, refresh_visit, NULL);
+  gemm_pass(m, NULL, m->n, npending, refresh_visit, NULL);
   const int64_t nchunks = (m->n + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
 #pragma omp parallel for num_threads(threads_for(m, nchunks / 16)) schedule(static)
   for (int64_t ch = 0; ch < nchunks; ch++) {
@@ -554,6 +675,15 @@ static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
 
 stsa_status stsa_kmeans(stsa_ctx *ctx, const stsa_kmeans_args *a, float *centroids,
                         int32_t *labels, int64_t *sizes, int *iters_done) {
+  return stsa_kmeans_probed(ctx, a, NULL, centroids, labels, sizes, iters_done);
+}
+
+stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
+                               const stsa_kmeans_probe *probe, float *centroids,
+                               int32_t *labels, int64_t *sizes, int *iters_done) {
+  const stsa_kmeans_probe none = {0, NULL};
+  if (!probe)
+    probe = &none;
   if (!ctx)
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
@@ -582,7 +712,11 @@ stsa_status stsa_kmeans(stsa_ctx *ctx, const stsa_kmeans_args *a, float *centroi
   const double tol2 = a->tol * a->tol;
   int done = 0;
   for (;;) {
-    assign(&m, centroids, labels);
+    const int64_t computed = done == 0 || probe->no_prune
+                                 ? assign_full(&m, centroids, labels)
+                                 : assign_pruned(&m, centroids, labels);
+    if (probe->recomputed)
+      probe->recomputed[done] = computed;
     sort_by_label(&m, labels);
     if (done == a->iters)
       break;

@@ -20,6 +20,15 @@
  * assignment and centroids the means of those clusters, so sizes[c] counts
  * the members of centroid c.
  *
+ * Pruned assignments (Hamerly): the first assignment of a call is full and
+ * keeps, for every point, an upper bound u of its distance to its centroid
+ * and a lower bound l of its distance to every other one. Each later
+ * assignment first moves them (u += shift of its centroid, l -= the largest
+ * shift) and skips a point when u^2 + 2 e < l^2, e a bound of the f32 error
+ * of a GEMM-form score: its label provably stays the one a full
+ * computation would give. The other points are recomputed, gathered in
+ * index order, on the same GEMM path, so labels equal a full assignment's.
+ *
  * Deterministic: labels, centroids and sizes are bitwise identical for any
  * thread count (ctx->threads) and any run with the same arguments.
  */
@@ -56,5 +65,18 @@ typedef struct stsa_kmeans_args {
  * plus O(d) per thread. */
 stsa_status stsa_kmeans(stsa_ctx *ctx, const stsa_kmeans_args *a, float *centroids,
                         int32_t *labels, int64_t *sizes, int *iters_done);
+
+/* Test and measurement switches of stsa_kmeans_probed. */
+typedef struct stsa_kmeans_probe {
+  int no_prune; /* 1: every assignment in full (the reference of the pruned ones) */
+  /* when not NULL, [max(iters, 1)] out: for each assignment run, the points
+   * whose distances it computed (n for a full one) */
+  int64_t *recomputed;
+} stsa_kmeans_probe;
+
+/* stsa_kmeans with the probe's switches (probe may be NULL: stsa_kmeans). */
+stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
+                               const stsa_kmeans_probe *probe, float *centroids,
+                               int32_t *labels, int64_t *sizes, int *iters_done);
 
 #endif
