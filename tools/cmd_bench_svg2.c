@@ -24,6 +24,8 @@ typedef struct svg2_bench_opts {
   int64_t heads, frames, height, width;
   int threads, reps, json, kinds;
   double top_p, density; /* -1: not given */
+  double drift;          /* noise added to q and k before each warm call */
+  int64_t warm_iters;    /* -1: the preset's */
   uint64_t seed;
 } svg2_bench_opts;
 
@@ -63,6 +65,17 @@ static const cli_opt SVG2_BENCH_OPTIONS[] = {
      .metavar = "N",
      CLI_U64(svg2_bench_opts, seed, 0, INT64_MAX),
      .help = "seed of the workload (default 1)"},
+    {.name = "--drift",
+     .metavar = "E",
+     CLI_DOUBLE(svg2_bench_opts, drift, 0.0, 1.0),
+     .help = "before each warm call add E x (zero-mean, unit-variance noise)\n"
+             "to q and k, as they change between denoising steps (default 0:\n"
+             "the same inputs every step, so warm k-means may stop after one\n"
+             "iteration)"},
+    {.name = "--warm-iters",
+     .metavar = "N",
+     CLI_I64(svg2_bench_opts, warm_iters, 1, 10000),
+     .help = "Lloyd iterations of a warm call (default: the preset's, 2)"},
     {.name = "--frames",
      .metavar = "F",
      CLI_I64(svg2_bench_opts, frames, 1, 1 << 20),
@@ -73,14 +86,14 @@ static const cli_opt SVG2_BENCH_OPTIONS[] = {
     {0}};
 
 static void usage(void) {
-  printf(
-      "usage: stsa bench svg2 --preset NAME [--heads H] [--threads T] [--reps R]\n"
-      "                       [--top-p P | --density D] [--kinds semantic|mix]\n"
-      "                       [--seed N] [--frames F --height Hp --width Wp] [--json]\n"
-      "Sparse VideoGen 2 calls against dense attention on the same workload in one\n"
-      "run: a cold call (the layer's clusters seeded) and R warm calls (steps of\n"
-      "the same layer, from its centroids), each after a dense call.\n"
-      "presets:");
+  printf("usage: stsa bench svg2 --preset NAME [--heads H] [--threads T] [--reps R]\n"
+         "                       [--top-p P | --density D] [--kinds semantic|mix]\n"
+         "                       [--seed N] [--drift E] [--warm-iters N]\n"
+         "                       [--frames F --height Hp --width Wp] [--json]\n"
+         "Sparse VideoGen 2 calls against dense attention on the same workload in one\n"
+         "run: a cold call (the layer's clusters seeded) and R warm calls (steps of\n"
+         "the same layer, from its centroids), each after a dense call.\n"
+         "presets:");
   cli_print_presets();
   const cli_opt *const tables[1] = {SVG2_BENCH_OPTIONS};
   cli_print_options(tables, 1);
@@ -94,6 +107,8 @@ static stsa_svg_config bench_config(const svg2_bench_opts *o) {
   cfg.method = STSA_SVG_METHOD_SVG2;
   cfg.heads = o->heads;
   cfg.seed = o->seed;
+  if (o->warm_iters > 0)
+    cfg.kmeans_iters_warm = o->warm_iters;
   if (o->top_p > 0)
     cfg.top_p = o->top_p;
   if (o->density > 0) {
@@ -123,8 +138,21 @@ typedef struct svg2_times {
 static double elapsed_ms(double t0) { return (cli_now() - t0) * 1e3; }
 
 /* Dense and SVG2 calls interleaved (the file's header says in which order). */
+/* Adds drift x noise to every element of an f32 tensor (a counter hash, so
+ * runs repeat): uniform on [-sqrt(3), sqrt(3)], unit variance. */
+static void add_drift(const stsa_tensor *t, double drift, uint64_t step) {
+  float *x = t->data;
+  const size_t n = (size_t)(t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3]);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t z = (step + 1) * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 31)) * 0x94d049bb133111ebull;
+    z ^= z >> 29;
+    x[i] += (float)(drift * 3.4641016151377544 * ((double)(z >> 11) * 0x1.0p-53 - 0.5));
+  }
+}
+
 static void time_calls(stsa_ctx *ctx, stsa_svg *svg, const stsa_svg_config *cfg,
-                       svg_workload *w, int reps, svg2_times *t) {
+                       svg_workload *w, int reps, double drift, svg2_times *t) {
   const int n = reps + 1; /* dense calls: before the cold and every warm call */
   double *v = malloc(sizeof *v * (size_t)(5 * n));
   if (!v)
@@ -135,6 +163,10 @@ static void time_calls(stsa_ctx *ctx, stsa_svg *svg, const stsa_svg_config *cfg,
   cli_check(stsa_attention(ctx, &w->q, &w->k, &w->v, &w->ref, NULL), ctx, "dense");
   const int64_t layer = cfg->dense_layers, step0 = cfg->dense_steps;
   for (int r = 0; r < n; r++) {
+    if (r > 0 && drift > 0) {
+      add_drift(&w->q, drift, 2 * (uint64_t)r);
+      add_drift(&w->k, drift, 2 * (uint64_t)r + 1);
+    }
     double t0 = cli_now();
     cli_check(stsa_attention(ctx, &w->q, &w->k, &w->v, &w->ref, NULL), ctx, "dense");
     dense[r] = elapsed_ms(t0);
@@ -178,14 +210,16 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
            "\"cold_cluster_ms\": %.3f, \"warm_ms\": %.3f, \"warm_cluster_ms\": %.3f, "
            "\"profile_ms\": %.3f, \"attention_ms\": %.3f, \"density\": %.5f, "
            "\"ideal_speedup\": %.3f, \"speedup\": %.3f, \"efficiency\": %.3f, "
-           "\"cluster_share\": %.4f, \"rel_l2\": %.5f}\n",
+           "\"cluster_share\": %.4f, \"rel_l2\": %.5f, \"drift\": %g, \"warm_iters\": "
+           "%lld}\n",
            o->preset, (long long)N, (long long)cfg->heads, (long long)cfg->head_dim,
            (long long)threads, KINDS_NAMES[o->kinds], budget, cfg->top_p,
            cfg->top_p > 0 ? 0.0 : cfg->density, (long long)t->q_clusters,
            (long long)t->kv_clusters, o->reps, t->dense_ms, t->cold_ms,
            t->cold_cluster_ms, t->warm_ms, t->warm_cluster_ms, t->profile_ms,
            t->attention_ms, t->density, ideal, speedup, speedup / ideal,
-           t->warm_cluster_ms / t->warm_ms, t->rel_l2);
+           t->warm_cluster_ms / t->warm_ms, t->rel_l2, o->drift,
+           (long long)cfg->kmeans_iters_warm);
     return;
   }
   printf("svg2 %s: %lld tokens, %lld %s heads x %lld, %lld threads; %s %g, %lld query x "
@@ -206,8 +240,13 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
 }
 
 int bench_svg2(int argc, char **argv) {
-  svg2_bench_opts o = {
-      .heads = 2, .reps = 3, .seed = 1, .top_p = -1, .density = -1, .frames = -1};
+  svg2_bench_opts o = {.heads = 2,
+                       .reps = 3,
+                       .seed = 1,
+                       .top_p = -1,
+                       .density = -1,
+                       .frames = -1,
+                       .warm_iters = -1};
   o.height = o.width = -1;
   static const cli_command cmd = {"bench svg2", "stsa bench svg2 --help", usage};
   const cli_opt_set set = {SVG2_BENCH_OPTIONS, &o};
@@ -237,7 +276,7 @@ int bench_svg2(int argc, char **argv) {
   stsa_svg *svg;
   cli_check(stsa_svg_create(ctx, &cfg, &svg), ctx, "creating the SVG2 session");
   svg2_times t = {0};
-  time_calls(ctx, svg, &cfg, &w, o.reps, &t);
+  time_calls(ctx, svg, &cfg, &w, o.reps, o.drift, &t);
   svg_head_errors(&w.out, &w.ref, rel, cosv); /* the last warm call */
   for (int64_t h = 0; h < H; h++)
     t.rel_l2 += rel[h] / (double)H;
