@@ -612,7 +612,9 @@ typedef struct stsa_svg_config {
    * top one and at least min_kv_fraction of them (0 = 0.10) */
   double top_p, min_kv_fraction;
   /* Lloyd iterations: the first call of a layer (k-means++ seeding) and
-   * later calls warm-started from that layer's centroids; 0 = 50 and 2 */
+   * later calls warm-started from that layer's centroids; 0 = 50 and 2. The
+   * session keeps (q_clusters + kv_clusters) * head_dim floats per (layer,
+   * batch entry, head): 27 MB per layer at Wan 720p's 40 heads */
   int64_t kmeans_iters_cold, kmeans_iters_warm;
   /* ---- both methods ---- */
   /* default error budget of stsa_svg_attention (stsa_svg_call.max_rel_error) */

@@ -385,11 +385,9 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
       const stsa_mask *pm[SVG_LEVELS] = {svg->mask_dense, lm[1], lm[2]};
       st = stsa_svg_profile_head(ctx, g, pm, SVG_LEVELS, rows, R, q, k, v, b, h, rel + 1);
     }
-    int pick = 0;
+    int pick = 0; /* the first level within the budget; none: dense */
     while (pick < levels && budget > 0 && rel[pick] > budget)
       pick++;
-    if (pick == levels && levels == 1) /* within budget, or no budget */
-      pick = 0;
     head_run *r = &run[h];
     if (pick >= levels) {
       *r = (head_run){svg->plan_dense, NULL, svg->density_dense, 0, 0, STSA_BUDGET_DENSE};
