@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
 #include "kernel/kernels.h"
+#include "svg/splitmix.h"
 
 /* Row blocks of mr rows that one thread takes at a time: every K^T panel
  * (d nr floats, 8 KiB at d = 128) then serves this many qk calls from L1. */
@@ -461,16 +462,9 @@ static double update(km *m, float *centroids) {
 
 /* ---- k-means++ seeding ------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* Uniform in [0, 1). */
 static double uniform01(uint64_t *state) {
-  return (double)(splitmix64(state) >> 11) * 0x1p-53;
+  return (double)(stsa_splitmix64(state) >> 11) * 0x1p-53;
 }
 
 static int64_t uniform_index(uint64_t *state, int64_t n) {

@@ -8,19 +8,13 @@
 #include "core/convert.h"
 #include "core/tensor.h"
 #include "mask/sparse_call.h"
+#include "svg/splitmix.h"
 
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b) {
   stsa_tensor v = *t;
   v.data = stsa_tensor_row(t, b, 0, 0);
   v.shape[0] = 1;
   return v;
-}
-
-static uint64_t splitmix(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
@@ -33,7 +27,7 @@ void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
     /* stratum r covers video tokens [r*L/rows, (r+1)*L/rows) */
     int64_t lo = r * L / rows, hi = (r + 1) * L / rows;
     int64_t span = hi > lo ? hi - lo : 1;
-    out[r] = first + lo + (int64_t)(splitmix(&state) % (uint64_t)span);
+    out[r] = first + lo + (int64_t)(stsa_splitmix64(&state) % (uint64_t)span);
   }
 }
 

@@ -114,6 +114,23 @@ static stsa_status build_plan(stsa_svg *svg, const stsa_mask *mask, stsa_order q
   return STSA_OK;
 }
 
+/* The spatial (i = 0) or temporal (i = 1) mask and plan of a density (above
+ * 1: 1). Temporal heads walk queries position-major and keys sink-first, so
+ * both the band and the first-frame sink are contiguous blocks of full
+ * tiles. */
+static stsa_status build_kind(stsa_svg *svg, double density, int i, stsa_mask **mask,
+                              stsa_plan **plan, double *kept) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t sink = svg->cfg.sink_frames;
+  const double video = stsa_svg_video_density(g, density < 1 ? density : 1);
+  stsa_mask *m = NULL;
+  STSA_TRY(i ? stsa_mask_position_band(g, stsa_svg_band_halfwidth(g, sink, video), &m)
+             : stsa_mask_frame_window(g, stsa_svg_frame_window(g, sink, video), &m));
+  STSA_TRY(with_sink_and_text(g, sink, m, mask));
+  return build_plan(svg, *mask, i ? STSA_ORDER_POSITION_MAJOR : STSA_ORDER_NATIVE,
+                    i ? STSA_ORDER_SINK_FIRST : STSA_ORDER_NATIVE, plan, kept);
+}
+
 /* The largest multiple of `step` in [lo, hi] that divides n, or 0. */
 static int largest_divisor(int64_t n, int step, int lo, int hi) {
   for (int t = hi / step * step; t >= lo; t -= step)
@@ -242,24 +259,13 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   if (st == STSA_OK)
     st = with_sink_and_text(g, 0, m, &svg->mask_dense);
   if (st == STSA_OK)
-    st = stsa_mask_frame_window(g, svg->windows.frame_window, &m);
-  if (st == STSA_OK)
-    st = with_sink_and_text(g, cfg->sink_frames, m, &svg->mask_spatial);
-  if (st == STSA_OK)
-    st = stsa_mask_position_band(g, svg->windows.band, &m);
-  if (st == STSA_OK)
-    st = with_sink_and_text(g, cfg->sink_frames, m, &svg->mask_temporal);
-  if (st == STSA_OK)
     st = build_plan(svg, svg->mask_dense, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
                     &svg->plan_dense, &svg->density_dense);
   if (st == STSA_OK)
-    st = build_plan(svg, svg->mask_spatial, STSA_ORDER_NATIVE, STSA_ORDER_NATIVE,
-                    &svg->plan_spatial, &svg->windows.density_spatial);
-  /* temporal heads: queries position-major, keys sink-first, so both the
-   * band and the first-frame sink are contiguous blocks of full tiles */
+    st = build_kind(svg, cfg->density, 0, &svg->mask_spatial, &svg->plan_spatial,
+                    &svg->windows.density_spatial);
   if (st == STSA_OK)
-    st = build_plan(svg, svg->mask_temporal, STSA_ORDER_POSITION_MAJOR,
-                    STSA_ORDER_SINK_FIRST, &svg->plan_temporal,
+    st = build_kind(svg, cfg->density, 1, &svg->mask_temporal, &svg->plan_temporal,
                     &svg->windows.density_temporal);
   if (st == STSA_OK && cfg->method == STSA_SVG_METHOD_SVG2 &&
       stsa_svg2_create(cfg, &svg->svg2) != STSA_OK)
@@ -325,19 +331,11 @@ static stsa_status level_plan(stsa_svg *svg, int l, int i, const stsa_plan **pla
     return STSA_OK;
   }
   if (!svg->level_plan[l][i]) {
-    const stsa_geometry *g = &svg->cfg.geometry;
-    double d = svg->cfg.density * (double)(1 << l);
-    double video = stsa_svg_video_density(g, d < 1 ? d : 1);
-    stsa_mask *m = NULL;
-    STSA_TRY(i ? stsa_mask_position_band(
-                     g, stsa_svg_band_halfwidth(g, svg->cfg.sink_frames, video), &m)
-               : stsa_mask_frame_window(
-                     g, stsa_svg_frame_window(g, svg->cfg.sink_frames, video), &m));
-    STSA_TRY(with_sink_and_text(g, svg->cfg.sink_frames, m, &svg->level_mask[l][i]));
-    STSA_TRY(build_plan(svg, svg->level_mask[l][i],
-                        i ? STSA_ORDER_POSITION_MAJOR : STSA_ORDER_NATIVE,
-                        i ? STSA_ORDER_SINK_FIRST : STSA_ORDER_NATIVE,
-                        &svg->level_plan[l][i], &svg->level_density[l][i]));
+    stsa_mask_free(svg->level_mask[l][i]); /* of an earlier try that failed */
+    svg->level_mask[l][i] = NULL;
+    STSA_TRY(build_kind(svg, svg->cfg.density * (double)(1 << l), i,
+                        &svg->level_mask[l][i], &svg->level_plan[l][i],
+                        &svg->level_density[l][i]));
   }
   *plan = svg->level_plan[l][i];
   *mask = svg->level_mask[l][i];
