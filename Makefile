@@ -110,7 +110,8 @@ fuzz:
 	STSA_WITH_FUZZ=1 scripts/deps.sh
 	fuzz/run.sh build-fuzz $${FUZZ_SECONDS:-60}
 
-C_SOURCES = include/*.h src/*/*.[ch] src/*/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/mpi/*.[ch] fuzz/*.c bench/*.c
+C_SOURCES = include/*.h src/*/*.[ch] src/*/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/mpi/*.[ch] fuzz/*.c bench/*.c \
+  $(wildcard integrations/*/*.[ch])
 
 format:
 	clang-format -i $(C_SOURCES)
@@ -118,6 +119,12 @@ format:
 # Fails when a C file is not formatted as .clang-format says.
 format-check:
 	clang-format --dry-run -Werror $(C_SOURCES)
+
+# Real clients and peers, each with its own venv (not part of `make test`):
+# `make test-ggml` / `make bench-ggml` (integrations/ggml/, ggml from PyPI) and
+# `make bench-peers` (bench/peers/, PyTorch SDPA and FlexAttention).
+-include integrations/ggml/ggml.mk
+-include bench/peers/peers.mk
 
 clean:
 	rm -rf build build-asan build-fuzz build-aarch64 $(VENV) $(DIFFUSERS_VENV) python/build \
