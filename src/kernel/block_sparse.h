@@ -89,5 +89,8 @@ typedef struct stsa_sparse_head {
  * r < rows, c < n. */
 void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
                              float *s, int ld_s);
+/* The same on columns c0 <= c < c1 only (s still points at column 0). */
+void stsa_apply_tile_pattern_cols(const stsa_tile_pattern *pat, int r0, int rows, int c0,
+                                  int c1, float *s, int ld_s);
 
 #endif

@@ -157,7 +157,7 @@ static void run_units(const stsa_work *w, int64_t u0, int64_t u1, slice_view *s,
       *packed = head;
     }
     stsa_kv_list list;
-    stsa_unit unit = {pb, head / pb->H, head % pb->H, iu, NULL, {NULL, NULL, NULL}, 0};
+    stsa_unit unit = {pb, head / pb->H, head % pb->H, iu, NULL, {0}, 0};
     if (w->ops) {
       s->buf.head = head;
       s->buf.qt = iu;

@@ -9,17 +9,23 @@ static void fill_neg_inf(float *row, int from, int to) {
     row[c] = -INFINITY;
 }
 
-void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
-                             float *s, int ld_s) {
+void stsa_apply_tile_pattern_cols(const stsa_tile_pattern *pat, int r0, int rows, int c0,
+                                  int c1, float *s, int ld_s) {
   for (int r = 0; r < rows; r++) {
     float *row = s + (int64_t)r * ld_s;
-    int c = 0;
+    int c = c0;
     for (int32_t i = pat->row_ptr[r0 + r]; i < pat->row_ptr[r0 + r + 1]; i++) {
-      fill_neg_inf(row, c, pat->iv[2 * i]);
-      c = pat->iv[2 * i + 1];
+      const int lo = pat->iv[2 * i], hi = pat->iv[2 * i + 1];
+      fill_neg_inf(row, c, lo < c1 ? lo : c1);
+      c = hi > c ? hi : c; /* intervals left of c0 move nothing */
     }
-    fill_neg_inf(row, c, n);
+    fill_neg_inf(row, c, c1);
   }
+}
+
+void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
+                             float *s, int ld_s) {
+  stsa_apply_tile_pattern_cols(pat, r0, rows, 0, n, s, ld_s);
 }
 
 /* Entry `entry` of q tile `qt`'s list in bs: drops every column outside its
@@ -64,7 +70,11 @@ static void sparse_unit(const void *ud, int64_t head, int64_t qt, stsa_unit_buf 
   list->mask_ctx = sh->mask ? sh->mask_ctx : (const void *)buf;
   list->q_rows = sh->q_rows;
   list->kv_rows = sh->kv_rows;
-  out->layout = (stsa_tile_layout){bs->q_start, bs->kv_start, bs->kv_pack};
+  out->layout = (stsa_tile_layout){bs->q_start, bs->kv_start, bs->kv_pack, NULL, NULL};
+  if (!sh->mask && !sh->all_partial) { /* the stored patterns are the mask */
+    out->layout.pattern = bs->pattern + e0;
+    out->layout.patterns = bs->pattern_list;
+  }
   out->list = list;
 }
 
@@ -141,6 +151,8 @@ static void rows_unit(const void *ud, int64_t head, int64_t i, stsa_unit_buf *bu
                          .count = (int32_t)(bs->tile_ptr[1] - e0),
                          .mask = apply_rows_pattern,
                          .mask_ctx = buf};
+  out->layout.pattern = bs->pattern + e0;
+  out->layout.patterns = bs->pattern_list;
   out->pb = run->pb[i];
   out->b = 0;
   out->h = head;

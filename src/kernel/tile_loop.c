@@ -8,6 +8,7 @@
 
 #include "core/convert.h"
 #include "core/tensor.h"
+#include "kernel/tile_spans.h"
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
@@ -157,7 +158,7 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   stsa_pack_kv_span(pb, b, h, tile, &sp, kv_rows, dst);
 }
 
-enum { SCRATCH_SLOTS = 11 };
+enum { SCRATCH_SLOTS = 12 };
 
 /* Floats of each scratch slot, in the order of scratch_slots(). */
 static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOTS]) {
@@ -172,7 +173,8 @@ static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOT
                                    align64((size_t)pb->D_pad),
                                    align64(nkv * (size_t)pb->D_pad),
                                    align64(nkv),
-                                   align64((nq * nkv + 3) / 4)};
+                                   align64((nq * nkv + 3) / 4),
+                                   align64(2 * (nq / (size_t)pb->mr))};
   memcpy(sizes, s, sizeof s);
 }
 
@@ -187,10 +189,10 @@ size_t stsa_tile_scratch_bytes(const stsa_attn_problem *pb) {
 void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scratch *sc) {
   size_t sizes[SCRATCH_SLOTS];
   scratch_sizes(pb, sizes);
-  float *v_safe, *bad_keys, *kept;
+  float *v_safe, *bad_keys, *kept, *span;
   float **slots[SCRATCH_SLOTS] = {&sc->q,  &sc->s,     &sc->o,        &sc->m,
                                   &sc->l,  &sc->alpha, &sc->tile_max, &sc->row,
-                                  &v_safe, &bad_keys,  &kept};
+                                  &v_safe, &bad_keys,  &kept,         &span};
   float *p = mem;
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     *slots[i] = p;
@@ -199,6 +201,7 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   sc->v_safe = v_safe;
   sc->bad_keys = (int32_t *)(void *)bad_keys;
   sc->kept = (uint8_t *)kept;
+  sc->span = (int32_t *)(void *)span;
   sc->q_max = 0;
   sc->block_ = NULL;
 }
@@ -418,6 +421,7 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
   const int64_t *q_rows = list ? list->q_rows : NULL;
   const int64_t *kv_start = lay ? lay->kv_start : NULL;
   const int64_t *kv_pack = lay ? lay->kv_pack : NULL;
+  const int32_t *pattern = lay ? lay->pattern : NULL;
   sc->q_max = load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
   for (int r = 0; r < rows_pad; r++) {
@@ -443,6 +447,14 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
      * panels keep them in L1 for the pv passes (fixed tiles: kv_tile). */
     const int ld_s = kv_start ? npanels * pb->nr : pb->kv_tile;
     const float *kt = kv->kt + (sp.pack0 / pb->nr) * D * pb->nr;
+    const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
+    const int safe = (double)sc->q_max * kv->k_max[tile] * D < LOGIT_SAFE;
+    if (partial && pattern && safe && !kv->v_nonfinite[tile]) {
+      stsa_run_pattern_tile(pb, &lay->patterns[pattern[i]], kt,
+                            kv->vp + sp.pack0 * pb->nr, pb->Skv_pad, rows, rows_pad, n,
+                            ld_s, sc);
+      continue;
+    }
     /* Panel outer, row block inner: the K^T panel (D x 16) stays in L1 while
      * the q rows stream from L2 (cpu-kernel-notes: keep operands in L1). */
     for (int r = 0; r < rows_pad; r++)
@@ -455,11 +467,10 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
      * columns, so partial tiles and ragged ones (n not a multiple of nr)
      * find their maxima again. */
     int exact_max = n % pb->nr == 0;
-    if (!((double)sc->q_max * kv->k_max[tile] * D < LOGIT_SAFE)) {
+    if (!safe) {
       mark_neg_inf_kept(sc->s, ld_s, rows, n);
       exact_max = 0;
     }
-    const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
     if (partial) {
       list->mask(list->mask_ctx, i, q0, 0, rows, k0, n, sc->s, ld_s);
       exact_max = 0;

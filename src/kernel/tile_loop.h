@@ -132,7 +132,9 @@ typedef struct stsa_tile_scratch {
   float *v_safe;     /* [D_pad/nr][kv_tile][nr] its V panels, NaN/Inf -> 0 */
   int32_t *bad_keys; /* [kv_tile] its keys with a NaN/Inf in V */
   uint8_t *kept;     /* [q_tile][kv_tile] row r keeps bad_keys[b] */
-  void *block_;      /* the allocation of stsa_tile_scratch_alloc, else NULL */
+  /* Only for a PARTIAL tile with a stored pattern (tile_spans.h): */
+  int32_t *span; /* [2 q_tile / mr] row block i keeps columns [span[2i], span[2i+1]) */
+  void *block_;  /* the allocation of stsa_tile_scratch_alloc, else NULL */
 } stsa_tile_scratch;
 
 /* Bytes of one scratch (a multiple of 64), and a scratch laid out in `mem`
@@ -155,10 +157,17 @@ typedef struct stsa_kv_list {
                              applied it, the reference reads it */
 } stsa_kv_list;
 
-/* The variable tiles of a head's structure (block_sparse.h); NULL: pb's
- * fixed ones. Apart from stsa_kv_list, which callers fill positionally. */
+/* What a head's structure says beside its list (block_sparse.h): its
+ * variable tiles (NULL: pb's fixed ones), and the stored patterns of its
+ * PARTIAL entries when they are the list's mask (NULL: only the mask is
+ * known), list entry i keeping patterns[pattern[i]]; with them the tile
+ * loop skips what a pattern drops whole (tile_spans.h), while the reference
+ * asks the mask, which must say the same. Apart from stsa_kv_list, which
+ * callers fill positionally. */
 typedef struct stsa_tile_layout {
   const int64_t *q_start, *kv_start, *kv_pack;
+  const int32_t *pattern;
+  const stsa_tile_pattern *patterns;
 } stsa_tile_layout;
 
 /* Computes q tile `qt` of (b, h) over the listed kv tiles and writes its

@@ -1,0 +1,62 @@
+/* tile_spans.c — see tile_spans.h. */
+#include "kernel/tile_spans.h"
+
+#include <math.h>
+
+/* sc->span[2i], [2i+1] = the columns row block i keeps, [lo, hi) (lo >= hi:
+ * none); padding rows keep nothing. */
+static void row_block_spans(const stsa_tile_pattern *pat, int rows, int rows_pad, int mr,
+                            int n, int32_t *span) {
+  for (int r0 = 0; r0 < rows_pad; r0 += mr) {
+    int lo = n, hi = 0;
+    const int end = r0 + mr < rows ? r0 + mr : rows;
+    for (int r = r0; r < end; r++) {
+      const int32_t i0 = pat->row_ptr[r], i1 = pat->row_ptr[r + 1];
+      if (i0 == i1)
+        continue;
+      lo = pat->iv[2 * i0] < lo ? pat->iv[2 * i0] : lo;
+      hi = pat->iv[2 * i1 - 1] > hi ? pat->iv[2 * i1 - 1] : hi;
+    }
+    span[2 * (r0 / mr)] = lo;
+    span[2 * (r0 / mr) + 1] = hi;
+  }
+}
+
+void stsa_run_pattern_tile(const stsa_attn_problem *pb, const stsa_tile_pattern *pat,
+                           const float *kt, const float *vp, int64_t ld_panel, int rows,
+                           int rows_pad, int n, int ld_s, stsa_tile_scratch *sc) {
+  const stsa_kernels *kern = pb->kern;
+  const int D = pb->D, D_pad = pb->D_pad, mr = pb->mr, nr = pb->nr;
+  const int blocks = rows_pad / mr, npanels = (n + nr - 1) / nr;
+  int32_t *span = sc->span;
+  row_block_spans(pat, rows, rows_pad, mr, n, span);
+  /* Panel outer, row block inner, as on the whole-tile path (the K^T panel
+   * stays in L1). The maxima qk folds are not used: partial tiles find
+   * theirs again. */
+  for (int r = 0; r < rows_pad; r++)
+    sc->tile_max[r] = -INFINITY;
+  for (int p = 0; p < npanels; p++)
+    for (int i = 0; i < blocks; i++)
+      if (span[2 * i] < (p + 1) * nr && span[2 * i + 1] > p * nr)
+        kern->qk(sc->q + (int64_t)i * mr * D, D, kt + (int64_t)p * D * nr,
+                 sc->s + (int64_t)i * mr * ld_s + p * nr, ld_s, sc->tile_max + i * mr);
+  for (int i = 0; i < blocks; i++) {
+    const int lo = span[2 * i], hi = span[2 * i + 1];
+    if (lo >= hi)
+      continue; /* nothing kept: m, l and o stay as they are (alpha would be 1) */
+    const int r0 = i * mr, c0 = lo / nr * nr, c1 = (hi + nr - 1) / nr * nr;
+    const int c_end = c1 < n ? c1 : n, real = rows - r0 < mr ? rows - r0 : mr;
+    float *s = sc->s + (int64_t)r0 * ld_s;
+    stsa_apply_tile_pattern_cols(pat, r0, real, c0, c_end, s, ld_s);
+    kern->softmax(s + c0, ld_s, mr, c_end - c0, sc->m + r0, sc->l + r0, sc->alpha + r0,
+                  NULL);
+  }
+  for (int j = 0; j < D_pad / nr; j++)
+    for (int i = 0; i < blocks; i++) {
+      const int lo = span[2 * i], hi = span[2 * i + 1];
+      if (lo < hi)
+        kern->pv(sc->s + (int64_t)i * mr * ld_s + lo, ld_s, hi - lo,
+                 vp + (j * ld_panel + lo) * nr, sc->o + (int64_t)i * mr * D_pad + j * nr,
+                 D_pad, sc->alpha + i * mr);
+    }
+}

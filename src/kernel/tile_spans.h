@@ -1,0 +1,34 @@
+/*
+ * tile_spans.h — a PARTIAL tile computed only where its stored pattern
+ * keeps keys.
+ *
+ * At a band's edge a partial tile keeps about half of its pairs, and what
+ * it drops is a triangle: most of its micro-tiles (mr rows x nr columns)
+ * are dropped whole, yet the whole-tile path computes them and masks them
+ * afterwards, so a partial tile costs a little more than a full one. Here
+ * each row block of mr rows takes the range of columns its rows keep,
+ * [lo, hi), from the pattern: qk runs on the panels that range touches, the
+ * mask and the softmax on those panels' columns, pv on [lo, hi).
+ *
+ * The result is bitwise that of the whole tile: what is skipped are scores
+ * the mask would set to -inf, whose probabilities are exactly +0, and
+ * adding +0 (to a softmax row sum, or 0 * v for finite v to a P.V
+ * accumulator, which is never -0) changes nothing; the softmax keeps its
+ * vector lanes because the range starts on a panel boundary. The two cases
+ * where that argument fails (a kept logit may be -inf; the tile's V holds
+ * NaN/Inf, and 0 * NaN would matter) stay on the whole-tile path.
+ */
+#ifndef STSA_KERNEL_TILE_SPANS_H
+#define STSA_KERNEL_TILE_SPANS_H
+
+#include "kernel/tile_loop.h"
+
+/* One PARTIAL kv tile of n valid columns (K^T panels at kt, V panels at vp,
+ * ld_panel rows apart) for the q tile's rows (rows_pad of them with the
+ * padding) in sc, masked by pat; scores rows are ld_s apart. Updates the
+ * tile's online-softmax state and output as the whole-tile path does. */
+void stsa_run_pattern_tile(const stsa_attn_problem *pb, const stsa_tile_pattern *pat,
+                           const float *kt, const float *vp, int64_t ld_panel, int rows,
+                           int rows_pad, int n, int ld_s, stsa_tile_scratch *sc);
+
+#endif
