@@ -100,23 +100,11 @@ static void build(graph *gr, const bench_opts *o, wan_attn *a, int masked) {
   const int64_t L = stsa_geometry_tokens(&o->g), H = o->heads, D = o->dim;
   struct ggml_init_params p = {wan_ctx_bytes(L, H * D, masked), NULL, false};
   gr->ctx = ggml_init(p);
-  stsa_tensor t[3];
   struct ggml_tensor *qkv[3];
-  for (int i = 0; i < 3; i++) {
-    qkv[i] = ggml_new_tensor_3d(gr->ctx, GGML_TYPE_F32, H * D, L, 1);
-    t[i] = stsa_tensor_bshd(qkv[i]->data, STSA_F32, 1, L, H, D);
-  }
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)H);
   for (int64_t h = 0; h < H; h++)
     kinds[h] = STSA_HEAD_SPATIAL;
-  stsa_workload_desc w = STSA_INIT(stsa_workload_desc);
-  w.geometry = o->g;
-  w.batch = 1;
-  w.heads = H;
-  w.head_dim = D;
-  w.seed = 3;
-  w.kinds = kinds;
-  stsa_workload_generate(&w, &t[0], &t[1], &t[2], NULL);
+  wan_workload(gr->ctx, &o->g, H, D, kinds, 3, qkv);
   free(kinds);
   gr->out = wan_self_attention(gr->ctx, qkv[0], qkv[1], qkv[2], H, a);
   gr->gf = ggml_new_graph(gr->ctx);
@@ -188,14 +176,7 @@ int main(int argc, char **argv) {
     o.reps = 64;
   ggml_cpu_init();
   const int64_t L = stsa_geometry_tokens(&o.g);
-  stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
-  cfg.geometry = o.g;
-  cfg.heads = o.heads;
-  cfg.head_dim = o.dim;
-  cfg.density = o.density;
-  cfg.sample_rows = 64;
-  cfg.sink_frames = 1;
-  cfg.seed = 1;
+  stsa_svg_config cfg = wan_svg_config(&o.g, o.heads, o.dim, o.density, 64);
   char msg[256];
   stsa_ggml *sg = NULL;
   if (stsa_ggml_create(&cfg, &sg, msg, sizeof msg) != STSA_OK) {

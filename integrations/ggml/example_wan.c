@@ -15,13 +15,7 @@ int main(void) {
   const stsa_geometry g = {6, 12, 16, 0, 0, STSA_TEXT_NONE}; /* F x Hp x Wp */
   const int64_t H = 4, D = 64, L = stsa_geometry_tokens(&g);
   /* the SVG session's configuration: the frame grid Wan's forward knows */
-  stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
-  cfg.geometry = g;
-  cfg.heads = H;
-  cfg.head_dim = D;
-  cfg.density = 0.3;
-  cfg.sample_rows = 48;
-  cfg.sink_frames = 1;
+  stsa_svg_config cfg = wan_svg_config(&g, H, D, 0.3, 48);
   char msg[256];
   stsa_ggml *sg = NULL;
   if (stsa_ggml_create(&cfg, &sg, msg, sizeof msg) != STSA_OK) {
@@ -32,17 +26,7 @@ int main(void) {
   struct ggml_context *ctx = ggml_init(p);
   /* Wan's projections: [C, L, 1] f32 (here the built-in workload) */
   struct ggml_tensor *qkv[3];
-  stsa_tensor t[3];
-  for (int i = 0; i < 3; i++) {
-    qkv[i] = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, H * D, L, 1);
-    t[i] = stsa_tensor_bshd(qkv[i]->data, STSA_F32, 1, L, H, D);
-  }
-  stsa_workload_desc w = STSA_INIT(stsa_workload_desc);
-  w.geometry = g;
-  w.batch = 1;
-  w.heads = H;
-  w.head_dim = D;
-  stsa_workload_generate(&w, &t[0], &t[1], &t[2], NULL);
+  wan_workload(ctx, &g, H, D, NULL, 1, qkv);
   stsa_head_kind kinds[4];
   wan_attn dense = {.mode = WAN_STSA_DENSE, .sg = sg};
   wan_attn svg = {.mode = WAN_STSA_SVG, .sg = sg, .layer = 1, .step = 10, .kinds = kinds};

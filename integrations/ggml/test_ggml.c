@@ -44,23 +44,9 @@ static void compute(struct ggml_context *ctx, struct ggml_tensor *out, int threa
   CHECK(st == GGML_STATUS_SUCCESS, "ggml_graph_compute: %d", (int)st);
 }
 
-/* Wan-like q, k, v: f32 [C, L, 1] from the built-in workload. */
 static void workload(struct ggml_context *ctx, const stsa_geometry *g, int64_t H,
                      int64_t D, const stsa_head_kind *kinds, struct ggml_tensor **qkv) {
-  const int64_t L = stsa_geometry_tokens(g);
-  stsa_tensor t[3];
-  for (int i = 0; i < 3; i++) {
-    qkv[i] = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, H * D, L, 1);
-    t[i] = stsa_tensor_bshd(qkv[i]->data, STSA_F32, 1, L, H, D);
-  }
-  stsa_workload_desc w = STSA_INIT(stsa_workload_desc);
-  w.geometry = *g;
-  w.batch = 1;
-  w.heads = H;
-  w.head_dim = D;
-  w.seed = 11;
-  w.kinds = kinds;
-  stsa_status st = stsa_workload_generate(&w, &t[0], &t[1], &t[2], NULL);
+  stsa_status st = wan_workload(ctx, g, H, D, kinds, 11, qkv);
   CHECK(st == STSA_OK, "workload: %s", stsa_status_str(st));
 }
 
@@ -122,16 +108,10 @@ static void test_dense(const stsa_geometry *g, int64_t H, int64_t D, int threads
   stsa_ggml_free(sg);
 }
 
+/* dense step 0 (the policy), density 0.25 */
 static stsa_svg_config svg_config(const stsa_geometry *g, int64_t H, int64_t D) {
-  stsa_svg_config c = STSA_INIT(stsa_svg_config);
-  c.geometry = *g;
-  c.heads = H;
-  c.head_dim = D;
-  c.density = 0.25;
+  stsa_svg_config c = wan_svg_config(g, H, D, 0.25, 64);
   c.dense_steps = 1;
-  c.sample_rows = 64;
-  c.sink_frames = 1;
-  c.seed = 5;
   return c;
 }
 

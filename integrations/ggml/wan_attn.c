@@ -72,3 +72,35 @@ struct ggml_tensor *wan_self_attention(struct ggml_context *ctx, struct ggml_ten
   out = ggml_view_3d(ctx, out, d, n_head, L_q, out->nb[1], out->nb[2], 0);
   return ggml_reshape_3d(ctx, out, d * n_head, L_q, N);
 }
+
+stsa_status wan_workload(struct ggml_context *ctx, const stsa_geometry *g, int64_t heads,
+                         int64_t head_dim, const stsa_head_kind *kinds, uint64_t seed,
+                         struct ggml_tensor **qkv) {
+  const int64_t L = stsa_geometry_tokens(g);
+  stsa_tensor t[3];
+  for (int i = 0; i < 3; i++) {
+    qkv[i] = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, heads * head_dim, L, 1);
+    t[i] = stsa_tensor_bshd(qkv[i]->data, STSA_F32, 1, L, heads, head_dim);
+  }
+  stsa_workload_desc w = STSA_INIT(stsa_workload_desc);
+  w.geometry = *g;
+  w.batch = 1;
+  w.heads = heads;
+  w.head_dim = head_dim;
+  w.seed = seed;
+  w.kinds = kinds;
+  return stsa_workload_generate(&w, &t[0], &t[1], &t[2], NULL);
+}
+
+stsa_svg_config wan_svg_config(const stsa_geometry *g, int64_t heads, int64_t head_dim,
+                               double density, int64_t sample_rows) {
+  stsa_svg_config c = STSA_INIT(stsa_svg_config);
+  c.geometry = *g;
+  c.heads = heads;
+  c.head_dim = head_dim;
+  c.density = density;
+  c.sample_rows = sample_rows;
+  c.sink_frames = 1;
+  c.seed = 5;
+  return c;
+}

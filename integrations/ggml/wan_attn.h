@@ -28,6 +28,17 @@ struct ggml_tensor *wan_self_attention(struct ggml_context *ctx, struct ggml_ten
                                        struct ggml_tensor *k, struct ggml_tensor *v,
                                        int64_t n_head, wan_attn *a);
 
+/* Wan-like projections q, k, v (f32 [C, L, 1]) from the built-in workload
+ * (kinds NULL: its default mix of heads). */
+stsa_status wan_workload(struct ggml_context *ctx, const stsa_geometry *g, int64_t heads,
+                         int64_t head_dim, const stsa_head_kind *kinds, uint64_t seed,
+                         struct ggml_tensor **qkv);
+
+/* An SVG configuration for the frame grid (first-frame sink, no dense
+ * steps or layers, no budget). */
+stsa_svg_config wan_svg_config(const stsa_geometry *g, int64_t heads, int64_t head_dim,
+                               double density, int64_t sample_rows);
+
 /* Bytes a context needs for one such graph of L tokens and C channels (with
  * a dense mask when `masked`) plus ggml's work buffer. */
 size_t wan_ctx_bytes(int64_t L, int64_t C, int masked);
