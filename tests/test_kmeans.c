@@ -630,6 +630,33 @@ static void test_against_brute_force(stsa_ctx *ctx, int d) {
   free(x);
 }
 
+/* Equal centroids in one panel and in different panels: the lowest index
+ * wins, as in a sequential argmin; one assignment (warm, iters 0). */
+static void test_ties(stsa_ctx *ctx) {
+  tu_rng rng = {47};
+  const int64_t n = 300, k = 40;
+  const int d = 24;
+  float *x = random_points(&rng, n, d, d);
+  result r = result_alloc(n, d, k);
+  for (int64_t e = 0; e < k * d; e++)
+    r.cent[e] = (float)tu_rng_normal(&rng);
+  const int64_t copies[] = {5, 20, 37}; /* copies of centroid 3 */
+  for (size_t c = 0; c < sizeof copies / sizeof copies[0]; c++)
+    memcpy(r.cent + copies[c] * d, r.cent + 3 * d, sizeof(float) * d);
+  for (int64_t i = 0; i < n; i += 3) /* every third point on centroid 3 */
+    memcpy(x + i * d, r.cent + 3 * d, sizeof(float) * d);
+  stsa_kmeans_args a = make_args(x, n, d, d, k, 1, 0, 0.0, 0);
+  run(ctx, &a, &r);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++)
+    bad += r.labels[i] == 5 || r.labels[i] == 20 || r.labels[i] == 37 ||
+           (i % 3 == 0 && r.labels[i] != 3);
+  CHECK(bad == 0, "ties: %lld points not on the lowest of equal centroids",
+        (long long)bad);
+  result_free(&r);
+  free(x);
+}
+
 int main(void) {
   stsa_ctx *ctx = make_ctx(2);
   test_planted(ctx, 64, 64, 101);
@@ -647,10 +674,12 @@ int main(void) {
   test_against_brute_force(ctx, 128);
   test_against_brute_force(ctx, 512);
   test_against_brute_force(ctx, 1);
+  test_ties(ctx);
   /* the portable micro-kernels give the same partition of planted blobs */
   CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BACKEND, STSA_BACKEND_PORTABLE), STSA_OK);
   test_planted(ctx, 64, 64, 101);
   test_against_brute_force(ctx, 33);
+  test_ties(ctx);
   stsa_ctx_free(ctx);
   return tu_finish("test_kmeans");
 }

@@ -47,22 +47,22 @@ typedef struct km {
   int64_t n, ld, k;
   int d, mr, nr, threads;
   const stsa_kernels *kern;
-  float *panels;     /* K^T panels of the centres being compared [ceil(k/nr)][d][nr] */
-  float *cnorm;      /* ||c||^2 of those centres, padded to the panels */
-  float *row_val;    /* per point: best ||c||^2 - 2 x.c (Lloyd), or D^2 (k-means++) */
-  float *row_val2;   /* per point: the runner-up ||c||^2 - 2 x.c (Lloyd) */
-  float *xnorm;      /* ||x_i||^2 */
-  double *upper;     /* per point: >= its exact distance to its centroid */
-  double *lower;     /* per point: <= its exact distance to any other centroid */
-  double *shift;     /* [k] distance each centroid moved in the last update */
-  double max_shift;  /* the largest of them (NaN if any is) */
-  float cnorm_max;   /* max ||c||^2 of the centroids of the last assignment */
-  int32_t *todo;     /* [n] the points a pruned assignment recomputes */
+  int depth;        /* rows of each panel: d, or d + 1 for the assignment's -||c||^2/2 */
+  float *panels;    /* K^T panels of the centres being compared [ceil(k/nr)][depth][nr] */
+  float *cnorm;     /* ||c||^2 of those centres, padded to the panels */
+  float *row_val;   /* per point: best ||c||^2 - 2 x.c (Lloyd), or D^2 (k-means++) */
+  float *row_val2;  /* per point: the runner-up ||c||^2 - 2 x.c (Lloyd) */
+  float *xnorm;     /* ||x_i||^2 */
+  double *upper;    /* per point: >= its exact distance to its centroid */
+  double *lower;    /* per point: <= its exact distance to any other centroid */
+  double *shift;    /* [k] distance each centroid moved in the last update */
+  double max_shift; /* the largest of them (NaN if any is) */
+  float cnorm_max;  /* max ||c||^2 of the centroids of the last assignment */
+  int32_t *todo;    /* [n] the points a pruned assignment recomputes */
   double *chunk_cum; /* inclusive prefix of the D^2 chunk sums (k-means++) */
   int64_t *counts;   /* [k] members per cluster */
-  int64_t *start;    /* [k + 1] first member of each cluster in order[] */
-  int64_t *cursor;   /* [k] next free slot while sorting */
-  int32_t *order;    /* [n] point indices sorted by label, stable */
+  int64_t *start;    /* [k + 1] members of the clusters before each (prefix of counts) */
+  double *sums;      /* [k][d] the members' sums of each centroid (update) */
   int32_t *pending;  /* [PENDING_MAX] k-means++ centres not yet refreshed */
   char *thread_mem;  /* threads x thread_bytes */
   size_t thread_bytes;
@@ -70,31 +70,28 @@ typedef struct km {
 
 /* One thread's scratch. */
 typedef struct km_thread {
-  float *q;      /* [CHUNK_BLOCKS mr][d] rows of x, zero padded */
+  float *q;      /* [CHUNK_BLOCKS mr][d + 1] rows of x (and 1), zero padded */
   float *s;      /* [mr][nr] one qk result */
   float *rowmax; /* [mr] what qk folds its maxima into (unused) */
-  double *acc;   /* [d] a centroid's sum */
 } km_thread;
 
 static size_t floats64(size_t floats) { return (floats + 15) / 16 * 16; }
 
-static size_t thread_floats(int mr, int nr, int d, size_t slot[4]) {
-  slot[0] = floats64((size_t)CHUNK_BLOCKS * (size_t)mr * (size_t)d);
+static size_t thread_floats(int mr, int nr, int d, size_t slot[3]) {
+  slot[0] = floats64((size_t)CHUNK_BLOCKS * (size_t)mr * (size_t)(d + 1));
   slot[1] = floats64((size_t)mr * (size_t)nr);
   slot[2] = floats64((size_t)mr);
-  slot[3] = floats64(2 * (size_t)d); /* d doubles */
-  return slot[0] + slot[1] + slot[2] + slot[3];
+  return slot[0] + slot[1] + slot[2];
 }
 
 static km_thread thread_view(const km *m, int t) {
-  size_t slot[4];
+  size_t slot[3];
   thread_floats(m->mr, m->nr, m->d, slot);
   float *p = (float *)(void *)(m->thread_mem + m->thread_bytes * (size_t)t);
   km_thread v;
   v.q = p;
   v.s = v.q + slot[0];
   v.rowmax = v.s + slot[1];
-  v.acc = (double *)(void *)(v.rowmax + slot[2]);
   return v;
 }
 
@@ -104,10 +101,10 @@ static int km_alloc(km *m, void **block) {
   const size_t n = (size_t)m->n, k = (size_t)m->k, d = (size_t)m->d;
   const size_t npan = (k + (size_t)m->nr - 1) / (size_t)m->nr;
   const size_t nchunks = (n + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
-  size_t slot[4];
+  size_t slot[3];
   m->thread_bytes = thread_floats(m->mr, m->nr, m->d, slot) * sizeof(float);
   /* sizes in floats (4 bytes), each rounded to 64 bytes */
-  const size_t sizes[] = {floats64(npan * (size_t)m->nr * d),
+  const size_t sizes[] = {floats64(npan * (size_t)m->nr * (d + 1)),
                           floats64(npan * (size_t)m->nr),
                           floats64(n),
                           floats64(n),
@@ -119,8 +116,7 @@ static int km_alloc(km *m, void **block) {
                           floats64(2 * nchunks),
                           floats64(2 * k),
                           floats64(2 * (k + 1)),
-                          floats64(2 * k),
-                          floats64(n),
+                          floats64(2 * k * d),
                           floats64(PENDING_MAX),
                           floats64(m->thread_bytes / sizeof(float) * (size_t)m->threads)};
   enum { NSLOTS = sizeof sizes / sizeof sizes[0] };
@@ -148,10 +144,9 @@ static int km_alloc(km *m, void **block) {
   m->chunk_cum = at[9];
   m->counts = at[10];
   m->start = at[11];
-  m->cursor = at[12];
-  m->order = at[13];
-  m->pending = at[14];
-  m->thread_mem = at[15];
+  m->sums = at[12];
+  m->pending = at[13];
+  m->thread_mem = at[14];
   *block = p;
   return 0;
 }
@@ -198,13 +193,17 @@ static float sq_dist(const float *a, const float *b, int d) {
 /* ---- distances as a GEMM on the qk micro-kernel ---------------------------- */
 
 /* Packs `count` centres, row c at base + (idx ? idx[c] : c) * stride, into
- * K^T panels (zero padded to whole panels) and their squared norms. */
+ * K^T panels (zero padded to whole panels) and their squared norms. With
+ * `augment`, each centre gains a coordinate -||c||^2 / 2 (and each point
+ * of the pass a 1): qk then gives x.c - ||c||^2 / 2 = -score / 2 directly,
+ * and the row maxima it folds in registers are each block's best score. */
 static void pack_centres(km *m, const float *base, int64_t stride, const int32_t *idx,
-                         int64_t count) {
-  const int d = m->d, nr = m->nr;
+                         int64_t count, int augment) {
+  const int d = m->d, nr = m->nr, depth = d + (augment != 0);
   const int64_t padded = (count + nr - 1) / nr * nr;
+  m->depth = depth;
   for (int64_t c = 0; c < padded; c++) {
-    float *dst = m->panels + (c / nr) * d * nr + c % nr;
+    float *dst = m->panels + (c / nr) * depth * nr + c % nr;
     if (c < count) {
       const float *row = base + (idx ? idx[c] : c) * stride;
       for (int j = 0; j < d; j++)
@@ -215,25 +214,50 @@ static void pack_centres(km *m, const float *base, int64_t stride, const int32_t
         dst[j * nr] = 0.0f;
       m->cnorm[c] = 0.0f;
     }
+    if (augment)
+      dst[d * nr] = -0.5f * m->cnorm[c];
   }
 }
 
 /* What a pass does with one qk block: rows i0.. i0+rows-1 of x against
- * packed centres c0.. c0+cols-1, s[r][c] = x_{i0+r} . c_{c0+c} (rows nr
- * apart; the visit may overwrite them). Each row belongs to one thread. */
+ * packed centres c0.. c0+cols-1, s[r][c] = x'_{i0+r} . c'_{c0+c} (rows nr
+ * apart; the visit may overwrite them), rowmax[r] >= max_c s[r][c] (over
+ * the panel's padding too). Each row belongs to one thread. */
 typedef void (*block_visit)(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
-                            float *s);
+                            float *s, const float *rowmax);
 
-/* v[c] = cn[c] - 2 v[c] (v holds x . c on entry) for c < cols, and
- * whether any is below `best`: one vectorised pass, so that a visit reaches
- * its branchy argmin only for the few blocks that improve a row. */
-static int scores_below(float *v, const float *cn, int cols, float best) {
-  int below = 0;
-  for (int c = 0; c < cols; c++) {
-    v[c] = cn[c] - 2.0f * v[c];
-    below |= v[c] < best;
+/* Over the scores -2 s[c] of one block row (c < cols, c != skip): their
+ * minimum (INFINITY if none; NaN never wins) and, in *below, how many are
+ * below `bound`. In 8 elementwise partial minima and counts, so that it
+ * vectorises (a float min reduction alone does not without -ffast-math). */
+static inline float block_min(const float *s, int cols, int skip, float bound,
+                              int *below) {
+  float part[8];
+  int count[8];
+  for (int l = 0; l < 8; l++) {
+    part[l] = INFINITY;
+    count[l] = 0;
   }
-  return below;
+  int c = 0;
+  for (; c + 8 <= cols; c += 8)
+    for (int l = 0; l < 8; l++) {
+      const float v = c + l == skip ? INFINITY : -2.0f * s[c + l];
+      part[l] = v < part[l] ? v : part[l];
+      count[l] += v < bound;
+    }
+  for (int l = 0; c < cols; c++, l++) {
+    const float v = c == skip ? INFINITY : -2.0f * s[c];
+    part[l] = v < part[l] ? v : part[l];
+    count[l] += v < bound;
+  }
+  float m = INFINITY;
+  int n = 0;
+  for (int l = 0; l < 8; l++) {
+    m = part[l] < m ? part[l] : m;
+    n += count[l];
+  }
+  *below = n;
+  return m;
 }
 
 /* Runs qk over every (row block, panel) of the points idx[0.. nrows-1] (of
@@ -243,45 +267,47 @@ static int scores_below(float *v, const float *cn, int cols, float best) {
  * thread count, and a row's scores do not depend on its block. */
 static void gemm_pass(km *m, const int32_t *idx, int64_t nrows, int64_t count,
                       block_visit visit, void *ud) {
-  const int mr = m->mr, nr = m->nr, d = m->d;
+  const int mr = m->mr, nr = m->nr, d = m->d, depth = m->depth;
   const int64_t chunk_rows = (int64_t)CHUNK_BLOCKS * mr;
   const int64_t nchunks = (nrows + chunk_rows - 1) / chunk_rows;
   const int64_t npan = (count + nr - 1) / nr;
 #pragma omp parallel num_threads(threads_for(m, nchunks))
   {
     km_thread t = thread_view(m, omp_get_thread_num());
-    for (int r = 0; r < mr; r++)
-      t.rowmax[r] = 0.0f;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t ch = 0; ch < nchunks; ch++) {
       const int64_t i0 = ch * chunk_rows;
       const int64_t rows = nrows - i0 < chunk_rows ? nrows - i0 : chunk_rows;
       const int64_t nblocks = (rows + mr - 1) / mr;
-      const float *q[CHUNK_BLOCKS]; /* each block's mr rows, d apart */
+      const float *q[CHUNK_BLOCKS]; /* each block's mr rows, depth apart */
       for (int64_t b = 0; b < nblocks; b++) {
         const int64_t brows = rows - b * mr < mr ? rows - b * mr : mr;
-        if (!idx && m->ld == d && brows == mr) { /* packed rows serve as they are */
-          q[b] = x_row(m, i0 + b * mr);
+        if (!idx && depth == d && m->ld == d && brows == mr) {
+          q[b] = x_row(m, i0 + b * mr); /* packed rows serve as they are */
           continue;
         }
-        float *dst = t.q + b * mr * d;
+        float *dst = t.q + b * mr * depth;
         for (int64_t r = 0; r < mr; r++) {
           if (r < brows) {
             const int64_t pos = i0 + b * mr + r;
-            memcpy(dst + r * d, x_row(m, idx ? idx[pos] : pos),
+            memcpy(dst + r * depth, x_row(m, idx ? idx[pos] : pos),
                    sizeof(float) * (size_t)d);
+            if (depth > d)
+              dst[r * depth + d] = 1.0f;
           } else
-            memset(dst + r * d, 0, sizeof(float) * (size_t)d);
+            memset(dst + r * depth, 0, sizeof(float) * (size_t)depth);
         }
         q[b] = dst;
       }
       for (int64_t p = 0; p < npan; p++) {
-        const float *panel = m->panels + p * d * nr;
+        const float *panel = m->panels + p * depth * nr;
         const int cols = (int)(count - p * nr < nr ? count - p * nr : nr);
         for (int64_t b = 0; b < nblocks; b++) {
-          m->kern->qk(q[b], d, panel, t.s, nr, t.rowmax);
+          for (int r = 0; r < mr; r++)
+            t.rowmax[r] = -INFINITY;
+          m->kern->qk(q[b], depth, panel, t.s, nr, t.rowmax);
           const int brows = (int)(rows - b * mr < mr ? rows - b * mr : mr);
-          visit(m, ud, i0 + b * mr, brows, p * nr, cols, t.s);
+          visit(m, ud, i0 + b * mr, brows, p * nr, cols, t.s, t.rowmax);
         }
       }
     }
@@ -296,32 +322,40 @@ typedef struct assign_rows {
   const int32_t *idx;
 } assign_rows;
 
-/* Keeps each row's best and runner-up score; only rows with a score below
- * their runner-up leave the vectorised test. */
+/* Keeps each row's best score ||c||^2 - 2 x.c (label: ties to the lower
+ * index, NaN never wins) and runner-up, the scores being -2 s of the
+ * augmented GEMM. A block whose row maximum cannot beat the runner-up is
+ * skipped on that one compare: most blocks, once a row has two near
+ * centroids. Else it is merged through its own two smallest scores, found
+ * by vectorised minima: the block's best m1 at c1 (its first occurrence)
+ * and m2, the smallest of the rest. Every earlier centre has a lower index,
+ * so this gives what a sequential argmin over the centres in index order
+ * gives: best, label and runner-up (m1, c1, min(b1, m2)) when m1 < b1, else
+ * (b1, lab, min(b2, m1)). */
 static void assign_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
-                         float *s) {
+                         float *s, const float *rowmax) {
   const assign_rows *ar = ud;
-  const float *cn = m->cnorm + c0;
   for (int r = 0; r < rows; r++) {
     const int64_t i = ar->idx ? ar->idx[i0 + r] : i0 + r;
-    float *v = s + r * m->nr;
-    const float second = m->row_val2[i];
-    if (!scores_below(v, cn, cols, second))
-      continue; /* the common case once a row has two near centroids */
-    float b1 = m->row_val[i], b2 = second;
-    int32_t lab = ar->labels[i];
-    for (int c = 0; c < cols; c++) {
-      if (v[c] < b1) { /* strict: ties keep the lower index */
-        b2 = b1;
-        b1 = v[c];
-        lab = (int32_t)(c0 + c);
-      } else if (v[c] < b2) {
-        b2 = v[c];
-      }
+    const float b1 = m->row_val[i], b2 = m->row_val2[i];
+    if (-2.0f * rowmax[r] >= b2)
+      continue; /* no score of the block below b2 (a NaN maximum is merged) */
+    const float *v = s + r * m->nr;
+    int below_b1;
+    const float m1 = block_min(v, cols, -1, b1, &below_b1);
+    if (m1 < b1) {
+      int c1 = 0;
+      while (c1 < cols - 1 && !(-2.0f * v[c1] == m1))
+        c1++;
+      /* the block's runner-up matters only when below b1 (rarely) */
+      int unused;
+      const float m2 = below_b1 > 1 ? block_min(v, cols, c1, b1, &unused) : b1;
+      m->row_val[i] = m1;
+      m->row_val2[i] = b1 < m2 ? b1 : m2;
+      ar->labels[i] = (int32_t)(c0 + c1);
+    } else {
+      m->row_val2[i] = m1 < b2 ? m1 : b2;
     }
-    m->row_val[i] = b1;
-    m->row_val2[i] = b2;
-    ar->labels[i] = lab;
   }
 }
 
@@ -356,7 +390,7 @@ static void assign_rows_pass(km *m, const int32_t *idx, int64_t nrows, int32_t *
 
 /* Packs the centroids and their largest squared norm. */
 static void pack_centroids(km *m, const float *centroids) {
-  pack_centres(m, centroids, m->d, NULL, m->k);
+  pack_centres(m, centroids, m->d, NULL, m->k, 1);
   float cmax = 0.0f;
   for (int64_t c = 0; c < m->k; c++)
     cmax = m->cnorm[c] > cmax || isnan(m->cnorm[c]) ? m->cnorm[c] : cmax;
@@ -403,48 +437,67 @@ static int64_t assign_pruned(km *m, const float *centroids, int32_t *labels) {
 
 /* ---- Lloyd: update ---------------------------------------------------------- */
 
-/* Counts the members of each cluster and sorts the point indices by label,
- * stably (members in index order). */
-static void sort_by_label(km *m, const int32_t *labels) {
+/* Counts the members of each cluster and their prefix sums. */
+static void count_labels(km *m, const int32_t *labels) {
   memset(m->counts, 0, sizeof(int64_t) * (size_t)m->k);
   for (int64_t i = 0; i < m->n; i++)
     m->counts[labels[i]]++;
   m->start[0] = 0;
-  for (int64_t c = 0; c < m->k; c++) {
+  for (int64_t c = 0; c < m->k; c++)
     m->start[c + 1] = m->start[c] + m->counts[c];
-    m->cursor[c] = m->start[c];
+}
+
+/* The first centroid of part `part` of `parts`: parts of about equal
+ * membership (start[] is the prefix of the counts), so equal work. */
+static int64_t part_begin(const km *m, int part, int parts) {
+  const int64_t target = m->n * part / parts;
+  int64_t lo = 0, hi = m->k; /* first c with start[c] >= target */
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (m->start[mid] >= target)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
-  for (int64_t i = 0; i < m->n; i++)
-    m->order[m->cursor[labels[i]]++] = (int32_t)i;
+  return lo;
 }
 
 /* Moves every non-empty centroid to the mean of its members (sums in
  * double, members in index order; empty ones stay), each one's shift in
  * m->shift and the largest in m->max_shift (NaN if any is, so that a NaN
- * centroid prunes nothing). Returns the largest shift, squared. */
-static double update(km *m, float *centroids) {
+ * centroid prunes nothing). Returns the largest shift, squared. Each
+ * thread owns a range of centroids and streams through the points in index
+ * order, adding those of its range: x is read in order (a gather by label
+ * waits on memory), and a centroid's sum is the same on any thread count. */
+static double update(km *m, const int32_t *labels, float *centroids) {
   const int d = m->d;
+  const int parts = threads_for(m, m->k / 16);
   double max_shift2 = 0.0;
-#pragma omp parallel num_threads(threads_for(m, m->k / 16)) reduction(max : max_shift2)
+#pragma omp parallel num_threads(parts) reduction(max : max_shift2)
   {
-    km_thread t = thread_view(m, omp_get_thread_num());
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t c = 0; c < m->k; c++) {
+    const int part = omp_get_thread_num(), nparts = omp_get_num_threads();
+    const int64_t c_lo = part_begin(m, part, nparts);
+    const int64_t c_end = part + 1 == nparts ? m->k : part_begin(m, part + 1, nparts);
+    memset(m->sums + c_lo * d, 0, sizeof(double) * (size_t)((c_end - c_lo) * d));
+    for (int64_t i = 0; i < m->n; i++) {
+      const int64_t c = labels[i];
+      if (c < c_lo || c >= c_end)
+        continue;
+      const float *row = x_row(m, i);
+      double *acc = m->sums + c * d;
+      for (int j = 0; j < d; j++)
+        acc[j] += row[j];
+    }
+    for (int64_t c = c_lo; c < c_end; c++) {
       const int64_t cnt = m->counts[c];
       m->shift[c] = 0.0;
       if (cnt == 0)
         continue;
-      for (int j = 0; j < d; j++)
-        t.acc[j] = 0.0;
-      for (int64_t e = m->start[c]; e < m->start[c + 1]; e++) {
-        const float *row = x_row(m, m->order[e]);
-        for (int j = 0; j < d; j++)
-          t.acc[j] += row[j];
-      }
+      const double *acc = m->sums + c * d;
       float *cen = centroids + c * d;
       double shift2 = 0.0;
       for (int j = 0; j < d; j++) {
-        const float v = (float)(t.acc[j] / (double)cnt);
+        const float v = (float)(acc[j] / (double)cnt);
         const double delta = (double)v - (double)cen[j];
         shift2 += delta * delta;
         cen[j] = v;
@@ -476,8 +529,9 @@ static int64_t uniform_index(uint64_t *state, int64_t n) {
  * centres; every pair near cancellation is recomputed directly, so that a
  * point on a centre weighs exactly 0 and is never drawn. */
 static void refresh_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
-                          float *s) {
+                          float *s, const float *rowmax) {
   (void)ud;
+  (void)rowmax;
   const float *cn = m->cnorm + c0;
   for (int r = 0; r < rows; r++) {
     const int64_t i = i0 + r;
@@ -504,7 +558,7 @@ static void refresh_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int
 /* Folds the pending centres into the D^2 of every point and rebuilds the
  * chunk sums. Returns their total (sums in double, in a fixed order). */
 static double refresh(km *m, int64_t npending) {
-  pack_centres(m, m->x, m->ld, m->pending, npending);
+  pack_centres(m, m->x, m->ld, m->pending, npending, 0);
   gemm_pass(m, NULL, m->n, npending, refresh_visit, NULL);
   const int64_t nchunks = (m->n + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
 #pragma omp parallel for num_threads(threads_for(m, nchunks / 16)) schedule(static)
@@ -659,7 +713,7 @@ static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
                  "stsa_kmeans: tol = %g, expected finite and >= 0", a->tol);
   STSA_RETURN_IF(a->warm != 0 && a->warm != 1, err, STSA_ERR_BAD_PARAM,
                  "stsa_kmeans: warm = %d, expected 0 or 1", a->warm);
-  if (ctx->check_finite) {
+  if (ctx->check_finite && !a->finite_checked) {
     const int64_t bad = first_nonfinite_row(a, ctx->threads);
     STSA_RETURN_IF(bad >= 0, err, STSA_ERR_NONFINITE,
                    "stsa_kmeans: point %lld of x is not finite", (long long)bad);
@@ -711,10 +765,10 @@ stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
                                  : assign_pruned(&m, centroids, labels);
     if (probe->recomputed)
       probe->recomputed[done] = computed;
-    sort_by_label(&m, labels);
+    count_labels(&m, labels);
     if (done == a->iters)
       break;
-    const double shift2 = update(&m, centroids);
+    const double shift2 = update(&m, labels, centroids);
     done++;
     if (done == a->iters || shift2 <= tol2)
       break;

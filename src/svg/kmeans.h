@@ -55,6 +55,9 @@ typedef struct stsa_kmeans_args {
    * exact fixpoint only. */
   double tol;
   uint64_t seed; /* of the k-means++ draws (unused when warm) */
+  /* 1: the caller has already checked x for NaN/Inf (the SVG session's
+   * inputs), so the context's check_finite scan is not repeated */
+  int finite_checked;
 } stsa_kmeans_args;
 
 /* centroids [k][d] (rows d apart) in when warm, out always; labels [n] out;

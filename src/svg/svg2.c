@@ -245,8 +245,9 @@ static stsa_status cluster_head(stsa_ctx *ctx, const stsa_svg2 *s,
   int done = 0;
   int64_t ld = 0;
   const float *x = video_rows(q, b, h, geo, s->D, w->xq, &ld);
-  stsa_kmeans_args a = {x,    s->L,       (int)s->D,  ld,  s->QC,
-                        warm, (int)iters, KMEANS_TOL, seed};
+  /* finite_checked: the session checked q and k before this call */
+  stsa_kmeans_args a = {x,    s->L,       (int)s->D,  ld,   s->QC,
+                        warm, (int)iters, KMEANS_TOL, seed, 1};
   STSA_TRY(stsa_kmeans(ctx, &a, qc, w->lq, w->q_sizes, &done));
   a.x = video_rows(k, b, h, geo, s->D, w->xk, &a.ld);
   a.k = s->KC;
