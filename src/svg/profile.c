@@ -3,20 +3,32 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/context.h"
 #include "core/convert.h"
 #include "core/tensor.h"
-#include "kernel/dispatch.h"
 #include "mask/sparse_call.h"
-#include "svg/rows_passes.h"
+#include "svg/splitmix.h"
 
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b) {
   stsa_tensor v = *t;
   v.data = stsa_tensor_row(t, b, 0, 0);
   v.shape[0] = 1;
   return v;
+}
+
+void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
+                          int64_t layer, int64_t step, int64_t batch, int64_t *out) {
+  const int64_t L = g->frames * g->height * g->width;
+  const int64_t first = g->text_pos == STSA_TEXT_PREFIX ? g->text : 0;
+  uint64_t state = seed ^ ((uint64_t)layer * 0x100000001b3ull) ^ ((uint64_t)step << 32) ^
+                   ((uint64_t)batch * 0x9e3779b97f4a7c15ull);
+  for (int64_t r = 0; r < rows; r++) {
+    /* stratum r covers video tokens [r*L/rows, (r+1)*L/rows) */
+    int64_t lo = r * L / rows, hi = (r + 1) * L / rows;
+    int64_t span = hi > lo ? hi - lo : 1;
+    out[r] = first + lo + (int64_t)(stsa_splitmix64(&state) % (uint64_t)span);
+  }
 }
 
 /* Gathers the sampled rows of batch entry b into a compact f32 [1, r, H, D]. */
@@ -53,36 +65,6 @@ static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_m
   return stsa_plan_build(ctx, &desc, plan);
 }
 
-/* Rows of a kind's pass that share a q tile: one register tile. More rows
- * per tile stream each key for more of them, but their windows spread and
- * most of their tiles turn partial (measured at Wan 480p: 6 rows beat 12
- * and 24). */
-static int group_rows(const stsa_ctx *ctx) { return ctx->run->kern.mr; }
-
-/* Squared differences of a pass's rows (row i is reference row at[i], or
- * row i when at is NULL) to the reference rows, per head. */
-static void sq_diff(const float *o, const float *ref, const int64_t *at, int64_t nrows,
-                    int64_t H, int64_t D, double *sum) {
-  for (int64_t h = 0; h < H; h++) {
-    double e = 0;
-    for (int64_t r = 0; r < nrows; r++) {
-      const float *x = o + (r * H + h) * D, *y = ref + ((at ? at[r] : r) * H + h) * D;
-      for (int64_t d = 0; d < D; d++)
-        e += ((double)x[d] - y[d]) * ((double)x[d] - y[d]);
-    }
-    sum[h] = e;
-  }
-}
-
-/*
- * The three passes share the rows but not their order: the dense rows are
- * one q tile (every key is visited anyway, so each serves all rows); the
- * spatial rows are walked in native order, a q tile then holding rows of
- * one or two frames whose windows cover a few frames of keys; the temporal
- * rows position-major, a q tile then holding rows of nearby positions whose
- * bands meet the same few keys of every frame. The rows, and so the
- * estimate, are those of one q tile of all rows under each mask.
- */
 stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
                              const stsa_svg_masks *masks, const int64_t *rows,
                              int64_t nrows, const stsa_tensor *q, const stsa_tensor *k,
@@ -90,55 +72,46 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
                              float *mse_temporal, double *energy) {
   const int64_t H = q->shape[2], D = q->shape[3];
   const size_t n = (size_t)(nrows * H * D);
-  float *buf = malloc(sizeof(float) * n * 6);
-  int64_t *perm = malloc(sizeof *perm * (size_t)nrows * 2);
-  double *sum = malloc(sizeof *sum * (size_t)H);
-  stsa_status st = buf && perm && sum ? STSA_OK
-                                      : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY,
-                                                  "profiling: out of memory");
+  float *buf = malloc(sizeof(float) * n * 4);
+  if (!buf)
+    return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
+  float *qrows = buf, *o_dense = buf + n, *o_sp = buf + 2 * n, *o_tm = buf + 3 * n;
+  gather_rows(q, b, rows, nrows, qrows);
+  stsa_tensor qs = stsa_tensor_bshd(qrows, STSA_F32, 1, nrows, H, D);
+  stsa_tensor kb = stsa_batch_view(k, b), vb = stsa_batch_view(v, b);
+  stsa_tensor td = stsa_tensor_bshd(o_dense, STSA_F32, 1, nrows, H, D);
+  stsa_tensor ts = stsa_tensor_bshd(o_sp, STSA_F32, 1, nrows, H, D);
+  stsa_tensor tt = stsa_tensor_bshd(o_tm, STSA_F32, 1, nrows, H, D);
+  /* one pass over each head's K/V serves all three masks */
+  const stsa_mask *which[3] = {masks->dense, masks->spatial, masks->temporal};
+  stsa_plan *plans[3] = {NULL, NULL, NULL};
+  stsa_status st = STSA_OK;
+  for (int i = 0; i < 3 && st == STSA_OK; i++)
+    st = rows_plan(ctx, g, which[i], rows, nrows, kb.shape[1], &plans[i]);
   if (st == STSA_OK) {
-    /* q and out: the dense, spatial and temporal passes' rows, one after
-     * the other */
-    float *qs = buf, *o_dense = buf + 3 * n, *o_sp = buf + 4 * n, *o_tm = buf + 5 * n;
-    int64_t *rows_pos = perm + nrows;
-    gather_rows(q, b, rows, nrows, qs);
-    memcpy(qs + n, qs, sizeof(float) * n);
-    stsa_svg_position_order(g, rows, nrows, perm);
-    for (int64_t i = 0; i < nrows; i++) {
-      rows_pos[i] = rows[perm[i]];
-      memcpy(qs + 2 * n + (size_t)(i * H * D), qs + (size_t)(perm[i] * H * D),
-             sizeof(float) * (size_t)(H * D));
-    }
-    const int group = group_rows(ctx);
-    const stsa_rows_pass passes[3] = {{masks->dense, rows, (int)nrows},
-                                      {masks->spatial, rows, group},
-                                      {masks->temporal, rows_pos, group}};
-    const stsa_tensor qt = stsa_tensor_bshd(qs, STSA_F32, 1, 3 * nrows, H, D);
-    const stsa_tensor ot = stsa_tensor_bshd(o_dense, STSA_F32, 1, 3 * nrows, H, D);
-    const stsa_tensor kb = stsa_batch_view(k, b), vb = stsa_batch_view(v, b);
-    st = stsa_svg_rows_passes(ctx, g, passes, 3, nrows, &qt, &kb, &vb, &ot);
-    if (st == STSA_OK) {
-      const double count = (double)(nrows * D);
-      sq_diff(o_sp, o_dense, NULL, nrows, H, D, sum);
-      for (int64_t h = 0; h < H; h++)
-        mse_spatial[h] = (float)(sum[h] / count);
-      sq_diff(o_tm, o_dense, perm, nrows, H, D, sum);
-      for (int64_t h = 0; h < H; h++)
-        mse_temporal[h] = (float)(sum[h] / count);
-      for (int64_t h = 0; energy && h < H; h++) {
-        double e0 = 0;
-        for (int64_t r = 0; r < nrows; r++)
-          for (int64_t d = 0; d < D; d++) {
-            const double x = o_dense[(r * H + h) * D + d];
-            e0 += x * x;
-          }
-        energy[h] = e0;
-      }
-    }
+    const stsa_tensor outs[3] = {td, ts, tt};
+    const stsa_plan *const cplans[3] = {plans[0], plans[1], plans[2]};
+    st = stsa_sparse_rows_multi(ctx, cplans, 3, &qs, &kb, &vb, outs);
   }
+  for (int i = 0; i < 3; i++)
+    stsa_plan_free(plans[i]);
+  if (st == STSA_OK)
+    for (int64_t h = 0; h < H; h++) {
+      double es = 0, et = 0, e0 = 0;
+      for (int64_t r = 0; r < nrows; r++)
+        for (int64_t d = 0; d < D; d++) {
+          size_t i = (size_t)((r * H + h) * D + d);
+          double ds = (double)o_sp[i] - o_dense[i], dt = (double)o_tm[i] - o_dense[i];
+          es += ds * ds;
+          et += dt * dt;
+          e0 += (double)o_dense[i] * o_dense[i];
+        }
+      mse_spatial[h] = (float)(es / (double)(nrows * D));
+      mse_temporal[h] = (float)(et / (double)(nrows * D));
+      if (energy)
+        energy[h] = e0;
+    }
   free(buf);
-  free(perm);
-  free(sum);
   return st;
 }
 

@@ -9,7 +9,12 @@
 #include <stdint.h>
 
 #include "stsa.h"
-#include "svg/sample.h"
+
+/* Draws `rows` video query rows spread over the whole video (one uniform
+ * draw in each of `rows` equal strata), as native token indices, ascending.
+ * Deterministic in (seed, layer, step, batch). */
+void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
+                          int64_t layer, int64_t step, int64_t batch, int64_t *out);
 
 /* The masks a profile compares, as single-head masks on true coordinates. */
 typedef struct stsa_svg_masks {
