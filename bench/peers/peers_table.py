@@ -5,8 +5,9 @@
 
 Each comparison is a row with one column per run holding "best / median"
 ratio (peer time / stsa time: above 1, stsa is faster), then the GFLOP/s
-of both sides (best call; the range over runs) and the largest max-abs
-difference seen. A second table gives FlexAttention's compile and block-mask
+of both sides (best call; the range over runs), the largest max-abs
+difference seen and each side's largest max-abs error against the float64
+reference rows. A second table gives FlexAttention's compile and block-mask
 times per run."""
 
 import json
@@ -22,6 +23,12 @@ def span(values, fmt):
     lo, hi = min(values), max(values)
     return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else \
         f"{fmt.format(lo)}–{fmt.format(hi)}"
+
+
+def worst(lines, key):
+    """The largest value of key over the runs ('—' where not measured)."""
+    values = [ln[key] for ln in lines if ln.get(key) is not None]
+    return f"{max(values):.1e}" if values else "—"
 
 
 def comparisons(runs):
@@ -42,12 +49,13 @@ STSA = {"stsa_f32": "stsa.attention", "stsa_bf16": "stsa.attention",
 def ratio_table(runs):
     n = len(runs)
     head = ("| comparison | " + " | ".join(f"run {i + 1}" for i in range(n))
-            + " | stsa GFLOP/s | peer GFLOP/s | max-abs diff |")
-    out = [head, "|" + "---|" * (n + 4)]
+            + " | stsa GFLOP/s | peer GFLOP/s | max-abs diff | error vs f64: stsa / peer |")
+    out = [head, "|" + "---|" * (n + 5)]
     for (bench, case), lines in comparisons(runs).items():
         got = [ln for ln in lines if ln]
         first = got[0]
-        name = f"{STSA[first['stsa']]} vs {PEERS[first['peer']]}, {case}"
+        where = f"S={first['S']} H={first['H']} D={first['D']}" if bench == "dense" else case
+        name = f"{STSA[first['stsa']]} vs {PEERS[first['peer']]}, {where}"
         if bench == "flex":
             name += f" (density {first['density']:.3f})"
         cells = [f"{ln['ratio_best']:.2f}× / {ln['ratio_median']:.2f}×" if ln else "—"
@@ -55,7 +63,8 @@ def ratio_table(runs):
         out.append(f"| {name} | " + " | ".join(cells)
                    + f" | {span([ln['stsa_gflops'] for ln in got], '{:.0f}')}"
                    f" | {span([ln['peer_gflops'] for ln in got], '{:.0f}')}"
-                   f" | {max(ln['max_abs_diff'] for ln in got):.1e} |")
+                   f" | {max(ln['max_abs_diff'] for ln in got):.1e}"
+                   f" | {worst(got, 'err_stsa')} / {worst(got, 'err_peer')} |")
     return out
 
 
