@@ -390,6 +390,15 @@ static void test_pruned_equals_full(void) {
   check_pruned("clustered, k > blobs", x, n, 40, 45, 90, 0.2, &rng);
   free(x);
   free(truth);
+  /* many centroid groups (k 500: 32 panels of 16, 16 groups of 2 panels,
+   * the last panel short) */
+  x = planted(&rng, 30, 16, 16, 3.0, 0.8, &n, &truth);
+  const int64_t many =
+      check_pruned("clustered, many groups", x, n, 16, 16, 500, 0.1, &rng);
+  CHECK(many >= 0 && many < n, "pruned, many groups: %lld of %lld recomputed",
+        (long long)many, (long long)n);
+  free(x);
+  free(truth);
 }
 
 static int all_finite(const float *v, int64_t count) {

@@ -20,14 +20,17 @@
  * assignment and centroids the means of those clusters, so sizes[c] counts
  * the members of centroid c.
  *
- * Pruned assignments (Hamerly): the first assignment of a call is full and
- * keeps, for every point, an upper bound u of its distance to its centroid
- * and a lower bound l of its distance to every other one. Each later
- * assignment first moves them (u += shift of its centroid, l -= the largest
- * shift) and skips a point when u^2 + 2 e < l^2, e a bound of the f32 error
- * of a GEMM-form score: its label provably stays the one a full
- * computation would give. The other points are recomputed, gathered in
- * index order, on the same GEMM path, so labels equal a full assignment's.
+ * Pruned assignments (Yinyang: Ding et al., ICML 2015): at the start of a
+ * call the centroids are grouped by a k-means of the centroids (16 groups
+ * at most, each of whole panels of the packed order). The first assignment
+ * of a call is full and keeps, for every point, an upper bound u of its
+ * distance to its centroid and, per group, a lower bound of its distance to
+ * every centroid of the group but its own. Each later assignment first
+ * moves them (u += shift of its centroid, a group's bound -= the group's
+ * largest shift) and skips a point when no group may beat its centroid
+ * (u^2 + 2 e < bound^2, e a bound of the f32 error of a GEMM-form score);
+ * else it recomputes the point against its own group and the groups that
+ * may, on the same GEMM path, so labels equal a full assignment's.
  *
  * Deterministic: labels, centroids and sizes are bitwise identical for any
  * thread count (ctx->threads) and any run with the same arguments.

@@ -1,0 +1,300 @@
+/* kmeans_assign.c — Lloyd's assignments: full, and pruned by per-group
+ * distance bounds (Yinyang k-means: Ding et al., ICML 2015), with labels
+ * always those of a full f32 assignment (see kmeans.h). */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "svg/kmeans.h"
+#include "svg/kmeans_internal.h"
+
+/* Iterations of the k-means of the centroids that forms the groups: a
+ * coarse grouping serves (the bounds only need nearby centroids together). */
+#define GROUP_ITERS 5
+
+/* ---- groups ----------------------------------------------------------------- */
+
+static int group_of_column(const km *m, int64_t col) {
+  return (int)(col / m->nr / m->gp);
+}
+
+/* Columns of group g: [first, first + count). */
+static int64_t group_first(const km *m, int g) { return (int64_t)g * m->gp * m->nr; }
+
+static int64_t group_count(const km *m, int g) {
+  const int64_t first = group_first(m, g), end = first + (int64_t)m->gp * m->nr;
+  return (end < m->k ? end : m->k) - first;
+}
+
+void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed) {
+  for (int64_t c = 0; c < m->k; c++)
+    m->perm[c] = (int32_t)c;
+  if (m->groups > 1) {
+    /* the centroids of one coarse cluster together, in index order */
+    stsa_kmeans_args a = {centroids, m->k,        m->d, m->d, m->groups,
+                          0,         GROUP_ITERS, 0.0,  seed, 1};
+    if (stsa_kmeans(ctx, &a, m->gcent, m->glabel, NULL, NULL) == STSA_OK) {
+      int64_t at = 0;
+      for (int g = 0; g < m->groups; g++)
+        for (int64_t c = 0; c < m->k; c++)
+          if (m->glabel[c] == g)
+            m->perm[at++] = (int32_t)c;
+    } else {
+      stsa_err_clear(&ctx->err); /* out of memory: index order serves too */
+    }
+  }
+  for (int64_t v = 0; v < m->k; v++)
+    m->pos[m->perm[v]] = (int32_t)v;
+  const int64_t npan = (m->k + m->nr - 1) / m->nr;
+  int64_t at = 0;
+  for (int j = 0; j < m->gp; j++)
+    for (int g = 0; g < m->groups; g++)
+      if ((int64_t)g * m->gp + j < npan)
+        m->spread[at++] = g * m->gp + j;
+}
+
+/* ---- the visit -------------------------------------------------------------- */
+
+/* Over the scores -2 s[c] of one block row (c < cols, c != skip): their
+ * minimum (INFINITY if none; NaN never wins) and, in *below, how many are
+ * below `bound`. In 8 elementwise partial minima and counts, so that it
+ * vectorises (a float min reduction alone does not without -ffast-math). */
+static inline float block_min(const float *s, int cols, int skip, float bound,
+                              int *below) {
+  float part[8];
+  int count[8];
+  for (int l = 0; l < 8; l++) {
+    part[l] = INFINITY;
+    count[l] = 0;
+  }
+  int c = 0;
+  for (; c + 8 <= cols; c += 8)
+    for (int l = 0; l < 8; l++) {
+      const float v = c + l == skip ? INFINITY : -2.0f * s[c + l];
+      part[l] = v < part[l] ? v : part[l];
+      count[l] += v < bound;
+    }
+  for (int l = 0; c < cols; c++, l++) {
+    const float v = c == skip ? INFINITY : -2.0f * s[c];
+    part[l] = v < part[l] ? v : part[l];
+    count[l] += v < bound;
+  }
+  float mn = INFINITY;
+  int n = 0;
+  for (int l = 0; l < 8; l++) {
+    mn = part[l] < mn ? part[l] : mn;
+    n += count[l];
+  }
+  *below = n;
+  return mn;
+}
+
+/* The lowest centroid index perm[c] of the columns whose score -2 s[c] is
+ * `score` (INT32_MAX if none), in 8 partial minima (vectorises). */
+static inline int32_t lowest_with(const float *s, int cols, float score,
+                                  const int32_t *perm) {
+  int32_t part[8];
+  for (int l = 0; l < 8; l++)
+    part[l] = INT32_MAX;
+  int c = 0;
+  for (; c + 8 <= cols; c += 8)
+    for (int l = 0; l < 8; l++) {
+      const int32_t key = -2.0f * s[c + l] == score ? perm[c + l] : INT32_MAX;
+      part[l] = key < part[l] ? key : part[l];
+    }
+  for (int l = 0; c < cols; c++, l++) {
+    const int32_t key = -2.0f * s[c] == score ? perm[c] : INT32_MAX;
+    part[l] = key < part[l] ? key : part[l];
+  }
+  int32_t lowest = INT32_MAX;
+  for (int l = 0; l < 8; l++)
+    lowest = part[l] < lowest ? part[l] : lowest;
+  return lowest;
+}
+
+/* The rows of one assignment pass: points idx[pos] (pos itself when NULL). */
+typedef struct assign_rows {
+  int32_t *labels;
+  const int32_t *idx;
+} assign_rows;
+
+/* Keeps each row's best score ||c||^2 - 2 x.c (label: ties to the lower
+ * centroid index, NaN never wins) and runner-up, the scores being -2 s of
+ * the augmented GEMM, and each group's lowest score, -2 x the row maximum
+ * qk folded. A block that cannot beat the runner-up is left on that one
+ * compare: most blocks, once a row has two near centroids. Else it is
+ * merged through its own two smallest scores, found by vectorised minima:
+ * the block's best m1 (of its columns with that score, the lowest centroid
+ * index o1) and m2, the smallest of the rest. That gives what a sequential
+ * argmin gives in any order of the centres: (m1, o1, min(b1, m2)) when m1 <
+ * b1, or m1 = b1 and o1 < lab; else (b1, lab, min(b2, m1)). */
+static void assign_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
+                         float *s, const float *rowmax) {
+  const assign_rows *ar = ud;
+  const int g = group_of_column(m, c0);
+  for (int r = 0; r < rows; r++) {
+    const int64_t i = ar->idx ? ar->idx[i0 + r] : i0 + r;
+    const float lo = -2.0f * rowmax[r];
+    float *gmin = m->gmin + i * m->groups + g;
+    *gmin = lo < *gmin || isnan(lo) ? lo : *gmin; /* NaN sticks: no bound */
+    const float b1 = m->row_val[i], b2 = m->row_val2[i];
+    if (lo >= b2)
+      continue; /* no score of the block below b2 (a NaN maximum is merged) */
+    const float *v = s + r * m->nr;
+    int below_b1;
+    const float m1 = block_min(v, cols, -1, b1, &below_b1);
+    if (!(m1 <= b1)) {
+      m->row_val2[i] = m1 < b2 ? m1 : b2;
+      continue;
+    }
+    const int32_t o1 = lowest_with(v, cols, m1, m->perm + c0);
+    if (o1 == INT32_MAX)
+      continue; /* m1 = b1 = INFINITY and no score is: every one NaN */
+    const int c1 = (int)(m->pos[o1] - c0);
+    if (m1 < b1) {
+      /* the block's runner-up matters only when below b1 (rarely) */
+      int unused;
+      const float m2 = below_b1 > 1 ? block_min(v, cols, c1, b1, &unused) : b1;
+      m->row_val[i] = m1;
+      m->row_val2[i] = b1 < m2 ? b1 : m2;
+      ar->labels[i] = o1;
+    } else { /* a tie with the best: the lower index wins, the other is runner-up */
+      m->row_val2[i] = b1;
+      ar->labels[i] = o1 < ar->labels[i] ? o1 : ar->labels[i];
+    }
+  }
+}
+
+/* ---- bounds ----------------------------------------------------------------- */
+
+/* The bound of the GEMM-form error of point i's squared distances to the
+ * centroids last packed (see STSA_KM_GEMM_ERR). */
+static double gemm_err(const km *m, int64_t i) {
+  return STSA_KM_GEMM_ERR(m->d) * ((double)m->xnorm[i] + 2.0 * (double)m->cnorm_max);
+}
+
+/* A lower bound of the exact distance whose f32 score is `score` (0 for
+ * NaN, which never prunes). */
+static double lower_of(double xn, float score, double e) {
+  const double lo2 = xn + (double)score - e;
+  return lo2 > 0.0 ? sqrt(lo2) * (1.0 - STSA_KM_BOUND_SLACK) : 0.0;
+}
+
+/* Whether a group whose centroids are all at least `low` away (exact) can
+ * hold a centroid whose f32 score beats that of the centroid within `up`:
+ * not when up^2 + 2 e < low^2 (each score is within e of the exact one). */
+static int may_beat(double up, double low, double e) {
+  const double grow = 1.0 + STSA_KM_BOUND_SLACK;
+  return !(low > 0.0 &&
+           up * up * grow + 2.0 * e < low * low * (1.0 - STSA_KM_BOUND_SLACK));
+}
+
+/* ---- passes ----------------------------------------------------------------- */
+
+/* Scores of the points idx[0.. nrows-1] (0.. nrows-1 when NULL) against the
+ * groups each one's gmask names, in one pass per group: labels, and the
+ * bounds from the best and runner-up scores and each computed group's
+ * lowest, widened by the GEMM error. The group of the label is computed
+ * (its own centroid's score is needed), so the runner-up bounds the rest of
+ * it. A NaN score gives a NaN upper bound or a 0 lower one, which never
+ * prune. */
+static void assign_rows_pass(km *m, const int32_t *idx, int64_t nrows, int32_t *labels,
+                             int every_group) {
+  const int G = m->groups;
+  memset(m->gcount, 0, sizeof(int64_t) * (size_t)G);
+  for (int64_t p = 0; p < nrows; p++) {
+    const int64_t i = idx ? idx[p] : p;
+    m->row_val[i] = INFINITY;
+    m->row_val2[i] = INFINITY;
+    labels[i] = 0;
+    for (int g = 0; g < G; g++) {
+      m->gmin[i * G + g] = INFINITY;
+      if (!every_group && m->gmask[i] >> g & 1)
+        m->glist[(int64_t)g * m->n + m->gcount[g]++] = (int32_t)i;
+    }
+  }
+  assign_rows ar = {labels, idx};
+  if (every_group) { /* one pass over every column: each row copied once */
+    stsa_km_gemm_pass(m, idx, nrows, 0, m->k, m->spread, assign_visit, &ar);
+  } else {
+    for (int g = 0; g < G; g++) {
+      if (m->gcount[g] == 0)
+        continue;
+      ar.idx = m->glist + (int64_t)g * m->n;
+      stsa_km_gemm_pass(m, ar.idx, m->gcount[g], group_first(m, g), group_count(m, g),
+                        NULL, assign_visit, &ar);
+    }
+  }
+  for (int64_t p = 0; p < nrows; p++) {
+    const int64_t i = idx ? idx[p] : p;
+    const double e = gemm_err(m, i), xn = (double)m->xnorm[i];
+    const double runner_up = lower_of(xn, m->row_val2[i], e);
+    m->upper[i] = sqrt(xn + (double)m->row_val[i] + e) * (1.0 + STSA_KM_BOUND_SLACK);
+    const int own = group_of_column(m, m->pos[labels[i]]);
+    for (int g = 0; g < G; g++)
+      if (m->gmask[i] >> g & 1)
+        m->glow[i * G + g] = g == own ? runner_up : lower_of(xn, m->gmin[i * G + g], e);
+  }
+}
+
+/* Packs the centroids in group order and their largest squared norm. */
+static void pack_centroids(km *m, const float *centroids) {
+  stsa_km_pack_centres(m, centroids, m->d, m->perm, m->k, 1);
+  float cmax = 0.0f;
+  for (int64_t c = 0; c < m->k; c++)
+    cmax = m->cnorm[c] > cmax || isnan(m->cnorm[c]) ? m->cnorm[c] : cmax;
+  m->cnorm_max = cmax;
+}
+
+int64_t stsa_km_assign_full(km *m, const float *centroids, int32_t *labels) {
+#pragma omp parallel for num_threads(stsa_km_threads_for(m, m->n / 4096)) schedule(static)
+  for (int64_t i = 0; i < m->n; i++)
+    m->xnorm[i] = stsa_km_dot(stsa_km_row(m, i), stsa_km_row(m, i), m->d);
+  pack_centroids(m, centroids);
+  const uint64_t all = m->groups == 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->groups) - 1;
+  for (int64_t i = 0; i < m->n; i++)
+    m->gmask[i] = all;
+  assign_rows_pass(m, NULL, m->n, labels, 1);
+  return m->n;
+}
+
+/* The bounds move with the shifts (triangle inequality): u by the shift of
+ * the point's centroid, each group's lower bound by the group's largest
+ * shift. A point keeps its label unrecomputed when no group may beat its
+ * centroid; else only the groups that may, and its own, are recomputed.
+ * The decisions are per point, so they do not depend on the threads. */
+int64_t stsa_km_assign_pruned(km *m, const float *centroids, int32_t *labels) {
+  const int G = m->groups;
+  const double grow = 1.0 + STSA_KM_BOUND_SLACK;
+  for (int g = 0; g < G; g++) {
+    double gs = 0.0;
+    for (int64_t v = group_first(m, g); v < group_first(m, g) + group_count(m, g); v++) {
+      const double sh = m->shift[m->perm[v]];
+      gs = sh > gs || isnan(sh) ? sh : gs;
+    }
+    m->gshift[g] = gs * grow;
+  }
+  pack_centroids(m, centroids);
+  int64_t ntodo = 0;
+  for (int64_t i = 0; i < m->n; i++) {
+    const double u = m->upper[i] + m->shift[labels[i]] * grow;
+    const double e = gemm_err(m, i);
+    const int own = group_of_column(m, m->pos[labels[i]]);
+    uint64_t need = (uint64_t)1 << own;
+    for (int g = 0; g < G; g++) {
+      double *low = m->glow + i * G + g;
+      *low -= m->gshift[g];
+      if (may_beat(u, *low, e))
+        need |= (uint64_t)1 << g;
+    }
+    m->upper[i] = u;
+    if (need == (uint64_t)1 << own && !may_beat(u, m->glow[i * G + own], e))
+      continue; /* provably keeps its label */
+    m->gmask[i] = need;
+    m->todo[ntodo++] = (int32_t)i;
+  }
+  assign_rows_pass(m, m->todo, ntodo, labels, 0);
+  return ntodo;
+}
