@@ -128,4 +128,5 @@ format-check:
 
 clean:
 	rm -rf build build-asan build-fuzz build-aarch64 $(VENV) $(DIFFUSERS_VENV) python/build \
+	  build-venv-ggml build-venv-peers \
 	  python/src/stsa/_lib
