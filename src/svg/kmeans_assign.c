@@ -57,37 +57,27 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed) 
 
 /* ---- the visit -------------------------------------------------------------- */
 
-/* Over the scores -2 s[c] of one block row (c < cols, c != skip): their
- * minimum (INFINITY if none; NaN never wins) and, in *below, how many are
- * below `bound`. In 8 elementwise partial minima and counts, so that it
- * vectorises (a float min reduction alone does not without -ffast-math). */
-static inline float block_min(const float *s, int cols, int skip, float bound,
-                              int *below) {
+/* The minimum of the scores -2 s[c] of one block row (c < cols, c !=
+ * skip; INFINITY if none; NaN never wins), in 8 elementwise partial minima
+ * so that it vectorises (a float min reduction alone does not without
+ * -ffast-math). */
+static inline float block_min(const float *s, int cols, int skip) {
   float part[8];
-  int count[8];
-  for (int l = 0; l < 8; l++) {
+  for (int l = 0; l < 8; l++)
     part[l] = INFINITY;
-    count[l] = 0;
-  }
   int c = 0;
   for (; c + 8 <= cols; c += 8)
     for (int l = 0; l < 8; l++) {
       const float v = c + l == skip ? INFINITY : -2.0f * s[c + l];
       part[l] = v < part[l] ? v : part[l];
-      count[l] += v < bound;
     }
   for (int l = 0; c < cols; c++, l++) {
     const float v = c == skip ? INFINITY : -2.0f * s[c];
     part[l] = v < part[l] ? v : part[l];
-    count[l] += v < bound;
   }
   float mn = INFINITY;
-  int n = 0;
-  for (int l = 0; l < 8; l++) {
+  for (int l = 0; l < 8; l++)
     mn = part[l] < mn ? part[l] : mn;
-    n += count[l];
-  }
-  *below = n;
   return mn;
 }
 
@@ -122,14 +112,16 @@ typedef struct assign_rows {
 
 /* Keeps each row's best score ||c||^2 - 2 x.c (label: ties to the lower
  * centroid index, NaN never wins) and runner-up, the scores being -2 s of
- * the augmented GEMM, and each group's lowest score, -2 x the row maximum
- * qk folded. A block that cannot beat the runner-up is left on that one
- * compare: most blocks, once a row has two near centroids. Else it is
- * merged through its own two smallest scores, found by vectorised minima:
- * the block's best m1 (of its columns with that score, the lowest centroid
- * index o1) and m2, the smallest of the rest. That gives what a sequential
- * argmin gives in any order of the centres: (m1, o1, min(b1, m2)) when m1 <
- * b1, or m1 = b1 and o1 < lab; else (b1, lab, min(b2, m1)). */
+ * the augmented GEMM, and each group's lowest score. The row maximum qk
+ * folded is the block's lowest score m1 (-2 x; padding holds -FLT_MAX, so
+ * only real columns count): a block that cannot beat the runner-up is left
+ * on one compare, one between best and runner-up only moves the runner-up,
+ * and only a block that beats or ties the best is scanned: for the lowest
+ * centroid index o1 with score m1 and the smallest of its other scores, m2.
+ * That gives what a sequential argmin gives in any order of the centres:
+ * (m1, o1, min(b1, m2)) when m1 < b1, or m1 = b1 and o1 < lab; else (b1,
+ * lab, min(b2, m1)). A NaN maximum (the kernel's max may keep a NaN score)
+ * takes the minimum from the scores instead. */
 static void assign_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
                          float *s, const float *rowmax) {
   const assign_rows *ar = ud;
@@ -141,26 +133,28 @@ static void assign_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int 
     *gmin = lo < *gmin || isnan(lo) ? lo : *gmin; /* NaN sticks: no bound */
     const float b1 = m->row_val[i], b2 = m->row_val2[i];
     if (lo >= b2)
-      continue; /* no score of the block below b2 (a NaN maximum is merged) */
+      continue; /* no score of the block below b2 */
     const float *v = s + r * m->nr;
-    int below_b1;
-    const float m1 = block_min(v, cols, -1, b1, &below_b1);
+    const float m1 = isnan(lo) ? block_min(v, cols, -1) : lo;
     if (!(m1 <= b1)) {
       m->row_val2[i] = m1 < b2 ? m1 : b2;
       continue;
     }
-    const int32_t o1 = lowest_with(v, cols, m1, m->perm + c0);
-    if (o1 == INT32_MAX)
+    int c1 = 0; /* the first column with score m1, if any */
+    while (c1 < cols && !(-2.0f * v[c1] == m1))
+      c1++;
+    if (c1 == cols)
       continue; /* m1 = b1 = INFINITY and no score is: every one NaN */
-    const int c1 = (int)(m->pos[o1] - c0);
     if (m1 < b1) {
-      /* the block's runner-up matters only when below b1 (rarely) */
-      int unused;
-      const float m2 = below_b1 > 1 ? block_min(v, cols, c1, b1, &unused) : b1;
+      const float m2 = block_min(v, cols, c1);
       m->row_val[i] = m1;
       m->row_val2[i] = b1 < m2 ? b1 : m2;
-      ar->labels[i] = o1;
-    } else { /* a tie with the best: the lower index wins, the other is runner-up */
+      /* m2 = m1: a tie within the block, the lowest index of those wins */
+      ar->labels[i] =
+          m2 == m1 ? lowest_with(v, cols, m1, m->perm + c0) : m->perm[c0 + c1];
+    } else {
+      /* a tie with the best: the lower index wins, the other is runner-up */
+      const int32_t o1 = lowest_with(v, cols, m1, m->perm + c0);
       m->row_val2[i] = b1;
       ar->labels[i] = o1 < ar->labels[i] ? o1 : ar->labels[i];
     }
