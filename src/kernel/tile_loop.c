@@ -158,7 +158,7 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   stsa_pack_kv_span(pb, b, h, tile, &sp, kv_rows, dst);
 }
 
-enum { SCRATCH_SLOTS = 12 };
+enum { SCRATCH_SLOTS = 13 };
 
 /* Floats of each scratch slot, in the order of scratch_slots(). */
 static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOTS]) {
@@ -174,7 +174,8 @@ static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOT
                                    align64(nkv * (size_t)pb->D_pad),
                                    align64(nkv),
                                    align64((nq * nkv + 3) / 4),
-                                   align64(2 * (nq / (size_t)pb->mr))};
+                                   align64(2 * (nq / (size_t)pb->mr)),
+                                   align64((size_t)pb->mr)};
   memcpy(sizes, s, sizeof s);
 }
 
@@ -190,9 +191,9 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   size_t sizes[SCRATCH_SLOTS];
   scratch_sizes(pb, sizes);
   float *v_safe, *bad_keys, *kept, *span;
-  float **slots[SCRATCH_SLOTS] = {&sc->q,  &sc->s,     &sc->o,        &sc->m,
-                                  &sc->l,  &sc->alpha, &sc->tile_max, &sc->row,
-                                  &v_safe, &bad_keys,  &kept,         &span};
+  float **slots[SCRATCH_SLOTS] = {&sc->q,     &sc->s,        &sc->o,   &sc->m,  &sc->l,
+                                  &sc->alpha, &sc->tile_max, &sc->row, &v_safe, &bad_keys,
+                                  &kept,      &span,         &sc->ones};
   float *p = mem;
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     *slots[i] = p;
@@ -202,6 +203,8 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   sc->bad_keys = (int32_t *)(void *)bad_keys;
   sc->kept = (uint8_t *)kept;
   sc->span = (int32_t *)(void *)span;
+  for (int r = 0; r < pb->mr; r++)
+    sc->ones[r] = 1.0f;
   sc->q_max = 0;
   sc->block_ = NULL;
 }
@@ -372,10 +375,12 @@ static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
 /* Variable tiles are short (clusters of tens of keys): a run of listed FULL
  * tiles [i0, i1) is computed as one tile of their columns side by side. Each
  * tile's qk panels land right after the previous tile's last valid column
- * (overwriting its padding columns), its V rows are copied after the
- * previous one's into v_safe, and one softmax and one pv pass serve the
- * run, so their per-call costs are paid once per ~kv_tile columns rather
- * than per cluster. */
+ * (overwriting its padding columns) and one softmax serves the run, so its
+ * per-call cost is paid once per ~kv_tile columns rather than per cluster.
+ * P.V reads each tile's V rows where they are packed: pv continues a
+ * row's sum tile after tile (alpha rescales it once, at the first; 1 x o is
+ * exact), which is bitwise one pass over the rows side by side, without
+ * copying them (the copy cost ~6% of an SVG2 call). */
 static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                        const stsa_kv_list *list, const int64_t *kv_start,
                        const int64_t *kv_pack, int64_t i0, int64_t i1, int rows_pad,
@@ -392,10 +397,6 @@ static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
       for (int r = 0; r < rows_pad; r += pb->mr)
         kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * nr,
                  sc->s + (int64_t)r * ld_s + c + p * nr, ld_s, sc->tile_max + r);
-    for (int j = 0; j < D_pad / nr; j++)
-      memcpy(sc->v_safe + ((int64_t)j * pb->kv_tile + c) * nr,
-             kv->vp + ((int64_t)j * pb->Skv_pad + sp.pack0) * nr,
-             sizeof(float) * (size_t)sp.n * (size_t)nr);
     ragged |= sp.n % nr != 0;
     c += sp.n;
   }
@@ -403,10 +404,17 @@ static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   kern->softmax(sc->s, ld_s, rows_pad, c, sc->m, sc->l, sc->alpha,
                 ragged ? NULL : sc->tile_max);
   for (int j = 0; j < D_pad / nr; j++)
-    for (int r = 0; r < rows_pad; r += pb->mr)
-      kern->pv(sc->s + (int64_t)r * ld_s, ld_s, c,
-               sc->v_safe + (int64_t)j * pb->kv_tile * nr,
-               sc->o + (int64_t)r * D_pad + j * nr, D_pad, sc->alpha + r);
+    for (int r = 0; r < rows_pad; r += pb->mr) {
+      c = 0;
+      for (int64_t i = i0; i < i1; i++) {
+        const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
+        kern->pv(sc->s + (int64_t)r * ld_s + c, ld_s, sp.n,
+                 kv->vp + ((int64_t)j * pb->Skv_pad + sp.pack0) * nr,
+                 sc->o + (int64_t)r * D_pad + j * nr, D_pad,
+                 i == i0 ? sc->alpha + r : sc->ones);
+        c += sp.n;
+      }
+    }
 }
 
 void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,

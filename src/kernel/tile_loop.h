@@ -127,6 +127,7 @@ typedef struct stsa_tile_scratch {
   float *m, *l, *alpha; /* [q_tile] row max (log2 units), row sum, rescale */
   float *tile_max;      /* [q_tile] row max of the current kv tile's scores */
   float *row;           /* [D_pad] output row staging */
+  float *ones;          /* [mr] 1: the pv rescale of a merged run's later tiles */
   float q_max;          /* max |element| of the scaled q tile; +inf if NaN/Inf */
   /* Only for a PARTIAL tile whose V holds NaN/Inf: */
   float *v_safe;     /* [D_pad/nr][kv_tile][nr] its V panels, NaN/Inf -> 0 */

@@ -209,7 +209,7 @@ static int64_t first_nonfinite_row(const stsa_kmeans_args *a, int threads) {
 }
 
 static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
-                              const float *centroids, const int32_t *labels,
+                              const float *centroids, const int32_t *labels, int threads,
                               stsa_errbuf *err) {
   STSA_RETURN_IF(!a || !a->x || !centroids || !labels, err, STSA_ERR_NULL_ARG,
                  "stsa_kmeans: %s is NULL",
@@ -234,7 +234,7 @@ static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
   STSA_RETURN_IF(a->warm != 0 && a->warm != 1, err, STSA_ERR_BAD_PARAM,
                  "stsa_kmeans: warm = %d, expected 0 or 1", a->warm);
   if (ctx->check_finite && !a->finite_checked) {
-    const int64_t bad = first_nonfinite_row(a, ctx->threads);
+    const int64_t bad = first_nonfinite_row(a, threads);
     STSA_RETURN_IF(bad >= 0, err, STSA_ERR_NONFINITE,
                    "stsa_kmeans: point %lld of x is not finite", (long long)bad);
   }
@@ -254,8 +254,12 @@ stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
     probe = &none;
   if (!ctx)
     return STSA_ERR_NULL_ARG;
-  stsa_err_clear(&ctx->err);
-  STSA_TRY(check_args(ctx, a, centroids, labels, &ctx->err));
+  stsa_errbuf *err = a && a->err ? a->err : &ctx->err;
+  const int threads = a && a->threads > 0 ? a->threads
+                      : ctx->threads > 0  ? ctx->threads
+                                          : 1;
+  stsa_err_clear(err);
+  STSA_TRY(check_args(ctx, a, centroids, labels, threads, err));
   km m;
   memset(&m, 0, sizeof m);
   m.x = a->x;
@@ -270,10 +274,11 @@ stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
    * only add scratch */
   const int64_t chunks = (m.n + (int64_t)STSA_KM_CHUNK_BLOCKS * m.mr - 1) /
                          ((int64_t)STSA_KM_CHUNK_BLOCKS * m.mr);
-  m.threads = ctx->threads < chunks ? (ctx->threads > 0 ? ctx->threads : 1) : (int)chunks;
+  m.threads = threads < chunks ? threads : (int)chunks;
+  m.err = err;
   void *block;
   choose_groups(&m);
-  STSA_RETURN_IF(km_alloc(&m, &block) != 0, &ctx->err, STSA_ERR_OUT_OF_MEMORY,
+  STSA_RETURN_IF(km_alloc(&m, &block) != 0, err, STSA_ERR_OUT_OF_MEMORY,
                  "stsa_kmeans: no memory for the scratch of n = %lld, k = %lld, d = %d",
                  (long long)m.n, (long long)m.k, m.d);
   if (!a->warm)

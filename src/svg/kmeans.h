@@ -61,6 +61,10 @@ typedef struct stsa_kmeans_args {
   /* 1: the caller has already checked x for NaN/Inf (the SVG session's
    * inputs), so the context's check_finite scan is not repeated */
   int finite_checked;
+  int threads;      /* threads of this call (0: the context's) */
+  stsa_errbuf *err; /* where a failure's message goes (NULL: the context's).
+                     * With threads and err set, calls may run concurrently
+                     * on one context: it is only read then. */
 } stsa_kmeans_args;
 
 /* centroids [k][d] (rows d apart) in when warm, out always; labels [n] out;

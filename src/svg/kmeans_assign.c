@@ -33,8 +33,8 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed) 
     m->perm[c] = (int32_t)c;
   if (m->groups > 1) {
     /* the centroids of one coarse cluster together, in index order */
-    stsa_kmeans_args a = {centroids, m->k,        m->d, m->d, m->groups,
-                          0,         GROUP_ITERS, 0.0,  seed, 1};
+    stsa_kmeans_args a = {centroids,   m->k, m->d, m->d, m->groups,  0,
+                          GROUP_ITERS, 0.0,  seed, 1,    m->threads, m->err};
     if (stsa_kmeans(ctx, &a, m->gcent, m->glabel, NULL, NULL) == STSA_OK) {
       int64_t at = 0;
       for (int g = 0; g < m->groups; g++)
@@ -42,7 +42,7 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed) 
           if (m->glabel[c] == g)
             m->perm[at++] = (int32_t)c;
     } else {
-      stsa_err_clear(&ctx->err); /* out of memory: index order serves too */
+      stsa_err_clear(m->err); /* out of memory: index order serves too */
     }
   }
   for (int64_t v = 0; v < m->k; v++)

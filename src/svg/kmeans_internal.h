@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/context.h"
+#include "core/error.h"
 #include "kernel/kernels.h"
 
 /* Row blocks of mr rows that one thread takes at a time: every K^T panel
@@ -46,6 +47,7 @@ typedef struct km {
   int64_t n, ld, k;
   int d, mr, nr, threads;
   const stsa_kernels *kern;
+  stsa_errbuf *err; /* the call's (for the k-means of the centroids) */
   int depth;        /* rows of each panel: d, or d + 1 for the assignment's -||c||^2/2 */
   float *panels;    /* K^T panels of the centres being compared [ceil(k/nr)][depth][nr] */
   float *cnorm;     /* ||c||^2 of those centres, padded to the panels */

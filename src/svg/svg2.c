@@ -17,6 +17,7 @@
 #include "svg/svg2.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -161,13 +162,15 @@ static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
   return ls;
 }
 
-/* Scratch of one call: the clustering buffers, reused head after head, and
- * what each head's selection leaves for the profiling pass and its plan. */
+/* Scratch of one call: every head's clusters, and what each head's
+ * selection leaves for the profiling pass and its plan. */
 typedef struct call_work {
-  int64_t H, N, QK;
-  float *xq, *xk;             /* [L][D] one head's video queries, keys */
-  int32_t *lq, *lk;           /* [L] their labels */
-  int64_t *q_sizes, *k_sizes; /* [QC], [KC] */
+  int64_t H, N, L, QK;
+  float *xbuf;                /* [threads][L][D] video rows gathered as f32, if needed */
+  int32_t *lq, *lk;           /* [H][L] the heads' query and key labels */
+  int64_t *q_sizes, *k_sizes; /* [H][QC], [H][KC] */
+  stsa_errbuf *job_err;       /* [2 H] each k-means' message */
+  stsa_status *job_status;    /* [2 H] */
   double *prob;               /* [QC][KC] */
   int32_t *q_label, *k_label; /* [H][N] labels by native token, -1 for text */
   uint8_t *keep;              /* [H][LADDER_MAX][QC][KC] per candidate */
@@ -178,8 +181,9 @@ static void work_free(call_work *w) {
   for (int64_t i = w->H; w->mask && i < (1 + LADDER_MAX) * w->H; i++)
     stsa_mask_free(w->mask[i]);
   free(w->mask);
-  free(w->xq);
-  free(w->xk);
+  free(w->xbuf);
+  free(w->job_err);
+  free(w->job_status);
   free(w->lq);
   free(w->lk);
   free(w->q_sizes);
@@ -194,21 +198,22 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N) {
   memset(w, 0, sizeof *w);
   w->H = s->H;
   w->N = N;
+  w->L = s->L;
   w->QK = s->QC * s->KC;
-  const size_t LD = (size_t)(s->L * s->D), HN = (size_t)(s->H * N);
-  w->xq = malloc(sizeof(float) * LD);
-  w->xk = malloc(sizeof(float) * LD);
-  w->lq = malloc(sizeof(int32_t) * (size_t)s->L);
-  w->lk = malloc(sizeof(int32_t) * (size_t)s->L);
-  w->q_sizes = malloc(sizeof(int64_t) * (size_t)s->QC);
-  w->k_sizes = malloc(sizeof(int64_t) * (size_t)s->KC);
+  const size_t HL = (size_t)(s->H * s->L), HN = (size_t)(s->H * N), H = (size_t)s->H;
+  w->lq = malloc(sizeof(int32_t) * HL);
+  w->lk = malloc(sizeof(int32_t) * HL);
+  w->q_sizes = malloc(sizeof(int64_t) * H * (size_t)s->QC);
+  w->k_sizes = malloc(sizeof(int64_t) * H * (size_t)s->KC);
+  w->job_err = calloc(2 * H, sizeof *w->job_err);
+  w->job_status = calloc(2 * H, sizeof *w->job_status);
   w->prob = malloc(sizeof(double) * (size_t)w->QK);
   w->q_label = malloc(sizeof(int32_t) * HN);
   w->k_label = malloc(sizeof(int32_t) * HN);
   w->keep = malloc((size_t)(s->H * LADDER_MAX) * (size_t)w->QK);
   w->mask = calloc((size_t)((1 + LADDER_MAX) * s->H), sizeof *w->mask);
-  return w->xq && w->xk && w->lq && w->lk && w->q_sizes && w->k_sizes && w->prob &&
-                 w->q_label && w->k_label && w->keep && w->mask
+  return w->lq && w->lk && w->q_sizes && w->k_sizes && w->job_err && w->job_status &&
+                 w->prob && w->q_label && w->k_label && w->keep && w->mask
              ? 0
              : -1;
 }
@@ -217,12 +222,17 @@ static uint8_t *keep_of(const call_work *w, int64_t h, int i) {
   return w->keep + (h * LADDER_MAX + i) * w->QK;
 }
 
+/* Whether k-means cannot read t's rows in place: not f32 with unit
+ * element stride (k-means reads rows ld apart). */
+static int needs_gather(const stsa_tensor *t, int64_t D) {
+  return !(t->dtype == STSA_F32 && t->stride[3] == 1 && t->stride[1] >= D);
+}
+
 /* The video rows of head h of batch entry b as k-means input: the tensor's
- * own rows when they are f32 with unit element stride (k-means reads rows
- * ld apart), else a gathered f32 copy [L][D] in `buf`. */
+ * own rows where possible, else a gathered f32 copy [L][D] in `buf`. */
 static const float *video_rows(const stsa_tensor *t, int64_t b, int64_t h,
                                const stsa_geo *geo, int64_t D, float *buf, int64_t *ld) {
-  if (t->dtype == STSA_F32 && t->stride[3] == 1 && t->stride[1] >= D) {
+  if (!needs_gather(t, D)) {
     *ld = t->stride[1];
     return stsa_tensor_row(t, b, geo->v0, h);
   }
@@ -233,26 +243,55 @@ static const float *video_rows(const stsa_tensor *t, int64_t b, int64_t h,
   return buf;
 }
 
-/* Clusters head h's queries and keys, warm from the layer's centroids. */
-static stsa_status cluster_head(stsa_ctx *ctx, const stsa_svg2 *s,
-                                const stsa_svg_config *cfg, call_work *w,
-                                const stsa_geo *geo, const stsa_tensor *q,
-                                const stsa_tensor *k, int64_t b, int64_t h, float *qc,
-                                float *kc, int warm, uint64_t seed) {
+/* Clusters every head's queries and keys (warm from the layer's centroids):
+ * 2 H independent k-means, each deterministic on any thread count. With
+ * enough of them to keep the threads balanced (2 a thread), they run side
+ * by side on one thread each, keys (the larger) first: no k-means has a
+ * serial step then. Else they run one after another on every thread. */
+static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
+                                 const stsa_svg_config *cfg, call_work *w,
+                                 const stsa_geo *geo, const stsa_tensor *q,
+                                 const stsa_tensor *k, int64_t b, layer_state *ls,
+                                 int warm, int64_t layer) {
+  const int64_t H = s->H, D = s->D, L = s->L, jobs = 2 * H;
+  const int threads = ctx->threads > 0 ? ctx->threads : 1;
+  const int side_by_side = threads > 1 && jobs >= 2 * (int64_t)threads;
+  const int gathers = needs_gather(q, D) || needs_gather(k, D);
+  if (gathers) {
+    w->xbuf =
+        malloc(sizeof(float) * (size_t)(side_by_side ? threads : 1) * (size_t)(L * D));
+    STSA_RETURN_IF(!w->xbuf, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  }
   const int64_t iters =
       warm ? (cfg->kmeans_iters_warm ? cfg->kmeans_iters_warm : DEFAULT_ITERS_WARM)
            : (cfg->kmeans_iters_cold ? cfg->kmeans_iters_cold : DEFAULT_ITERS_COLD);
-  int done = 0;
-  int64_t ld = 0;
-  const float *x = video_rows(q, b, h, geo, s->D, w->xq, &ld);
-  /* finite_checked: the session checked q and k before this call */
-  stsa_kmeans_args a = {x,    s->L,       (int)s->D,  ld,   s->QC,
-                        warm, (int)iters, KMEANS_TOL, seed, 1};
-  STSA_TRY(stsa_kmeans(ctx, &a, qc, w->lq, w->q_sizes, &done));
-  a.x = video_rows(k, b, h, geo, s->D, w->xk, &a.ld);
-  a.k = s->KC;
-  a.seed = seed ^ 0x6b6579736b657973ull; /* "keys" */
-  return stsa_kmeans(ctx, &a, kc, w->lk, w->k_sizes, &done);
+#pragma omp parallel for num_threads(side_by_side ? threads : 1) schedule(dynamic, 1)
+  for (int64_t j = 0; j < jobs; j++) {
+    const int keys = j < H;
+    const int64_t h = keys ? j : j - H, slot = b * H + h;
+    const stsa_tensor *t = keys ? k : q;
+    float *buf = gathers ? w->xbuf + (int64_t)omp_get_thread_num() * L * D : NULL;
+    int64_t ld = 0;
+    const float *x = video_rows(t, b, h, geo, D, buf, &ld);
+    uint64_t seed = cfg->seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
+                    ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
+    if (keys)
+      seed ^= 0x6b6579736b657973ull; /* "keys" */
+    /* finite_checked: the session checked q and k before this call */
+    stsa_kmeans_args a = {
+        x,          L,          (int)D, ld, keys ? s->KC : s->QC,       warm,
+        (int)iters, KMEANS_TOL, seed,   1,  side_by_side ? 1 : threads, &w->job_err[j]};
+    float *cent = keys ? ls->kc + slot * s->KC * D : ls->qc + slot * s->QC * D;
+    int32_t *labels = (keys ? w->lk : w->lq) + h * L;
+    int64_t *sizes = keys ? w->k_sizes + h * s->KC : w->q_sizes + h * s->QC;
+    w->job_status[j] = stsa_kmeans(ctx, &a, cent, labels, sizes, NULL);
+  }
+  for (int64_t j = 0; j < jobs; j++)
+    if (w->job_status[j] != STSA_OK) { /* the first failure's message */
+      stsa_fail(&ctx->err, w->job_status[j], "%s", w->job_err[j].text);
+      return w->job_status[j];
+    }
+  return STSA_OK;
 }
 
 /* Labels by native token: video tokens their cluster's, text -1. */
@@ -304,12 +343,11 @@ static stsa_select_args base_rule(const stsa_svg2 *s, const stsa_svg_config *cfg
   return a;
 }
 
-/* Phase 1 for head h: clusters, the candidates' keep maps and masks. */
+/* Phase 1 for head h, after its clusters: the candidates' keep maps and
+ * masks. */
 static stsa_status select_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state *ls,
-                               int warm, int64_t layer, int64_t b, int64_t h,
-                               const stsa_tensor *q, const stsa_tensor *k, double budget,
-                               call_work *w, stsa_select_args *cand, int *ncand,
-                               double *cluster_ms) {
+                               int64_t b, int64_t h, double budget, call_work *w,
+                               stsa_select_args *cand, int *ncand) {
   stsa_ctx *ctx = env->ctx;
   const stsa_svg_config *cfg = env->cfg;
   const stsa_geometry *g = &cfg->geometry;
@@ -317,18 +355,13 @@ static stsa_status select_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_sta
   stsa_geo_init(&geo, g);
   const int64_t slot = b * s->H + h, D = s->D, H = s->H;
   float *qc = ls->qc + slot * s->QC * D, *kc = ls->kc + slot * s->KC * D;
-  double t0 = now_ms();
-  uint64_t seed = cfg->seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
-                  ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
-  STSA_TRY(cluster_head(ctx, s, cfg, w, &geo, q, k, b, h, qc, kc, warm, seed));
-  *cluster_ms += now_ms() - t0;
   int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
-  native_labels(&geo, w->lq, ql);
-  native_labels(&geo, w->lk, kl);
+  native_labels(&geo, w->lq + h * w->L, ql);
+  native_labels(&geo, w->lk + h * w->L, kl);
   stsa_select_args base = base_rule(s, cfg);
   base.qc = qc;
   base.kc = kc;
-  base.kv_sizes = w->k_sizes;
+  base.kv_sizes = w->k_sizes + h * s->KC;
   *ncand = ladder(s->L, budget, &base, cand);
   STSA_RETURN_IF(stsa_select_probs(&base, w->prob) != 0, &ctx->err,
                  STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
@@ -416,10 +449,16 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
     heads[h] = (stsa_svg2_head){0};
   stsa_select_args cand[LADDER_MAX];
   int n = 0;
+  if (st == STSA_OK) {
+    stsa_geo geo;
+    stsa_geo_init(&geo, &env->cfg->geometry);
+    const double t0 = now_ms();
+    st = cluster_heads(ctx, s, env->cfg, &w, &geo, q, k, b, ls, warm, layer);
+    *cluster_ms += now_ms() - t0;
+  }
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     w.mask[h] = (stsa_mask *)env->mask_dense; /* borrowed: never freed here */
-    st = select_head(s, env, ls, warm, layer, b, h, q, k, max_rel_error, &w, cand, &n,
-                     cluster_ms);
+    st = select_head(s, env, ls, b, h, max_rel_error, &w, cand, &n);
   }
   /* Under a budget, every head's candidates in one pass over the heads' K/V.
    * Without one nothing needs the estimate (SVG2 itself does not profile):
