@@ -126,6 +126,13 @@ def flex_unavailable():
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if not cxx:
         return "torch.compile's CPU backend needs a C++ compiler (none on PATH)"
+    # A compiler can be there and still fail (no Python headers, an old
+    # gcc): one tiny compiled function tells, before minutes of benchmark.
+    try:
+        torch.compile(lambda x: x * 2 + 1)(torch.ones(4))
+    except Exception as e:  # any failure here is the toolchain's, not a mask's
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        return f"torch.compile fails on this machine ({type(e).__name__}: {first})"
     return None
 
 
