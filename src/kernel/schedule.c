@@ -188,29 +188,61 @@ void stsa_work_part(const stsa_work *w, int ith, int nth, void *slice) {
  * costs a small part. */
 enum { PARTS_PER_THREAD = 4 };
 
-/* One head at a time: every thread packs some of its kv tiles into one
- * shared pack, then all of them take its units one by one, so each head is
- * packed once and the threads stay balanced whatever the head count (a
- * thread waits at most one unit at the end of a head). */
+/* One head's shared pack and the kv tiles the head visits. */
+typedef struct head_pack {
+  stsa_kv_packed pack;
+  uint8_t *used; /* [kv tiles], when has_used */
+  int has_used;
+} head_pack;
+
+/* Heads in turn on the library's threads, two shared packs in flight: all
+ * threads pack head 0, then take head h's units one by one and, once those
+ * are all handed out, head h+1's kv tiles into the other pack. A thread that
+ * would have waited for another's last unit of a head (up to a unit: ~3% of
+ * a call at S = 8192, 43 units a head on 2 threads) packs the next head
+ * instead, so each head is still packed once and the wait at a head's end is
+ * at most one kv tile's packing. */
+static size_t head_pack_bytes(const stsa_work *w) {
+  return pack_bytes(w) + round64((size_t)stsa_kv_tiles(w->pb));
+}
+
+static int head_packs(const stsa_work *w) { return w->heads > 1 ? 2 : 1; }
+
 static void run_head_by_head(const stsa_work *w, int threads, char *mem) {
-  const int64_t nkt = stsa_kv_tiles(w->pb);
-  /* one pack for all, then each thread's scratch */
-  char *rest = mem + pack_bytes(w);
-  slice_view shared = slice_at(w, mem, rest);
-  int has_used = 0; /* shared: written by the one thread of each `single` */
+  const int64_t nkt = stsa_kv_tiles(w->pb), units = w->units;
+  head_pack hp[2];
+  for (int i = 0; i < head_packs(w); i++) {
+    char *at = mem + head_pack_bytes(w) * (size_t)i;
+    hp[i].pack = stsa_kv_packed_at(w->pb, (float *)(void *)at);
+    hp[i].used = (uint8_t *)at + pack_bytes(w);
+    hp[i].has_used = 0;
+  }
+  char *rest = mem + head_pack_bytes(w) * (size_t)head_packs(w);
 #pragma omp parallel num_threads(threads)
   {
     slice_view s = slice_at(w, mem, rest + rest_bytes(w) * (size_t)omp_get_thread_num());
-    for (int64_t head = 0; head < w->heads; head++) {
 #pragma omp single
-      has_used = head_used(w, head, shared.used);
+    hp[0].has_used = head_used(w, 0, hp[0].used);
 #pragma omp for schedule(dynamic, 4)
-      for (int64_t t = 0; t < nkt; t++)
-        pack_tile(w, head, t, has_used, shared.used, &shared.pack);
+    for (int64_t t = 0; t < nkt; t++)
+      pack_tile(w, 0, t, hp[0].has_used, hp[0].used, &hp[0].pack);
+    for (int64_t head = 0; head < w->heads; head++) {
+      head_pack *cur = &hp[head % 2], *next = &hp[(head + 1) % 2];
+      /* next's pack last served head - 1, whose units are all done */
+      const int64_t more = head + 1 < w->heads ? nkt : 0;
+#pragma omp single
+      if (more)
+        next->has_used = head_used(w, head + 1, next->used);
+      s.pack = cur->pack;
       int64_t packed = head;
+      /* dynamic hands out iterations in order: every unit before any tile */
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t u = head * w->units; u < (head + 1) * w->units; u++)
-        run_units(w, u, u + 1, &s, &packed);
+      for (int64_t i = 0; i < units + more; i++) {
+        if (i < units)
+          run_units(w, head * units + i, head * units + i + 1, &s, &packed);
+        else
+          pack_tile(w, head + 1, i - units, next->has_used, next->used, &next->pack);
+      }
     }
   }
 }
@@ -219,7 +251,8 @@ stsa_status stsa_work_run(const stsa_work *w, int threads, stsa_workspace *ws) {
   if (w->heads == 0 || w->units == 0)
     return STSA_OK;
   if (threads > 1 && !w->ref && !w->whole_heads && w->units >= threads) {
-    char *mem = stsa_workspace_get(ws, pack_bytes(w) + rest_bytes(w) * (size_t)threads);
+    char *mem = stsa_workspace_get(ws, head_pack_bytes(w) * (size_t)head_packs(w) +
+                                           rest_bytes(w) * (size_t)threads);
     if (!mem)
       return STSA_ERR_OUT_OF_MEMORY;
     run_head_by_head(w, threads, mem);

@@ -8,7 +8,8 @@
  * Everything runs through it: a host's thread pool (stsa_work_part, the
  * partitioned entry points), the library's own threads (stsa_work_run: one
  * head at a time, its kv tiles packed by all threads into one shared pack
- * and its units taken one by one by whichever thread is free; heads with
+ * and its units taken one by one by whichever thread is free, the next
+ * head packed into a second pack by threads that run out of units; heads with
  * fewer units than threads, and the profiling rows, as parts of whole heads
  * instead), the profiling rows and the reference
  * backend (a flag: the same units and lists, rows computed in double

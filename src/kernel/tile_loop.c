@@ -143,10 +143,15 @@ void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
     float *kt = dst->kt + (r / pb->nr) * D * pb->nr + r % pb->nr;
     for (int d = 0; d < D; d++)
       kt[d * pb->nr] = krow[d];
+    /* A loop, not memcpy: nr is a run-time value, so memcpy was a libc call
+     * per 64 bytes; the loop vectorises. */
     float *vp = dst->vp + r * pb->nr;
-    for (int j = 0; j < D_pad / pb->nr; j++)
-      memcpy(vp + (int64_t)j * pb->Skv_pad * pb->nr, vrow + j * pb->nr,
-             sizeof(float) * pb->nr);
+    for (int j = 0; j < D_pad / pb->nr; j++) {
+      float *vdst = vp + (int64_t)j * pb->Skv_pad * pb->nr;
+      const float *vsrc = vrow + j * pb->nr;
+      for (int c = 0; c < pb->nr; c++)
+        vdst[c] = vsrc[c];
+    }
   }
   dst->k_max[tile] = abs_max_value(k_max);
   dst->v_nonfinite[tile] = v_max >= 0x7f800000u;
