@@ -7,6 +7,8 @@
 #include "core/context.h"
 #include "core/convert.h"
 #include "core/tensor.h"
+#include "mask/geometry.h"
+#include "mask/rows_call.h"
 #include "mask/sparse_call.h"
 #include "svg/splitmix.h"
 
@@ -42,6 +44,11 @@ static void gather_rows(const stsa_tensor *q, int64_t b, const int64_t *rows,
     }
 }
 
+/* Keys per kv tile of the profiling plans: a tile's K and V panels (2 x
+ * 64 KiB at D = 128) stay in L2 while the rows' scores, the dense P.V and
+ * every mask's P.V read them. */
+enum { ROWS_KV_TILE = 128 };
+
 /* A one-head plan of the sampled rows under `mask`: one q tile holding all
  * of them, keys in native order. */
 static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_mask *mask,
@@ -58,11 +65,42 @@ static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_m
                          STSA_ORDER_NATIVE,
                          STSA_ORDER_NATIVE,
                          q_tile,
-                         0,
+                         ROWS_KV_TILE,
                          STSA_PLAN_ALLOW_EMPTY_ROWS,
                          rows,
                          NULL};
   return stsa_plan_build(ctx, &desc, plan);
+}
+
+/* A sampled row and the key its temporal pass is ordered by. */
+typedef struct keyed_row {
+  int64_t key;
+  int32_t row;
+} keyed_row;
+
+static int by_key(const void *a, const void *b) {
+  const keyed_row *x = a, *y = b;
+  return x->key != y->key ? (x->key < y->key ? -1 : 1)
+                          : (x->row > y->row) - (x->row < y->row);
+}
+
+/* The temporal pass's row order: by position in the frame, so that a
+ * register tile of rows keeps about the same keys of every frame (the rows
+ * themselves ascend by token, which groups them by frame: the spatial
+ * pass's order). */
+static stsa_status temporal_order(const stsa_geometry *g, const int64_t *rows,
+                                  int64_t nrows, int32_t *order, stsa_errbuf *err) {
+  keyed_row *kr = malloc(sizeof *kr * (size_t)nrows);
+  STSA_RETURN_IF(!kr, err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
+  stsa_geo geo;
+  stsa_geo_init(&geo, g);
+  for (int64_t r = 0; r < nrows; r++)
+    kr[r] = (keyed_row){stsa_geo_token(&geo, rows[r]).p, (int32_t)r};
+  qsort(kr, (size_t)nrows, sizeof *kr, by_key);
+  for (int64_t r = 0; r < nrows; r++)
+    order[r] = kr[r].row;
+  free(kr);
+  return STSA_OK;
 }
 
 stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
@@ -85,14 +123,19 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
   /* one pass over each head's K/V serves all three masks */
   const stsa_mask *which[3] = {masks->dense, masks->spatial, masks->temporal};
   stsa_plan *plans[3] = {NULL, NULL, NULL};
-  stsa_status st = STSA_OK;
+  int32_t *order = malloc(sizeof *order * (size_t)nrows);
+  stsa_status st =
+      order ? temporal_order(g, rows, nrows, order, &ctx->err)
+            : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
   for (int i = 0; i < 3 && st == STSA_OK; i++)
     st = rows_plan(ctx, g, which[i], rows, nrows, kb.shape[1], &plans[i]);
   if (st == STSA_OK) {
     const stsa_tensor outs[3] = {td, ts, tt};
     const stsa_plan *const cplans[3] = {plans[0], plans[1], plans[2]};
-    st = stsa_sparse_rows_multi(ctx, cplans, 3, &qs, &kb, &vb, outs);
+    const int32_t *const orders[2] = {NULL, order};
+    st = stsa_sparse_rows_dense_and(ctx, cplans, 3, orders, &qs, &kb, &vb, outs);
   }
+  free(order);
   for (int i = 0; i < 3; i++)
     stsa_plan_free(plans[i]);
   if (st == STSA_OK)

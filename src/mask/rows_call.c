@@ -1,0 +1,49 @@
+/* rows_call.c — see rows_call.h. */
+#include "mask/rows_call.h"
+
+#include "kernel/dispatch.h"
+#include "kernel/rows_fused.h"
+#include "mask/sparse_call.h"
+
+/* Whether the plans fit the fused pass: plans[0] keeps every kv tile whole,
+ * every plan is one q tile of the rows with the same tiles and native keys. */
+static int fusable(const stsa_ctx *ctx, const stsa_plan *const *plans, int nplans,
+                   const stsa_tensor *q, const stsa_tensor *k) {
+  if (ctx->run->ref || nplans < 1 || nplans > STSA_FUSED_MASKS_MAX + 1)
+    return 0;
+  for (int i = 0; i < nplans; i++) {
+    const stsa_plan *p = plans[i];
+    if (p->q_tiles != 1 || p->kv_native || p->heads != 1 || p->s_q != q->shape[1] ||
+        p->s_kv != k->shape[1] || p->q_tile != plans[0]->q_tile ||
+        p->kv_tile != plans[0]->kv_tile)
+      return 0;
+  }
+  const stsa_block_sparse *dense = &plans[0]->parts[plans[0]->head_part[0]].bs;
+  if (dense->entries != plans[0]->kv_tiles)
+    return 0;
+  for (int64_t e = 0; e < dense->entries; e++)
+    if (dense->kind[e] != STSA_TILE_FULL)
+      return 0;
+  return 1;
+}
+
+stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *plans,
+                                       int nplans, const int32_t *const *orders,
+                                       const stsa_tensor *q, const stsa_tensor *k,
+                                       const stsa_tensor *v, const stsa_tensor *out) {
+  int done = 0;
+  if (fusable(ctx, plans, nplans, q, k)) {
+    stsa_attn_problem pb;
+    stsa_problem_init(&pb, q, k, v, &out[0], NULL, plans[0]->q_tile, plans[0]->kv_tile,
+                      &ctx->run->kern);
+    stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}};
+    for (int i = 1; i < nplans; i++) {
+      f.bs[i - 1] = &plans[i]->parts[plans[i]->head_part[0]].bs;
+      f.order[i - 1] = orders ? orders[i - 1] : NULL;
+      f.out[i - 1] = &out[i];
+    }
+    STSA_RETURN_IF(stsa_rows_fused_run(&f, ctx->threads, &ctx->packed, &done) != STSA_OK,
+                   &ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
+  }
+  return done ? STSA_OK : stsa_sparse_rows_multi(ctx, plans, nplans, q, k, v, out);
+}

@@ -1,0 +1,23 @@
+/*
+ * rows_call.h — online profiling's sampled rows under the dense mask and a
+ * few others, in one pass over K/V (kernel/rows_fused.h) where it applies.
+ */
+#ifndef STSA_MASK_ROWS_CALL_H
+#define STSA_MASK_ROWS_CALL_H
+
+#include "core/context.h"
+#include "mask/plan.h"
+
+/* The contract of stsa_sparse_rows_multi (sparse_call.h), with plans[0] the
+ * dense mask's plan (every kv tile FULL) and nplans <= 4. orders[i - 1] (or
+ * NULL, as orders itself may be) is a permutation of the R rows in which
+ * plans[i]'s rows are best computed: rows that keep similar keys together
+ * (see stsa_rows_fused). The fused pass gives the masked rows from the
+ * dense probabilities; a reference backend, or inputs whose logits or V
+ * are not finite, take stsa_sparse_rows_multi's per-mask passes. */
+stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *plans,
+                                       int nplans, const int32_t *const *orders,
+                                       const stsa_tensor *q, const stsa_tensor *k,
+                                       const stsa_tensor *v, const stsa_tensor *out);
+
+#endif
