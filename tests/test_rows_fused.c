@@ -1,0 +1,261 @@
+/*
+ * test_rows_fused.c — profiling's fused pass (kernel/rows_fused.h, through
+ * mask/rows_call.h) against the per-mask passes it replaces
+ * (stsa_sparse_rows_multi): the same rows within f32 rounding for every
+ * tiled backend, K/V dtype, row order and thread count; rows a mask keeps
+ * nothing of are zero in both; the outputs are bitwise the same on 1, 2 and
+ * 3 threads; guard bytes stay intact; and inputs the pass declines (NaN in
+ * V, logits that could overflow, the reference backend) give the per-mask
+ * passes' bytes exactly. Awkward sizes on purpose: D 24 and 80 (padded
+ * panels), a ragged last kv tile, R below one register tile.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "mask/plan.h"
+#include "mask/rows_call.h"
+#include "mask/sparse_call.h"
+#include "testutil.h"
+
+enum { MASKS = 4 }; /* dense, then three */
+
+typedef struct fixture {
+  stsa_geometry g;
+  int64_t N, H, D, R;
+  int kv_tile;
+  stsa_dtype kv_dtype;
+} fixture;
+
+/* Uniform in [0, 1). */
+static double unit(tu_rng *rng) { return 0.5 * (tu_rng_uniform(rng) + 1.0); }
+
+/* R rows ascending, distinct, spread over the video. */
+static void sample(tu_rng *rng, int64_t N, int64_t R, int64_t *rows) {
+  for (int64_t r = 0; r < R; r++)
+    rows[r] = r * N / R + (int64_t)(unit(rng) * (double)(N / R));
+}
+
+/* The four masks: dense, a frame window, a position band, and an explicit
+ * mask that keeps nothing of every third row (and random pairs of others). */
+static void make_masks(tu_rng *rng, const fixture *fx, stsa_mask *m[MASKS]) {
+  CHECK_STATUS(stsa_mask_full(&m[0]), STSA_OK);
+  CHECK_STATUS(stsa_mask_frame_window(&fx->g, 1, &m[1]), STSA_OK);
+  CHECK_STATUS(stsa_mask_position_band(&fx->g, 5, &m[2]), STSA_OK);
+  uint8_t *keep = malloc((size_t)(fx->N * fx->N));
+  for (int64_t i = 0; i < fx->N; i++)
+    for (int64_t j = 0; j < fx->N; j++)
+      keep[i * fx->N + j] = i % 3 != 0 && unit(rng) < 0.2;
+  CHECK_STATUS(stsa_mask_dense(keep, fx->N, fx->N, &m[3]), STSA_OK);
+  free(keep);
+}
+
+static stsa_ctx *make_ctx(stsa_backend backend, int threads) {
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BACKEND, backend), STSA_OK);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_THREADS, threads), STSA_OK);
+  return ctx;
+}
+
+static void build_plans(stsa_ctx *ctx, const fixture *fx, stsa_mask *const m[MASKS],
+                        const int64_t *rows, stsa_plan *plans[MASKS]) {
+  for (int i = 0; i < MASKS; i++) {
+    const stsa_mask *one[1] = {m[i]};
+    stsa_plan_desc desc = {sizeof desc,
+                           fx->R,
+                           fx->N,
+                           1,
+                           one,
+                           &fx->g,
+                           STSA_ORDER_NATIVE,
+                           STSA_ORDER_NATIVE,
+                           (int)fx->R,
+                           fx->kv_tile,
+                           STSA_PLAN_ALLOW_EMPTY_ROWS,
+                           rows,
+                           NULL};
+    const stsa_status st = stsa_plan_build(ctx, &desc, &plans[i]);
+    CHECK(st == STSA_OK, "plan %d: %s", i, stsa_ctx_last_error(ctx));
+  }
+}
+
+/* Outputs of one call: MASKS tensors of [1, R, H, D] f32, guarded. */
+typedef struct outs {
+  stsa_tensor t[MASKS];
+} outs;
+
+static outs make_outs(const fixture *fx) {
+  outs o;
+  for (int i = 0; i < MASKS; i++)
+    o.t[i] = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, fx->R, fx->H, fx->D);
+  return o;
+}
+
+static void free_outs(outs *o) {
+  for (int i = 0; i < MASKS; i++) {
+    CHECK(tu_guard_ok(o->t[i].data), "guard bytes of output %d", i);
+    tu_free_tensor(&o->t[i]);
+  }
+}
+
+/* Runs the per-mask passes (fused 0) or the fused entry on ctx. */
+static void run(stsa_ctx *ctx, stsa_plan *const plans[MASKS],
+                const int32_t *const *orders, const stsa_tensor *q, const stsa_tensor *k,
+                const stsa_tensor *v, int fused, outs *o) {
+  const stsa_plan *const p[MASKS] = {plans[0], plans[1], plans[2], plans[3]};
+  stsa_status st = fused
+                       ? stsa_sparse_rows_dense_and(ctx, p, MASKS, orders, q, k, v, o->t)
+                       : stsa_sparse_rows_multi(ctx, p, MASKS, q, k, v, o->t);
+  CHECK_STATUS(st, STSA_OK);
+}
+
+static void check_close(const outs *got, const outs *want, const char *what) {
+  for (int i = 0; i < MASKS; i++) {
+    double scale = 0;
+    const double diff = tu_max_abs_diff(&got->t[i], &want->t[i], &scale);
+    CHECK(diff <= 2e-6 * (scale > 1 ? scale : 1),
+          "%s: output %d differs by %.3g (scale %.3g)", what, i, diff, scale);
+  }
+}
+
+static void check_same(const outs *got, const outs *want, const char *what) {
+  for (int i = 0; i < MASKS; i++)
+    CHECK(tu_same_bytes(&got->t[i], &want->t[i]), "%s: output %d not bitwise", what, i);
+}
+
+/* The rows of q (all N tokens) gathered, as profiling hands them over. */
+static stsa_tensor gather(const stsa_tensor *q, const fixture *fx, const int64_t *rows) {
+  stsa_tensor g = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, fx->R, fx->H, fx->D);
+  for (int64_t r = 0; r < fx->R; r++)
+    for (int64_t h = 0; h < fx->H; h++)
+      for (int64_t d = 0; d < fx->D; d++)
+        tu_store(g.data, STSA_F32, tu_offset(&g, 0, r, h, d),
+                 tu_load(q->data, q->dtype, tu_offset(q, 0, rows[r], h, d)));
+  return g;
+}
+
+static void check_fixture(const fixture *fx, uint64_t seed) {
+  tu_rng rng = {seed};
+  int64_t *rows = malloc(sizeof *rows * (size_t)fx->R);
+  sample(&rng, fx->N, fx->R, rows);
+  stsa_mask *m[MASKS];
+  make_masks(&rng, fx, m);
+  stsa_tensor qf = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, fx->N, fx->H, fx->D, 1.0);
+  stsa_tensor k =
+      tu_random_tensor(&rng, fx->kv_dtype, TU_BSHD, 1, fx->N, fx->H, fx->D, 1.0);
+  stsa_tensor v =
+      tu_random_tensor(&rng, fx->kv_dtype, TU_BSHD, 1, fx->N, fx->H, fx->D, 1.0);
+  stsa_tensor q = gather(&qf, fx, rows);
+  /* orders: none, reversed, and a shuffle */
+  int32_t *rev = malloc(sizeof(int32_t) * (size_t)fx->R);
+  int32_t *shuf = malloc(sizeof(int32_t) * (size_t)fx->R);
+  for (int64_t r = 0; r < fx->R; r++)
+    rev[r] = shuf[r] = (int32_t)(fx->R - 1 - r);
+  for (int64_t r = fx->R - 1; r > 0; r--) {
+    const int64_t j = (int64_t)(unit(&rng) * (double)(r + 1));
+    const int32_t t = shuf[r];
+    shuf[r] = shuf[j];
+    shuf[j] = t;
+  }
+  const int32_t *const none[3] = {NULL, NULL, NULL};
+  const int32_t *const mixed[3] = {rev, shuf, NULL};
+  const int32_t *const all[3] = {shuf, rev, shuf};
+  const int32_t *const *orders[3] = {none, mixed, all};
+
+  stsa_backend backends[TU_MAX_BACKENDS];
+  for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
+    char what[160];
+    snprintf(what, sizeof what, "%s D %lld R %lld kv tile %d %s",
+             stsa_backend_name(backends[bi]), (long long)fx->D, (long long)fx->R,
+             fx->kv_tile, fx->kv_dtype == STSA_F32 ? "f32" : "f16/bf16");
+    stsa_ctx *ctx[3] = {make_ctx(backends[bi], 2), make_ctx(backends[bi], 1),
+                        make_ctx(backends[bi], 3)};
+    stsa_plan *plans[MASKS];
+    build_plans(ctx[0], fx, m, rows, plans);
+    outs want = make_outs(fx);
+    run(ctx[0], plans, NULL, &q, &k, &v, 0, &want);
+    for (int oi = 0; oi < 3; oi++) {
+      outs got[3];
+      for (int t = 0; t < 3; t++) {
+        got[t] = make_outs(fx);
+        run(ctx[t], plans, orders[oi], &q, &k, &v, 1, &got[t]);
+      }
+      check_close(&got[0], &want, what);
+      check_same(&got[1], &got[0], what);
+      check_same(&got[2], &got[0], what);
+      /* mask 3 keeps nothing of every third token: those rows are zeros */
+      for (int64_t r = 0; r < fx->R; r++)
+        if (rows[r] % 3 == 0)
+          for (int64_t h = 0; h < fx->H; h++)
+            CHECK(tu_load(got[0].t[3].data, STSA_F32,
+                          tu_offset(&got[0].t[3], 0, r, h, 0)) == 0.0,
+                  "%s: row %lld keeps nothing but is not zero", what, (long long)r);
+      for (int t = 0; t < 3; t++)
+        free_outs(&got[t]);
+    }
+    /* declined inputs: NaN in one V row, then K that could overflow a logit */
+    const size_t vi = tu_offset(&v, 0, rows[fx->R / 2], 1 % fx->H, 3);
+    const double v_old = tu_load(v.data, v.dtype, vi);
+    tu_store(v.data, v.dtype, vi, NAN);
+    outs nan_want = make_outs(fx), nan_got = make_outs(fx);
+    run(ctx[0], plans, NULL, &q, &k, &v, 0, &nan_want);
+    run(ctx[0], plans, mixed, &q, &k, &v, 1, &nan_got);
+    check_same(&nan_got, &nan_want, "NaN in V");
+    tu_store(v.data, v.dtype, vi, v_old);
+    free_outs(&nan_want);
+    free_outs(&nan_got);
+    if (fx->kv_dtype == STSA_F32) {
+      const size_t ki = tu_offset(&k, 0, fx->N - 1, 0, 0);
+      const double k_old = tu_load(k.data, k.dtype, ki);
+      tu_store(k.data, k.dtype, ki, 1e37);
+      outs big_want = make_outs(fx), big_got = make_outs(fx);
+      run(ctx[0], plans, NULL, &q, &k, &v, 0, &big_want);
+      run(ctx[0], plans, mixed, &q, &k, &v, 1, &big_got);
+      check_same(&big_got, &big_want, "K near overflow");
+      tu_store(k.data, k.dtype, ki, k_old);
+      free_outs(&big_want);
+      free_outs(&big_got);
+    }
+    free_outs(&want);
+    for (int i = 0; i < MASKS; i++)
+      stsa_plan_free(plans[i]);
+    for (int t = 0; t < 3; t++)
+      stsa_ctx_free(ctx[t]);
+  }
+  /* the reference backend computes the per-mask passes in double */
+  stsa_ctx *ref = make_ctx(STSA_BACKEND_REF, 2);
+  stsa_plan *plans[MASKS];
+  build_plans(ref, fx, m, rows, plans);
+  outs want = make_outs(fx), got = make_outs(fx);
+  run(ref, plans, NULL, &q, &k, &v, 0, &want);
+  run(ref, plans, mixed, &q, &k, &v, 1, &got);
+  check_same(&got, &want, "reference backend");
+  free_outs(&want);
+  free_outs(&got);
+  for (int i = 0; i < MASKS; i++) {
+    stsa_plan_free(plans[i]);
+    stsa_mask_free(m[i]);
+  }
+  stsa_ctx_free(ref);
+  free(rev);
+  free(shuf);
+  free(rows);
+  tu_free_tensor(&qf);
+  tu_free_tensor(&q);
+  tu_free_tensor(&k);
+  tu_free_tensor(&v);
+}
+
+int main(void) {
+  const stsa_geometry plain = {5, 6, 7, 0, 0, STSA_TEXT_NONE};
+  const stsa_geometry prefix = {4, 5, 9, 11, 7, STSA_TEXT_PREFIX};
+  const fixture fx[] = {
+      {plain, 210, 3, 24, 23, 32, STSA_F32},  {plain, 210, 2, 80, 5, 16, STSA_F32},
+      {plain, 210, 3, 24, 41, 48, STSA_F16},  {prefix, 191, 2, 24, 17, 32, STSA_BF16},
+      {prefix, 191, 1, 80, 30, 64, STSA_F32},
+  };
+  for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++)
+    check_fixture(&fx[i], 11 + i);
+  return tu_finish("test_rows_fused");
+}
