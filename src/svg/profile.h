@@ -25,7 +25,9 @@ typedef struct stsa_svg_masks {
  * mean over rows and D of the squared difference to dense attention) for the
  * sampled rows, and energy[h] (if not NULL) = the sum of squares of the dense
  * rows, so that sqrt(mse * rows * D / energy) is a relative L2 error. q, k, v
- * are the full [B, N, H, D] tensors. */
+ * are the full [B, N, H, D] tensors. One pass over each head's K/V computes
+ * the rows' scores once and feeds all three (mask/rows_call.h); the
+ * temporal rows are summed in order of position in the frame. */
 stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
                              const stsa_svg_masks *masks, const int64_t *rows,
                              int64_t nrows, const stsa_tensor *q, const stsa_tensor *k,
