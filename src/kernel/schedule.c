@@ -195,41 +195,56 @@ typedef struct head_pack {
   int has_used;
 } head_pack;
 
-/* Heads in turn on the library's threads, two shared packs in flight: all
- * threads pack head 0, then take head h's units one by one and, once those
- * are all handed out, head h+1's kv tiles into the other pack. A thread that
- * would have waited for another's last unit of a head (up to a unit: ~3% of
- * a call at S = 8192, 43 units a head on 2 threads) packs the next head
- * instead, so each head is still packed once and the wait at a head's end is
- * at most one kv tile's packing. */
+/* Heads in turn on the library's threads: all threads pack a head into a
+ * shared pack, then take its units one by one. With two packs, once a head's
+ * units are all handed out the threads take the next head's kv tiles into the
+ * other pack, so a thread that would have waited for another's last unit
+ * packs instead and a head's end costs at most one kv tile's packing (the
+ * wait was up to a unit: 1-2% of a call at S = 8192, 43 units a head on 2
+ * threads). The second pack is only worth its memory for heads of few units
+ * per thread (a unit's wait is then a visible share); heads of many units
+ * keep one. */
 static size_t head_pack_bytes(const stsa_work *w) {
   return pack_bytes(w) + round64((size_t)stsa_kv_tiles(w->pb));
 }
 
-static int head_packs(const stsa_work *w) { return w->heads > 1 ? 2 : 1; }
+enum { DOUBLE_PACK_UNITS_PER_THREAD = 64 };
+
+static int head_packs(const stsa_work *w, int threads) {
+  return w->heads > 1 && w->units < DOUBLE_PACK_UNITS_PER_THREAD * (int64_t)threads ? 2
+                                                                                    : 1;
+}
+
+/* All threads pack `head` into hp (called inside the parallel region). */
+static void pack_shared(const stsa_work *w, int64_t head, head_pack *hp) {
+#pragma omp single
+  hp->has_used = head_used(w, head, hp->used);
+#pragma omp for schedule(dynamic, 4)
+  for (int64_t t = 0; t < stsa_kv_tiles(w->pb); t++)
+    pack_tile(w, head, t, hp->has_used, hp->used, &hp->pack);
+}
 
 static void run_head_by_head(const stsa_work *w, int threads, char *mem) {
   const int64_t nkt = stsa_kv_tiles(w->pb), units = w->units;
+  const int npacks = head_packs(w, threads);
   head_pack hp[2];
-  for (int i = 0; i < head_packs(w); i++) {
+  for (int i = 0; i < npacks; i++) {
     char *at = mem + head_pack_bytes(w) * (size_t)i;
     hp[i].pack = stsa_kv_packed_at(w->pb, (float *)(void *)at);
     hp[i].used = (uint8_t *)at + pack_bytes(w);
     hp[i].has_used = 0;
   }
-  char *rest = mem + head_pack_bytes(w) * (size_t)head_packs(w);
+  char *rest = mem + head_pack_bytes(w) * (size_t)npacks;
 #pragma omp parallel num_threads(threads)
   {
     slice_view s = slice_at(w, mem, rest + rest_bytes(w) * (size_t)omp_get_thread_num());
-#pragma omp single
-    hp[0].has_used = head_used(w, 0, hp[0].used);
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t t = 0; t < nkt; t++)
-      pack_tile(w, 0, t, hp[0].has_used, hp[0].used, &hp[0].pack);
+    pack_shared(w, 0, &hp[0]);
     for (int64_t head = 0; head < w->heads; head++) {
-      head_pack *cur = &hp[head % 2], *next = &hp[(head + 1) % 2];
+      head_pack *cur = &hp[head % npacks], *next = &hp[(head + 1) % npacks];
+      if (head > 0 && npacks == 1)
+        pack_shared(w, head, cur);
       /* next's pack last served head - 1, whose units are all done */
-      const int64_t more = head + 1 < w->heads ? nkt : 0;
+      const int64_t more = npacks == 2 && head + 1 < w->heads ? nkt : 0;
 #pragma omp single
       if (more)
         next->has_used = head_used(w, head + 1, next->used);
@@ -251,8 +266,9 @@ stsa_status stsa_work_run(const stsa_work *w, int threads, stsa_workspace *ws) {
   if (w->heads == 0 || w->units == 0)
     return STSA_OK;
   if (threads > 1 && !w->ref && !w->whole_heads && w->units >= threads) {
-    char *mem = stsa_workspace_get(ws, head_pack_bytes(w) * (size_t)head_packs(w) +
-                                           rest_bytes(w) * (size_t)threads);
+    char *mem =
+        stsa_workspace_get(ws, head_pack_bytes(w) * (size_t)head_packs(w, threads) +
+                                   rest_bytes(w) * (size_t)threads);
     if (!mem)
       return STSA_ERR_OUT_OF_MEMORY;
     run_head_by_head(w, threads, mem);
