@@ -600,9 +600,9 @@ static void test_bad_args(stsa_ctx *ctx) {
 
 /* One assignment (warm, iters 0) against argmin ||x - c||^2 in double:
  * equal labels except near ties (within the f32 rounding of the GEMM form). */
-static void test_against_brute_force(stsa_ctx *ctx, int d) {
+static void test_against_brute_force(stsa_ctx *ctx, int d, int64_t k) {
   tu_rng rng = {31};
-  const int64_t n = 1500, k = 70;
+  const int64_t n = 1500;
   float *x = random_points(&rng, n, d, d);
   result r = result_alloc(n, d, k);
   for (int64_t e = 0; e < k * d; e++)
@@ -679,15 +679,20 @@ int main(void) {
   test_pruned_equals_full();
   test_edges(ctx);
   test_bad_args(ctx);
-  test_against_brute_force(ctx, 33);
-  test_against_brute_force(ctx, 128);
-  test_against_brute_force(ctx, 512);
-  test_against_brute_force(ctx, 1);
+  test_against_brute_force(ctx, 33, 70);
+  test_against_brute_force(ctx, 128, 70);
+  test_against_brute_force(ctx, 512, 70);
+  test_against_brute_force(ctx, 1, 70);
+  /* 19 panels of 16 in 10 groups: the first assignment prunes by centroid
+   * distances */
+  test_against_brute_force(ctx, 33, 300);
+  test_against_brute_force(ctx, 128, 300);
   test_ties(ctx);
   /* the portable micro-kernels give the same partition of planted blobs */
   CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BACKEND, STSA_BACKEND_PORTABLE), STSA_OK);
   test_planted(ctx, 64, 64, 101);
-  test_against_brute_force(ctx, 33);
+  test_against_brute_force(ctx, 33, 70);
+  test_against_brute_force(ctx, 33, 300);
   test_ties(ctx);
   stsa_ctx_free(ctx);
   return tu_finish("test_kmeans");

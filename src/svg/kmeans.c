@@ -59,6 +59,11 @@ static int km_alloc(km *m, void **block) {
       stsa_km_floats64(G * d),                          /* gcent */
       stsa_km_floats64(k),                              /* glabel */
       stsa_km_floats64(npan),                           /* spread */
+      stsa_km_floats64(2 * k * G),                      /* cd_low */
+      stsa_km_floats64(n),                              /* coarse */
+      stsa_km_floats64(2 * (G + 1)),                    /* cstart */
+      stsa_km_floats64((G + (size_t)m->nr - 1) / (size_t)m->nr * (size_t)m->nr * (d + 1)),
+      stsa_km_floats64(2 * n), /* gdone */
       stsa_km_floats64(m->thread_bytes / sizeof(float) * (size_t)m->threads)};
   enum { NSLOTS = sizeof sizes / sizeof sizes[0] };
   size_t total = 0;
@@ -97,7 +102,12 @@ static int km_alloc(km *m, void **block) {
   m->gcent = at[21];
   m->glabel = at[22];
   m->spread = at[23];
-  m->thread_mem = at[24];
+  m->cd_low = at[24];
+  m->coarse = at[25];
+  m->cstart = at[26];
+  m->cpanels = at[27];
+  m->gdone = at[28];
+  m->thread_mem = at[29];
   *block = p;
   return 0;
 }
@@ -287,9 +297,9 @@ stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
   const double tol2 = a->tol * a->tol;
   int done = 0;
   for (;;) {
-    const int64_t computed = done == 0 || probe->no_prune
-                                 ? stsa_km_assign_full(&m, centroids, labels)
-                                 : stsa_km_assign_pruned(&m, centroids, labels);
+    const int64_t computed = probe->no_prune ? stsa_km_assign_full(&m, centroids, labels)
+                             : done == 0     ? stsa_km_assign_first(&m, centroids, labels)
+                                         : stsa_km_assign_pruned(&m, centroids, labels);
     if (probe->recomputed)
       probe->recomputed[done] = computed;
     count_labels(&m, labels);

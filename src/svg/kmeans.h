@@ -20,6 +20,13 @@
  * assignment and centroids the means of those clusters, so sizes[c] counts
  * the members of centroid c.
  *
+ * The first assignment of a call (with 8 groups or more, below) computes
+ * each point against the groups of its nearest centroid of the centroids,
+ * then only against the groups that Elkan's lemma (a centroid c with
+ * d(a, c) >= 2 d(x, a) cannot beat a) does not rule out, from the
+ * centroids' distances to each other (their GEMM, with its error bound):
+ * at Wan 480p's 433 key clusters about half the work of a full pass.
+ *
  * Pruned assignments (Yinyang: Ding et al., ICML 2015): at the start of a
  * call the centroids are grouped by a k-means of the centroids (16 groups
  * at most, each of whole panels of the packed order). The first assignment

@@ -13,6 +13,10 @@
 /* Iterations of the k-means of the centroids that forms the groups: a
  * coarse grouping serves (the bounds only need nearby centroids together). */
 #define GROUP_ITERS 5
+/* Groups from which the first assignment of a call prunes by centroid
+ * distances (measured at Wan 480p: k 433, 14 groups, 45 -> 21-28 ms; k 130,
+ * 5 groups: no gain). */
+#define FIRST_MIN_GROUPS 8
 
 /* ---- groups ----------------------------------------------------------------- */
 
@@ -35,12 +39,16 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed) 
     /* the centroids of one coarse cluster together, in index order */
     stsa_kmeans_args a = {centroids,   m->k, m->d, m->d, m->groups,  0,
                           GROUP_ITERS, 0.0,  seed, 1,    m->threads, m->err};
-    if (stsa_kmeans(ctx, &a, m->gcent, m->glabel, NULL, NULL) == STSA_OK) {
+    m->coarse_ok = stsa_kmeans(ctx, &a, m->gcent, m->glabel, NULL, NULL) == STSA_OK;
+    if (m->coarse_ok) {
       int64_t at = 0;
-      for (int g = 0; g < m->groups; g++)
+      for (int g = 0; g < m->groups; g++) {
+        m->cstart[g] = at;
         for (int64_t c = 0; c < m->k; c++)
           if (m->glabel[c] == g)
             m->perm[at++] = (int32_t)c;
+      }
+      m->cstart[m->groups] = at;
     } else {
       stsa_err_clear(m->err); /* out of memory: index order serves too */
     }
@@ -187,48 +195,58 @@ static int may_beat(double up, double low, double e) {
 
 /* ---- passes ----------------------------------------------------------------- */
 
-/* Scores of the points idx[0.. nrows-1] (0.. nrows-1 when NULL) against the
- * groups each one's gmask names, in one pass per group: labels, and the
- * bounds from the best and runner-up scores and each computed group's
- * lowest, widened by the GEMM error. The group of the label is computed
- * (its own centroid's score is needed), so the runner-up bounds the rest of
- * it. A NaN score gives a NaN upper bound or a 0 lower one, which never
- * prune. */
-static void assign_rows_pass(km *m, const int32_t *idx, int64_t nrows, int32_t *labels,
-                             int every_group) {
+/* Starts the best, runner-up and group minima of the points idx[0..
+ * nrows-1] (0.. nrows-1 when NULL) afresh. */
+static void rows_reset(km *m, const int32_t *idx, int64_t nrows, int32_t *labels) {
   const int G = m->groups;
-  memset(m->gcount, 0, sizeof(int64_t) * (size_t)G);
   for (int64_t p = 0; p < nrows; p++) {
     const int64_t i = idx ? idx[p] : p;
     m->row_val[i] = INFINITY;
     m->row_val2[i] = INFINITY;
     labels[i] = 0;
-    for (int g = 0; g < G; g++) {
+    for (int g = 0; g < G; g++)
       m->gmin[i * G + g] = INFINITY;
-      if (!every_group && m->gmask[i] >> g & 1)
+  }
+}
+
+/* Merges into those the scores of each point against the groups its gmask
+ * names, in one pass per group (points gathered in index order). */
+static void rows_groups(km *m, const int32_t *idx, int64_t nrows, int32_t *labels) {
+  const int G = m->groups;
+  memset(m->gcount, 0, sizeof(int64_t) * (size_t)G);
+  for (int64_t p = 0; p < nrows; p++) {
+    const int64_t i = idx ? idx[p] : p;
+    for (int g = 0; g < G; g++)
+      if (m->gmask[i] >> g & 1)
         m->glist[(int64_t)g * m->n + m->gcount[g]++] = (int32_t)i;
-    }
   }
-  assign_rows ar = {labels, idx};
-  if (every_group) { /* one pass over every column: each row copied once */
-    stsa_km_gemm_pass(m, idx, nrows, 0, m->k, m->spread, assign_visit, &ar);
-  } else {
-    for (int g = 0; g < G; g++) {
-      if (m->gcount[g] == 0)
-        continue;
-      ar.idx = m->glist + (int64_t)g * m->n;
-      stsa_km_gemm_pass(m, ar.idx, m->gcount[g], group_first(m, g), group_count(m, g),
-                        NULL, assign_visit, &ar);
-    }
+  assign_rows ar = {labels, NULL};
+  for (int g = 0; g < G; g++) {
+    if (m->gcount[g] == 0)
+      continue;
+    ar.idx = m->glist + (int64_t)g * m->n;
+    stsa_km_gemm_pass(m, ar.idx, m->gcount[g], group_first(m, g), group_count(m, g), NULL,
+                      assign_visit, &ar);
   }
+}
+
+/* The bounds from the best and runner-up scores and each computed group's
+ * lowest (the groups of done[i], or gmask when done is NULL), widened by the
+ * GEMM error. The group of the label is computed (its own centroid's score
+ * is needed), so the runner-up bounds the rest of it. A NaN score gives a
+ * NaN upper bound or a 0 lower one, which never prune. */
+static void rows_bounds(km *m, const int32_t *idx, int64_t nrows, const int32_t *labels,
+                        const uint64_t *done) {
+  const int G = m->groups;
   for (int64_t p = 0; p < nrows; p++) {
     const int64_t i = idx ? idx[p] : p;
     const double e = gemm_err(m, i), xn = (double)m->xnorm[i];
     const double runner_up = lower_of(xn, m->row_val2[i], e);
     m->upper[i] = sqrt(xn + (double)m->row_val[i] + e) * (1.0 + STSA_KM_BOUND_SLACK);
     const int own = group_of_column(m, m->pos[labels[i]]);
+    const uint64_t computed = done ? done[i] : m->gmask[i];
     for (int g = 0; g < G; g++)
-      if (m->gmask[i] >> g & 1)
+      if (computed >> g & 1)
         m->glow[i * G + g] = g == own ? runner_up : lower_of(xn, m->gmin[i * G + g], e);
   }
 }
@@ -250,7 +268,132 @@ int64_t stsa_km_assign_full(km *m, const float *centroids, int32_t *labels) {
   const uint64_t all = m->groups == 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->groups) - 1;
   for (int64_t i = 0; i < m->n; i++)
     m->gmask[i] = all;
-  assign_rows_pass(m, NULL, m->n, labels, 1);
+  rows_reset(m, NULL, m->n, labels);
+  assign_rows ar = {labels, NULL}; /* one pass over every column: each row copied once */
+  stsa_km_gemm_pass(m, NULL, m->n, 0, m->k, m->spread, assign_visit, &ar);
+  rows_bounds(m, NULL, m->n, labels, NULL);
+  return m->n;
+}
+
+/* ---- the first assignment of a call --------------------------------------- */
+
+/* cd_low[v][g], v a packed position: a lower bound of the exact distance
+ * from centroid perm[v] to every other centroid of group g (+inf if none),
+ * from the augmented GEMM of the centroids against their panels (rows in
+ * packed order, single-threaded: k^2 d, small). */
+static void centroid_distances(km *m) {
+  const int mr = m->mr, nr = m->nr, d = m->d, depth = m->depth, G = m->groups;
+  const int64_t npan = (m->k + nr - 1) / nr;
+  km_thread t = stsa_km_thread_view(m, 0);
+  for (int64_t e = 0; e < m->k * G; e++)
+    m->cd_low[e] = INFINITY;
+  for (int64_t v0 = 0; v0 < m->k; v0 += mr) {
+    const int rows = (int)(m->k - v0 < mr ? m->k - v0 : mr);
+    for (int r = 0; r < mr; r++) {
+      float *dst = t.q + r * depth;
+      if (r < rows) {
+        memcpy(dst, m->panels_src + (int64_t)m->perm[v0 + r] * d,
+               sizeof(float) * (size_t)d);
+        dst[d] = 1.0f;
+      } else {
+        memset(dst, 0, sizeof(float) * (size_t)depth);
+      }
+    }
+    for (int64_t p = 0; p < npan; p++) {
+      const int64_t c0 = p * nr;
+      const int cols = (int)(m->k - c0 < nr ? m->k - c0 : nr);
+      const int g = group_of_column(m, c0);
+      for (int r = 0; r < mr; r++)
+        t.rowmax[r] = -INFINITY;
+      m->kern->qk(t.q, depth, m->panels + p * depth * nr, t.s, nr, t.rowmax);
+      for (int r = 0; r < rows; r++) {
+        const int64_t v = v0 + r;
+        const float lo = v >= c0 && v < c0 + cols
+                             ? block_min(t.s + r * nr, cols, (int)(v - c0))
+                             : -2.0f * t.rowmax[r];
+        const double xn = (double)m->cnorm[v];
+        const double e = STSA_KM_GEMM_ERR(d) * (xn + 2.0 * (double)m->cnorm_max);
+        const double low = isnan(lo)        ? 0.0
+                           : lo == INFINITY ? INFINITY
+                                            : lower_of(xn, lo, e);
+        double *cd = m->cd_low + v * G + g;
+        *cd = low < *cd ? low : *cd;
+      }
+    }
+  }
+}
+
+/* Each point's nearest centroid of the centroids (the grouping's coarse
+ * clusters), from their packed panels: the rows' maximum of x.g - |g|^2/2. */
+static void coarse_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int cols,
+                         float *s, const float *rowmax) {
+  (void)ud;
+  (void)c0;
+  for (int r = 0; r < rows; r++) {
+    const float *v = s + r * m->nr;
+    int best = 0;
+    while (best < cols - 1 && !(v[best] == rowmax[r]))
+      best++; /* the first column holding the maximum (0 when NaN) */
+    m->coarse[i0 + r] = best;
+  }
+}
+
+int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
+  const int G = m->groups;
+  /* with few groups, a point's coarse cluster alone spans a good part of
+   * them: the full pass is as cheap */
+  if (G < FIRST_MIN_GROUPS || !m->coarse_ok)
+    return stsa_km_assign_full(m, centroids, labels);
+#pragma omp parallel for num_threads(stsa_km_threads_for(m, m->n / 4096)) schedule(static)
+  for (int64_t i = 0; i < m->n; i++)
+    m->xnorm[i] = stsa_km_dot(stsa_km_row(m, i), stsa_km_row(m, i), m->d);
+  /* 1. the coarse cluster of every point (a GEMM against G <= 16 centres) */
+  float *panels = m->panels;
+  m->panels = m->cpanels;
+  stsa_km_pack_centres(m, m->gcent, m->d, NULL, G, 1);
+  stsa_km_gemm_pass(m, NULL, m->n, 0, G, NULL, coarse_visit, NULL);
+  m->panels = panels;
+  pack_centroids(m, centroids);
+  m->panels_src = centroids;
+  centroid_distances(m);
+  /* 2. every point against the groups its coarse cluster's centroids lie in */
+  rows_reset(m, NULL, m->n, labels);
+  for (int64_t i = 0; i < m->n; i++) {
+    const int c = m->coarse[i];
+    const int g0 = group_of_column(m, m->cstart[c]);
+    const int g1 =
+        m->cstart[c + 1] > m->cstart[c] ? group_of_column(m, m->cstart[c + 1] - 1) : g0;
+    uint64_t mask = 0;
+    for (int g = g0; g <= g1; g++)
+      mask |= (uint64_t)1 << g;
+    m->gmask[i] = mask;
+    m->gdone[i] = mask;
+  }
+  rows_groups(m, NULL, m->n, labels);
+  /* 3. the other groups, but those whose every centroid c is provably no
+   * closer to x than the best a so far: d(x, c) >= d(a, c) - d(x, a) */
+  int64_t ntodo = 0;
+  for (int64_t i = 0; i < m->n; i++) {
+    const double e = gemm_err(m, i), xn = (double)m->xnorm[i];
+    const double u = sqrt(xn + (double)m->row_val[i] + e) * (1.0 + STSA_KM_BOUND_SLACK);
+    const double *cd = m->cd_low + (int64_t)m->pos[labels[i]] * G;
+    uint64_t need = 0;
+    for (int g = 0; g < G; g++) {
+      if (m->gdone[i] >> g & 1)
+        continue;
+      const double low = cd[g] - u;
+      if (!(u < INFINITY) || may_beat(u, low, e))
+        need |= (uint64_t)1 << g;
+      else
+        m->glow[i * G + g] = low;
+    }
+    m->gmask[i] = need;
+    m->gdone[i] |= need;
+    if (need)
+      m->todo[ntodo++] = (int32_t)i;
+  }
+  rows_groups(m, m->todo, ntodo, labels);
+  rows_bounds(m, NULL, m->n, labels, m->gdone);
   return m->n;
 }
 
@@ -289,6 +432,8 @@ int64_t stsa_km_assign_pruned(km *m, const float *centroids, int32_t *labels) {
     m->gmask[i] = need;
     m->todo[ntodo++] = (int32_t)i;
   }
-  assign_rows_pass(m, m->todo, ntodo, labels, 0);
+  rows_reset(m, m->todo, ntodo, labels);
+  rows_groups(m, m->todo, ntodo, labels);
+  rows_bounds(m, m->todo, ntodo, labels, NULL);
   return ntodo;
 }

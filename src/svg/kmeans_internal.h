@@ -68,23 +68,33 @@ typedef struct km {
    * order perm (similar centroids together), and group g is the packed
    * columns of panels [g gp, (g + 1) gp). */
   int gp, groups;
-  int32_t *perm;    /* [k] packed position -> centroid */
-  int32_t *pos;     /* [k] centroid -> packed position */
-  double *glow;     /* [n][groups] per point: <= its exact distance to every
-                     * centroid of the group but its own */
-  float *gmin;      /* [n][groups] a pass's lower bound of each group's scores */
-  uint64_t *gmask;  /* [n] the groups a pass computes for the point */
-  int32_t *glist;   /* [groups][n] the points of each group's pass */
-  int64_t *gcount;  /* [groups] */
-  double *gshift;   /* [groups] the largest shift of each group's centroids */
-  float *gcent;     /* [groups][d] centroids of the centroids (grouping) */
-  int32_t *glabel;  /* [k] their labels */
-  int32_t *spread;  /* [panels] the full assignment's panel order: the first
-                     * panel of every group, then the second, ... so that a
-                     * row meets near and far centroids early, not a run of
-                     * similar ones, and improves its best and runner-up
-                     * (the visit's slow path) less often */
-  char *thread_mem; /* threads x thread_bytes */
+  int32_t *perm;   /* [k] packed position -> centroid */
+  int32_t *pos;    /* [k] centroid -> packed position */
+  double *glow;    /* [n][groups] per point: <= its exact distance to every
+                    * centroid of the group but its own */
+  float *gmin;     /* [n][groups] a pass's lower bound of each group's scores */
+  uint64_t *gmask; /* [n] the groups a pass computes for the point */
+  int32_t *glist;  /* [groups][n] the points of each group's pass */
+  int64_t *gcount; /* [groups] */
+  double *gshift;  /* [groups] the largest shift of each group's centroids */
+  float *gcent;    /* [groups][d] centroids of the centroids (grouping) */
+  int32_t *glabel; /* [k] their labels */
+  int32_t *spread; /* [panels] the full assignment's panel order: the first
+                    * panel of every group, then the second, ... so that a
+                    * row meets near and far centroids early, not a run of
+                    * similar ones, and improves its best and runner-up
+                    * (the visit's slow path) less often */
+  /* The first assignment of a call (Elkan's lemma: no centroid c with
+   * d(a, c) >= 2 d(x, a) beats a for x): */
+  int coarse_ok;           /* gcent, glabel hold the k-means of the centroids */
+  double *cd_low;          /* [k][groups] by packed position: <= the exact distance
+                            * from that centroid to every other one of each group */
+  int32_t *coarse;         /* [n] each point's nearest centroid of the centroids */
+  int64_t *cstart;         /* [groups + 1] packed columns of each coarse cluster */
+  float *cpanels;          /* gcent packed as augmented panels */
+  const float *panels_src; /* the centroids the panels hold, by centroid */
+  uint64_t *gdone;         /* [n] the groups the first assignment computed */
+  char *thread_mem;        /* threads x thread_bytes */
   size_t thread_bytes;
 } km;
 
@@ -160,6 +170,12 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed);
  * the lower index), for every point, and the bounds of the pruned
  * assignments. Returns n. */
 int64_t stsa_km_assign_full(km *m, const float *centroids, int32_t *labels);
+
+/* The same labels as stsa_km_assign_full (and its bounds) for a call's
+ * first assignment, computing each point only against the groups of its
+ * coarse cluster and those that Elkan's lemma cannot rule out (centroid
+ * distances from the GEMM, with its error bound). Returns n. */
+int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels);
 
 /* The same labels after the update moved the centroids of the last
  * assignment, recomputing only what the bounds cannot rule out. Returns
