@@ -30,7 +30,7 @@
  * Pruned assignments (Yinyang: Ding et al., ICML 2015): at the start of a
  * call the centroids are grouped by a k-means of the centroids (16 groups
  * at most, each of whole panels of the packed order). The first assignment
- * of a call is full and keeps, for every point, an upper bound u of its
+ * of a call keeps, for every point, an upper bound u of its
  * distance to its centroid and, per group, a lower bound of its distance to
  * every centroid of the group but its own. Each later assignment first
  * moves them (u += shift of its centroid, a group's bound -= the group's

@@ -55,12 +55,15 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed) 
   }
   for (int64_t v = 0; v < m->k; v++)
     m->pos[m->perm[v]] = (int32_t)v;
+  /* the full pass's panel order: strided by about sqrt(panels), so that
+   * panels of similar centroids (neighbours in the packed order) are far
+   * apart in the visit */
   const int64_t npan = (m->k + m->nr - 1) / m->nr;
-  int64_t at = 0;
-  for (int j = 0; j < m->gp; j++)
-    for (int g = 0; g < m->groups; g++)
-      if ((int64_t)g * m->gp + j < npan)
-        m->spread[at++] = g * m->gp + j;
+  int64_t stride = (int64_t)ceil(sqrt((double)npan)), at = 0;
+  stride = stride < 1 ? 1 : stride;
+  for (int64_t j = 0; j < stride; j++)
+    for (int64_t p = j; p < npan; p += stride)
+      m->spread[at++] = (int32_t)p;
 }
 
 /* ---- the visit -------------------------------------------------------------- */

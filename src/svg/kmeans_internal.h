@@ -79,9 +79,8 @@ typedef struct km {
   double *gshift;  /* [groups] the largest shift of each group's centroids */
   float *gcent;    /* [groups][d] centroids of the centroids (grouping) */
   int32_t *glabel; /* [k] their labels */
-  int32_t *spread; /* [panels] the full assignment's panel order: the first
-                    * panel of every group, then the second, ... so that a
-                    * row meets near and far centroids early, not a run of
+  int32_t *spread; /* [panels] the full assignment's panel order, strided:
+                    * a row meets near and far centroids early, not a run of
                     * similar ones, and improves its best and runner-up
                     * (the visit's slow path) less often */
   /* The first assignment of a call (Elkan's lemma: no centroid c with
