@@ -13,17 +13,6 @@
 #include "kernel/tile_loop.h"
 #include "testutil.h"
 
-static stsa_ctx *make_ctx(stsa_backend backend, int threads, int q_tile, int kv_tile) {
-  stsa_ctx *ctx = NULL;
-  if (stsa_ctx_create(&ctx) != STSA_OK)
-    exit(1);
-  stsa_ctx_set(ctx, STSA_PARAM_BACKEND, backend);
-  stsa_ctx_set(ctx, STSA_PARAM_THREADS, threads);
-  stsa_ctx_set(ctx, STSA_PARAM_Q_TILE, q_tile);
-  stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, kv_tile);
-  return ctx;
-}
-
 typedef struct sparse_case {
   const char *name;
   int64_t B, Sq, Skv, H, D;
@@ -46,7 +35,7 @@ static void run_case(sparse_case *c) {
       tu_random_tensor(&rng, c->kv_dtype, c->layout, c->B, c->Skv, c->H, c->D, 1);
   stsa_tensor v =
       tu_random_tensor(&rng, c->kv_dtype, c->layout, c->B, c->Skv, c->H, c->D, 1);
-  stsa_ctx *rctx = make_ctx(STSA_BACKEND_REF, 2, c->q_tile, c->kv_tile);
+  stsa_ctx *rctx = tu_make_ctx(STSA_BACKEND_REF, 2, c->q_tile, c->kv_tile);
   const stsa_mask *masks[4];
   for (int h = 0; h < c->H; h++)
     masks[h] = c->masks[h];
@@ -81,7 +70,7 @@ static void run_case(sparse_case *c) {
   stsa_backend backends[TU_MAX_BACKENDS];
   int nb = tu_tiled_backends(backends);
   for (int bi = 0; bi < nb; bi++) {
-    stsa_ctx *ctx = make_ctx(backends[bi], 2, c->q_tile, c->kv_tile);
+    stsa_ctx *ctx = tu_make_ctx(backends[bi], 2, c->q_tile, c->kv_tile);
     stsa_tensor exact =
         tu_sentinel_tensor(c->out_dtype, c->layout, c->B, c->Sq, c->H, c->D);
     stsa_tensor naive =
@@ -112,7 +101,7 @@ static void run_case(sparse_case *c) {
     CHECK(tu_guard_ok(exact.data) && tu_guard_ok(naive.data) && tu_guard_ok(lse),
           "%s: guard bytes", c->name);
     /* one thread gives the same bytes as two */
-    stsa_ctx *one = make_ctx(backends[bi], 1, c->q_tile, c->kv_tile);
+    stsa_ctx *one = tu_make_ctx(backends[bi], 1, c->q_tile, c->kv_tile);
     stsa_tensor o1 = tu_sentinel_tensor(c->out_dtype, c->layout, c->B, c->Sq, c->H, c->D);
     CHECK_STATUS(stsa_sparse_attention(one, plan, &q, &k, &v, &o1, &eo), STSA_OK);
     CHECK(tu_same_bytes(&o1, &exact), "%s [%s]: 1 thread differs from 2", c->name,
@@ -309,7 +298,7 @@ static void test_full_equals_dense(void) {
   const stsa_mask *masks[3] = {full, full, full};
   stsa_backend backends[TU_MAX_BACKENDS];
   for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
-    stsa_ctx *ctx = make_ctx(backends[bi], 2, 192, 256);
+    stsa_ctx *ctx = tu_make_ctx(backends[bi], 2, 192, 256);
     stsa_plan_desc desc = {
         sizeof(stsa_plan_desc), S, Skv, H, masks, NULL, STSA_ORDER_NATIVE,
         STSA_ORDER_NATIVE,      0, 0,   0, NULL,  NULL};
@@ -350,8 +339,8 @@ static void test_tile_rounded(void) {
   stsa_mask *band;
   stsa_mask_local(70, 70, &band);
   const stsa_mask *masks[1] = {band};
-  stsa_ctx *ref = make_ctx(STSA_BACKEND_REF, 2, 48, 32);
-  stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 48, 32);
+  stsa_ctx *ref = tu_make_ctx(STSA_BACKEND_REF, 2, 48, 32);
+  stsa_ctx *ctx = tu_make_ctx(STSA_BACKEND_AUTO, 2, 48, 32);
   stsa_plan_desc desc = {sizeof(stsa_plan_desc), S, S, H, masks, NULL, STSA_ORDER_NATIVE,
                          STSA_ORDER_NATIVE,      0, 0, 0, NULL,  NULL};
   stsa_plan *plan = NULL;
@@ -404,7 +393,7 @@ static void test_empty_rows(void) {
   stsa_mask *m;
   stsa_mask_dense(bits, S, S, &m);
   const stsa_mask *masks[1] = {m};
-  stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
+  stsa_ctx *ctx = tu_make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
   stsa_plan_desc desc = {sizeof(stsa_plan_desc), S, S, 1, masks, NULL, STSA_ORDER_NATIVE,
                          STSA_ORDER_NATIVE,      0, 0, 0, NULL,  NULL};
   stsa_plan *plan = NULL;
@@ -440,7 +429,7 @@ static void test_invalid(void) {
   stsa_mask *m;
   stsa_mask_causal(0, &m);
   const stsa_mask *masks[2] = {m, m};
-  stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
+  stsa_ctx *ctx = tu_make_ctx(STSA_BACKEND_AUTO, 2, 24, 16);
   stsa_plan_desc desc = {
       sizeof(stsa_plan_desc), 100, 100, 2, masks, NULL, STSA_ORDER_NATIVE,
       STSA_ORDER_NATIVE,      0,   0,   0, NULL,  NULL};
@@ -580,7 +569,7 @@ static void test_sparse_parts(void) {
   for (int bi = 0; bi < nb; bi++)
     for (int oi = 0; oi < 2; oi++)
       for (int mode = 0; mode < STSA_SPARSE_MODE_COUNT_; mode++) {
-        stsa_ctx *ctx = make_ctx(backends[bi], 2, 30, 32);
+        stsa_ctx *ctx = tu_make_ctx(backends[bi], 2, 30, 32);
         stsa_plan_desc desc = {sizeof(stsa_plan_desc),
                                N,
                                N,

@@ -29,13 +29,7 @@
 #include "testutil.h"
 
 static stsa_ctx *make_ctx(stsa_backend backend, int threads, int q_tile, int kv_tile) {
-  stsa_ctx *ctx = NULL;
-  if (stsa_ctx_create(&ctx) != STSA_OK)
-    exit(1);
-  stsa_ctx_set(ctx, STSA_PARAM_BACKEND, backend);
-  stsa_ctx_set(ctx, STSA_PARAM_THREADS, threads);
-  stsa_ctx_set(ctx, STSA_PARAM_Q_TILE, q_tile);
-  stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, kv_tile);
+  stsa_ctx *ctx = tu_make_ctx(backend, threads, q_tile, kv_tile);
   stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 0);
   return ctx;
 }

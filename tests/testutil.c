@@ -205,3 +205,14 @@ int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]) {
       out[n++] = tiled[i];
   return n;
 }
+
+stsa_ctx *tu_make_ctx(stsa_backend backend, int threads, int q_tile, int kv_tile) {
+  stsa_ctx *ctx = NULL;
+  if (stsa_ctx_create(&ctx) != STSA_OK)
+    exit(1);
+  stsa_ctx_set(ctx, STSA_PARAM_BACKEND, backend);
+  stsa_ctx_set(ctx, STSA_PARAM_THREADS, threads);
+  stsa_ctx_set(ctx, STSA_PARAM_Q_TILE, q_tile);
+  stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, kv_tile);
+  return ctx;
+}

@@ -90,4 +90,8 @@ int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b);
 enum { TU_MAX_BACKENDS = 4 };
 int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]);
 
+/* A context on `backend` with `threads` threads and q_tile x kv_tile tiles;
+ * exits the test program when none can be created. */
+stsa_ctx *tu_make_ctx(stsa_backend backend, int threads, int q_tile, int kv_tile);
+
 #endif
