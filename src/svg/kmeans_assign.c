@@ -14,8 +14,9 @@
  * coarse grouping serves (the bounds only need nearby centroids together). */
 #define GROUP_ITERS 5
 /* Groups from which the first assignment of a call prunes by centroid
- * distances (measured at Wan 480p: k 433, 14 groups, 45 -> 21-28 ms; k 130,
- * 5 groups: no gain). */
+ * distances (measured at Wan 480p, one thread: k 433 in 14 groups,
+ * 45 -> 21-28 ms; k 130 in 5 groups of two panels no gain, in 9 of one
+ * 18-20 -> 15 ms). */
 #define FIRST_MIN_GROUPS 8
 
 /* ---- groups ----------------------------------------------------------------- */
@@ -363,12 +364,11 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
   rows_reset(m, NULL, m->n, labels);
   for (int64_t i = 0; i < m->n; i++) {
     const int c = m->coarse[i];
-    const int g0 = group_of_column(m, m->cstart[c]);
-    const int g1 =
-        m->cstart[c + 1] > m->cstart[c] ? group_of_column(m, m->cstart[c + 1] - 1) : g0;
-    uint64_t mask = 0;
-    for (int g = g0; g <= g1; g++)
-      mask |= (uint64_t)1 << g;
+    uint64_t mask = 0; /* none for an empty coarse cluster: then every group, below */
+    if (m->cstart[c + 1] > m->cstart[c])
+      for (int g = group_of_column(m, m->cstart[c]);
+           g <= group_of_column(m, m->cstart[c + 1] - 1); g++)
+        mask |= (uint64_t)1 << g;
     m->gmask[i] = mask;
     m->gdone[i] = mask;
   }
