@@ -71,7 +71,8 @@ static void sparse_unit(const void *ud, int64_t head, int64_t qt, stsa_unit_buf 
   list->q_rows = sh->q_rows;
   list->kv_rows = sh->kv_rows;
   out->layout = (stsa_tile_layout){bs->q_start, bs->kv_start, bs->kv_pack, NULL, NULL};
-  if (!sh->mask && !sh->all_partial) { /* the stored patterns are the mask */
+  /* the stored patterns are the mask (a structure may have none) */
+  if (!sh->mask && !sh->all_partial && bs->pattern) {
     out->layout.pattern = bs->pattern + e0;
     out->layout.patterns = bs->pattern_list;
   }
