@@ -285,7 +285,7 @@ int64_t stsa_km_assign_full(km *m, const float *centroids, int32_t *labels) {
  * from centroid perm[v] to every other centroid of group g (+inf if none),
  * from the augmented GEMM of the centroids against their panels (rows in
  * packed order, single-threaded: k^2 d, small). */
-static void centroid_distances(km *m) {
+static void centroid_distances(km *m, const float *centroids) {
   const int mr = m->mr, nr = m->nr, d = m->d, depth = m->depth, G = m->groups;
   const int64_t npan = (m->k + nr - 1) / nr;
   km_thread t = stsa_km_thread_view(m, 0);
@@ -296,8 +296,7 @@ static void centroid_distances(km *m) {
     for (int r = 0; r < mr; r++) {
       float *dst = t.q + r * depth;
       if (r < rows) {
-        memcpy(dst, m->panels_src + (int64_t)m->perm[v0 + r] * d,
-               sizeof(float) * (size_t)d);
+        memcpy(dst, centroids + (int64_t)m->perm[v0 + r] * d, sizeof(float) * (size_t)d);
         dst[d] = 1.0f;
       } else {
         memset(dst, 0, sizeof(float) * (size_t)depth);
@@ -358,8 +357,7 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
   stsa_km_gemm_pass(m, NULL, m->n, 0, G, NULL, coarse_visit, NULL);
   m->panels = panels;
   pack_centroids(m, centroids);
-  m->panels_src = centroids;
-  centroid_distances(m);
+  centroid_distances(m, centroids);
   /* 2. every point against the groups its coarse cluster's centroids lie in */
   rows_reset(m, NULL, m->n, labels);
   for (int64_t i = 0; i < m->n; i++) {

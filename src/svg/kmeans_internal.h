@@ -85,15 +85,14 @@ typedef struct km {
                     * (the visit's slow path) less often */
   /* The first assignment of a call (Elkan's lemma: no centroid c with
    * d(a, c) >= 2 d(x, a) beats a for x): */
-  int coarse_ok;           /* gcent, glabel hold the k-means of the centroids */
-  double *cd_low;          /* [k][groups] by packed position: <= the exact distance
-                            * from that centroid to every other one of each group */
-  int32_t *coarse;         /* [n] each point's nearest centroid of the centroids */
-  int64_t *cstart;         /* [groups + 1] packed columns of each coarse cluster */
-  float *cpanels;          /* gcent packed as augmented panels */
-  const float *panels_src; /* the centroids the panels hold, by centroid */
-  uint64_t *gdone;         /* [n] the groups the first assignment computed */
-  char *thread_mem;        /* threads x thread_bytes */
+  int coarse_ok;    /* gcent, glabel hold the k-means of the centroids */
+  double *cd_low;   /* [k][groups] by packed position: <= the exact distance
+                     * from that centroid to every other one of each group */
+  int32_t *coarse;  /* [n] each point's nearest centroid of the centroids */
+  int64_t *cstart;  /* [groups + 1] packed columns of each coarse cluster */
+  float *cpanels;   /* gcent packed as augmented panels */
+  uint64_t *gdone;  /* [n] the groups the first assignment computed */
+  char *thread_mem; /* threads x thread_bytes */
   size_t thread_bytes;
 } km;
 
