@@ -173,15 +173,17 @@ STSA_API void stsa_ctx_free(stsa_ctx *ctx);
 STSA_API const char *stsa_ctx_last_error(const stsa_ctx *ctx);
 
 typedef enum stsa_backend {
-  STSA_BACKEND_AUTO = 0,     /* best available: AVX2 or NEON if the CPU has it */
+  STSA_BACKEND_AUTO = 0,     /* best available: AVX-512, AVX2 or NEON if the CPU has it */
   STSA_BACKEND_REF = 1,      /* plain double-precision reference (slow) */
   STSA_BACKEND_PORTABLE = 2, /* tiled kernel in portable C */
   STSA_BACKEND_AVX2 = 3,     /* tiled kernel with AVX2+FMA+F16C (x86) */
   STSA_BACKEND_NEON = 4,     /* tiled kernel with NEON (AArch64) */
+  STSA_BACKEND_AVX512 = 5,   /* tiled kernel with AVX-512F (x86), 12 x 16 register tile */
   STSA_BACKEND_COUNT_
 } stsa_backend;
 
-/* "auto", "ref", "portable", "avx2", "neon"; "unknown" for any other value. */
+/* "auto", "ref", "portable", "avx2", "neon", "avx512"; "unknown" for any other
+ * value. */
 STSA_API const char *stsa_backend_name(stsa_backend backend);
 /* 1 if this build and this CPU run the backend (AUTO, REF and PORTABLE
  * always do), 0 otherwise. */
@@ -193,7 +195,8 @@ typedef enum stsa_param {
    * kv_tile is not a multiple of the new backend's panel width */
   STSA_PARAM_BACKEND = 1,
   /* query rows per tile, 6..4096, default 192; calls round it up to a
-   * multiple of the backend's register-tile rows (6 for every backend today) */
+   * multiple of the backend's register-tile rows (12 for avx512, 6 for the
+   * others) */
   STSA_PARAM_Q_TILE = 2,
   /* key rows per tile, 16..4096, default 256: a multiple of the backend's
    * panel width (16 for every backend today) */
@@ -748,6 +751,9 @@ STSA_API stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h,
 
 /* 1 if this CPU can run the AVX2 backend. */
 STSA_API int stsa_cpu_has_avx2(void);
+/* 1 if this CPU (and its OS, which must save zmm state) can run the AVX-512
+ * backend: AVX-512F on top of what the AVX2 backend needs. */
+STSA_API int stsa_cpu_has_avx512(void);
 
 /* Copies `in` into `out` (same shape; any layouts and dtypes; they must not
  * share memory). Equal dtypes copy bits exactly, NaN payloads included;

@@ -133,14 +133,17 @@ static void check_case(const span_case *c) {
     const char *bn = stsa_backend_name(backends[bi]);
     stsa_ctx *ctx = make_ctx(backends[bi], 2, c->q_tile, c->kv_tile);
     stsa_ctx *one = make_ctx(backends[bi], 1, c->q_tile, c->kv_tile);
+    /* each backend's own plan: its q tiles round to its register tile */
+    stsa_plan *bplan = build_plan(ctx, c);
     stsa_tensor exact = tu_sentinel_tensor(c->dtype, TU_BSHD, 1, c->Sq, H, c->D);
     stsa_tensor whole = tu_sentinel_tensor(c->dtype, TU_BSHD, 1, c->Sq, H, c->D);
     stsa_tensor single = tu_sentinel_tensor(c->dtype, TU_BSHD, 1, c->Sq, H, c->D);
     float *lse = tu_guarded_alloc(nlse * sizeof(float));
-    CHECK_STATUS(run(ctx, plan, &q, &k, &v_nan, &exact, lse, STSA_SPARSE_EXACT), STSA_OK);
-    CHECK_STATUS(run(ctx, plan, &q, &k, &v_nan, &whole, NULL, STSA_SPARSE_NAIVE),
+    CHECK_STATUS(run(ctx, bplan, &q, &k, &v_nan, &exact, lse, STSA_SPARSE_EXACT),
                  STSA_OK);
-    CHECK_STATUS(run(one, plan, &q, &k, &v_nan, &single, NULL, STSA_SPARSE_EXACT),
+    CHECK_STATUS(run(ctx, bplan, &q, &k, &v_nan, &whole, NULL, STSA_SPARSE_NAIVE),
+                 STSA_OK);
+    CHECK_STATUS(run(one, bplan, &q, &k, &v_nan, &single, NULL, STSA_SPARSE_EXACT),
                  STSA_OK);
     double scale, err = diff_nan_aware(&exact, &ref, &scale);
     double tol = 1e-5 * (scale > 1e-3 ? scale : 1e-3);
@@ -162,7 +165,7 @@ static void check_case(const span_case *c) {
           (long long)vs_one);
     if (c->nan_key >= 0) { /* the poison reaches the rows that keep the key only */
       stsa_tensor clean = tu_sentinel_tensor(c->dtype, TU_BSHD, 1, c->Sq, H, c->D);
-      CHECK_STATUS(run(ctx, plan, &q, &k, &v, &clean, NULL, STSA_SPARSE_EXACT), STSA_OK);
+      CHECK_STATUS(run(ctx, bplan, &q, &k, &v, &clean, NULL, STSA_SPARSE_EXACT), STSA_OK);
       int64_t wrong = 0, reached = 0;
       for (int64_t i = 0; i < c->Sq; i++) {
         const int keeps = stsa_mask_keep(c->mask, i, c->nan_key);
@@ -187,6 +190,7 @@ static void check_case(const span_case *c) {
           "%s [%s]: guard bytes", c->name, bn);
     tu_guarded_free(lse);
     tu_free_tensor(&exact), tu_free_tensor(&whole), tu_free_tensor(&single);
+    stsa_plan_free(bplan);
     stsa_ctx_free(one);
     stsa_ctx_free(ctx);
   }

@@ -37,8 +37,10 @@ double cli_median(double *v, int n);
 double cli_min(const double *v, int n);
 
 /* Measured fp32 FMA peak in GFLOP/s with `threads` threads (best of a few
- * trials of independent FMA chains). */
+ * trials of independent FMA chains on the widest vectors the CPU has). */
 double cli_fma_peak(int threads);
+/* The vectors cli_fma_peak measures on: "avx512", "avx2" or "none". */
+const char *cli_fma_peak_isa(void);
 
 /* Random f32 values from N(0, scale^2) stored as dtype (deterministic). */
 void *cli_random_buffer(size_t n, stsa_dtype dtype, double scale, uint64_t seed);

@@ -107,7 +107,7 @@ static const cli_opt BENCH_OPTIONS[] = {
     {.name = "--backend",
      .metavar = "B",
      CLI_CALL(set_backend),
-     .help = "auto (default), portable, avx2, neon or ref"},
+     .help = "auto (default), portable, avx2, avx512, neon or ref"},
     {.name = "--json", CLI_FLAG(bench_opts, json), .help = "one JSON line per result"},
     {0}};
 
@@ -271,11 +271,11 @@ static int bench_dense(const bench_opts *o) {
            "\"heads\": %lld, \"dim\": %lld, \"batch\": %lld, \"threads\": %d, "
            "\"dtype\": \"%s\", \"kv_dtype\": \"%s\", \"reps\": %d, \"ms\": %.3f, "
            "\"best_ms\": %.3f, \"gflops\": %.2f, \"gflops_median\": %.2f, "
-           "\"peak_gflops\": %.2f, \"pct_peak\": %.2f}\n",
+           "\"peak_gflops\": %.2f, \"peak_isa\": \"%s\", \"pct_peak\": %.2f}\n",
            backend, (long long)o->seq, (long long)o->seq_kv, (long long)o->heads,
            (long long)o->dim, (long long)o->batch, bd.threads, stsa_dtype_name(o->dtype),
            stsa_dtype_name(o->kv_dtype), o->reps, t.median_ms, t.best_ms, gflops,
-           gflops_med, peak, pct);
+           gflops_med, peak, cli_fma_peak_isa(), pct);
   else {
     printf("dense %s: S_q=%lld S_kv=%lld H=%lld D=%lld B=%lld, q %s, kv %s, %d threads\n"
            "  median %.2f ms, best %.2f ms (%d reps)\n"
@@ -285,7 +285,8 @@ static int bench_dense(const bench_opts *o) {
            stsa_dtype_name(o->kv_dtype), bd.threads, t.median_ms, t.best_ms, o->reps,
            gflops, gflops_med);
     if (peak > 0)
-      printf(" = %.1f%% of the measured FMA peak (%.1f GFLOP/s)\n", pct, peak);
+      printf(" = %.1f%% of the measured %s FMA peak (%.1f GFLOP/s)\n", pct,
+             cli_fma_peak_isa(), peak);
     else
       printf("; the FMA peak is measured on x86 with AVX2 only\n");
   }

@@ -19,9 +19,9 @@ static const cli_opt PEAK_OPTIONS[] = {
     {0}};
 
 static void peak_usage(void) {
-  printf(
-      "usage: stsa peak [--threads T] [--json]\n"
-      "Measures this machine's fp32 FMA peak (GFLOP/s) on 1 thread and on T threads.\n");
+  printf("usage: stsa peak [--threads T] [--json]\n"
+         "Measures this machine's fp32 FMA peak (GFLOP/s) on 1 thread and on T threads,\n"
+         "on the widest vectors it has (AVX-512 where stsa's avx512 backend runs).\n");
   const cli_opt *const tables[1] = {PEAK_OPTIONS};
   cli_print_options(tables, 1);
 }
@@ -35,11 +35,13 @@ int cmd_peak(int argc, char **argv) {
   if (!stsa_cpu_has_avx2())
     cli_die("peak: this CPU has no AVX2+FMA; the probe needs it");
   double one = cli_fma_peak(1), all = cli_fma_peak(threads);
+  const char *isa = cli_fma_peak_isa();
   if (json)
-    printf("{\"peak_gflops_1\": %.1f, \"peak_gflops\": %.1f, \"threads\": %d}\n", one,
-           all, threads);
+    printf("{\"peak_gflops_1\": %.1f, \"peak_gflops\": %.1f, \"threads\": %d, "
+           "\"isa\": \"%s\"}\n",
+           one, all, threads, isa);
   else
-    printf("fp32 FMA peak: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n", one,
-           all, threads);
+    printf("fp32 FMA peak (%s): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n",
+           isa, one, all, threads);
   return 0;
 }

@@ -137,6 +137,21 @@ def test_reference_backend_through_a_context():
     np.testing.assert_allclose(out, want, atol=1e-6)
 
 
+@pytest.mark.parametrize("name, runs_here", [("avx2", stsa.cpu_has_avx2),
+                                              ("avx512", stsa.cpu_has_avx512)])
+def test_x86_backends_by_name_run_where_the_cpu_has_them(name, runs_here):
+    q, k, v = qkv("bshd", np.float32, s_q=77, s_kv=130)
+    if not runs_here():
+        with pytest.raises(stsa.Error, match=f"backend {name} does not run on this machine"):
+            stsa.Context(backend=name)
+        return
+    ctx = stsa.Context(backend=name, threads=2)
+    assert ctx.backend == name
+    out = stsa.attention(q, k, v, ctx=ctx, layout="bshd")
+    want, _ = ref.attention(q, k, v)
+    np.testing.assert_allclose(out, want, atol=2e-6)
+
+
 # ------------------------------------------------------------------ errors
 def test_heads_mismatch_carries_the_c_message():
     q, k, v = qkv("bshd", np.float32)

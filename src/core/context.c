@@ -30,8 +30,24 @@ int stsa_cpu_has_avx2(void) {
   __cpuid_count(7, 0, a, b, c, d);
   return (b & (1u << 5)) != 0; /* AVX2 */
 }
+
+/* AVX-512F from CPUID leaf 7, and the OS saving opmask and all 32 zmm
+ * registers (XCR0 bits 5-7) besides xmm and ymm. */
+int stsa_cpu_has_avx512(void) {
+  if (!stsa_cpu_has_avx2())
+    return 0;
+  unsigned a, b, c, d;
+  __cpuid_count(7, 0, a, b, c, d);
+  if ((b & (1u << 16)) == 0) /* AVX512F */
+    return 0;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  return (xcr0_lo & 0xE6u) == 0xE6u;
+}
 #else
 int stsa_cpu_has_avx2(void) { return 0; }
+int stsa_cpu_has_avx512(void) { return 0; }
 #endif
 
 void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg) {

@@ -64,6 +64,14 @@ uint16_t stsa_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
+void stsa_load_row_rest(const void *src, int dtype, int64_t stride, int64_t from,
+                        int64_t n, float *dst) {
+  if (from < n)
+    stsa_load_row_f32((const char *)src +
+                          (size_t)(from * stride) * stsa_dtype_size((stsa_dtype)dtype),
+                      (stsa_dtype)dtype, stride, n - from, dst + from);
+}
+
 void stsa_load_row_f32(const void *src, stsa_dtype dtype, int64_t stride, int64_t n,
                        float *dst) {
   if (dtype == STSA_F32) {

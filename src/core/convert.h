@@ -18,6 +18,10 @@ uint16_t stsa_f32_to_bf16(float f);
 /* dst[i] = src[i * stride] as f32, i < n (stride in elements). */
 void stsa_load_row_f32(const void *src, stsa_dtype dtype, int64_t stride, int64_t n,
                        float *dst);
+/* The same for i in [from, n) only: the elements an ISA's vector loop of
+ * load_row left (dtype is the int the kernel table passes). */
+void stsa_load_row_rest(const void *src, int dtype, int64_t stride, int64_t from,
+                        int64_t n, float *dst);
 /* dst[i * stride] = src[i] converted to dtype, i < n. */
 void stsa_store_row(const float *src, int64_t n, void *dst, stsa_dtype dtype,
                     int64_t stride);

@@ -22,10 +22,11 @@ static stsa_status backend_from_env(stsa_backend *out, stsa_errbuf *err) {
   char here[96];
   if (name && *name) {
     named = stsa_backend_from_name(name);
-    STSA_RETURN_IF(named == STSA_BACKEND_COUNT_, err, STSA_ERR_BAD_PARAM,
-                   "STSA_BACKEND=%.64s is not one of auto, ref, portable, avx2, neon "
-                   "(this machine runs: %s)",
-                   name, stsa_backends_here(here, sizeof here));
+    STSA_RETURN_IF(
+        named == STSA_BACKEND_COUNT_, err, STSA_ERR_BAD_PARAM,
+        "STSA_BACKEND=%.64s is not one of auto, ref, portable, avx2, neon, avx512 "
+        "(this machine runs: %s)",
+        name, stsa_backends_here(here, sizeof here));
   }
   const char *force = getenv("STSA_FORCE_PORTABLE");
   if (force && *force && strcmp(force, "0") != 0) {

@@ -23,8 +23,11 @@ static const backend_row BACKENDS[STSA_BACKEND_COUNT_] = {
     [STSA_BACKEND_PORTABLE] = {"portable", always, NULL, 0},
 #if defined(__x86_64__) || defined(__i386__)
     [STSA_BACKEND_AVX2] = {"avx2", stsa_cpu_has_avx2, stsa_kernels_override_avx2, 0},
+    [STSA_BACKEND_AVX512] = {"avx512", stsa_cpu_has_avx512, stsa_kernels_override_avx512,
+                             0},
 #else
     [STSA_BACKEND_AVX2] = {"avx2", NULL, NULL, 0},
+    [STSA_BACKEND_AVX512] = {"avx512", NULL, NULL, 0},
 #endif
 #if defined(__aarch64__)
     [STSA_BACKEND_NEON] = {"neon", always, stsa_kernels_override_neon, 0},
@@ -34,8 +37,8 @@ static const backend_row BACKENDS[STSA_BACKEND_COUNT_] = {
 };
 
 /* AUTO's preference, best first. */
-static const stsa_backend AUTO_ORDER[] = {STSA_BACKEND_AVX2, STSA_BACKEND_NEON,
-                                          STSA_BACKEND_PORTABLE};
+static const stsa_backend AUTO_ORDER[] = {STSA_BACKEND_AVX512, STSA_BACKEND_AVX2,
+                                          STSA_BACKEND_NEON, STSA_BACKEND_PORTABLE};
 
 static int available(stsa_backend b) {
   return (unsigned)b < STSA_BACKEND_COUNT_ && BACKENDS[b].runs_here &&

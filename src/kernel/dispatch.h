@@ -25,7 +25,8 @@ typedef struct stsa_backend_choice {
 stsa_status stsa_backend_choose(stsa_backend requested, stsa_backend_choice *out,
                                 stsa_errbuf *err);
 
-/* The backend for a name ("auto", "ref", "portable", "avx2", "neon"), or
+/* The backend for a name ("auto", "ref", "portable", "avx2", "neon",
+ * "avx512"), or
  * STSA_BACKEND_COUNT_ when the name is none of them. */
 stsa_backend stsa_backend_from_name(const char *name);
 

@@ -64,6 +64,8 @@ void stsa_kernels_init_portable(stsa_kernels *t);
 #if defined(__x86_64__) || defined(__i386__)
 /* AVX2+FMA+F16C entries; only after stsa_cpu_has_avx2(). */
 void stsa_kernels_override_avx2(stsa_kernels *t);
+/* AVX-512F entries (12 x 16 register tile); only after stsa_cpu_has_avx512(). */
+void stsa_kernels_override_avx512(stsa_kernels *t);
 #endif
 #if defined(__aarch64__)
 /* NEON entries (NEON is part of the AArch64 base ISA). */

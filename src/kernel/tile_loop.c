@@ -377,6 +377,41 @@ static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   return j;
 }
 
+/* A FULL tile, one block of mr rows at a time: its scores (mr x n, 12 KB
+ * for 12 rows of a 256-key tile), q rows and output rows stay in L1 from
+ * Q.K^T through softmax to P.V, and only the K^T and V panels stream from
+ * L2, in order. Every block reuses the first mr rows of the score buffer,
+ * which keeps the tile's L2 footprint to its K^T and V panels, q and o.
+ * Computed tile-wide, the scores (q_tile x kv_tile, ~190 KB) and q rows
+ * streamed from L2 between the three steps: at 16 lanes per FMA that held
+ * the micro-kernels to about 70% of their rate in L1. Each row's arithmetic
+ * is the same either way, so results are bitwise equal. */
+static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const float *vp,
+                          int64_t ld_panel, int rows, int rows_pad, int n, int ld_s,
+                          int safe, stsa_tile_scratch *sc) {
+  const stsa_kernels *kern = pb->kern;
+  const int D = pb->D, D_pad = pb->D_pad, nr = pb->nr, mr = pb->mr;
+  const int npanels = (n + nr - 1) / nr;
+  /* the folded maxima saw the zero scores of padding columns when ragged,
+   * and kept -inf logits are marked below */
+  const int exact_max = n % nr == 0 && safe;
+  for (int r = 0; r < rows_pad; r += mr) {
+    float *s = sc->s, *tmax = sc->tile_max + r;
+    for (int i = 0; i < mr; i++)
+      tmax[i] = -INFINITY;
+    for (int p = 0; p < npanels; p++)
+      kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * nr, s + p * nr, ld_s,
+               tmax);
+    if (!safe)
+      mark_neg_inf_kept(s, ld_s, rows - r < mr ? rows - r : mr, n);
+    kern->softmax(s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r,
+                  exact_max ? tmax : NULL);
+    for (int j = 0; j < D_pad / nr; j++)
+      kern->pv(s, ld_s, n, vp + j * ld_panel * nr, sc->o + (int64_t)r * D_pad + j * nr,
+               D_pad, sc->alpha + r);
+  }
+}
+
 /* Variable tiles are short (clusters of tens of keys): a run of listed FULL
  * tiles [i0, i1) is computed as one tile of their columns side by side. Each
  * tile's qk panels land right after the previous tile's last valid column
@@ -391,35 +426,39 @@ static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                        const int64_t *kv_pack, int64_t i0, int64_t i1, int rows_pad,
                        stsa_tile_scratch *sc) {
   const stsa_kernels *kern = pb->kern;
-  const int D = pb->D, D_pad = pb->D_pad, nr = pb->nr, ld_s = pb->kv_tile;
-  for (int r = 0; r < rows_pad; r++)
-    sc->tile_max[r] = -INFINITY;
-  int c = 0, ragged = 0;
-  for (int64_t i = i0; i < i1; i++) {
-    const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
-    const float *kt = kv->kt + (sp.pack0 / nr) * D * nr;
-    for (int p = 0; p < sp.len / nr; p++)
-      for (int r = 0; r < rows_pad; r += pb->mr)
-        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * nr,
-                 sc->s + (int64_t)r * ld_s + c + p * nr, ld_s, sc->tile_max + r);
-    ragged |= sp.n % nr != 0;
-    c += sp.n;
-  }
-  /* the folded maxima saw padding columns' zero scores if any tile is ragged */
-  kern->softmax(sc->s, ld_s, rows_pad, c, sc->m, sc->l, sc->alpha,
-                ragged ? NULL : sc->tile_max);
-  for (int j = 0; j < D_pad / nr; j++)
-    for (int r = 0; r < rows_pad; r += pb->mr) {
+  const int D = pb->D, D_pad = pb->D_pad, nr = pb->nr, mr = pb->mr, ld_s = pb->kv_tile;
+  int ragged = 0;
+  for (int64_t i = i0; i < i1; i++)
+    ragged |= stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]).n % nr != 0;
+  /* one block of mr rows at a time, as run_full_tile: its scores stay in L1
+   * from Q.K^T to P.V, in the first mr rows of the score buffer */
+  for (int r = 0; r < rows_pad; r += mr) {
+    float *s = sc->s, *tmax = sc->tile_max + r;
+    for (int x = 0; x < mr; x++)
+      tmax[x] = -INFINITY;
+    int c = 0;
+    for (int64_t i = i0; i < i1; i++) {
+      const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
+      const float *kt = kv->kt + (sp.pack0 / nr) * D * nr;
+      for (int p = 0; p < sp.len / nr; p++)
+        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * nr, s + c + p * nr,
+                 ld_s, tmax);
+      c += sp.n;
+    }
+    /* the folded maxima saw padding columns' zero scores if any tile is ragged */
+    kern->softmax(s, ld_s, mr, c, sc->m + r, sc->l + r, sc->alpha + r,
+                  ragged ? NULL : tmax);
+    for (int j = 0; j < D_pad / nr; j++) {
       c = 0;
       for (int64_t i = i0; i < i1; i++) {
         const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
-        kern->pv(sc->s + (int64_t)r * ld_s + c, ld_s, sp.n,
-                 kv->vp + ((int64_t)j * pb->Skv_pad + sp.pack0) * nr,
+        kern->pv(s + c, ld_s, sp.n, kv->vp + ((int64_t)j * pb->Skv_pad + sp.pack0) * nr,
                  sc->o + (int64_t)r * D_pad + j * nr, D_pad,
                  i == i0 ? sc->alpha + r : sc->ones);
         c += sp.n;
       }
     }
+  }
 }
 
 void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
@@ -468,6 +507,11 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
                             ld_s, sc);
       continue;
     }
+    const float *vp_full = kv->vp + sp.pack0 * pb->nr;
+    if (!partial) {
+      run_full_tile(pb, kt, vp_full, pb->Skv_pad, rows, rows_pad, n, ld_s, safe, sc);
+      continue;
+    }
     /* Panel outer, row block inner: the K^T panel (D x 16) stays in L1 while
      * the q rows stream from L2 (cpu-kernel-notes: keep operands in L1). */
     for (int r = 0; r < rows_pad; r++)
@@ -493,7 +537,7 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
                          : 0;
     kern->softmax(sc->s, ld_s, rows_pad, n, sc->m, sc->l, sc->alpha,
                   exact_max ? sc->tile_max : NULL);
-    const float *vp = nbad ? sc->v_safe : kv->vp + sp.pack0 * pb->nr;
+    const float *vp = nbad ? sc->v_safe : vp_full;
     const int64_t ld_panel = nbad ? pb->kv_tile : pb->Skv_pad;
     for (int j = 0; j < D_pad / pb->nr; j++)
       for (int r = 0; r < rows_pad; r += pb->mr)

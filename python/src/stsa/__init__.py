@@ -32,7 +32,7 @@ __all__ = [
     "Context",
     "Error", "StsaValueError", "StsaTypeError", "StsaMemoryError",
     "StsaNotImplementedError", "StsaOSError", "default_context", "library_path",
-    "library_version", "cpu_has_avx2",
+    "library_version", "cpu_has_avx2", "cpu_has_avx512",
 ]
 
 
@@ -40,3 +40,9 @@ def cpu_has_avx2():
     """True if this CPU can run the AVX2 backend."""
     from ._lib import lib
     return bool(lib.stsa_cpu_has_avx2())
+
+
+def cpu_has_avx512():
+    """True if this CPU (and its OS) can run the AVX-512 backend."""
+    from ._lib import lib
+    return bool(lib.stsa_cpu_has_avx512())

@@ -142,7 +142,7 @@ class Context:
 
     def set(self, name, value):
         """Sets a parameter: threads, backend ('auto', 'ref', 'portable',
-        'avx2'), q_tile, kv_tile, check_finite (bool). Integers outside the
+        'avx2', 'avx512', 'neon'), q_tile, kv_tile, check_finite (bool). Integers outside the
         library's bounds (stsa_param_bounds) are refused with the range."""
         if name not in _lib.PARAMS:
             raise ValueError(f"unknown parameter {name!r}; expected one of "

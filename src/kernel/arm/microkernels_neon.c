@@ -43,9 +43,7 @@ static void load_row_neon(const void *src, int dtype, int64_t stride, int64_t n,
       vst1q_f32(dst + i + 4, vreinterpretq_f32_u32(vshll_high_n_u16(w, 16)));
     }
   }
-  if (i < n)
-    stsa_load_row_f32((const char *)src + (size_t)(i * stride) * stsa_dtype_size(dtype),
-                      (stsa_dtype)dtype, stride, n - i, dst + i);
+  stsa_load_row_rest(src, dtype, stride, i, n, dst);
 }
 
 void stsa_kernels_override_neon(stsa_kernels *t) {

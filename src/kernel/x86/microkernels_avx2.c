@@ -245,9 +245,7 @@ static void load_row_avx2(const void *src, int dtype, int64_t stride, int64_t n,
       _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
     }
   }
-  if (i < n)
-    stsa_load_row_f32((const char *)src + (size_t)(i * stride) * stsa_dtype_size(dtype),
-                      (stsa_dtype)dtype, stride, n - i, dst + i);
+  stsa_load_row_rest(src, dtype, stride, i, n, dst);
 }
 
 void stsa_kernels_override_avx2(stsa_kernels *t) {

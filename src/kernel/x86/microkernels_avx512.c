@@ -1,0 +1,212 @@
+/*
+ * microkernels_avx512.c — AVX-512F micro-kernels (contracts in kernels.h).
+ * Compiled with -mavx512f (and the AVX2 file's -mfma -mf16c); only reached
+ * after a run-time CPU check (stsa_cpu_has_avx512).
+ *
+ * Both GEMM kernels are 12 rows x 16 columns: one zmm per row of the tile,
+ * so the panel width stays the AVX2 backend's 16 (SVG2's cluster padding,
+ * k-means packing and every plan keep their granularity) and the register
+ * tile grows in rows instead. Per inner step: 1 panel load and 12 FMAs whose
+ * broadcast operand is a memory load ({1to16}), 12 accumulators, which
+ * covers the FMA latency x throughput of two 512-bit FMA pipes. 12 rows and
+ * not 16: q tiles that align to frames must divide the frame's positions
+ * (Wan 480p has 1560 = 2^3 * 3 * 5 * 13, which 16 never divides).
+ *
+ * x86 only: CMake compiles this file only for x86 targets, and the guard
+ * keeps it empty anywhere else (dispatch.c registers it on x86 only).
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "core/convert.h"
+#include "kernel/exp2_poly.h"
+#include "kernel/kernels.h"
+
+/* The register tile: 12 rows x 16 columns (one zmm per row). */
+#define MR 12
+#define NR 16
+
+/* max(a, b) of 4-float lanes taken from two vectors by the imm8 of
+ * shuffle_f32x4 (lo picks one half of each pair, hi the other). */
+#define MAX_X4(a, b, lo, hi)                                                             \
+  _mm512_max_ps(_mm512_shuffle_f32x4(a, b, lo), _mm512_shuffle_f32x4(a, b, hi))
+#define MAX_X1(a, b, lo, hi)                                                             \
+  _mm512_max_ps(_mm512_shuffle_ps(a, b, lo), _mm512_shuffle_ps(a, b, hi))
+
+/* rowmax[r] = max(rowmax[r], lanes of c[r]) for r < 12, by a reduction tree
+ * that halves the lanes per row at each level (about 40 operations where a
+ * reduction per row takes about 100). After the levels, lane 4 j + i holds
+ * row j + 4 i (row 8 + j again in the slot of the missing row 12 + j, whose
+ * lanes are never stored). */
+static inline void fold_rowmax(const __m512 c[MR], float *rowmax) {
+  /* 16 -> 8 lanes: [row a: 8 | row b: 8] */
+  __m512 w01 = MAX_X4(c[0], c[1], 0x44, 0xEE), w23 = MAX_X4(c[2], c[3], 0x44, 0xEE);
+  __m512 w45 = MAX_X4(c[4], c[5], 0x44, 0xEE), w67 = MAX_X4(c[6], c[7], 0x44, 0xEE);
+  __m512 w89 = MAX_X4(c[8], c[9], 0x44, 0xEE), wab = MAX_X4(c[10], c[11], 0x44, 0xEE);
+  /* 8 -> 4 lanes: 128-bit chunk i holds row i of the four */
+  __m512 x0 = MAX_X4(w01, w23, 0x88, 0xDD), x1 = MAX_X4(w45, w67, 0x88, 0xDD);
+  __m512 x2 = MAX_X4(w89, wab, 0x88, 0xDD);
+  /* 4 -> 2 lanes, within chunks: chunk i = [row i: 2 | row i + 4: 2] */
+  __m512 y0 = MAX_X1(x0, x1, 0x44, 0xEE), y1 = MAX_X1(x2, x2, 0x44, 0xEE);
+  /* 2 -> 1 lane: chunk i = rows i, i + 4, i + 8, i + 12 */
+  __m512 z = MAX_X1(y0, y1, 0x88, 0xDD);
+  /* lane r <- row r: row r sits at lane 4 (r % 4) + r / 4 */
+  const __m512i to_rows =
+      _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  __m512 rows = _mm512_permutexvar_ps(to_rows, z);
+  const __mmask16 live = (1u << MR) - 1;
+  __m512 old = _mm512_maskz_loadu_ps(live, rowmax);
+  /* max_ps returns its second operand where one is NaN: a NaN score stays
+   * out of rowmax, as in the AVX2 kernel's scalar compare */
+  _mm512_mask_storeu_ps(rowmax, live, _mm512_max_ps(rows, old));
+}
+
+/* c[r] += sum_{k < kdim} a[r][k] * panel[k][0..16) for r < 12, a rows lda
+ * apart: all of qk (a = q, panel = K^T) and pv (a = p, panel = V) but for
+ * how c starts and ends. The rows are read as base + {0, 1, 2} * lda from
+ * four bases, which x86 addressing expresses directly: twelve row pointers
+ * would not fit the general registers and spill inside the loop. */
+static inline void block_update(__m512 c[MR], const float *a, int64_t lda, int kdim,
+                                const float *panel) {
+  const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
+#pragma GCC unroll 2
+  for (int k = 0; k < kdim; k++) {
+    const __m512 b = _mm512_load_ps(panel + k * NR);
+    c[0] = _mm512_fmadd_ps(_mm512_set1_ps(a0[k]), b, c[0]);
+    c[1] = _mm512_fmadd_ps(_mm512_set1_ps(a0[k + lda]), b, c[1]);
+    c[2] = _mm512_fmadd_ps(_mm512_set1_ps(a0[k + 2 * lda]), b, c[2]);
+    c[3] = _mm512_fmadd_ps(_mm512_set1_ps(a3[k]), b, c[3]);
+    c[4] = _mm512_fmadd_ps(_mm512_set1_ps(a3[k + lda]), b, c[4]);
+    c[5] = _mm512_fmadd_ps(_mm512_set1_ps(a3[k + 2 * lda]), b, c[5]);
+    c[6] = _mm512_fmadd_ps(_mm512_set1_ps(a6[k]), b, c[6]);
+    c[7] = _mm512_fmadd_ps(_mm512_set1_ps(a6[k + lda]), b, c[7]);
+    c[8] = _mm512_fmadd_ps(_mm512_set1_ps(a6[k + 2 * lda]), b, c[8]);
+    c[9] = _mm512_fmadd_ps(_mm512_set1_ps(a9[k]), b, c[9]);
+    c[10] = _mm512_fmadd_ps(_mm512_set1_ps(a9[k + lda]), b, c[10]);
+    c[11] = _mm512_fmadd_ps(_mm512_set1_ps(a9[k + 2 * lda]), b, c[11]);
+  }
+}
+
+static void qk_avx512(const float *q, int D, const float *panel, float *s, int ld_s,
+                      float *rowmax) {
+  __m512 c[MR];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    c[r] = _mm512_setzero_ps();
+  block_update(c, q, D, D, panel);
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    _mm512_storeu_ps(s + (int64_t)r * ld_s, c[r]);
+  fold_rowmax(c, rowmax);
+}
+
+/* 2^x for x <= 0 (exp2_poly.h): x < -126 (and -inf) gives exactly 0, NaN
+ * gives NaN (`keep` is true for unordered lanes and NaN flows through the
+ * polynomial and vscalefps). scalef builds 2^n without the AVX2 kernel's
+ * clamp and integer add: the lanes it would get wrong are the masked ones. */
+static inline __m512 exp2_avx512(__m512 x) {
+  const __mmask16 keep =
+      _mm512_cmp_ps_mask(x, _mm512_set1_ps(STSA_EXP2_MIN), _CMP_NLT_UQ);
+  __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(STSA_EXP2_C6);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C5));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C4));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C3));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C2));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C1));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(keep, p, n);
+}
+
+static void softmax_avx512(float *s, int ld_s, int rows, int n, float *m, float *l,
+                           float *alpha, const float *tile_max) {
+  const int n_pad = (n + NR - 1) / NR * NR;
+  for (int r = 0; r < rows; r++) {
+    float *row = s + (int64_t)r * ld_s;
+    for (int c = n; c < n_pad; c++)
+      row[c] = -INFINITY;
+    float mx;
+    if (tile_max) {
+      mx = tile_max[r] > m[r] ? tile_max[r] : m[r];
+    } else {
+      __m512 vmax = _mm512_set1_ps(m[r]);
+      for (int c = 0; c < n_pad; c += NR)
+        vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(row + c));
+      mx = _mm512_reduce_max_ps(vmax);
+    }
+    /* Nothing kept so far: subtract 0 so that p = exp2(-inf) = 0, no NaN. */
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    const __m512 vb = _mm512_set1_ps(base);
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    int c = 0;
+    for (; c + 2 * NR <= n_pad; c += 2 * NR) {
+      __m512 p0 = exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + c), vb));
+      __m512 p1 = exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + c + NR), vb));
+      _mm512_storeu_ps(row + c, p0);
+      _mm512_storeu_ps(row + c + NR, p1);
+      sum0 = _mm512_add_ps(sum0, p0);
+      sum1 = _mm512_add_ps(sum1, p1);
+    }
+    if (c < n_pad) {
+      __m512 p0 = exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + c), vb));
+      _mm512_storeu_ps(row + c, p0);
+      sum0 = _mm512_add_ps(sum0, p0);
+    }
+    /* padding lanes give exp2(-inf - base) = 0, or NaN in a row that NaN has
+     * already reached; either way the contract says 0 */
+    for (int t = n; t < n_pad; t++)
+      row[t] = 0.0f;
+    const float a = _mm512_cvtss_f32(exp2_avx512(_mm512_set1_ps(m[r] - base)));
+    alpha[r] = a;
+    l[r] = a * l[r] + _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+    m[r] = mx;
+  }
+}
+
+static void pv_avx512(const float *p, int ld_p, int n, const float *panel, float *o,
+                      int ld_o, const float *alpha) {
+  __m512 c[MR];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    c[r] =
+        _mm512_mul_ps(_mm512_set1_ps(alpha[r]), _mm512_loadu_ps(o + (int64_t)r * ld_o));
+  block_update(c, p, ld_p, n, panel);
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    _mm512_storeu_ps(o + (int64_t)r * ld_o, c[r]);
+}
+
+/* Contiguous f16 rows go through vcvtph2ps and bf16 rows through a 16-bit
+ * shift, sixteen at a time; strided rows and f32 take the portable path. */
+static void load_row_avx512(const void *src, int dtype, int64_t stride, int64_t n,
+                            float *dst) {
+  int64_t i = 0;
+  if (stride == 1 && dtype == STSA_F16) {
+    const uint16_t *s = src;
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                    (const __m256i *)(const void *)(s + i))));
+  } else if (stride == 1 && dtype == STSA_BF16) {
+    const uint16_t *s = src;
+    for (; i + 16 <= n; i += 16) {
+      __m512i w = _mm512_cvtepu16_epi32(
+          _mm256_loadu_si256((const __m256i *)(const void *)(s + i)));
+      _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    }
+  }
+  stsa_load_row_rest(src, dtype, stride, i, n, dst);
+}
+
+void stsa_kernels_override_avx512(stsa_kernels *t) {
+  t->name = "avx512";
+  t->mr = MR;
+  t->nr = NR;
+  t->qk = qk_avx512;
+  t->softmax = softmax_avx512;
+  t->pv = pv_avx512;
+  t->load_row = load_row_avx512;
+}
+#endif /* x86 */
