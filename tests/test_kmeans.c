@@ -241,6 +241,51 @@ static void test_cost_monotone(stsa_ctx *ctx) {
   free(x);
 }
 
+/* After many iterations on Gaussian noise (points change clusters in every
+ * one, so the updates after the first move sums incrementally), every
+ * non-empty centroid is the mean of its members, as a sum from scratch in
+ * double gives it; an empty one did not move. 2 threads and 1. */
+static void test_centroids_are_means(void) {
+  tu_rng rng = {21};
+  const int64_t n = 3000, k = 40;
+  const int d = 24;
+  float *x = random_points(&rng, n, d, d);
+  double *mean = malloc(sizeof(double) * (size_t)(k * d));
+  int64_t *cnt = malloc(sizeof(int64_t) * (size_t)k);
+  for (int threads = 1; threads <= 2; threads++) {
+    stsa_ctx *ctx = make_ctx(threads);
+    stsa_kmeans_args a = make_args(x, n, d, d, k, 0, 25, 0.0, 3);
+    result r = result_alloc(n, d, k);
+    run(ctx, &a, &r);
+    memset(mean, 0, sizeof(double) * (size_t)(k * d));
+    memset(cnt, 0, sizeof(int64_t) * (size_t)k);
+    for (int64_t i = 0; i < n; i++) {
+      cnt[r.labels[i]]++;
+      for (int j = 0; j < d; j++)
+        mean[r.labels[i] * d + j] += x[i * d + j];
+    }
+    double worst = 0.0;
+    int64_t empty = 0;
+    for (int64_t c = 0; c < k; c++) {
+      empty += cnt[c] == 0;
+      for (int j = 0; cnt[c] > 0 && j < d; j++) {
+        const double want = mean[c * d + j] / (double)cnt[c];
+        const double e = fabs(r.cent[c * d + j] - want) / (1.0 + fabs(want));
+        worst = e > worst ? e : worst;
+      }
+    }
+    CHECK(r.iters_done == 25, "%d threads: %d iterations, not 25", threads, r.iters_done);
+    CHECK(worst < 1e-6, "%d threads: a centroid is %.3g from its members' mean", threads,
+          worst);
+    CHECK(empty == 0, "%d threads: %lld empty clusters", threads, (long long)empty);
+    result_free(&r);
+    stsa_ctx_free(ctx);
+  }
+  free(mean);
+  free(cnt);
+  free(x);
+}
+
 /* 50 cold iterations on 20 overlapping blobs (centres about 14 apart, each
  * about 3 wide), then points moved by 1e-3: the warm run converges in at
  * most 3 iterations and keeps almost every label. */
@@ -674,6 +719,7 @@ int main(void) {
   test_planted(ctx, 80, 80, 104);
   test_seeding_no_empty(ctx);
   test_cost_monotone(ctx);
+  test_centroids_are_means();
   test_warm_start(ctx);
   test_determinism();
   test_pruned_equals_full();

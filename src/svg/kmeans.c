@@ -49,6 +49,7 @@ static int km_alloc(km *m, void **block) {
       stsa_km_floats64(2 * k),                          /* counts */
       stsa_km_floats64(2 * (k + 1)),                    /* start */
       stsa_km_floats64(2 * k * d),                      /* sums */
+      stsa_km_floats64(n),                              /* summed */
       stsa_km_floats64(STSA_KM_PENDING_MAX),            /* pending */
       stsa_km_floats64(k),                              /* perm */
       stsa_km_floats64(k),                              /* pos */
@@ -92,24 +93,25 @@ static int km_alloc(km *m, void **block) {
   m->counts = at[9];
   m->start = at[10];
   m->sums = at[11];
-  m->pending = at[12];
-  m->perm = at[13];
-  m->pos = at[14];
-  m->glow = at[15];
-  m->gmin = at[16];
-  m->gmask = at[17];
-  m->glist = at[18];
-  m->gcount = at[19];
-  m->gshift = at[20];
-  m->gcent = at[21];
-  m->glabel = at[22];
-  m->spread = at[23];
-  m->cd_low = at[24];
-  m->coarse = at[25];
-  m->cstart = at[26];
-  m->cpanels = at[27];
-  m->gdone = at[28];
-  m->thread_mem = at[29];
+  m->summed = at[12];
+  m->pending = at[13];
+  m->perm = at[14];
+  m->pos = at[15];
+  m->glow = at[16];
+  m->gmin = at[17];
+  m->gmask = at[18];
+  m->glist = at[19];
+  m->gcount = at[20];
+  m->gshift = at[21];
+  m->gcent = at[22];
+  m->glabel = at[23];
+  m->spread = at[24];
+  m->cd_low = at[25];
+  m->coarse = at[26];
+  m->cstart = at[27];
+  m->cpanels = at[28];
+  m->gdone = at[29];
+  m->thread_mem = at[30];
   *block = p;
   return 0;
 }
@@ -141,37 +143,50 @@ static int64_t part_begin(const km *m, int part, int parts) {
   return lo;
 }
 
+/* sums[c] += sign * x_i over the d coordinates. */
+static void add_row(double *acc, const float *row, int d, double sign) {
+  for (int j = 0; j < d; j++)
+    acc[j] += sign * (double)row[j];
+}
+
 /* Moves every non-empty centroid to the mean of its members (sums in
- * double, members in index order; empty ones stay), each one's shift in
- * m->shift and the largest in m->max_shift (NaN if any is, so that a NaN
- * centroid prunes nothing). Returns the largest shift, squared. Each
- * thread owns a range of centroids and streams through the points in index
- * order, adding those of its range: x is read in order (a gather by label
- * waits on memory), and a centroid's sum is the same on any thread count. */
+ * double; empty ones stay), each one's shift in m->shift and the largest in
+ * m->max_shift (NaN if any is, so that a NaN centroid prunes nothing).
+ * Returns the largest shift, squared. Each thread owns a range of centroids
+ * and streams through the points in index order, adding those of its range:
+ * x is read in order (a gather by label waits on memory), and a centroid's
+ * sum is the same on any thread count. The first update of a call sums
+ * every member; later ones move only the points whose label changed since
+ * (subtracted from the old sum, added to the new, in index order), which
+ * after the first few iterations is a few percent of the points. */
 static double update(km *m, const int32_t *labels, float *centroids) {
   const int d = m->d;
   const int parts = stsa_km_threads_for(m, m->k / 16);
+  const int moved_only = m->sums_ok;
   double max_shift2 = 0.0;
 #pragma omp parallel num_threads(parts) reduction(max : max_shift2)
   {
     const int part = omp_get_thread_num(), nparts = omp_get_num_threads();
     const int64_t c_lo = part_begin(m, part, nparts);
     const int64_t c_end = part + 1 == nparts ? m->k : part_begin(m, part + 1, nparts);
-    memset(m->sums + c_lo * d, 0, sizeof(double) * (size_t)((c_end - c_lo) * d));
+    if (!moved_only)
+      memset(m->sums + c_lo * d, 0, sizeof(double) * (size_t)((c_end - c_lo) * d));
     for (int64_t i = 0; i < m->n; i++) {
-      const int64_t c = labels[i];
-      if (c < c_lo || c >= c_end)
+      const int64_t c = labels[i], was = moved_only ? m->summed[i] : -1;
+      if (c == was)
         continue;
-      const float *row = stsa_km_row(m, i);
-      double *acc = m->sums + c * d;
-      for (int j = 0; j < d; j++)
-        acc[j] += row[j];
+      if (was >= c_lo && was < c_end)
+        add_row(m->sums + was * d, stsa_km_row(m, i), d, -1.0);
+      if (c >= c_lo && c < c_end)
+        add_row(m->sums + c * d, stsa_km_row(m, i), d, 1.0);
     }
     for (int64_t c = c_lo; c < c_end; c++) {
       const int64_t cnt = m->counts[c];
       m->shift[c] = 0.0;
-      if (cnt == 0)
+      if (cnt == 0) { /* what the subtractions left is rounding: start again at 0 */
+        memset(m->sums + c * d, 0, sizeof(double) * (size_t)d);
         continue;
+      }
       const double *acc = m->sums + c * d;
       float *cen = centroids + c * d;
       double shift2 = 0.0;
@@ -185,6 +200,8 @@ static double update(km *m, const int32_t *labels, float *centroids) {
       max_shift2 = shift2 > max_shift2 ? shift2 : max_shift2;
     }
   }
+  memcpy(m->summed, labels, sizeof(int32_t) * (size_t)m->n);
+  m->sums_ok = 1;
   double ms = 0.0;
   for (int64_t c = 0; c < m->k; c++)
     ms = m->shift[c] > ms || isnan(m->shift[c]) ? m->shift[c] : ms;

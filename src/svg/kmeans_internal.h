@@ -63,6 +63,8 @@ typedef struct km {
   int64_t *counts;   /* [k] members per cluster */
   int64_t *start;    /* [k + 1] members of the clusters before each (prefix of counts) */
   double *sums;      /* [k][d] the members' sums of each centroid (update) */
+  int32_t *summed;   /* [n] the labels sums[] holds the members of, once sums_ok */
+  int sums_ok;       /* sums[] and summed[] are those of an earlier update */
   int32_t *pending;  /* [PENDING_MAX] k-means++ centres not yet refreshed */
   /* Centroid groups (Yinyang): the assignment packs the centroids in the
    * order perm (similar centroids together), and group g is the packed
