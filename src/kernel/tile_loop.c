@@ -417,10 +417,10 @@ static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const fl
  * tile's qk panels land right after the previous tile's last valid column
  * (overwriting its padding columns) and one softmax serves the run, so its
  * per-call cost is paid once per ~kv_tile columns rather than per cluster.
- * P.V reads each tile's V rows where they are packed: pv continues a
- * row's sum tile after tile (alpha rescales it once, at the first; 1 x o is
- * exact), which is bitwise one pass over the rows side by side, without
- * copying them (the copy cost ~6% of an SVG2 call). */
+ * P.V reads each tile's V rows where they are packed, one pv per tile
+ * (alpha rescales o once, at the first; the others add with 1 x o, which is
+ * exact), without copying them side by side (the copy cost ~6% of an SVG2
+ * call). */
 static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                        const stsa_kv_list *list, const int64_t *kv_start,
                        const int64_t *kv_pack, int64_t i0, int64_t i1, int rows_pad,

@@ -82,23 +82,26 @@ static inline void qk_rows(const float *q, int D, const float *panel, float *s, 
 }
 
 /* o[r][0..NR) = alpha[r] * o[r] + p_r[0..n) . panel (n x NR) for
- * r < MK_ROWS, p rows ld_p apart and o rows ld_o apart. */
+ * r < MK_ROWS, p rows ld_p apart and o rows ld_o apart. The tile's sum
+ * starts from 0 and joins o at the end (kernels.h: a chain per tile). */
 static inline void pv_rows(const float *p, int ld_p, int n, const float *panel, float *o,
                            int ld_o, const float *alpha) {
   vf32 acc[MK_ROWS][MK_NV];
 #pragma GCC unroll 32
-  for (int r = 0; r < MK_ROWS; r++) {
-    vf32 a = vf32_set1(alpha[r]);
-#pragma GCC unroll 32
-    for (int j = 0; j < MK_NV; j++)
-      acc[r][j] = vf32_mul(a, vf32_load(o + (int64_t)r * ld_o + j * VF32_LANES));
-  }
-  block_update(acc, p, ld_p, n, panel);
-#pragma GCC unroll 32
   for (int r = 0; r < MK_ROWS; r++)
 #pragma GCC unroll 32
     for (int j = 0; j < MK_NV; j++)
-      vf32_store(o + (int64_t)r * ld_o + j * VF32_LANES, acc[r][j]);
+      acc[r][j] = vf32_zero();
+  block_update(acc, p, ld_p, n, panel);
+#pragma GCC unroll 32
+  for (int r = 0; r < MK_ROWS; r++) {
+    vf32 a = vf32_set1(alpha[r]);
+#pragma GCC unroll 32
+    for (int j = 0; j < MK_NV; j++) {
+      float *at = o + (int64_t)r * ld_o + j * VF32_LANES;
+      vf32_store(at, vf32_fma(a, vf32_load(at), acc[r][j]));
+    }
+  }
 }
 
 /* 2^x for x <= 0 (a score minus its row's maximum; exp2_poly.h): x below

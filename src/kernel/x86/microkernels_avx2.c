@@ -168,6 +168,7 @@ static void softmax_avx2(float *s, int ld_s, int rows, int n, float *m, float *l
   }
 }
 
+/* The tile's sum starts from 0 and joins alpha * o at the end (kernels.h). */
 static void pv_avx2(const float *p, int ld_p, int n, const float *panel, float *o,
                     int ld_o, const float *alpha) {
   const float *p0 = p, *p1 = p + ld_p, *p2 = p + 2 * ld_p, *p3 = p + 3 * ld_p,
@@ -177,18 +178,18 @@ static void pv_avx2(const float *p, int ld_p, int n, const float *panel, float *
          a4 = _mm256_set1_ps(alpha[4]), a5 = _mm256_set1_ps(alpha[5]);
   float *o0 = o, *o1 = o0 + ld_o, *o2 = o1 + ld_o, *o3 = o2 + ld_o, *o4 = o3 + ld_o,
         *o5 = o4 + ld_o;
-  __m256 c00 = _mm256_mul_ps(a0, _mm256_loadu_ps(o0));
-  __m256 c01 = _mm256_mul_ps(a0, _mm256_loadu_ps(o0 + 8));
-  __m256 c10 = _mm256_mul_ps(a1, _mm256_loadu_ps(o1));
-  __m256 c11 = _mm256_mul_ps(a1, _mm256_loadu_ps(o1 + 8));
-  __m256 c20 = _mm256_mul_ps(a2, _mm256_loadu_ps(o2));
-  __m256 c21 = _mm256_mul_ps(a2, _mm256_loadu_ps(o2 + 8));
-  __m256 c30 = _mm256_mul_ps(a3, _mm256_loadu_ps(o3));
-  __m256 c31 = _mm256_mul_ps(a3, _mm256_loadu_ps(o3 + 8));
-  __m256 c40 = _mm256_mul_ps(a4, _mm256_loadu_ps(o4));
-  __m256 c41 = _mm256_mul_ps(a4, _mm256_loadu_ps(o4 + 8));
-  __m256 c50 = _mm256_mul_ps(a5, _mm256_loadu_ps(o5));
-  __m256 c51 = _mm256_mul_ps(a5, _mm256_loadu_ps(o5 + 8));
+  __m256 c00 = _mm256_setzero_ps();
+  __m256 c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps();
+  __m256 c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps();
+  __m256 c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps();
+  __m256 c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps();
+  __m256 c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps();
+  __m256 c51 = _mm256_setzero_ps();
 #pragma GCC unroll 4
   for (int t = 0; t < n; t++) {
     __m256 v0 = _mm256_load_ps(panel + t * NR);
@@ -213,18 +214,18 @@ static void pv_avx2(const float *p, int ld_p, int n, const float *panel, float *
     c50 = _mm256_fmadd_ps(b, v0, c50);
     c51 = _mm256_fmadd_ps(b, v1, c51);
   }
-  _mm256_storeu_ps(o0, c00);
-  _mm256_storeu_ps(o0 + 8, c01);
-  _mm256_storeu_ps(o1, c10);
-  _mm256_storeu_ps(o1 + 8, c11);
-  _mm256_storeu_ps(o2, c20);
-  _mm256_storeu_ps(o2 + 8, c21);
-  _mm256_storeu_ps(o3, c30);
-  _mm256_storeu_ps(o3 + 8, c31);
-  _mm256_storeu_ps(o4, c40);
-  _mm256_storeu_ps(o4 + 8, c41);
-  _mm256_storeu_ps(o5, c50);
-  _mm256_storeu_ps(o5 + 8, c51);
+  _mm256_storeu_ps(o0, _mm256_fmadd_ps(a0, _mm256_loadu_ps(o0), c00));
+  _mm256_storeu_ps(o0 + 8, _mm256_fmadd_ps(a0, _mm256_loadu_ps(o0 + 8), c01));
+  _mm256_storeu_ps(o1, _mm256_fmadd_ps(a1, _mm256_loadu_ps(o1), c10));
+  _mm256_storeu_ps(o1 + 8, _mm256_fmadd_ps(a1, _mm256_loadu_ps(o1 + 8), c11));
+  _mm256_storeu_ps(o2, _mm256_fmadd_ps(a2, _mm256_loadu_ps(o2), c20));
+  _mm256_storeu_ps(o2 + 8, _mm256_fmadd_ps(a2, _mm256_loadu_ps(o2 + 8), c21));
+  _mm256_storeu_ps(o3, _mm256_fmadd_ps(a3, _mm256_loadu_ps(o3), c30));
+  _mm256_storeu_ps(o3 + 8, _mm256_fmadd_ps(a3, _mm256_loadu_ps(o3 + 8), c31));
+  _mm256_storeu_ps(o4, _mm256_fmadd_ps(a4, _mm256_loadu_ps(o4), c40));
+  _mm256_storeu_ps(o4 + 8, _mm256_fmadd_ps(a4, _mm256_loadu_ps(o4 + 8), c41));
+  _mm256_storeu_ps(o5, _mm256_fmadd_ps(a5, _mm256_loadu_ps(o5), c50));
+  _mm256_storeu_ps(o5 + 8, _mm256_fmadd_ps(a5, _mm256_loadu_ps(o5 + 8), c51));
 }
 
 /* Contiguous f16 rows go through F16C and bf16 rows through a 16-bit shift,

@@ -171,12 +171,15 @@ static void pv_avx512(const float *p, int ld_p, int n, const float *panel, float
   __m512 c[MR];
 #pragma GCC unroll 12
   for (int r = 0; r < MR; r++)
-    c[r] =
-        _mm512_mul_ps(_mm512_set1_ps(alpha[r]), _mm512_loadu_ps(o + (int64_t)r * ld_o));
+    c[r] = _mm512_setzero_ps();
   block_update(c, p, ld_p, n, panel);
+  /* the tile's sum joins o at the end (kernels.h) */
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++)
-    _mm512_storeu_ps(o + (int64_t)r * ld_o, c[r]);
+  for (int r = 0; r < MR; r++) {
+    float *at = o + (int64_t)r * ld_o;
+    _mm512_storeu_ps(
+        at, _mm512_fmadd_ps(_mm512_set1_ps(alpha[r]), _mm512_loadu_ps(at), c[r]));
+  }
 }
 
 /* Contiguous f16 rows go through vcvtph2ps and bf16 rows through a 16-bit
