@@ -50,6 +50,8 @@ static int km_alloc(km *m, void **block) {
       stsa_km_floats64(2 * (k + 1)),                    /* start */
       stsa_km_floats64(2 * k * d),                      /* sums */
       stsa_km_floats64(n),                              /* summed */
+      stsa_km_floats64(n),                              /* members */
+      stsa_km_floats64(2 * k),                          /* cursor */
       stsa_km_floats64(STSA_KM_PENDING_MAX),            /* pending */
       stsa_km_floats64(k),                              /* perm */
       stsa_km_floats64(k),                              /* pos */
@@ -94,24 +96,26 @@ static int km_alloc(km *m, void **block) {
   m->start = at[10];
   m->sums = at[11];
   m->summed = at[12];
-  m->pending = at[13];
-  m->perm = at[14];
-  m->pos = at[15];
-  m->glow = at[16];
-  m->gmin = at[17];
-  m->gmask = at[18];
-  m->glist = at[19];
-  m->gcount = at[20];
-  m->gshift = at[21];
-  m->gcent = at[22];
-  m->glabel = at[23];
-  m->spread = at[24];
-  m->cd_low = at[25];
-  m->coarse = at[26];
-  m->cstart = at[27];
-  m->cpanels = at[28];
-  m->gdone = at[29];
-  m->thread_mem = at[30];
+  m->members = at[13];
+  m->cursor = at[14];
+  m->pending = at[15];
+  m->perm = at[16];
+  m->pos = at[17];
+  m->glow = at[18];
+  m->gmin = at[19];
+  m->gmask = at[20];
+  m->glist = at[21];
+  m->gcount = at[22];
+  m->gshift = at[23];
+  m->gcent = at[24];
+  m->glabel = at[25];
+  m->spread = at[26];
+  m->cd_low = at[27];
+  m->coarse = at[28];
+  m->cstart = at[29];
+  m->cpanels = at[30];
+  m->gdone = at[31];
+  m->thread_mem = at[32];
   *block = p;
   return 0;
 }
@@ -149,20 +153,56 @@ static void add_row(double *acc, const float *row, int d, double sign) {
     acc[j] += sign * (double)row[j];
 }
 
+#if defined(__GNUC__)
+#define KM_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define KM_PREFETCH(p) ((void)(p))
+#endif
+
+/* members[start[c] ..] = the points of cluster c in index order. */
+static void list_members(km *m, const int32_t *labels) {
+  memcpy(m->cursor, m->start, sizeof(int64_t) * (size_t)m->k);
+  for (int64_t i = 0; i < m->n; i++)
+    m->members[m->cursor[labels[i]]++] = (int32_t)i;
+}
+
+/* sums[c] = the sum of cluster c's members, in index order, for c in
+ * [c_lo, c_end): one centroid's sum stays in L1 while its members' rows
+ * are read, each prefetched two members ahead (summed in a pass over the
+ * points, every point read-modified-wrote its centroid's 1 KB of sums in
+ * L2). The order, and so every sum, is the pass's. */
+static void sum_members(const km *m, int64_t c_lo, int64_t c_end) {
+  const int d = m->d;
+  for (int64_t c = c_lo; c < c_end; c++) {
+    double *acc = m->sums + c * d;
+    memset(acc, 0, sizeof(double) * (size_t)d);
+    const int64_t j0 = m->start[c], j1 = m->start[c + 1];
+    for (int64_t j = j0; j < j1; j++) {
+      if (j + 2 < j1) {
+        const float *next = stsa_km_row(m, m->members[j + 2]);
+        for (int e = 0; e < d; e += 16)
+          KM_PREFETCH(next + e);
+      }
+      add_row(acc, stsa_km_row(m, m->members[j]), d, 1.0);
+    }
+  }
+}
+
 /* Moves every non-empty centroid to the mean of its members (sums in
  * double; empty ones stay), each one's shift in m->shift and the largest in
  * m->max_shift (NaN if any is, so that a NaN centroid prunes nothing).
- * Returns the largest shift, squared. Each thread owns a range of centroids
- * and streams through the points in index order, adding those of its range:
- * x is read in order (a gather by label waits on memory), and a centroid's
- * sum is the same on any thread count. The first update of a call sums
- * every member; later ones move only the points whose label changed since
- * (subtracted from the old sum, added to the new, in index order), which
- * after the first few iterations is a few percent of the points. */
+ * Returns the largest shift, squared. Each thread owns a range of centroids,
+ * and a centroid's sum is the same on any thread count. The first update of
+ * a call sums every member (sum_members); later ones move only the points
+ * whose label changed since (a pass over the points in index order:
+ * subtracted from the old sum, added to the new), which after the first few
+ * iterations is a few percent of the points. */
 static double update(km *m, const int32_t *labels, float *centroids) {
   const int d = m->d;
   const int parts = stsa_km_threads_for(m, m->k / 16);
   const int moved_only = m->sums_ok;
+  if (!moved_only)
+    list_members(m, labels);
   double max_shift2 = 0.0;
 #pragma omp parallel num_threads(parts) reduction(max : max_shift2)
   {
@@ -170,9 +210,9 @@ static double update(km *m, const int32_t *labels, float *centroids) {
     const int64_t c_lo = part_begin(m, part, nparts);
     const int64_t c_end = part + 1 == nparts ? m->k : part_begin(m, part + 1, nparts);
     if (!moved_only)
-      memset(m->sums + c_lo * d, 0, sizeof(double) * (size_t)((c_end - c_lo) * d));
-    for (int64_t i = 0; i < m->n; i++) {
-      const int64_t c = labels[i], was = moved_only ? m->summed[i] : -1;
+      sum_members(m, c_lo, c_end);
+    for (int64_t i = 0; moved_only && i < m->n; i++) {
+      const int64_t c = labels[i], was = m->summed[i];
       if (c == was)
         continue;
       if (was >= c_lo && was < c_end)

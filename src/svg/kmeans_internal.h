@@ -64,6 +64,8 @@ typedef struct km {
   int64_t *start;    /* [k + 1] members of the clusters before each (prefix of counts) */
   double *sums;      /* [k][d] the members' sums of each centroid (update) */
   int32_t *summed;   /* [n] the labels sums[] holds the members of, once sums_ok */
+  int32_t *members;  /* [n] the points of each cluster, in index order, from start[c] */
+  int64_t *cursor;   /* [k] filling members */
   int sums_ok;       /* sums[] and summed[] are those of an earlier update */
   int32_t *pending;  /* [PENDING_MAX] k-means++ centres not yet refreshed */
   /* Centroid groups (Yinyang): the assignment packs the centroids in the
