@@ -383,9 +383,9 @@ static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
  * L2, in order. Every block reuses the first mr rows of the score buffer,
  * which keeps the tile's L2 footprint to its K^T and V panels, q and o.
  * Computed tile-wide, the scores (q_tile x kv_tile, ~190 KB) and q rows
- * streamed from L2 between the three steps: at 16 lanes per FMA that held
- * the micro-kernels to about 70% of their rate in L1. Each row's arithmetic
- * is the same either way, so results are bitwise equal. */
+ * streamed from L2 between the three steps (the AVX2 build ran 2-5% slower
+ * that way; docs/benchmarks.md). Each row's arithmetic is the same either
+ * way, so results are bitwise equal. */
 static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const float *vp,
                           int64_t ld_panel, int rows, int rows_pad, int n, int ld_s,
                           int safe, stsa_tile_scratch *sc) {

@@ -167,10 +167,11 @@ static void list_members(km *m, const int32_t *labels) {
 }
 
 /* sums[c] = the sum of cluster c's members, in index order, for c in
- * [c_lo, c_end): one centroid's sum stays in L1 while its members' rows
- * are read, each prefetched two members ahead (summed in a pass over the
- * points, every point read-modified-wrote its centroid's 1 KB of sums in
- * L2). The order, and so every sum, is the pass's. */
+ * [c_lo, c_end): one centroid's sum (1 KB at d = 128) stays in L1 while its
+ * members' rows are read, each prefetched two members ahead. A pass over
+ * the points in index order adds in the same order, but read-modified-wrote
+ * a different centroid's sums, among hundreds of KB of them, at every
+ * point. */
 static void sum_members(const km *m, int64_t c_lo, int64_t c_end) {
   const int d = m->d;
   for (int64_t c = c_lo; c < c_end; c++) {
