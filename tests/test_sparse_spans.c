@@ -275,6 +275,13 @@ static void counting_qk(const float *q, int D, const float *panel, float *s, int
   inner->qk(q, D, panel, s, ld_s, rowmax);
 }
 
+/* A two-panel call computes two micro-tiles. */
+static void counting_qk2(const float *q, int D, const float *panel, float *s, int ld_s,
+                         float *rowmax) {
+  qk_calls += 2;
+  inner->qk2(q, D, panel, s, ld_s, rowmax);
+}
+
 /* The list's mask for the whole-tile path: q tile qt's stored patterns. */
 typedef struct part_ctx {
   const stsa_block_sparse *bs;
@@ -316,6 +323,8 @@ static void test_micro_tiles(void) {
     stsa_kernels counted = choice.kern;
     inner = &choice.kern;
     counted.qk = counting_qk;
+    if (counted.qk2)
+      counted.qk2 = counting_qk2;
     const int mr = counted.mr, nr = counted.nr;
     stsa_attn_problem pb_span, pb_whole;
     stsa_problem_init(&pb_span, &q, &k, &v, &o_span, NULL, q_tile, kv_tile, &counted);
@@ -358,7 +367,8 @@ static void test_micro_tiles(void) {
             touched += any;
           }
     }
-    CHECK(span_calls == touched, "[%s] qk ran on %lld micro-tiles, the band touches %lld",
+    CHECK(span_calls == touched,
+          "[%s] qk and qk2 ran on %lld micro-tiles, the band touches %lld",
           stsa_backend_name(backends[bi]), (long long)span_calls, (long long)touched);
     CHECK(span_calls < whole_calls * 3 / 4, "[%s] %lld qk calls, whole tiles %lld",
           stsa_backend_name(backends[bi]), (long long)span_calls, (long long)whole_calls);

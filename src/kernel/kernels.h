@@ -58,10 +58,53 @@ typedef struct stsa_kernels {
    * 32k FMAs, 4-9x further from float64 than PyTorch's SDPA). */
   void (*pv)(const float *p, int ld_p, int n, const float *panel, float *o, int ld_o,
              const float *alpha);
+  /* Optional (NULL where an ISA has none; stsa_qk_panels and stsa_pv_panels
+   * below take either): qk and pv on two panels at once, for register files
+   * that hold a 2 nr wide tile. Results are bitwise those of two calls of
+   * qk or pv.
+   * qk2: the K^T panels at panel and panel + D nr, s[r][c] for c < 2 nr.
+   * pv2: the V panels at panel and panel + panel_stride, o[r][c] for c < 2 nr. */
+  void (*qk2)(const float *q, int D, const float *panel, float *s, int ld_s,
+              float *rowmax);
+  void (*pv2)(const float *p, int ld_p, int n, const float *panel, int64_t panel_stride,
+              float *o, int ld_o, const float *alpha);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);
 } stsa_kernels;
+
+/* Panels the next step of a loop over `left` panels takes: 2 where the table
+ * has the two-panel entry (has_pair: qk2 or pv2 is set) and two are left. */
+static inline int stsa_panel_step(int has_pair, int left) {
+  return has_pair && left >= 2 ? 2 : 1;
+}
+
+/* qk over `npanels` adjacent K^T panels from kt (scores from s on), two at
+ * a time where the table has qk2. */
+static inline void stsa_qk_panels(const stsa_kernels *k, const float *q, int D,
+                                  const float *kt, int npanels, float *s, int ld_s,
+                                  float *rowmax) {
+  const int64_t step = (int64_t)D * k->nr;
+  int p = 0;
+  if (k->qk2)
+    for (; p + 2 <= npanels; p += 2)
+      k->qk2(q, D, kt + p * step, s + p * k->nr, ld_s, rowmax);
+  for (; p < npanels; p++)
+    k->qk(q, D, kt + p * step, s + p * k->nr, ld_s, rowmax);
+}
+
+/* pv over `npanels` V panels panel_stride floats apart from vp (output
+ * columns from o on), two at a time where the table has pv2. */
+static inline void stsa_pv_panels(const stsa_kernels *k, const float *p, int ld_p, int n,
+                                  const float *vp, int64_t panel_stride, int npanels,
+                                  float *o, int ld_o, const float *alpha) {
+  int j = 0;
+  if (k->pv2)
+    for (; j + 2 <= npanels; j += 2)
+      k->pv2(p, ld_p, n, vp + j * panel_stride, panel_stride, o + j * k->nr, ld_o, alpha);
+  for (; j < npanels; j++)
+    k->pv(p, ld_p, n, vp + j * panel_stride, o + j * k->nr, ld_o, alpha);
+}
 
 /* Fills every entry with the portable C versions (always available). */
 void stsa_kernels_init_portable(stsa_kernels *t);

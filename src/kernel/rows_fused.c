@@ -159,9 +159,8 @@ static void mask_block(const stsa_rows_fused *f, int i, int64_t e, int pos0, int
     l[pos0 + rr] += sum;
   }
   float *o = sc->o + ((size_t)(i + 1) * (size_t)rp + (size_t)pos0) * (size_t)pb->D_pad;
-  for (int j = 0; j < pb->D_pad / pb->nr; j++)
-    pb->kern->pv(sc->pm + lo, ld, hi - lo, vp + ((int64_t)j * ld + lo) * pb->nr,
-                 o + j * pb->nr, pb->D_pad, sc->ones);
+  stsa_pv_panels(pb->kern, sc->pm + lo, ld, hi - lo, vp + (int64_t)lo * pb->nr,
+                 (int64_t)ld * pb->nr, pb->D_pad / pb->nr, o, pb->D_pad, sc->ones);
 }
 
 /* The masks' sums follow the dense maximum: rows whose maximum moved are
@@ -197,17 +196,22 @@ static int run_tile(const stsa_rows_fused *f, const stsa_attn_problem *pt, int64
   const int n = sp.n, npanels = (n + nr - 1) / nr;
   for (int r = 0; r < rp; r++)
     sc->tile_max[r] = -INFINITY;
-  for (int p = 0; p < npanels; p++)
+  for (int p = 0, take; p < npanels; p += take) {
+    take = stsa_panel_step(kern->qk2 != NULL, npanels - p);
     for (int r = 0; r < rp; r += mr)
-      kern->qk(sc->q + (int64_t)r * D, D, sc->kv.kt + (int64_t)p * D * nr,
-               sc->s + (int64_t)r * ld + p * nr, ld, sc->tile_max + r);
+      stsa_qk_panels(kern, sc->q + (int64_t)r * D, D, sc->kv.kt + (int64_t)p * D * nr,
+                     take, sc->s + (int64_t)r * ld + p * nr, ld, sc->tile_max + r);
+  }
   kern->softmax(sc->s, ld, rp, n, sc->m, sc->l, sc->alpha,
                 n % nr == 0 ? sc->tile_max : NULL);
   rescale_masks(f, sc);
-  for (int j = 0; j < pb->D_pad / nr; j++)
+  for (int j = 0, take; j < pb->D_pad / nr; j += take) {
+    take = stsa_panel_step(kern->pv2 != NULL, pb->D_pad / nr - j);
     for (int r = 0; r < rp; r += mr)
-      kern->pv(sc->s + (int64_t)r * ld, ld, n, sc->kv.vp + (int64_t)j * ld * nr,
-               sc->o + (int64_t)r * pb->D_pad + j * nr, pb->D_pad, sc->alpha + r);
+      stsa_pv_panels(kern, sc->s + (int64_t)r * ld, ld, n,
+                     sc->kv.vp + (int64_t)j * ld * nr, (int64_t)ld * nr, take,
+                     sc->o + (int64_t)r * pb->D_pad + j * nr, pb->D_pad, sc->alpha + r);
+  }
   for (int i = 0; i < f->n; i++) {
     const stsa_block_sparse *bs = f->bs[i];
     int64_t e = sc->cursor[i];

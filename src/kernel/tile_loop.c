@@ -399,16 +399,13 @@ static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const fl
     float *s = sc->s, *tmax = sc->tile_max + r;
     for (int i = 0; i < mr; i++)
       tmax[i] = -INFINITY;
-    for (int p = 0; p < npanels; p++)
-      kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * nr, s + p * nr, ld_s,
-               tmax);
+    stsa_qk_panels(kern, sc->q + (int64_t)r * D, D, kt, npanels, s, ld_s, tmax);
     if (!safe)
       mark_neg_inf_kept(s, ld_s, rows - r < mr ? rows - r : mr, n);
     kern->softmax(s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r,
                   exact_max ? tmax : NULL);
-    for (int j = 0; j < D_pad / nr; j++)
-      kern->pv(s, ld_s, n, vp + j * ld_panel * nr, sc->o + (int64_t)r * D_pad + j * nr,
-               D_pad, sc->alpha + r);
+    stsa_pv_panels(kern, s, ld_s, n, vp, ld_panel * nr, D_pad / nr,
+                   sc->o + (int64_t)r * D_pad, D_pad, sc->alpha + r);
   }
 }
 
@@ -439,22 +436,22 @@ static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
     int c = 0;
     for (int64_t i = i0; i < i1; i++) {
       const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
-      const float *kt = kv->kt + (sp.pack0 / nr) * D * nr;
-      for (int p = 0; p < sp.len / nr; p++)
-        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * nr, s + c + p * nr,
-                 ld_s, tmax);
+      stsa_qk_panels(kern, sc->q + (int64_t)r * D, D, kv->kt + (sp.pack0 / nr) * D * nr,
+                     sp.len / nr, s + c, ld_s, tmax);
       c += sp.n;
     }
     /* the folded maxima saw padding columns' zero scores if any tile is ragged */
     kern->softmax(s, ld_s, mr, c, sc->m + r, sc->l + r, sc->alpha + r,
                   ragged ? NULL : tmax);
-    for (int j = 0; j < D_pad / nr; j++) {
+    for (int j = 0, take; j < D_pad / nr; j += take) {
+      take = stsa_panel_step(kern->pv2 != NULL, D_pad / nr - j);
       c = 0;
       for (int64_t i = i0; i < i1; i++) {
         const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
-        kern->pv(s + c, ld_s, sp.n, kv->vp + ((int64_t)j * pb->Skv_pad + sp.pack0) * nr,
-                 sc->o + (int64_t)r * D_pad + j * nr, D_pad,
-                 i == i0 ? sc->alpha + r : sc->ones);
+        stsa_pv_panels(kern, s + c, ld_s, sp.n,
+                       kv->vp + ((int64_t)j * pb->Skv_pad + sp.pack0) * nr,
+                       pb->Skv_pad * nr, take, sc->o + (int64_t)r * D_pad + j * nr, D_pad,
+                       i == i0 ? sc->alpha + r : sc->ones);
         c += sp.n;
       }
     }
@@ -516,10 +513,13 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
      * the q rows stream from L2 (cpu-kernel-notes: keep operands in L1). */
     for (int r = 0; r < rows_pad; r++)
       sc->tile_max[r] = -INFINITY;
-    for (int p = 0; p < npanels; p++)
+    for (int p = 0, take; p < npanels; p += take) {
+      take = stsa_panel_step(kern->qk2 != NULL, npanels - p);
       for (int r = 0; r < rows_pad; r += pb->mr)
-        kern->qk(sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * pb->nr,
-                 sc->s + (int64_t)r * ld_s + p * pb->nr, ld_s, sc->tile_max + r);
+        stsa_qk_panels(kern, sc->q + (int64_t)r * D, D, kt + (int64_t)p * D * pb->nr,
+                       take, sc->s + (int64_t)r * ld_s + p * pb->nr, ld_s,
+                       sc->tile_max + r);
+    }
     /* The folded maxima count masked pairs and the zero scores of padding
      * columns, so partial tiles and ragged ones (n not a multiple of nr)
      * find their maxima again. */
@@ -539,10 +539,13 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
                   exact_max ? sc->tile_max : NULL);
     const float *vp = nbad ? sc->v_safe : vp_full;
     const int64_t ld_panel = nbad ? pb->kv_tile : pb->Skv_pad;
-    for (int j = 0; j < D_pad / pb->nr; j++)
+    for (int j = 0, take; j < D_pad / pb->nr; j += take) {
+      take = stsa_panel_step(kern->pv2 != NULL, D_pad / pb->nr - j);
       for (int r = 0; r < rows_pad; r += pb->mr)
-        kern->pv(sc->s + (int64_t)r * ld_s, ld_s, n, vp + j * ld_panel * pb->nr,
-                 sc->o + (int64_t)r * D_pad + j * pb->nr, D_pad, sc->alpha + r);
+        stsa_pv_panels(kern, sc->s + (int64_t)r * ld_s, ld_s, n,
+                       vp + j * ld_panel * pb->nr, ld_panel * pb->nr, take,
+                       sc->o + (int64_t)r * D_pad + j * pb->nr, D_pad, sc->alpha + r);
+    }
     if (nbad)
       add_nonfinite_v(pb, kv, sp.pack0, rows, nbad, ld_s, sc);
   }

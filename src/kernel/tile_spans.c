@@ -35,11 +35,20 @@ void stsa_run_pattern_tile(const stsa_attn_problem *pb, const stsa_tile_pattern 
    * theirs again. */
   for (int r = 0; r < rows_pad; r++)
     sc->tile_max[r] = -INFINITY;
-  for (int p = 0; p < npanels; p++)
-    for (int i = 0; i < blocks; i++)
-      if (span[2 * i] < (p + 1) * nr && span[2 * i + 1] > p * nr)
-        kern->qk(sc->q + (int64_t)i * mr * D, D, kt + (int64_t)p * D * nr,
-                 sc->s + (int64_t)i * mr * ld_s + p * nr, ld_s, sc->tile_max + i * mr);
+  for (int p = 0, take; p < npanels; p += take) {
+    take = stsa_panel_step(kern->qk2 != NULL, npanels - p);
+    for (int i = 0; i < blocks; i++) {
+      /* the panels of the step that the block's span reaches */
+      int first = p, last = p + take;
+      while (first < last && !(span[2 * i] < (first + 1) * nr))
+        first++;
+      while (last > first && !(span[2 * i + 1] > (last - 1) * nr))
+        last--;
+      stsa_qk_panels(kern, sc->q + (int64_t)i * mr * D, D, kt + (int64_t)first * D * nr,
+                     last - first, sc->s + (int64_t)i * mr * ld_s + first * nr, ld_s,
+                     sc->tile_max + i * mr);
+    }
+  }
   for (int i = 0; i < blocks; i++) {
     const int lo = span[2 * i], hi = span[2 * i + 1];
     if (lo >= hi)
@@ -51,12 +60,15 @@ void stsa_run_pattern_tile(const stsa_attn_problem *pb, const stsa_tile_pattern 
     kern->softmax(s + c0, ld_s, mr, c_end - c0, sc->m + r0, sc->l + r0, sc->alpha + r0,
                   NULL);
   }
-  for (int j = 0; j < D_pad / nr; j++)
+  for (int j = 0, take; j < D_pad / nr; j += take) {
+    take = stsa_panel_step(kern->pv2 != NULL, D_pad / nr - j);
     for (int i = 0; i < blocks; i++) {
       const int lo = span[2 * i], hi = span[2 * i + 1];
       if (lo < hi)
-        kern->pv(sc->s + (int64_t)i * mr * ld_s + lo, ld_s, hi - lo,
-                 vp + (j * ld_panel + lo) * nr, sc->o + (int64_t)i * mr * D_pad + j * nr,
-                 D_pad, sc->alpha + i * mr);
+        stsa_pv_panels(kern, sc->s + (int64_t)i * mr * ld_s + lo, ld_s, hi - lo,
+                       vp + (j * ld_panel + lo) * nr, ld_panel * nr, take,
+                       sc->o + (int64_t)i * mr * D_pad + j * nr, D_pad,
+                       sc->alpha + i * mr);
     }
+  }
 }

@@ -17,5 +17,7 @@ static void load_row_generic(const void *src, int dtype, int64_t stride, int64_t
 void stsa_kernels_init_portable(stsa_kernels *t) {
   t->name = "portable";
   fill_generic(t);
+  t->qk2 = NULL; /* no two-panel kernels: stsa_qk_panels / stsa_pv_panels loop */
+  t->pv2 = NULL;
   t->load_row = load_row_generic;
 }

@@ -89,6 +89,43 @@ static inline void block_update(__m512 c[MR], const float *a, int64_t lda, int k
   }
 }
 
+/* The same update on two panels at once (the 12 x 32 tile of qk2 and pv2):
+ * one broadcast feeds two FMAs, so an inner step is 2 panel loads and 12
+ * broadcasts for 24 FMAs. block_update's 13 loads per 12 FMAs are more than
+ * two load ports give two FMA pipes (at most 12/13 of the peak, less once
+ * the loop's own instructions are counted); here the loads take 7 of the 12
+ * cycles. 24 accumulators, 2 panel vectors and the broadcast fit the 32
+ * zmm registers. Each column's arithmetic is block_update's, in the same
+ * order, so results are bitwise those of two single-panel calls. */
+static inline void block_update2(__m512 c0[MR], __m512 c1[MR], const float *a,
+                                 int64_t lda, int kdim, const float *panel0,
+                                 const float *panel1) {
+  const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
+#pragma GCC unroll 2
+  for (int k = 0; k < kdim; k++) {
+    const __m512 b0 = _mm512_load_ps(panel0 + k * NR),
+                 b1 = _mm512_load_ps(panel1 + k * NR);
+    __m512 x;
+#define STSA_ROW2(r, ptr)                                                                \
+  x = _mm512_set1_ps(ptr);                                                               \
+  c0[r] = _mm512_fmadd_ps(x, b0, c0[r]);                                                 \
+  c1[r] = _mm512_fmadd_ps(x, b1, c1[r]);
+    STSA_ROW2(0, a0[k])
+    STSA_ROW2(1, a0[k + lda])
+    STSA_ROW2(2, a0[k + 2 * lda])
+    STSA_ROW2(3, a3[k])
+    STSA_ROW2(4, a3[k + lda])
+    STSA_ROW2(5, a3[k + 2 * lda])
+    STSA_ROW2(6, a6[k])
+    STSA_ROW2(7, a6[k + lda])
+    STSA_ROW2(8, a6[k + 2 * lda])
+    STSA_ROW2(9, a9[k])
+    STSA_ROW2(10, a9[k + lda])
+    STSA_ROW2(11, a9[k + 2 * lda])
+#undef STSA_ROW2
+  }
+}
+
 static void qk_avx512(const float *q, int D, const float *panel, float *s, int ld_s,
                       float *rowmax) {
   __m512 c[MR];
@@ -100,6 +137,23 @@ static void qk_avx512(const float *q, int D, const float *panel, float *s, int l
   for (int r = 0; r < MR; r++)
     _mm512_storeu_ps(s + (int64_t)r * ld_s, c[r]);
   fold_rowmax(c, rowmax);
+}
+
+/* qk on the two adjacent K^T panels at `panel` (kernels.h: qk2). */
+static void qk2_avx512(const float *q, int D, const float *panel, float *s, int ld_s,
+                       float *rowmax) {
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    c0[r] = c1[r] = _mm512_setzero_ps();
+  block_update2(c0, c1, q, D, D, panel, panel + (int64_t)D * NR);
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++) {
+    _mm512_storeu_ps(s + (int64_t)r * ld_s, c0[r]);
+    _mm512_storeu_ps(s + (int64_t)r * ld_s + NR, c1[r]);
+    c0[r] = _mm512_max_ps(c0[r], c1[r]);
+  }
+  fold_rowmax(c0, rowmax);
 }
 
 /* 2^x for x <= 0 (exp2_poly.h): x < -126 (and -inf) gives exactly 0, NaN
@@ -182,6 +236,23 @@ static void pv_avx512(const float *p, int ld_p, int n, const float *panel, float
   }
 }
 
+/* pv on two V panels, `panel` and `panel + panel_stride` (kernels.h: pv2). */
+static void pv2_avx512(const float *p, int ld_p, int n, const float *panel,
+                       int64_t panel_stride, float *o, int ld_o, const float *alpha) {
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    c0[r] = c1[r] = _mm512_setzero_ps();
+  block_update2(c0, c1, p, ld_p, n, panel, panel + panel_stride);
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++) {
+    float *at = o + (int64_t)r * ld_o;
+    const __m512 a = _mm512_set1_ps(alpha[r]);
+    _mm512_storeu_ps(at, _mm512_fmadd_ps(a, _mm512_loadu_ps(at), c0[r]));
+    _mm512_storeu_ps(at + NR, _mm512_fmadd_ps(a, _mm512_loadu_ps(at + NR), c1[r]));
+  }
+}
+
 /* Contiguous f16 rows go through vcvtph2ps and bf16 rows through a 16-bit
  * shift, sixteen at a time; strided rows and f32 take the portable path. */
 static void load_row_avx512(const void *src, int dtype, int64_t stride, int64_t n,
@@ -210,6 +281,8 @@ void stsa_kernels_override_avx512(stsa_kernels *t) {
   t->qk = qk_avx512;
   t->softmax = softmax_avx512;
   t->pv = pv_avx512;
+  t->qk2 = qk2_avx512;
+  t->pv2 = pv2_avx512;
   t->load_row = load_row_avx512;
 }
 #endif /* x86 */
