@@ -173,17 +173,20 @@ STSA_API void stsa_ctx_free(stsa_ctx *ctx);
 STSA_API const char *stsa_ctx_last_error(const stsa_ctx *ctx);
 
 typedef enum stsa_backend {
-  STSA_BACKEND_AUTO = 0,     /* best available: AVX-512, AVX2 or NEON if the CPU has it */
+  STSA_BACKEND_AUTO = 0,     /* best available: AMX, AVX-512, AVX2 or NEON if the CPU has it */
   STSA_BACKEND_REF = 1,      /* plain double-precision reference (slow) */
   STSA_BACKEND_PORTABLE = 2, /* tiled kernel in portable C */
   STSA_BACKEND_AVX2 = 3,     /* tiled kernel with AVX2+FMA+F16C (x86) */
   STSA_BACKEND_NEON = 4,     /* tiled kernel with NEON (AArch64) */
   STSA_BACKEND_AVX512 = 5,   /* tiled kernel with AVX-512F (x86), 12 x 16 register tile */
+  /* avx512, plus FULL tiles of bf16 Q, K and V on the AMX tile-multiply unit
+   * (x86-64 Linux): results of f32 quality (stsa_kernels: full_tile_bf16) */
+  STSA_BACKEND_AMX = 6,
   STSA_BACKEND_COUNT_
 } stsa_backend;
 
-/* "auto", "ref", "portable", "avx2", "neon", "avx512"; "unknown" for any other
- * value. */
+/* "auto", "ref", "portable", "avx2", "neon", "avx512", "amx"; "unknown" for
+ * any other value. */
 STSA_API const char *stsa_backend_name(stsa_backend backend);
 /* 1 if this build and this CPU run the backend (AUTO, REF and PORTABLE
  * always do), 0 otherwise. */
@@ -754,6 +757,10 @@ STSA_API int stsa_cpu_has_avx2(void);
 /* 1 if this CPU (and its OS, which must save zmm state) can run the AVX-512
  * backend: AVX-512F on top of what the AVX2 backend needs. */
 STSA_API int stsa_cpu_has_avx512(void);
+/* 1 if this CPU and OS can run the amx backend: AMX-TILE, AMX-BF16 and
+ * AVX512-BF16 on top of AVX-512, the tile state enabled, and (Linux) granted
+ * to this process, which this call asks for. */
+STSA_API int stsa_cpu_has_amx(void);
 
 /* Copies `in` into `out` (same shape; any layouts and dtypes; they must not
  * share memory). Equal dtypes copy bits exactly, NaN payloads included;

@@ -83,8 +83,9 @@ static void test_env_backend(void) {
   stsa_ctx_free(ctx);
   unsetenv("STSA_BACKEND");
   stsa_ctx_create(&ctx);
-  stsa_backend want = stsa_backend_available(STSA_BACKEND_AVX512) ? STSA_BACKEND_AVX512
-                      : stsa_backend_available(STSA_BACKEND_AVX2) ? STSA_BACKEND_AVX2
+  stsa_backend want = stsa_backend_available(STSA_BACKEND_AMX)      ? STSA_BACKEND_AMX
+                      : stsa_backend_available(STSA_BACKEND_AVX512) ? STSA_BACKEND_AVX512
+                      : stsa_backend_available(STSA_BACKEND_AVX2)   ? STSA_BACKEND_AVX2
                       : stsa_backend_available(STSA_BACKEND_NEON) ? STSA_BACKEND_NEON
                                                                   : STSA_BACKEND_PORTABLE;
   CHECK(stsa_ctx_backend(ctx) == want, "auto backend is %s",
@@ -102,7 +103,7 @@ static void test_env_backend(void) {
   CHECK_STATUS(stsa_ctx_create_msg(&ctx, msg, sizeof msg), STSA_ERR_BAD_PARAM);
   CHECK(ctx == untouched && memchr(msg, '\0', sizeof msg) &&
             strstr(msg, "STSA_BACKEND=gpu") &&
-            strstr(msg, "auto, ref, portable, avx2, neon, avx512 ("),
+            strstr(msg, "auto, ref, portable, avx2, neon, avx512, amx ("),
         "message for STSA_BACKEND=gpu: '%.256s'", msg);
   char small[8];
   CHECK_STATUS(stsa_ctx_create_msg(&ctx, small, sizeof small), STSA_ERR_BAD_PARAM);
@@ -114,10 +115,10 @@ static void test_env_backend(void) {
   setenv("STSA_BACKEND", "REF", 1); /* names are exact */
   CHECK_STATUS(stsa_ctx_create(&ctx), STSA_ERR_BAD_PARAM);
   /* a backend this machine does not run is refused, naming the ones it does */
-  const char *isas[3] = {"avx2", "neon", "avx512"};
-  const stsa_backend isa_ids[3] = {STSA_BACKEND_AVX2, STSA_BACKEND_NEON,
-                                   STSA_BACKEND_AVX512};
-  for (int i = 0; i < 3; i++) {
+  const char *isas[4] = {"avx2", "neon", "avx512", "amx"};
+  const stsa_backend isa_ids[4] = {STSA_BACKEND_AVX2, STSA_BACKEND_NEON,
+                                   STSA_BACKEND_AVX512, STSA_BACKEND_AMX};
+  for (int i = 0; i < 4; i++) {
     setenv("STSA_BACKEND", isas[i], 1);
     if (stsa_backend_available(isa_ids[i]))
       continue;

@@ -67,10 +67,10 @@ static double worst_error(const stsa_tensor *q, const stsa_tensor *k,
   return worst;
 }
 
-enum { N_BACKENDS = 5 };
-static const stsa_backend BACKENDS[N_BACKENDS] = {STSA_BACKEND_REF, STSA_BACKEND_PORTABLE,
-                                                  STSA_BACKEND_AVX2, STSA_BACKEND_AVX512,
-                                                  STSA_BACKEND_NEON};
+enum { N_BACKENDS = 6 };
+static const stsa_backend BACKENDS[N_BACKENDS] = {
+    STSA_BACKEND_REF,    STSA_BACKEND_PORTABLE, STSA_BACKEND_AVX2,
+    STSA_BACKEND_AVX512, STSA_BACKEND_AMX,      STSA_BACKEND_NEON};
 
 /* The issue's shape: 4 rows {0, 10, 20, 31} of a 2 x 4 x 4 video (N = 32),
  * in every backend, mode, key order and with or without PREPERMUTED. */

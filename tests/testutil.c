@@ -198,7 +198,7 @@ int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b) {
 
 int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]) {
   const stsa_backend tiled[] = {STSA_BACKEND_PORTABLE, STSA_BACKEND_AVX2,
-                                STSA_BACKEND_AVX512, STSA_BACKEND_NEON};
+                                STSA_BACKEND_AVX512, STSA_BACKEND_AMX, STSA_BACKEND_NEON};
   int n = 0;
   for (size_t i = 0; i < sizeof tiled / sizeof tiled[0]; i++)
     if (stsa_backend_available(tiled[i]))

@@ -87,7 +87,7 @@ int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b);
 
 /* The tiled backends this machine runs (portable, and avx2 or neon where
  * there), in out[0..n); returns n (at most TU_MAX_BACKENDS). */
-enum { TU_MAX_BACKENDS = 4 };
+enum { TU_MAX_BACKENDS = 5 };
 int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]);
 
 /* A context on `backend` with `threads` threads and q_tile x kv_tile tiles;

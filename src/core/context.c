@@ -2,6 +2,7 @@
  * failure, CPU detection. Creation and parameters live with the backend
  * choice they depend on (src/kernel/backend.c). */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall(), for the AMX permission request */
 #include "core/context.h"
 
 #include <stdlib.h>
@@ -48,6 +49,40 @@ int stsa_cpu_has_avx512(void) {
 #else
 int stsa_cpu_has_avx2(void) { return 0; }
 int stsa_cpu_has_avx512(void) { return 0; }
+#endif
+
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Linux keeps the AMX tile data (XSAVE feature 18) off until a process
+ * asks for it (arch_prctl ARCH_REQ_XCOMP_PERM; idempotent, process-wide). */
+#define STSA_ARCH_REQ_XCOMP_PERM 0x1023
+#define STSA_XFEATURE_XTILEDATA 18
+
+/* AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22), AVX512-BF16 (7.1
+ * EAX bit 5, which converts the probabilities), the OS saving the tile
+ * state (XCR0 bits 17-18), and Linux granting it to this process. */
+int stsa_cpu_has_amx(void) {
+  if (!stsa_cpu_has_avx512() || __get_cpuid_max(0, NULL) < 7)
+    return 0;
+  unsigned a, b, c, d;
+  __cpuid_count(7, 0, a, b, c, d);
+  const unsigned amx_bf16 = 1u << 22, amx_tile = 1u << 24;
+  if ((d & (amx_bf16 | amx_tile)) != (amx_bf16 | amx_tile))
+    return 0;
+  __cpuid_count(7, 1, a, b, c, d);
+  if ((a & (1u << 5)) == 0) /* AVX512-BF16 */
+    return 0;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  if ((xcr0_lo & (3u << 17)) != (3u << 17))
+    return 0;
+  return syscall(SYS_arch_prctl, STSA_ARCH_REQ_XCOMP_PERM, STSA_XFEATURE_XTILEDATA) == 0;
+}
+#else
+int stsa_cpu_has_amx(void) { return 0; }
 #endif
 
 void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg) {

@@ -24,7 +24,7 @@ static stsa_status backend_from_env(stsa_backend *out, stsa_errbuf *err) {
     named = stsa_backend_from_name(name);
     STSA_RETURN_IF(
         named == STSA_BACKEND_COUNT_, err, STSA_ERR_BAD_PARAM,
-        "STSA_BACKEND=%.64s is not one of auto, ref, portable, avx2, neon, avx512 "
+        "STSA_BACKEND=%.64s is not one of auto, ref, portable, avx2, neon, avx512, amx "
         "(this machine runs: %s)",
         name, stsa_backends_here(here, sizeof here));
   }

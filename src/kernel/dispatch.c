@@ -29,6 +29,11 @@ static const backend_row BACKENDS[STSA_BACKEND_COUNT_] = {
     [STSA_BACKEND_AVX2] = {"avx2", NULL, NULL, 0},
     [STSA_BACKEND_AVX512] = {"avx512", NULL, NULL, 0},
 #endif
+#if defined(__x86_64__)
+    [STSA_BACKEND_AMX] = {"amx", stsa_cpu_has_amx, stsa_kernels_override_amx, 0},
+#else
+    [STSA_BACKEND_AMX] = {"amx", NULL, NULL, 0},
+#endif
 #if defined(__aarch64__)
     [STSA_BACKEND_NEON] = {"neon", always, stsa_kernels_override_neon, 0},
 #else
@@ -37,7 +42,8 @@ static const backend_row BACKENDS[STSA_BACKEND_COUNT_] = {
 };
 
 /* AUTO's preference, best first. */
-static const stsa_backend AUTO_ORDER[] = {STSA_BACKEND_AVX512, STSA_BACKEND_AVX2,
+static const stsa_backend AUTO_ORDER[] = {STSA_BACKEND_AMX, STSA_BACKEND_AVX512,
+                                          STSA_BACKEND_AVX2,
                                           STSA_BACKEND_NEON, STSA_BACKEND_PORTABLE};
 
 static int available(stsa_backend b) {

@@ -26,7 +26,7 @@ stsa_status stsa_backend_choose(stsa_backend requested, stsa_backend_choice *out
                                 stsa_errbuf *err);
 
 /* The backend for a name ("auto", "ref", "portable", "avx2", "neon",
- * "avx512"), or
+ * "avx512", "amx"), or
  * STSA_BACKEND_COUNT_ when the name is none of them. */
 stsa_backend stsa_backend_from_name(const char *name);
 

@@ -57,7 +57,7 @@ static fused_scratch fused_scratch_at(const stsa_rows_fused *f, float *mem) {
     mem += sz[i];
   }
   const int rp = f->pb->q_tile;
-  fused_scratch sc = {{p[0], p[1], p[2], (uint8_t *)(p[2] + 4)},
+  fused_scratch sc = {{p[0], p[1], p[2], (uint8_t *)(p[2] + 4), NULL, NULL},
                       p[3],
                       p[4],
                       p[5],

@@ -54,6 +54,13 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->kv_tile = kv_tile;
   pb->Skv_pad = round_up(pb->Skv, kv_tile);
   pb->kern = kern;
+  pb->D32 = (int)round_up(pb->D, 32);
+}
+
+void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb) {
+  pb->bf16_tiles = pb->kern->full_tile_bf16 && pb->q->dtype == STSA_BF16 &&
+                   pb->k->dtype == STSA_BF16 && pb->v->dtype == STSA_BF16 &&
+                   pb->kv_tile % 32 == 0;
 }
 
 void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *heads,
@@ -81,10 +88,16 @@ void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *hea
 
 static size_t align64(size_t floats) { return (floats + 15) / 16 * 16; }
 
+/* Floats that the bf16 K and V blocks take (0 without bf16 tiles). */
+static size_t bf16_blocks_floats(const stsa_attn_problem *pb) {
+  return pb->bf16_tiles ? align64((size_t)pb->Skv_pad * (size_t)(pb->D32 + pb->D_pad) / 2)
+                        : 0;
+}
+
 size_t stsa_kv_packed_floats(const stsa_attn_problem *pb) {
   size_t tiles = (size_t)stsa_kv_tiles(pb);
   return (size_t)pb->Skv_pad * (size_t)(pb->D + pb->D_pad) + align64(tiles) +
-         align64((tiles + 3) / 4);
+         align64((tiles + 3) / 4) + bf16_blocks_floats(pb);
 }
 
 stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem) {
@@ -94,7 +107,32 @@ stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem) {
   p.vp = p.kt + (size_t)pb->Skv_pad * (size_t)pb->D;
   p.k_max = p.vp + (size_t)pb->Skv_pad * (size_t)pb->D_pad;
   p.v_nonfinite = (uint8_t *)(p.k_max + align64(tiles));
+  p.kb = p.vb = NULL;
+  if (pb->bf16_tiles) {
+    p.kb = (uint16_t *)(void *)(p.k_max + align64(tiles) + align64((tiles + 3) / 4));
+    p.vb = p.kb + (size_t)pb->Skv_pad * (size_t)pb->D32;
+  }
   return p;
+}
+
+/* The bf16 bits of a value that came from bf16 (exact: its low half is 0). */
+static uint16_t bf16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return (uint16_t)(u >> 16);
+}
+
+/* Packed row r's K and V as bf16 blocks (stsa_kv_packed: kb, vb); krow has
+ * D values, vrow D_pad (zeros past D). */
+static void pack_bf16_row(const stsa_attn_problem *pb, int64_t r, const float *krow,
+                          const float *vrow, stsa_kv_packed *dst) {
+  const int64_t chunks = pb->D32 / 32, v_panel = pb->Skv_pad / 32 * 512;
+  uint16_t *kb = dst->kb + (r / 16) * chunks * 512 + (r % 16) * 2;
+  for (int d = 0; d < pb->D32; d++)
+    kb[(d / 32) * 512 + (d % 32) / 2 * 32 + d % 2] = d < pb->D ? bf16_bits(krow[d]) : 0;
+  uint16_t *vb = dst->vb + (r / 32) * 512 + (r % 32) / 2 * 32 + r % 2;
+  for (int c = 0; c < pb->D_pad; c++)
+    vb[(c / 16) * v_panel + (c % 16) * 2] = bf16_bits(vrow[c]);
 }
 
 /* max |x_i| as bits: an integer max, which vectorises and does not depend
@@ -152,6 +190,8 @@ void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       for (int c = 0; c < pb->nr; c++)
         vdst[c] = vsrc[c];
     }
+    if (dst->kb)
+      pack_bf16_row(pb, r, krow, vrow, dst);
   }
   dst->k_max[tile] = abs_max_value(k_max);
   dst->v_nonfinite[tile] = v_max >= 0x7f800000u;
@@ -163,11 +203,12 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   stsa_pack_kv_span(pb, b, h, tile, &sp, kv_rows, dst);
 }
 
-enum { SCRATCH_SLOTS = 13 };
+enum { SCRATCH_SLOTS = 16 };
 
 /* Floats of each scratch slot, in the order of scratch_slots(). */
 static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOTS]) {
   size_t nq = (size_t)pb->q_tile, nkv = (size_t)pb->kv_tile;
+  const int bf16 = pb->bf16_tiles;
   const size_t s[SCRATCH_SLOTS] = {align64(nq * (size_t)pb->D),
                                    align64(nq * nkv),
                                    align64(nq * (size_t)pb->D_pad),
@@ -180,7 +221,10 @@ static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOT
                                    align64(nkv),
                                    align64((nq * nkv + 3) / 4),
                                    align64(2 * (nq / (size_t)pb->mr)),
-                                   align64((size_t)pb->mr)};
+                                   align64((size_t)pb->mr),
+                                   bf16 ? align64(nq * (size_t)pb->D32 / 2) : 0,
+                                   bf16 ? align64((size_t)pb->mr * nkv * 3 / 2) : 0,
+                                   bf16 ? align64((size_t)pb->mr * 2 * (size_t)pb->nr) : 0};
   memcpy(sizes, s, sizeof s);
 }
 
@@ -195,10 +239,11 @@ size_t stsa_tile_scratch_bytes(const stsa_attn_problem *pb) {
 void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scratch *sc) {
   size_t sizes[SCRATCH_SLOTS];
   scratch_sizes(pb, sizes);
-  float *v_safe, *bad_keys, *kept, *span;
+  float *v_safe, *bad_keys, *kept, *span, *qb, *pbf;
   float **slots[SCRATCH_SLOTS] = {&sc->q,     &sc->s,        &sc->o,   &sc->m,  &sc->l,
                                   &sc->alpha, &sc->tile_max, &sc->row, &v_safe, &bad_keys,
-                                  &kept,      &span,         &sc->ones};
+                                  &kept,      &span,         &sc->ones, &qb,    &pbf,
+                                  &sc->cbuf};
   float *p = mem;
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     *slots[i] = p;
@@ -208,6 +253,8 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   sc->bad_keys = (int32_t *)(void *)bad_keys;
   sc->kept = (uint8_t *)kept;
   sc->span = (int32_t *)(void *)span;
+  sc->qb = (uint16_t *)(void *)qb;
+  sc->pbf = (uint16_t *)(void *)pbf;
   for (int r = 0; r < pb->mr; r++)
     sc->ones[r] = 1.0f;
   sc->q_max = 0;
@@ -247,6 +294,35 @@ static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int6
   memset(qbuf + (int64_t)rows * D, 0,
          sizeof(float) * (size_t)(rows_pad - rows) * (size_t)D);
   return abs_max_value(q_max);
+}
+
+/* The largest power of two not above qscale: the part of the scale that
+ * full_tile_bf16's q rows carry (exact in bf16; stsa_bf16_tile). */
+static float q_pow2(const stsa_attn_problem *pb) {
+  int e;
+  (void)frexpf(pb->qscale, &e);
+  return ldexpf(1.0f, e - 1);
+}
+
+/* The q tile's rows as bf16 times q_pow2, D32 long (zeros past D and in
+ * padding rows): the A operand of full_tile_bf16. A power of two changes
+ * the exponent only, so the bf16 significand is kept; values it takes
+ * below f32's normal range are flushed, as the tile unit would. */
+static void load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
+                             int rows, int rows_pad, const int64_t *q_rows, uint16_t *qb) {
+  const float pow2 = q_pow2(pb);
+  float row[STSA_MAX_HEAD_DIM];
+  memset(qb, 0, sizeof(uint16_t) * (size_t)rows_pad * (size_t)pb->D32);
+  for (int r = 0; r < rows; r++) {
+    const int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
+    pb->kern->load_row(stsa_tensor_row(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3],
+                       pb->D, row);
+    for (int d = 0; d < pb->D; d++) {
+      const float x = row[d] * pow2;
+      qb[(int64_t)r * pb->D32 + d] =
+          fpclassify(x) == FP_SUBNORMAL ? (uint16_t)(signbit(x) ? 0x8000u : 0) : bf16_bits(x);
+    }
+  }
 }
 
 /* Normalises the finished rows and writes them in the caller's layout. */
@@ -409,6 +485,32 @@ static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const fl
   }
 }
 
+/* A FULL fixed tile through full_tile_bf16 (kernels.h); `safe` as for
+ * run_full_tile: no logit of the tile can be NaN or +-inf. */
+static void run_full_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                               const stsa_kv_span *sp, int rows_pad, int safe,
+                               stsa_tile_scratch *sc) {
+  const stsa_bf16_tile t = {.q = sc->qb,
+                            .kb = kv->kb + sp->pack0 / 16 * (pb->D32 / 32) * 512,
+                            .vb = kv->vb + sp->pack0 / 32 * 512,
+                            .v_panel = pb->Skv_pad / 32 * 512,
+                            .D32 = pb->D32,
+                            .D_pad = pb->D_pad,
+                            .rows_pad = rows_pad,
+                            .n = sp->n,
+                            .score_scale = pb->qscale / q_pow2(pb),
+                            .safe = safe,
+                            .s = sc->s,
+                            .ld_s = pb->kv_tile,
+                            .p = sc->pbf,
+                            .c = sc->cbuf,
+                            .o = sc->o,
+                            .m = sc->m,
+                            .l = sc->l,
+                            .alpha = sc->alpha};
+  pb->kern->full_tile_bf16(&t);
+}
+
 /* Variable tiles are short (clusters of tens of keys): a run of listed FULL
  * tiles [i0, i1) is computed as one tile of their columns side by side. Each
  * tile's qk panels land right after the previous tile's last valid column
@@ -472,6 +574,8 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
   const int64_t *kv_pack = lay ? lay->kv_pack : NULL;
   const int32_t *pattern = lay ? lay->pattern : NULL;
   sc->q_max = load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
+  if (pb->bf16_tiles)
+    load_q_tile_bf16(pb, b, h, q0, rows, rows_pad, q_rows, sc->qb);
   memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
   for (int r = 0; r < rows_pad; r++) {
     sc->m[r] = -INFINITY;
@@ -505,6 +609,10 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
       continue;
     }
     const float *vp_full = kv->vp + sp.pack0 * pb->nr;
+    if (pb->bf16_tiles) { /* dense: every tile is FULL (tile_loop.h) */
+      run_full_tile_bf16(pb, kv, &sp, rows_pad, safe, sc);
+      continue;
+    }
     if (!partial) {
       run_full_tile(pb, kt, vp_full, pb->Skv_pad, rows, rows_pad, n, ld_s, safe, sc);
       continue;

@@ -32,6 +32,11 @@ typedef struct stsa_attn_problem {
    * head has the fixed tiles. */
   int64_t q_tiles_max, kv_tiles_max;
   const stsa_kernels *kern;
+  /* Every kv tile goes through kern->full_tile_bf16 (stsa_problem_use_
+   * bf16_tiles): K and V are then packed a second time, as bf16 blocks
+   * (stsa_kv_packed), and q tiles also kept as bf16 rows D32 long (D rounded
+   * up to 32). */
+  int bf16_tiles, D32;
 } stsa_attn_problem;
 
 /* Fills a problem from validated arguments and context settings; q_tile is
@@ -40,6 +45,13 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
                        const stsa_tensor *v, const stsa_tensor *out,
                        const stsa_attn_opts *opts, int q_tile, int kv_tile,
                        const stsa_kernels *kern);
+
+/* Dense calls: every tile of pb goes through kern->full_tile_bf16 where the
+ * table has it, Q, K and V are bf16 and kv tiles are multiples of 32 keys
+ * (only dense calls: their tiles are all FULL, so no call mixes the f32 and
+ * the bf16 arithmetic, and every row's result stays independent of the
+ * other rows' values). Call before sizing the packs and scratch. */
+void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb);
 
 /* Sizes pb for the heads' layouts: with some variable tiles, the unit count,
  * the per-tile arrays and the pack become the maximum over the heads (every
@@ -102,6 +114,11 @@ typedef struct stsa_kv_packed {
   float *vp;            /* [D_pad/nr][Skv_pad][nr] */
   float *k_max;         /* [kv tiles] max |K element| of the tile; +inf if NaN/Inf */
   uint8_t *v_nonfinite; /* [kv tiles] 1 if a V row of the tile holds NaN or Inf */
+  /* Only with pb->bf16_tiles (else NULL), in 1 KB blocks of 16 x 32 bf16
+   * (kernels.h: stsa_bf16_tile):
+   *   kb[(r / 16) D32 / 32 + d / 32][(d % 32) / 2][r % 16][d % 2] = K[r][d]
+   *   vb[j][r / 32][(r % 32) / 2][c][r % 2] = V[r][16 j + c], j < D_pad / 16 */
+  uint16_t *kb, *vb;
 } stsa_kv_packed;
 
 /* Floats needed by one packed (batch, head). */
@@ -135,6 +152,10 @@ typedef struct stsa_tile_scratch {
   uint8_t *kept;     /* [q_tile][kv_tile] row r keeps bad_keys[b] */
   /* Only for a PARTIAL tile with a stored pattern (tile_spans.h): */
   int32_t *span; /* [2 q_tile / mr] row block i keeps columns [span[2i], span[2i+1]) */
+  /* Only with pb->bf16_tiles (kernels.h: stsa_bf16_tile): */
+  uint16_t *qb;  /* [q_tile][D32] the q tile's bf16 rows, unscaled */
+  uint16_t *pbf; /* [3][mr][kv_tile] a row block's probabilities, hi, mid, lo */
+  float *cbuf;   /* [mr][2 nr] a tile multiply's sums */
   void *block_;  /* the allocation of stsa_tile_scratch_alloc, else NULL */
 } stsa_tile_scratch;
 

@@ -21,8 +21,8 @@
 #include <stdint.h>
 
 #include "core/convert.h"
-#include "kernel/exp2_poly.h"
 #include "kernel/kernels.h"
+#include "exp2_avx512.h" /* this folder */
 
 /* The register tile: 12 rows x 16 columns (one zmm per row). */
 #define MR 12
@@ -154,25 +154,6 @@ static void qk2_avx512(const float *q, int D, const float *panel, float *s, int 
     c0[r] = _mm512_max_ps(c0[r], c1[r]);
   }
   fold_rowmax(c0, rowmax);
-}
-
-/* 2^x for x <= 0 (exp2_poly.h): x < -126 (and -inf) gives exactly 0, NaN
- * gives NaN (`keep` is true for unordered lanes and NaN flows through the
- * polynomial and vscalefps). scalef builds 2^n without the AVX2 kernel's
- * clamp and integer add: the lanes it would get wrong are the masked ones. */
-static inline __m512 exp2_avx512(__m512 x) {
-  const __mmask16 keep =
-      _mm512_cmp_ps_mask(x, _mm512_set1_ps(STSA_EXP2_MIN), _CMP_NLT_UQ);
-  __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 f = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(STSA_EXP2_C6);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C5));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C4));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C3));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C2));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C1));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
 static void softmax_avx512(float *s, int ld_s, int rows, int n, float *m, float *l,
