@@ -173,8 +173,9 @@ STSA_API void stsa_ctx_free(stsa_ctx *ctx);
 STSA_API const char *stsa_ctx_last_error(const stsa_ctx *ctx);
 
 typedef enum stsa_backend {
-  STSA_BACKEND_AUTO = 0,     /* best available: AMX, AVX-512, AVX2 or NEON if the CPU has it */
-  STSA_BACKEND_REF = 1,      /* plain double-precision reference (slow) */
+  STSA_BACKEND_AUTO =
+      0,                /* best available: AMX, AVX-512, AVX2 or NEON if the CPU has it */
+  STSA_BACKEND_REF = 1, /* plain double-precision reference (slow) */
   STSA_BACKEND_PORTABLE = 2, /* tiled kernel in portable C */
   STSA_BACKEND_AVX2 = 3,     /* tiled kernel with AVX2+FMA+F16C (x86) */
   STSA_BACKEND_NEON = 4,     /* tiled kernel with NEON (AArch64) */
@@ -207,6 +208,14 @@ typedef enum stsa_param {
   /* 1: reject NaN/Inf inputs (default); 0: skip the scan, and NaN/Inf then
    * propagate as in PyTorch SDPA (see "Non-finite inputs" at stsa_attention) */
   STSA_PARAM_CHECK_FINITE = 4,
+  /* The amx backend on bf16 Q, K and V (dense calls): how many bf16 terms
+   * each f32 probability enters P.V as, 0..3. 0 (default): what the output
+   * keeps, 3 for f32 out (their sum is the f32 probability exactly, as the
+   * f32 backends multiply it), 2 for f16 and bf16 out (within 2^-18 of it);
+   * 1: the probability rounded to bf16 (2^-9), as PyTorch's bf16 SDPA
+   * rounds it: the fastest, and a bf16 output may then move by an ulp or
+   * two. Other backends and dtypes compute in f32 and ignore it. */
+  STSA_PARAM_BF16_TERMS = 5,
   STSA_PARAM_COUNT_
 } stsa_param;
 
@@ -757,9 +766,9 @@ STSA_API int stsa_cpu_has_avx2(void);
 /* 1 if this CPU (and its OS, which must save zmm state) can run the AVX-512
  * backend: AVX-512F on top of what the AVX2 backend needs. */
 STSA_API int stsa_cpu_has_avx512(void);
-/* 1 if this CPU and OS can run the amx backend: AMX-TILE, AMX-BF16 and
- * AVX512-BF16 on top of AVX-512, the tile state enabled, and (Linux) granted
- * to this process, which this call asks for. */
+/* 1 if this CPU and OS can run the amx backend: AMX-TILE, AMX-BF16,
+ * AVX512-BW and AVX512-BF16 on top of AVX-512F, the tile state enabled, and (Linux)
+ * granted to this process, which this call asks for. */
 STSA_API int stsa_cpu_has_amx(void);
 
 /* Copies `in` into `out` (same shape; any layouts and dtypes; they must not

@@ -86,7 +86,7 @@ static void test_env_backend(void) {
   stsa_backend want = stsa_backend_available(STSA_BACKEND_AMX)      ? STSA_BACKEND_AMX
                       : stsa_backend_available(STSA_BACKEND_AVX512) ? STSA_BACKEND_AVX512
                       : stsa_backend_available(STSA_BACKEND_AVX2)   ? STSA_BACKEND_AVX2
-                      : stsa_backend_available(STSA_BACKEND_NEON) ? STSA_BACKEND_NEON
+                      : stsa_backend_available(STSA_BACKEND_NEON)   ? STSA_BACKEND_NEON
                                                                   : STSA_BACKEND_PORTABLE;
   CHECK(stsa_ctx_backend(ctx) == want, "auto backend is %s",
         stsa_backend_name(stsa_ctx_backend(ctx)));

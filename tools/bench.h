@@ -11,8 +11,8 @@
 
 typedef struct bench_opts {
   int64_t batch, seq, seq_kv, heads, dim;
-  int threads, reps, json, q_tile, kv_tile, kv_dtype_set;
-  stsa_dtype dtype, kv_dtype;
+  int threads, reps, json, q_tile, kv_tile, kv_dtype_set, out_dtype_set, bf16_terms;
+  stsa_dtype dtype, kv_dtype, out_dtype;
   stsa_backend backend;
   /* sparse only */
   int mask; /* BENCH_MASK_BAND or BENCH_MASK_CAUSAL */

@@ -31,6 +31,12 @@ static void set_kv_dtype(void *base, const char *name, const char *value) {
   o->kv_dtype_set = 1;
 }
 
+static void set_out_dtype(void *base, const char *name, const char *value) {
+  bench_opts *o = base;
+  o->out_dtype = cli_parse_dtype(name, value);
+  o->out_dtype_set = 1;
+}
+
 /* The library's backend names. */
 static void set_backend(void *base, const char *name, const char *value) {
   int b;
@@ -99,6 +105,15 @@ static const cli_opt BENCH_OPTIONS[] = {
      .metavar = "DT",
      CLI_CALL(set_kv_dtype),
      .help = "K and V only (default: --dtype)"},
+    {.name = "--out-dtype",
+     .metavar = "DT",
+     CLI_CALL(set_out_dtype),
+     .help = "the output (default: --dtype)"},
+    {.name = "--bf16-terms",
+     .metavar = "N",
+     CLI_INT(bench_opts, bf16_terms, 0, 3),
+     .help = "amx, bf16 inputs: bf16 terms per probability in P.V (default 0: by the "
+             "output dtype)"},
     {.name = "--q-tile",
      .metavar = "N",
      CLI_INT(bench_opts, q_tile, 6, 4096),
@@ -167,6 +182,8 @@ static void parse_bench(int argc, char **argv, bench_opts *o) {
   cli_parse(&cmd, argc, argv, 2, sets, sparse ? 2 : 1);
   if (!o->kv_dtype_set)
     o->kv_dtype = o->dtype;
+  if (!o->out_dtype_set)
+    o->out_dtype = o->dtype;
   if (!o->seq_kv)
     o->seq_kv = o->seq;
 }
@@ -182,6 +199,7 @@ void bench_setup(const bench_opts *o, bench_data *bd) {
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_Q_TILE, o->q_tile), ctx, "--q-tile");
   if (o->kv_tile)
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, o->kv_tile), ctx, "--kv-tile");
+  cli_check(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, o->bf16_terms), ctx, "--bf16-terms");
   int64_t threads;
   stsa_ctx_get(ctx, STSA_PARAM_THREADS, &threads);
   bd->threads = (int)threads;
@@ -193,8 +211,8 @@ void bench_setup(const bench_opts *o, bench_data *bd) {
                            o->batch, o->seq_kv, o->heads, o->dim);
   bd->v = stsa_tensor_bshd(cli_random_buffer(nkv, o->kv_dtype, 1.0, 3), o->kv_dtype,
                            o->batch, o->seq_kv, o->heads, o->dim);
-  bd->out = stsa_tensor_bshd(cli_random_buffer(nq, o->dtype, 0.0, 4), o->dtype, o->batch,
-                             o->seq, o->heads, o->dim);
+  bd->out = stsa_tensor_bshd(cli_random_buffer(nq, o->out_dtype, 0.0, 4), o->out_dtype,
+                             o->batch, o->seq, o->heads, o->dim);
 }
 
 void bench_teardown(bench_data *bd) {
@@ -267,23 +285,25 @@ static int bench_dense(const bench_opts *o) {
   double pct = peak > 0 ? 100.0 * gflops / peak : 0.0; /* 0: no peak measured here */
   const char *backend = stsa_backend_name(stsa_ctx_backend(bd.ctx));
   if (o->json)
-    printf("{\"bench\": \"dense\", \"backend\": \"%s\", \"seq\": %lld, \"seq_kv\": %lld, "
-           "\"heads\": %lld, \"dim\": %lld, \"batch\": %lld, \"threads\": %d, "
-           "\"dtype\": \"%s\", \"kv_dtype\": \"%s\", \"reps\": %d, \"ms\": %.3f, "
-           "\"best_ms\": %.3f, \"gflops\": %.2f, \"gflops_median\": %.2f, "
-           "\"peak_gflops\": %.2f, \"peak_isa\": \"%s\", \"pct_peak\": %.2f}\n",
-           backend, (long long)o->seq, (long long)o->seq_kv, (long long)o->heads,
-           (long long)o->dim, (long long)o->batch, bd.threads, stsa_dtype_name(o->dtype),
-           stsa_dtype_name(o->kv_dtype), o->reps, t.median_ms, t.best_ms, gflops,
-           gflops_med, peak, cli_fma_peak_isa(), pct);
+    printf(
+        "{\"bench\": \"dense\", \"backend\": \"%s\", \"seq\": %lld, \"seq_kv\": %lld, "
+        "\"heads\": %lld, \"dim\": %lld, \"batch\": %lld, \"threads\": %d, "
+        "\"dtype\": \"%s\", \"kv_dtype\": \"%s\", \"out_dtype\": \"%s\", \"reps\": %d, "
+        "\"ms\": %.3f, \"best_ms\": %.3f, \"gflops\": %.2f, \"gflops_median\": %.2f, "
+        "\"peak_gflops\": %.2f, \"peak_isa\": \"%s\", \"pct_peak\": %.2f}\n",
+        backend, (long long)o->seq, (long long)o->seq_kv, (long long)o->heads,
+        (long long)o->dim, (long long)o->batch, bd.threads, stsa_dtype_name(o->dtype),
+        stsa_dtype_name(o->kv_dtype), stsa_dtype_name(o->out_dtype), o->reps, t.median_ms,
+        t.best_ms, gflops, gflops_med, peak, cli_fma_peak_isa(), pct);
   else {
-    printf("dense %s: S_q=%lld S_kv=%lld H=%lld D=%lld B=%lld, q %s, kv %s, %d threads\n"
+    printf("dense %s: S_q=%lld S_kv=%lld H=%lld D=%lld B=%lld, q %s, kv %s, out %s, "
+           "%d threads\n"
            "  median %.2f ms, best %.2f ms (%d reps)\n"
            "  %.1f GFLOP/s best (%.1f median)",
            backend, (long long)o->seq, (long long)o->seq_kv, (long long)o->heads,
            (long long)o->dim, (long long)o->batch, stsa_dtype_name(o->dtype),
-           stsa_dtype_name(o->kv_dtype), bd.threads, t.median_ms, t.best_ms, o->reps,
-           gflops, gflops_med);
+           stsa_dtype_name(o->kv_dtype), stsa_dtype_name(o->out_dtype), bd.threads,
+           t.median_ms, t.best_ms, o->reps, gflops, gflops_med);
     if (peak > 0)
       printf(" = %.1f%% of the measured %s FMA peak (%.1f GFLOP/s)\n", pct,
              cli_fma_peak_isa(), peak);

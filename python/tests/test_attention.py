@@ -138,7 +138,8 @@ def test_reference_backend_through_a_context():
 
 
 @pytest.mark.parametrize("name, runs_here", [("avx2", stsa.cpu_has_avx2),
-                                              ("avx512", stsa.cpu_has_avx512)])
+                                              ("avx512", stsa.cpu_has_avx512),
+                                              ("amx", stsa.cpu_has_amx)])
 def test_x86_backends_by_name_run_where_the_cpu_has_them(name, runs_here):
     q, k, v = qkv("bshd", np.float32, s_q=77, s_kv=130)
     if not runs_here():

@@ -60,19 +60,20 @@ int stsa_cpu_has_avx512(void) { return 0; }
 #define STSA_ARCH_REQ_XCOMP_PERM 0x1023
 #define STSA_XFEATURE_XTILEDATA 18
 
-/* AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22), AVX512-BF16 (7.1
- * EAX bit 5, which converts the probabilities), the OS saving the tile
- * state (XCR0 bits 17-18), and Linux granting it to this process. */
+/* AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22), AVX512-BW and
+ * AVX512-BF16 (7.0 EBX bit 30, 7.1 EAX bit 5: they split the probabilities
+ * into bf16 terms), the OS saving the tile state (XCR0 bits 17-18), and
+ * Linux granting it to this process. */
 int stsa_cpu_has_amx(void) {
   if (!stsa_cpu_has_avx512() || __get_cpuid_max(0, NULL) < 7)
     return 0;
   unsigned a, b, c, d;
   __cpuid_count(7, 0, a, b, c, d);
   const unsigned amx_bf16 = 1u << 22, amx_tile = 1u << 24;
-  if ((d & (amx_bf16 | amx_tile)) != (amx_bf16 | amx_tile))
+  if ((d & (amx_bf16 | amx_tile)) != (amx_bf16 | amx_tile) || (b & (1u << 30)) == 0)
     return 0;
   __cpuid_count(7, 1, a, b, c, d);
-  if ((a & (1u << 5)) == 0) /* AVX512-BF16 */
+  if ((a & (1u << 5)) == 0)
     return 0;
   unsigned xcr0_lo, xcr0_hi;
   __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));

@@ -19,6 +19,7 @@ struct stsa_ctx {
   int q_tile;           /* query rows per tile */
   int kv_tile;          /* key rows per tile, a multiple of the kernel table's nr */
   int check_finite;     /* scan inputs for NaN/Inf before computing */
+  int bf16_terms;       /* STSA_PARAM_BF16_TERMS (0: by the output's dtype) */
   stsa_errbuf err;      /* message of the last failure */
   atomic_flag err_lock; /* taken by stsa_ctx_record_error */
   /* Plans built on this context, by signature: owned by the plan layer

@@ -24,7 +24,7 @@ static stsa_work dense_work(const stsa_ctx *ctx, stsa_attn_problem *pb,
                             const stsa_tensor *v, const stsa_tensor *out,
                             const stsa_attn_opts *opts) {
   stsa_problem_init(pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile, &ctx->run->kern);
-  stsa_problem_use_bf16_tiles(pb);
+  stsa_problem_use_bf16_tiles(pb, ctx->bf16_terms);
   stsa_work w = {pb, pb->B * pb->H, stsa_q_tiles(pb), ctx->run->ref, 0, NULL, NULL};
   return w;
 }

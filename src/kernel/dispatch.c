@@ -43,8 +43,8 @@ static const backend_row BACKENDS[STSA_BACKEND_COUNT_] = {
 
 /* AUTO's preference, best first. */
 static const stsa_backend AUTO_ORDER[] = {STSA_BACKEND_AMX, STSA_BACKEND_AVX512,
-                                          STSA_BACKEND_AVX2,
-                                          STSA_BACKEND_NEON, STSA_BACKEND_PORTABLE};
+                                          STSA_BACKEND_AVX2, STSA_BACKEND_NEON,
+                                          STSA_BACKEND_PORTABLE};
 
 static int available(stsa_backend b) {
   return (unsigned)b < STSA_BACKEND_COUNT_ && BACKENDS[b].runs_here &&

@@ -28,6 +28,10 @@
 #define STSA_PORTABLE_MR 6
 #define STSA_PORTABLE_NR 16
 
+/* Rows of the q tile that full_tile_bf16 takes at once (two tiles of 16):
+ * its scratch is sized for them. */
+#define STSA_BF16_PASS_ROWS 32
+
 /* One FULL kv tile of a q tile for full_tile_bf16 (below): bf16 Q, K and V,
  * every row block of the q tile, in the layouts tile_loop.h packs (K and V
  * in 1 KB blocks of 16 rows x 32 bf16, the operand layout of a bf16 tile
@@ -37,23 +41,26 @@ typedef struct stsa_bf16_tile {
    * not above scale * log2(e) (exact in bf16; logits then overflow no
    * sooner than the f32 path's q * scale * log2(e) . k) */
   const uint16_t *q;
-  const uint16_t *kb;  /* the tile's K blocks: panel p, depth chunk c at
-                          kb + (p * D32 / 32 + c) * 512: [d / 2][key][d % 2] */
-  const uint16_t *vb;  /* the tile's V blocks: column panel j, key chunk t at
-                          vb + j * v_panel + t * 512: [key / 2][column][key % 2] */
-  int64_t v_panel;     /* uint16 elements between V column panels */
-  int D32;             /* head dim rounded up to 32 */
-  int D_pad;           /* o's row length (a multiple of nr) */
-  int rows_pad;        /* q rows, a multiple of mr */
-  int n;               /* valid keys; K and V are zero past them */
-  float score_scale;   /* scale * log2(e) / 2^e: q.k times it is in log2 units */
-  int safe;            /* no logit of the tile can be NaN or +-inf; when 0, -inf
-                          logits are kept apart from dropped ones as the tile
-                          loop's f32 path does (KEPT_NEG_INF) */
-  float *s;            /* scratch [mr][ld_s] f32 */
-  int ld_s;            /* >= n rounded up to 32 */
-  uint16_t *p;         /* scratch [3][mr][ld_s] bf16 */
-  float *c;            /* scratch [mr][2 nr] f32 */
+  const uint16_t *kb; /* the tile's K blocks: panel p, depth chunk c at
+                         kb + (p * D32 / 32 + c) * 512: [d / 2][key][d % 2] */
+  const uint16_t *vb; /* the tile's V blocks: column panel j, key chunk t at
+                         vb + j * v_panel + t * 512: [key / 2][column][key % 2] */
+  int64_t v_panel;    /* uint16 elements between V column panels */
+  int D32;            /* head dim rounded up to 32 */
+  int D_pad;          /* o's row length (a multiple of nr) */
+  int rows_pad;       /* q rows, a multiple of mr */
+  int n;              /* valid keys; K and V are zero past them */
+  float score_scale;  /* scale * log2(e) / 2^e: q.k times it is in log2 units */
+  int safe;           /* no logit of the tile can be NaN or +-inf; when 0, -inf
+                         logits are kept apart from dropped ones as the tile
+                         loop's f32 path does (KEPT_NEG_INF) */
+  float *s;           /* scratch [STSA_BF16_PASS_ROWS][ld_s] f32 */
+  int ld_s;           /* >= n rounded up to 32 */
+  uint16_t *p;        /* scratch [3][STSA_BF16_PASS_ROWS][ld_s] bf16 */
+  /* bf16 terms each probability enters P.V as: 3 = exactly the f32 p; 2 =
+   * p to 2^-18; 1 = p rounded to bf16 (2^-9, PyTorch's bf16 SDPA). */
+  int terms;
+  float *c;                 /* scratch [STSA_BF16_PASS_ROWS][2 nr] f32 */
   float *o, *m, *l, *alpha; /* as for softmax and pv, over rows_pad rows */
 } stsa_bf16_tile;
 
@@ -100,10 +107,8 @@ typedef struct stsa_kernels {
   /* Optional (NULL but on the amx backend): a whole FULL kv tile for bf16
    * Q, K and V on bf16 tile-multiply hardware, with the non-finite rules of
    * stsa.h. Q.K^T multiplies bf16 exactly and sums in f32 like qk; each f32
-   * probability goes to P.V as three bf16 terms, p = hi + mid + lo (8 bits
-   * of its 24-bit significand each), so P.V multiplies the f32 p, not a
-   * bf16 rounding of it (which would lose 2^-9 of p): f32 results from bf16
-   * tile multiplies. */
+   * probability goes to P.V as t->terms bf16 terms (three: their sum is p
+   * exactly, so P.V multiplies the f32 p as the f32 path does). */
   void (*full_tile_bf16)(const stsa_bf16_tile *t);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */

@@ -57,10 +57,17 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->D32 = (int)round_up(pb->D, 32);
 }
 
-void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb) {
+/* The terms STSA_PARAM_BF16_TERMS = 0 gives: what the output keeps. Two
+ * terms put P.V within 2^-18 of the f32 probabilities, below a f16 or bf16
+ * output's rounding (2^-11, 2^-9); an f32 output gets all three, the f32
+ * probabilities exactly. */
+static int bf16_terms_for(stsa_dtype out) { return out == STSA_F32 ? 3 : 2; }
+
+void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
   pb->bf16_tiles = pb->kern->full_tile_bf16 && pb->q->dtype == STSA_BF16 &&
                    pb->k->dtype == STSA_BF16 && pb->v->dtype == STSA_BF16 &&
                    pb->kv_tile % 32 == 0;
+  pb->bf16_terms = terms ? terms : bf16_terms_for(pb->out->dtype);
 }
 
 void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *heads,
@@ -209,8 +216,9 @@ enum { SCRATCH_SLOTS = 16 };
 static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOTS]) {
   size_t nq = (size_t)pb->q_tile, nkv = (size_t)pb->kv_tile;
   const int bf16 = pb->bf16_tiles;
+  const size_t pass = STSA_BF16_PASS_ROWS; /* full_tile_bf16's rows at once */
   const size_t s[SCRATCH_SLOTS] = {align64(nq * (size_t)pb->D),
-                                   align64(nq * nkv),
+                                   align64((bf16 && nq < pass ? pass : nq) * nkv),
                                    align64(nq * (size_t)pb->D_pad),
                                    align64(nq),
                                    align64(nq),
@@ -223,8 +231,8 @@ static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOT
                                    align64(2 * (nq / (size_t)pb->mr)),
                                    align64((size_t)pb->mr),
                                    bf16 ? align64(nq * (size_t)pb->D32 / 2) : 0,
-                                   bf16 ? align64((size_t)pb->mr * nkv * 3 / 2) : 0,
-                                   bf16 ? align64((size_t)pb->mr * 2 * (size_t)pb->nr) : 0};
+                                   bf16 ? align64(pass * nkv * 3 / 2) : 0,
+                                   bf16 ? align64(pass * 2 * (size_t)pb->nr) : 0};
   memcpy(sizes, s, sizeof s);
 }
 
@@ -240,10 +248,10 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   size_t sizes[SCRATCH_SLOTS];
   scratch_sizes(pb, sizes);
   float *v_safe, *bad_keys, *kept, *span, *qb, *pbf;
-  float **slots[SCRATCH_SLOTS] = {&sc->q,     &sc->s,        &sc->o,   &sc->m,  &sc->l,
-                                  &sc->alpha, &sc->tile_max, &sc->row, &v_safe, &bad_keys,
-                                  &kept,      &span,         &sc->ones, &qb,    &pbf,
-                                  &sc->cbuf};
+  float **slots[SCRATCH_SLOTS] = {&sc->q,    &sc->s,     &sc->o,        &sc->m,
+                                  &sc->l,    &sc->alpha, &sc->tile_max, &sc->row,
+                                  &v_safe,   &bad_keys,  &kept,         &span,
+                                  &sc->ones, &qb,        &pbf,          &sc->cbuf};
   float *p = mem;
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     *slots[i] = p;
@@ -308,8 +316,9 @@ static float q_pow2(const stsa_attn_problem *pb) {
  * padding rows): the A operand of full_tile_bf16. A power of two changes
  * the exponent only, so the bf16 significand is kept; values it takes
  * below f32's normal range are flushed, as the tile unit would. */
-static void load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
-                             int rows, int rows_pad, const int64_t *q_rows, uint16_t *qb) {
+static void load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
+                             int64_t q0, int rows, int rows_pad, const int64_t *q_rows,
+                             uint16_t *qb) {
   const float pow2 = q_pow2(pb);
   float row[STSA_MAX_HEAD_DIM];
   memset(qb, 0, sizeof(uint16_t) * (size_t)rows_pad * (size_t)pb->D32);
@@ -319,8 +328,9 @@ static void load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h, 
                        pb->D, row);
     for (int d = 0; d < pb->D; d++) {
       const float x = row[d] * pow2;
-      qb[(int64_t)r * pb->D32 + d] =
-          fpclassify(x) == FP_SUBNORMAL ? (uint16_t)(signbit(x) ? 0x8000u : 0) : bf16_bits(x);
+      qb[(int64_t)r * pb->D32 + d] = fpclassify(x) == FP_SUBNORMAL
+                                         ? (uint16_t)(signbit(x) ? 0x8000u : 0)
+                                         : bf16_bits(x);
     }
   }
 }
@@ -500,6 +510,7 @@ static void run_full_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed
                             .n = sp->n,
                             .score_scale = pb->qscale / q_pow2(pb),
                             .safe = safe,
+                            .terms = pb->bf16_terms,
                             .s = sc->s,
                             .ld_s = pb->kv_tile,
                             .p = sc->pbf,

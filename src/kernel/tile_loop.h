@@ -37,6 +37,7 @@ typedef struct stsa_attn_problem {
    * (stsa_kv_packed), and q tiles also kept as bf16 rows D32 long (D rounded
    * up to 32). */
   int bf16_tiles, D32;
+  int bf16_terms; /* kernels.h: stsa_bf16_tile.terms */
 } stsa_attn_problem;
 
 /* Fills a problem from validated arguments and context settings; q_tile is
@@ -50,8 +51,10 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
  * table has it, Q, K and V are bf16 and kv tiles are multiples of 32 keys
  * (only dense calls: their tiles are all FULL, so no call mixes the f32 and
  * the bf16 arithmetic, and every row's result stays independent of the
- * other rows' values). Call before sizing the packs and scratch. */
-void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb);
+ * other rows' values), with `terms` bf16 terms per probability
+ * (STSA_PARAM_BF16_TERMS; 0: by the output's dtype). Call before sizing the
+ * packs and scratch. */
+void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms);
 
 /* Sizes pb for the heads' layouts: with some variable tiles, the unit count,
  * the per-tile arrays and the pack become the maximum over the heads (every
@@ -154,8 +157,8 @@ typedef struct stsa_tile_scratch {
   int32_t *span; /* [2 q_tile / mr] row block i keeps columns [span[2i], span[2i+1]) */
   /* Only with pb->bf16_tiles (kernels.h: stsa_bf16_tile): */
   uint16_t *qb;  /* [q_tile][D32] the q tile's bf16 rows, unscaled */
-  uint16_t *pbf; /* [3][mr][kv_tile] a row block's probabilities, hi, mid, lo */
-  float *cbuf;   /* [mr][2 nr] a tile multiply's sums */
+  uint16_t *pbf; /* [3][32][kv_tile] a pass's probabilities, hi, mid, lo */
+  float *cbuf;   /* [32][2 nr] tile multiplies' sums (32: STSA_BF16_PASS_ROWS) */
   void *block_;  /* the allocation of stsa_tile_scratch_alloc, else NULL */
 } stsa_tile_scratch;
 

@@ -32,7 +32,7 @@ __all__ = [
     "Context",
     "Error", "StsaValueError", "StsaTypeError", "StsaMemoryError",
     "StsaNotImplementedError", "StsaOSError", "default_context", "library_path",
-    "library_version", "cpu_has_avx2", "cpu_has_avx512",
+    "library_version", "cpu_has_avx2", "cpu_has_avx512", "cpu_has_amx",
 ]
 
 
@@ -46,3 +46,10 @@ def cpu_has_avx512():
     """True if this CPU (and its OS) can run the AVX-512 backend."""
     from ._lib import lib
     return bool(lib.stsa_cpu_has_avx512())
+
+
+def cpu_has_amx():
+    """True if this CPU (and its OS) can run the amx backend: AVX-512 plus
+    the AMX bf16 tile multiply for dense calls on bf16 q, k and v."""
+    from ._lib import lib
+    return bool(lib.stsa_cpu_has_amx())

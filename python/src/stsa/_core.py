@@ -112,7 +112,7 @@ class Context:
     """
 
     def __init__(self, threads=None, backend=None, q_tile=None, kv_tile=None,
-                 check_finite=None):
+                 check_finite=None, bf16_terms=None):
         self.lock = threading.RLock()
         self._owner = None  # the stsa.SVG whose session uses this context, if any
         handle = ffi.new("stsa_ctx **")
@@ -124,7 +124,8 @@ class Context:
         self._handle = handle
         self._finalizer = weakref.finalize(self, _free_context, handle, self.lock)
         for name, value in (("threads", threads), ("backend", backend), ("q_tile", q_tile),
-                            ("kv_tile", kv_tile), ("check_finite", check_finite)):
+                            ("kv_tile", kv_tile), ("check_finite", check_finite),
+                            ("bf16_terms", bf16_terms)):
             if value is not None:
                 self.set(name, value)
 
@@ -142,8 +143,11 @@ class Context:
 
     def set(self, name, value):
         """Sets a parameter: threads, backend ('auto', 'ref', 'portable',
-        'avx2', 'avx512', 'neon'), q_tile, kv_tile, check_finite (bool). Integers outside the
-        library's bounds (stsa_param_bounds) are refused with the range."""
+        'avx2', 'avx512', 'amx', 'neon'), q_tile, kv_tile, check_finite (bool),
+        bf16_terms (0-3: the amx backend's bf16 terms per probability on bf16
+        inputs; 0 by the output dtype, 1 as PyTorch's bf16 SDPA rounds).
+        Integers outside the library's bounds (stsa_param_bounds) are
+        refused with the range."""
         if name not in _lib.PARAMS:
             raise ValueError(f"unknown parameter {name!r}; expected one of "
                              f"{', '.join(_lib.PARAMS)}")

@@ -2,46 +2,48 @@
  * microkernels_amx.c — the amx backend: the AVX-512 table plus
  * full_tile_bf16 (kernels.h), which runs a FULL kv tile of bf16 Q, K and V
  * through the AMX tile-multiply unit. Compiled with -mamx-tile -mamx-bf16
- * -mavx512bf16 (and the AVX-512 file's flags); only reached after
+ * -mavx512bw -mavx512bf16 (and the AVX-512 file's flags); only reached after
  * stsa_cpu_has_amx(), which also asks Linux for the tile state.
  *
- * Per row block of MR = 12 q rows (the AVX-512 register tile's rows, so
- * plans move freely between the avx512 and amx backends):
- *   1. S = Q K^T: C tiles of 12 x 16 f32 scores (one K panel each), two at
- *      a time, summed over depth chunks of 32 bf16 (A: 12 q rows x 32,
- *      B: one 1 KB K block). Products of bf16 are exact in f32.
+ * The q tile goes in passes of up to 32 rows, two blocks of up to 16 (a
+ * tile's rows), so that every K or V block loaded into a tile register
+ * serves two row blocks:
+ *   1. S = Q K^T: C tiles of 16 x 16 f32 scores, two row blocks by two K
+ *      panels, summed over depth chunks of 32 bf16 (A: 16 q rows x 32, B:
+ *      one 1 KB K block). Products of bf16 are exact in f32.
  *   2. Online softmax on S in f32 (AVX-512): scores times score_scale, exp2
- *      as the AVX-512 kernels compute it; each p is written as three bf16
- *      terms, hi = bf16(p), mid = bf16(p - hi), lo = p - hi - mid, whose sum
- *      is p exactly (but where lo would be a denormal, p < ~2^-100, which
- *      the tile unit flushes to 0).
- *   3. O = alpha O + P V: C tiles of 12 x 16 outputs, two V column panels
- *      at a time, summed over key chunks of 32: hi V, mid V, lo V. So P.V
- *      multiplies the f32 probabilities, as the f32 path does; one bf16
- *      term would lose 2^-9 of each.
- * One tile multiply is 12 x 16 x 32 multiply-adds, 6144 where an AVX-512
- * FMA does 16: at Wan's shapes the softmax, not the multiplies, is now
- * the larger part of the time.
+ *      as the AVX-512 kernels compute it; each p is written as t->terms bf16
+ *      terms: three of 8 significant bits each, whose sum is p exactly
+ *      (store_terms), or p rounded, and with two terms its rounding error
+ *      rounded (store_rounded_terms).
+ *   3. O = alpha O + P V: C tiles of 16 x 16 outputs, two row blocks by two
+ *      V column panels, summed over key chunks of 32 and the terms. With
+ *      three, P.V multiplies the f32 probabilities, as the f32 path does.
+ * One tile multiply is 16 x 16 x 32 multiply-adds, 8192 where an AVX-512
+ * FMA does 16: the softmax, not the multiplies, is the larger part of the
+ * time.
  *
- * x86 only: CMake compiles this file only for x86 targets.
+ * x86-64 only: CMake compiles this file only for x86 targets.
  */
 #if defined(__x86_64__)
-#include <immintrin.h>
 #include <float.h>
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "kernel/kernels.h"
 #include "exp2_avx512.h" /* this folder */
+#include "kernel/kernels.h"
 
-#define MR 12
+#define BLOCK 16                 /* rows of an A or C tile */
+#define PASS STSA_BF16_PASS_ROWS /* two blocks */
 #define NR 16
 
 /* Tile registers, by number (the intrinsics paste it into the instruction,
- * so it must be a literal): tmm0 and tmm1 accumulate, tmm2, tmm3 and tmm6
- * hold A operands (a q chunk, or p's hi, mid and lo), tmm4 and tmm5 B
- * operands (K or V blocks). */
+ * so it must be a literal): tmm0-3 accumulate C[block][panel] (0: block 0
+ * panel 0, 1: block 0 panel 1, 2: block 1 panel 0, 3: block 1 panel 1),
+ * tmm4 and tmm5 hold A operands (block 0, block 1: a q chunk or a term of
+ * p), tmm6 and tmm7 B operands (panel 0, panel 1: K or V blocks). */
 
 /* The LDTILECFG memory operand (palette 1). */
 typedef struct tile_config {
@@ -50,50 +52,66 @@ typedef struct tile_config {
   uint8_t rows[16];
 } tile_config;
 
-/* Every tile holds 64-byte rows: C and A have MR rows, B 16 (32 bf16 of
- * depth as 16 pairs). Loaded per kv tile, released after it: the tile state
- * is the calling thread's, and a released state is not saved on context
- * switches. */
-static void configure_tiles(void) {
+/* A pass's two row blocks: rows0 (1..16) and rows1 (0..16; 0: no second
+ * block, whose tiles then stay unconfigured and unused). Every tile holds
+ * 64-byte rows; B tiles 16 of them (32 bf16 of depth as 16 pairs). */
+static void configure_tiles(int rows0, int rows1) {
   tile_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.palette = 1;
-  const int rows[7] = {MR, MR, MR, MR, 16, 16, MR};
-  for (int i = 0; i < 7; i++) {
+  const int rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, 16, 16};
+  for (int i = 0; i < 8; i++) {
     cfg.rows[i] = (uint8_t)rows[i];
-    cfg.colsb[i] = 64;
+    cfg.colsb[i] = rows[i] ? 64 : 0;
   }
   _tile_loadconfig(&cfg);
 }
 
-/* Raw scores q.k of row block r0 against the tile's npanels K panels, into
- * t->s (MR rows, ld_s apart). */
-static void block_scores(const stsa_bf16_tile *t, int r0, int npanels) {
-  const int nch = t->D32 / 32;
-  const uint16_t *q = t->q + (int64_t)r0 * t->D32;
+/* The rows of one pass: where it starts and its two blocks. */
+typedef struct pass {
+  int r0, rows0, rows1;
+} pass;
+
+/* Raw scores q.k of the pass's rows against the tile's npanels K panels,
+ * into t->s (row r of the pass at s + r ld_s). */
+__attribute__((noinline)) static void pass_scores(const stsa_bf16_tile *t, const pass *ps,
+                                                  int npanels) {
+  const int nch = t->D32 / 32, two_blocks = ps->rows1 > 0;
+  const uint16_t *q0 = t->q + (int64_t)ps->r0 * t->D32,
+                 *q1 = q0 + (int64_t)BLOCK * t->D32;
   const int q_bytes = t->D32 * 2, s_bytes = t->ld_s * 4;
+  float *s1 = t->s + (int64_t)BLOCK * t->ld_s;
   for (int p = 0; p < npanels; p += 2) {
+    const int two_panels = p + 1 < npanels;
     const uint16_t *k0 = t->kb + (int64_t)p * nch * 512, *k1 = k0 + (int64_t)nch * 512;
-    if (p + 1 < npanels) {
-      _tile_zero(0);
-      _tile_zero(1);
-      for (int c = 0; c < nch; c++) {
-        _tile_loadd(2, q + c * 32, q_bytes);
-        _tile_loadd(4, k0 + c * 512, 64);
-        _tile_loadd(5, k1 + c * 512, 64);
-        _tile_dpbf16ps(0, 2, 4);
-        _tile_dpbf16ps(1, 2, 5);
+    _tile_zero(0);
+    _tile_zero(1);
+    if (two_blocks) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+    for (int c = 0; c < nch; c++) {
+      _tile_loadd(4, q0 + c * 32, q_bytes);
+      _tile_loadd(6, k0 + c * 512, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if (two_panels) {
+        _tile_loadd(7, k1 + c * 512, 64);
+        _tile_dpbf16ps(1, 4, 7);
       }
-      _tile_stored(0, t->s + p * NR, s_bytes);
+      if (two_blocks) {
+        _tile_loadd(5, q1 + c * 32, q_bytes);
+        _tile_dpbf16ps(2, 5, 6);
+        if (two_panels)
+          _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+    _tile_stored(0, t->s + p * NR, s_bytes);
+    if (two_panels)
       _tile_stored(1, t->s + (p + 1) * NR, s_bytes);
-    } else {
-      _tile_zero(0);
-      for (int c = 0; c < nch; c++) {
-        _tile_loadd(2, q + c * 32, q_bytes);
-        _tile_loadd(4, k0 + c * 512, 64);
-        _tile_dpbf16ps(0, 2, 4);
-      }
-      _tile_stored(0, t->s + p * NR, s_bytes);
+    if (two_blocks) {
+      _tile_stored(2, s1 + p * NR, s_bytes);
+      if (two_panels)
+        _tile_stored(3, s1 + (p + 1) * NR, s_bytes);
     }
   }
 }
@@ -103,20 +121,58 @@ static inline __mmask16 valid_lanes(int c, int n) {
   return c + 16 <= n ? (__mmask16)0xFFFF : c < n ? (__mmask16)((1u << (n - c)) - 1) : 0;
 }
 
+/* x with the low 16 bits of every lane cleared: its top 8 significant
+ * bits, a bf16 value (truncated toward zero). */
+static inline __m512 top_bits(__m512 x) {
+  return _mm512_castsi512_ps(
+      _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* The bf16 halves of 32 f32 lanes whose low halves are zero (a's 16, then
+ * b's): word 2 i + 1 of the pair, one permute. */
+static inline __m512i bf16_of(__m512 a, __m512 b) {
+  const __m512i odd =
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31,
+                       29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(_mm512_castps_si512(a), odd, _mm512_castps_si512(b));
+}
+
 /* 16 f32 lanes as bf16, rounded to nearest even, and back to f32. */
-static inline __m256i to_bf16(__m512 x) { return (__m256i)_mm512_cvtneps_pbh(x); }
-static inline __m512 from_bf16(__m256i h) {
+static inline __m256i round_bf16(__m512 x) { return (__m256i)_mm512_cvtneps_pbh(x); }
+static inline __m512 widen_bf16(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* Writes p's three bf16 terms (step 2 above) at column c of each. */
-static inline void store_terms(__m512 p, uint16_t *hi, uint16_t *mid, uint16_t *lo, int c) {
-  const __m256i h = to_bf16(p);
-  const __m512 r1 = _mm512_sub_ps(p, from_bf16(h));
-  const __m256i m = to_bf16(r1);
-  _mm256_storeu_si256((__m256i *)(void *)(hi + c), h);
-  _mm256_storeu_si256((__m256i *)(void *)(mid + c), m);
-  _mm256_storeu_si256((__m256i *)(void *)(lo + c), to_bf16(_mm512_sub_ps(r1, from_bf16(m))));
+/* Writes one or two bf16 terms of 32 probabilities (p0's 16, then p1's) at
+ * column c: hi = p rounded to nearest even (at most 2^-9 of p off, no
+ * bias), and with two, lo = p - hi rounded (2^-18 of p). */
+static inline void store_rounded_terms(__m512 p0, __m512 p1, int terms, uint16_t *hi,
+                                       uint16_t *lo, int c) {
+  const __m256i h0 = round_bf16(p0), h1 = round_bf16(p1);
+  _mm256_storeu_si256((__m256i *)(void *)(hi + c), h0);
+  _mm256_storeu_si256((__m256i *)(void *)(hi + c + 16), h1);
+  if (terms == 2) {
+    _mm256_storeu_si256((__m256i *)(void *)(lo + c),
+                        round_bf16(_mm512_sub_ps(p0, widen_bf16(h0))));
+    _mm256_storeu_si256((__m256i *)(void *)(lo + c + 16),
+                        round_bf16(_mm512_sub_ps(p1, widen_bf16(h1))));
+  }
+}
+
+/* Writes the three bf16 terms of 32 probabilities (p0's 16, then p1's) at
+ * column c of each: hi = the top 8 significant bits of p, mid those of
+ * p - hi, lo = p - hi - mid. Both differences are exact (each drops bits
+ * the previous term holds), and lo has at most 8 significant bits left, so
+ * hi + mid + lo = p (lo below f32's normal range, p < ~2^-100, is flushed
+ * by the tile unit). */
+static inline void store_terms(__m512 p0, __m512 p1, uint16_t *hi, uint16_t *mid,
+                               uint16_t *lo, int c) {
+  const __m512 h0 = top_bits(p0), h1 = top_bits(p1);
+  const __m512 r0 = _mm512_sub_ps(p0, h0), r1 = _mm512_sub_ps(p1, h1);
+  const __m512 m0 = top_bits(r0), m1 = top_bits(r1);
+  _mm512_storeu_si512(hi + c, bf16_of(h0, h1));
+  _mm512_storeu_si512(mid + c, bf16_of(m0, m1));
+  _mm512_storeu_si512(lo + c, bf16_of(_mm512_sub_ps(r0, m0), _mm512_sub_ps(r1, m1)));
 }
 
 /* The row's maximum logit over its n scores, in log2 units. Safe tiles:
@@ -131,7 +187,8 @@ static float row_max(const stsa_bf16_tile *t, float *row) {
   __m512 vmax = neg_inf;
   if (t->safe) {
     for (int c = 0; c < n; c += 16)
-      vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + c));
+      vmax =
+          _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + c));
     return _mm512_reduce_max_ps(vmax) * t->score_scale;
   }
   const __m512 vscale = _mm512_set1_ps(t->score_scale), kept = _mm512_set1_ps(-FLT_MAX);
@@ -145,32 +202,41 @@ static float row_max(const stsa_bf16_tile *t, float *row) {
   return _mm512_reduce_max_ps(vmax);
 }
 
-/* Online softmax of row block r0 (kernels.h: softmax): p = exp2(logit -
+/* Online softmax of the pass's rows (kernels.h: softmax): p = exp2(logit -
  * m_new) for the n keys, 0 past them up to the next multiple of 32 (the
  * key chunk P.V reads), written to t->p as three bf16 terms. NaN and +inf
  * logits make l NaN as in the f32 path (exp2 keeps NaN; inf - inf). */
-static void block_softmax(const stsa_bf16_tile *t, int r0) {
+__attribute__((noinline)) static void pass_softmax(const stsa_bf16_tile *t,
+                                                   const pass *ps) {
+  const int r0 = ps->r0;
   const int n = t->n, n32 = (n + 31) / 32 * 32;
   const __m512 vscale = _mm512_set1_ps(t->safe ? t->score_scale : 1.0f);
-  for (int r = 0; r < MR; r++) {
+  for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
     float *row = t->s + (int64_t)r * t->ld_s;
-    uint16_t *hi = t->p + (int64_t)r * t->ld_s, *mid = hi + (int64_t)MR * t->ld_s,
-             *lo = mid + (int64_t)MR * t->ld_s;
+    uint16_t *hi = t->p + (int64_t)r * t->ld_s, *mid = hi + (int64_t)PASS * t->ld_s,
+             *lo = mid + (int64_t)PASS * t->ld_s;
     const float tile_max = row_max(t, row), m = t->m[r0 + r];
     const float mx = tile_max > m ? tile_max : m;
     /* nothing kept so far: subtract 0 so that p = exp2(-inf) = 0, no NaN */
     const float base = mx == -INFINITY ? 0.0f : mx;
     const __m512 vb = _mm512_set1_ps(base);
     __m512 sum = _mm512_setzero_ps();
-    for (int c = 0; c < n32; c += 16) {
-      const __mmask16 live = valid_lanes(c, n);
-      /* scaled, then shifted, in two roundings on either path (a fused
-       * multiply-add on safe tiles only would make a row's result depend on
-       * whether another row's poison made its tile unsafe) */
-      const __m512 x = _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c), vscale), vb);
-      const __m512 p = _mm512_maskz_mov_ps(live, exp2_avx512(x));
-      sum = _mm512_add_ps(sum, p);
-      store_terms(p, hi, mid, lo, c);
+    for (int c = 0; c < n32; c += 32) {
+      __m512 p[2];
+      for (int i = 0; i < 2; i++) {
+        const __mmask16 live = valid_lanes(c + 16 * i, n);
+        /* scaled, then shifted, in two roundings on either path (a fused
+         * multiply-add on safe tiles only would make a row's result depend
+         * on whether another row's poison made its tile unsafe) */
+        const __m512 x = _mm512_sub_ps(
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c + 16 * i), vscale), vb);
+        p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
+        sum = _mm512_add_ps(sum, p[i]);
+      }
+      if (t->terms == 3)
+        store_terms(p[0], p[1], hi, mid, lo, c);
+      else
+        store_rounded_terms(p[0], p[1], t->terms, hi, mid, c);
     }
     const float a = _mm512_cvtss_f32(exp2_avx512(_mm512_set1_ps(m - base)));
     t->alpha[r0 + r] = a;
@@ -179,69 +245,83 @@ static void block_softmax(const stsa_bf16_tile *t, int r0) {
   }
 }
 
-/* o[r][c] = alpha[r] o[r][c] + the C tile's sums, for `cols` columns (16
- * or 32) of row block r0 starting at output column c0. */
-static void add_to_output(const stsa_bf16_tile *t, int r0, int c0, int cols) {
-  for (int r = 0; r < MR; r++) {
-    float *o = t->o + (int64_t)(r0 + r) * t->D_pad + c0;
-    const __m512 a = _mm512_set1_ps(t->alpha[r0 + r]);
+/* o[r][c] = alpha[r] o[r][c] + the C tiles' sums (t->c, 2 NR wide), for
+ * the pass's rows and `cols` columns (16 or 32) from output column c0. */
+static void add_to_output(const stsa_bf16_tile *t, const pass *ps, int c0, int cols) {
+  for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
+    float *o = t->o + (int64_t)(ps->r0 + r) * t->D_pad + c0;
+    const __m512 a = _mm512_set1_ps(t->alpha[ps->r0 + r]);
     for (int c = 0; c < cols; c += NR)
       _mm512_storeu_ps(o + c, _mm512_fmadd_ps(a, _mm512_loadu_ps(o + c),
                                               _mm512_loadu_ps(t->c + r * 2 * NR + c)));
   }
 }
 
-/* o = alpha o + (hi + mid + lo) V for row block r0. */
-static void block_pv(const stsa_bf16_tile *t, int r0) {
-  const int nchunks = (t->n + 31) / 32, npanels = t->D_pad / NR;
-  const uint16_t *hi = t->p, *mid = hi + (int64_t)MR * t->ld_s,
-                 *lo = mid + (int64_t)MR * t->ld_s;
+/* o = alpha o + (hi + mid + lo) V for the pass's rows (the terms there are). */
+__attribute__((noinline)) static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
+  const int nchunks = (t->n + 31) / 32, npanels = t->D_pad / NR,
+            two_blocks = ps->rows1 > 0;
   const int p_bytes = t->ld_s * 2, c_bytes = 2 * NR * 4;
+  const int64_t term = (int64_t)PASS * t->ld_s, block = (int64_t)BLOCK * t->ld_s;
+  float *c1 = t->c + BLOCK * 2 * NR;
   for (int j = 0; j < npanels; j += 2) {
+    const int two_panels = j + 1 < npanels;
     const uint16_t *v0 = t->vb + j * t->v_panel, *v1 = v0 + t->v_panel;
-    if (j + 1 < npanels) {
-      _tile_zero(0);
-      _tile_zero(1);
-      for (int k = 0; k < nchunks; k++) {
-        _tile_loadd(2, hi + k * 32, p_bytes);
-        _tile_loadd(3, mid + k * 32, p_bytes);
-        _tile_loadd(6, lo + k * 32, p_bytes);
-        _tile_loadd(4, v0 + k * 512, 64);
-        _tile_loadd(5, v1 + k * 512, 64);
-        _tile_dpbf16ps(0, 2, 4);
-        _tile_dpbf16ps(1, 2, 5);
-        _tile_dpbf16ps(0, 3, 4);
-        _tile_dpbf16ps(1, 3, 5);
-        _tile_dpbf16ps(0, 6, 4);
-        _tile_dpbf16ps(1, 6, 5);
-      }
-      _tile_stored(0, t->c, c_bytes);
-      _tile_stored(1, t->c + NR, c_bytes);
-      add_to_output(t, r0, j * NR, 2 * NR);
-    } else {
-      _tile_zero(0);
-      for (int k = 0; k < nchunks; k++) {
-        _tile_loadd(2, hi + k * 32, p_bytes);
-        _tile_loadd(3, mid + k * 32, p_bytes);
-        _tile_loadd(6, lo + k * 32, p_bytes);
-        _tile_loadd(4, v0 + k * 512, 64);
-        _tile_dpbf16ps(0, 2, 4);
-        _tile_dpbf16ps(0, 3, 4);
-        _tile_dpbf16ps(0, 6, 4);
-      }
-      _tile_stored(0, t->c, c_bytes);
-      add_to_output(t, r0, j * NR, NR);
+    _tile_zero(0);
+    _tile_zero(1);
+    if (two_blocks) {
+      _tile_zero(2);
+      _tile_zero(3);
     }
+    for (int k = 0; k < nchunks; k++) {
+      _tile_loadd(6, v0 + k * 512, 64);
+      if (two_panels)
+        _tile_loadd(7, v1 + k * 512, 64);
+      for (int x = 0; x < t->terms; x++) { /* hi, mid, lo */
+        const uint16_t *a = t->p + x * term + k * 32;
+        _tile_loadd(4, a, p_bytes);
+        _tile_dpbf16ps(0, 4, 6);
+        if (two_panels)
+          _tile_dpbf16ps(1, 4, 7);
+        if (two_blocks) {
+          _tile_loadd(5, a + block, p_bytes);
+          _tile_dpbf16ps(2, 5, 6);
+          if (two_panels)
+            _tile_dpbf16ps(3, 5, 7);
+        }
+      }
+    }
+    _tile_stored(0, t->c, c_bytes);
+    if (two_panels)
+      _tile_stored(1, t->c + NR, c_bytes);
+    if (two_blocks) {
+      _tile_stored(2, c1, c_bytes);
+      if (two_panels)
+        _tile_stored(3, c1 + NR, c_bytes);
+    }
+    add_to_output(t, ps, j * NR, two_panels ? 2 * NR : NR);
   }
 }
 
+/* Passes of 32 rows (two full blocks), then what is left: the tiles are
+ * configured again only when a pass's blocks change, and released at the
+ * end (the tile state is the calling thread's; a released one is not saved
+ * on context switches). */
 static void full_tile_amx(const stsa_bf16_tile *t) {
-  configure_tiles();
   const int npanels = (t->n + NR - 1) / NR;
-  for (int r0 = 0; r0 < t->rows_pad; r0 += MR) {
-    block_scores(t, r0, npanels);
-    block_softmax(t, r0);
-    block_pv(t, r0);
+  int configured0 = -1, configured1 = -1;
+  for (int r0 = 0; r0 < t->rows_pad; r0 += PASS) {
+    const int left = t->rows_pad - r0;
+    const pass ps = {r0, left < BLOCK ? left : BLOCK,
+                     left < BLOCK ? 0 : (left - BLOCK < BLOCK ? left - BLOCK : BLOCK)};
+    if (ps.rows0 != configured0 || ps.rows1 != configured1) {
+      configure_tiles(ps.rows0, ps.rows1);
+      configured0 = ps.rows0;
+      configured1 = ps.rows1;
+    }
+    pass_scores(t, &ps, npanels);
+    pass_softmax(t, &ps);
+    pass_pv(t, &ps);
   }
   _tile_release();
 }

@@ -21,8 +21,8 @@
 #include <stdint.h>
 
 #include "core/convert.h"
-#include "kernel/kernels.h"
 #include "exp2_avx512.h" /* this folder */
+#include "kernel/kernels.h"
 
 /* The register tile: 12 rows x 16 columns (one zmm per row). */
 #define MR 12

@@ -1,0 +1,151 @@
+/*
+ * test_amx.c — the amx backend's bf16 tiles (kernels.h: full_tile_bf16) on
+ * dense calls with bf16 q, k and v, against the double-precision reference
+ * and against the f32 path of the avx512 backend, for each number of bf16
+ * terms per probability (STSA_PARAM_BF16_TERMS): three terms must give the
+ * f32 path's accuracy, one term PyTorch's bf16 rounding of p. Shapes are
+ * not tile multiples, D is not always a multiple of 32, q tiles leave
+ * passes of fewer than 32 rows; outputs sit between guard bytes; results
+ * are bitwise the same on 1, 2 and 3 threads. On a machine without AMX the
+ * test checks only that the backend is refused there.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "testutil.h"
+
+typedef struct amx_case {
+  int64_t B, Sq, Skv, H, D;
+  int q_tile, kv_tile;
+  double input_scale; /* of q and k: larger gives peakier softmax rows */
+} amx_case;
+
+static stsa_ctx *ctx_with(stsa_backend backend, int threads, const amx_case *c,
+                          int terms) {
+  stsa_ctx *ctx = tu_make_ctx(backend, threads, c->q_tile, c->kv_tile);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, terms), STSA_OK);
+  return ctx;
+}
+
+/* out = attention on `backend` with `terms` terms and `threads` threads. */
+static void run(stsa_backend backend, int threads, const amx_case *c, int terms,
+                const stsa_tensor *q, const stsa_tensor *k, const stsa_tensor *v,
+                const stsa_tensor *out, float *lse) {
+  stsa_ctx *ctx = ctx_with(backend, threads, c, terms);
+  stsa_attn_opts opts = {sizeof opts, 0.0f, lse};
+  CHECK_STATUS(stsa_attention(ctx, q, k, v, out, &opts), STSA_OK);
+  stsa_ctx_free(ctx);
+}
+
+/* max |lse - ref| / (1 + |ref|) over n rows. */
+static double lse_error(const float *lse, const float *ref, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double e =
+        isfinite(lse[i]) ? fabs(lse[i] - ref[i]) / (1 + fabs(ref[i])) : INFINITY;
+    worst = e > worst ? e : worst;
+  }
+  return worst;
+}
+
+static void check_case(const amx_case *c) {
+  char name[160];
+  snprintf(name, sizeof name, "B=%lld Sq=%lld Skv=%lld H=%lld D=%lld tiles %d/%d x%g",
+           (long long)c->B, (long long)c->Sq, (long long)c->Skv, (long long)c->H,
+           (long long)c->D, c->q_tile, c->kv_tile, c->input_scale);
+  tu_rng rng = {(uint64_t)(c->Sq * 31 + c->Skv * 977 + c->D)};
+  stsa_tensor q =
+      tu_random_tensor(&rng, STSA_BF16, TU_BSHD, c->B, c->Sq, c->H, c->D, c->input_scale);
+  stsa_tensor k = tu_random_tensor(&rng, STSA_BF16, TU_BHSD, c->B, c->Skv, c->H, c->D,
+                                   c->input_scale);
+  stsa_tensor v =
+      tu_random_tensor(&rng, STSA_BF16, TU_BSHD, c->B, c->Skv, c->H, c->D, 1.0);
+  const size_t nlse = (size_t)(c->B * c->H * c->Sq);
+  stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, c->B, c->Sq, c->H, c->D);
+  stsa_tensor f32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, c->B, c->Sq, c->H, c->D);
+  float *ref_lse = tu_guarded_alloc(nlse * sizeof(float));
+  run(STSA_BACKEND_REF, 2, c, 0, &q, &k, &v, &ref, ref_lse);
+  run(STSA_BACKEND_AVX512, 2, c, 0, &q, &k, &v, &f32, NULL);
+  double scale, f32_err = tu_max_abs_diff(&f32, &ref, &scale);
+  scale = scale > 1e-3 ? scale : 1e-3;
+
+  /* each number of terms: its error against the reference */
+  stsa_tensor out[4];
+  for (int terms = 1; terms <= 3; terms++) {
+    out[terms] = tu_sentinel_tensor(STSA_F32, TU_BSHD, c->B, c->Sq, c->H, c->D);
+    float *lse = tu_guarded_alloc(nlse * sizeof(float));
+    run(STSA_BACKEND_AMX, 2, c, terms, &q, &k, &v, &out[terms], lse);
+    const double err = tu_max_abs_diff(&out[terms], &ref, NULL);
+    /* one term: each p off by up to 2^-9 of itself, so out by 2^-9 max|v|
+     * (|v| <= ~5 here); two: 2^-18 of p, under the f32 path's 1e-5; three:
+     * no further from the reference than the f32 path (measured: closer,
+     * the unscaled bf16 products being exact) */
+    const double tol = terms == 1   ? 0x1p-9 * 5.0 + 1e-5 * scale
+                       : terms == 2 ? 1e-5 * scale
+                                    : f32_err + 1e-7 * scale;
+    CHECK(err <= tol, "%s: %d terms, max abs err %.3g > %.3g (f32 path %.3g)", name,
+          terms, err, tol, f32_err);
+    CHECK(lse_error(lse, ref_lse, nlse) < 2e-5, "%s: %d terms, lse err %.3g", name, terms,
+          lse_error(lse, ref_lse, nlse));
+    CHECK(tu_guard_ok(out[terms].data) && tu_guard_ok(lse), "%s: %d terms: guard bytes",
+          name, terms);
+    tu_guarded_free(lse);
+  }
+  /* the terms reach P.V: one bf16 term must move a result somewhere (were
+   * the f32 path running instead, the three would be the same) */
+  CHECK(c->Skv == 1 || !tu_same_bytes(&out[1], &out[3]),
+        "%s: 1 and 3 terms gave the same bytes: were the bf16 tiles used?", name);
+
+  /* thread counts, and the default (0: three terms for an f32 output) */
+  for (int threads = 1; threads <= 3; threads += 2) {
+    stsa_tensor again = tu_sentinel_tensor(STSA_F32, TU_BSHD, c->B, c->Sq, c->H, c->D);
+    run(STSA_BACKEND_AMX, threads, c, 0, &q, &k, &v, &again, NULL);
+    CHECK(tu_same_bytes(&again, &out[3]),
+          "%s: %d threads (default terms) differ from 2 "
+          "threads (3 terms)",
+          name, threads);
+    tu_free_tensor(&again);
+  }
+  /* a bf16 output: two terms by default, within its rounding of the reference */
+  stsa_tensor low = tu_sentinel_tensor(STSA_BF16, TU_BHSD, c->B, c->Sq, c->H, c->D);
+  run(STSA_BACKEND_AMX, 2, c, 0, &q, &k, &v, &low, NULL);
+  const double low_err = tu_max_abs_diff(&low, &ref, NULL);
+  CHECK(low_err <= 1e-5 * scale + 0.5 * 0x1p-7 * scale * 1.01,
+        "%s: bf16 output off by %.3g (scale %.3g)", name, low_err, scale);
+  CHECK(tu_guard_ok(low.data), "%s: bf16 output guard bytes", name);
+  tu_free_tensor(&low);
+  for (int terms = 1; terms <= 3; terms++)
+    tu_free_tensor(&out[terms]);
+  tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+  tu_free_tensor(&ref), tu_free_tensor(&f32);
+  tu_guarded_free(ref_lse);
+}
+
+int main(void) {
+  /* the backend runs where the CPU check says, and nowhere else */
+  CHECK(stsa_backend_available(STSA_BACKEND_AMX) == stsa_cpu_has_amx(),
+        "amx available %d but stsa_cpu_has_amx %d",
+        stsa_backend_available(STSA_BACKEND_AMX), stsa_cpu_has_amx());
+  int64_t lo, hi;
+  CHECK_STATUS(stsa_param_bounds(STSA_PARAM_BF16_TERMS, &lo, &hi), STSA_OK);
+  CHECK(lo == 0 && hi == 3, "bf16_terms bounds [%lld, %lld]", (long long)lo,
+        (long long)hi);
+  stsa_ctx *ctx = tu_make_ctx(STSA_BACKEND_PORTABLE, 1, 192, 256);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, 4), STSA_ERR_BAD_PARAM);
+  int64_t got = -1;
+  CHECK_STATUS(stsa_ctx_get(ctx, STSA_PARAM_BF16_TERMS, &got), STSA_OK);
+  CHECK(got == 0, "bf16_terms defaults to %lld", (long long)got);
+  stsa_ctx_free(ctx);
+  if (!stsa_backend_available(STSA_BACKEND_AMX)) {
+    printf("test_amx: no AMX on this machine; the bf16 tiles are not exercised\n");
+    return tu_finish("test_amx");
+  }
+  const amx_case cases[] = {
+      {1, 1, 1, 1, 64, 192, 256, 1.0},      {1, 77, 130, 2, 80, 192, 256, 1.0},
+      {1, 300, 513, 2, 128, 192, 256, 1.0}, {2, 257, 1000, 1, 24, 36, 64, 1.0},
+      {1, 100, 333, 3, 64, 12, 32, 3.0},    {1, 40, 2000, 1, 128, 24, 96, 2.0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_case(&cases[i]);
+  return tu_finish("test_amx");
+}
