@@ -7,7 +7,9 @@ Two parts, each a list of comparisons printed as JSON lines (stdout):
 
   dense   torch.nn.functional.scaled_dot_product_attention (SDPA), f32 and
           bf16, against stsa.attention on the same tensors ([B, H, S, D],
-          SDPA's layout, which stsa reads in place);
+          SDPA's layout, which stsa reads in place); bf16 twice, stsa's
+          default and bf16_terms=1 (case "... bf16 1 term": the
+          probabilities rounded to bf16 as SDPA rounds them);
   flex    FlexAttention (flex_attention under torch.compile, block masks from
           create_block_mask) against stsa.sparse_attention on the same masks
           at a video geometry (Wan 2.1 480p: 21 x 30 x 52 = 32,760 tokens):
@@ -211,6 +213,10 @@ def row_errors(torch, rows, ref, outs):
 def dense_part(args, torch, stsa, shapes):
     sdpa = torch.nn.functional.scaled_dot_product_attention
     g = torch.Generator().manual_seed(args.seed)
+    # bf16 twice: stsa's default (on the amx backend each probability enters
+    # P.V as two bf16 terms for a bf16 output, within 2^-18 of it) and one
+    # term, p rounded to bf16 as SDPA's bf16 path rounds it
+    one_term = stsa.Context(threads=args.threads, bf16_terms=1)
     for S, H, D in shapes:
         q, k, v = (torch.randn(1, H, S, D, generator=g) for _ in range(3))
         qb, kb, vb = (x.to(torch.bfloat16) for x in (q, k, v))
@@ -219,6 +225,7 @@ def dense_part(args, torch, stsa, shapes):
             "sdpa_f32": lambda: sdpa(q, k, v),
             "stsa_bf16": lambda: stsa.attention(qb, kb, vb, layout="bhsd",
                                                 threads=args.threads),
+            "stsa_bf16_1": lambda: stsa.attention(qb, kb, vb, layout="bhsd", ctx=one_term),
             "sdpa_bf16": lambda: sdpa(qb, kb, vb),
         }
         outs, times = interleaved(fns, args.reps)
@@ -227,11 +234,12 @@ def dense_part(args, torch, stsa, shapes):
         refb = reference_rows(torch, qb, kb, vb, rows) if args.ref_rows else None
         errs = row_errors(torch, rows, ref, {n: outs[n] for n in ("stsa_f32", "sdpa_f32")})
         errs.update(row_errors(torch, rows, refb,
-                               {n: outs[n] for n in ("stsa_bf16", "sdpa_bf16")}))
+                               {n: outs[n] for n in ("stsa_bf16", "stsa_bf16_1", "sdpa_bf16")}))
         flops = 4.0 * S * S * D * H
-        for dt in ("f32", "bf16"):
-            a, b = f"stsa_{dt}", f"sdpa_{dt}"
-            emit(comparison("dense", f"S={S} H={H} D={D} {dt}", times, a, b, flops, {
+        for dt, a, b in (("f32", "stsa_f32", "sdpa_f32"), ("bf16", "stsa_bf16", "sdpa_bf16"),
+                         ("bf16", "stsa_bf16_1", "sdpa_bf16")):
+            case = f"S={S} H={H} D={D} {dt}" + (" 1 term" if a == "stsa_bf16_1" else "")
+            emit(comparison("dense", case, times, a, b, flops, {
                 "S": S, "H": H, "D": D, "dtype": dt, "threads": args.threads,
                 "max_abs_diff": max_abs(outs[a], outs[b]),
                 "err_stsa": errs[a], "err_peer": errs[b]}))

@@ -43,6 +43,7 @@ def comparisons(runs):
 
 PEERS = {"sdpa_f32": "SDPA f32", "sdpa_bf16": "SDPA bf16", "flex": "FlexAttention"}
 STSA = {"stsa_f32": "stsa.attention", "stsa_bf16": "stsa.attention",
+        "stsa_bf16_1": "stsa.attention (bf16_terms=1)",
         "stsa_sparse": "stsa.sparse_attention", "stsa_svg": "stsa.SVG"}
 
 

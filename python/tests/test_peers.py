@@ -47,7 +47,9 @@ def test_dense(peers, capsys, threads):
                 "--ref-rows", "8")
     assert [(ln["case"], ln["peer"]) for ln in lines] == [
         ("S=100 H=2 D=32 f32", "sdpa_f32"), ("S=100 H=2 D=32 bf16", "sdpa_bf16"),
-        ("S=64 H=3 D=16 f32", "sdpa_f32"), ("S=64 H=3 D=16 bf16", "sdpa_bf16")]
+        ("S=100 H=2 D=32 bf16 1 term", "sdpa_bf16"),
+        ("S=64 H=3 D=16 f32", "sdpa_f32"), ("S=64 H=3 D=16 bf16", "sdpa_bf16"),
+        ("S=64 H=3 D=16 bf16 1 term", "sdpa_bf16")]
     for ln in lines:
         check_comparison(ln, 1e-5 if ln["dtype"] == "f32" else 2e-2)
 

@@ -74,7 +74,7 @@ typedef struct pass {
 
 /* Raw scores q.k of the pass's rows against the tile's npanels K panels,
  * into t->s (row r of the pass at s + r ld_s). */
-__attribute__((noinline)) static void pass_scores(const stsa_bf16_tile *t, const pass *ps,
+static void pass_scores(const stsa_bf16_tile *t, const pass *ps,
                                                   int npanels) {
   const int nch = t->D32 / 32, two_blocks = ps->rows1 > 0;
   const uint16_t *q0 = t->q + (int64_t)ps->r0 * t->D32,
@@ -206,7 +206,7 @@ static float row_max(const stsa_bf16_tile *t, float *row) {
  * m_new) for the n keys, 0 past them up to the next multiple of 32 (the
  * key chunk P.V reads), written to t->p as three bf16 terms. NaN and +inf
  * logits make l NaN as in the f32 path (exp2 keeps NaN; inf - inf). */
-__attribute__((noinline)) static void pass_softmax(const stsa_bf16_tile *t,
+static void pass_softmax(const stsa_bf16_tile *t,
                                                    const pass *ps) {
   const int r0 = ps->r0;
   const int n = t->n, n32 = (n + 31) / 32 * 32;
@@ -258,7 +258,7 @@ static void add_to_output(const stsa_bf16_tile *t, const pass *ps, int c0, int c
 }
 
 /* o = alpha o + (hi + mid + lo) V for the pass's rows (the terms there are). */
-__attribute__((noinline)) static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
+static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
   const int nchunks = (t->n + 31) / 32, npanels = t->D_pad / NR,
             two_blocks = ps->rows1 > 0;
   const int p_bytes = t->ld_s * 2, c_bytes = 2 * NR * 4;
