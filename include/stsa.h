@@ -213,8 +213,10 @@ typedef enum stsa_param {
    * keeps, 3 for f32 out (their sum is the f32 probability exactly, as the
    * f32 backends multiply it), 2 for f16 and bf16 out (within 2^-18 of it);
    * 1: the probability rounded to bf16 (2^-9), as PyTorch's bf16 SDPA
-   * rounds it: the fastest, and a bf16 output may then move by an ulp or
-   * two. Other backends and dtypes compute in f32 and ignore it. */
+   * rounds it: the fastest; a bf16 output may then move by an ulp or two,
+   * and lse by up to 2^-9 (with fewer than three terms a row is normalised
+   * by the sum of its rounded weights, which keeps the output unbiased).
+   * Other backends and dtypes compute in f32 and ignore it. */
   STSA_PARAM_BF16_TERMS = 5,
   STSA_PARAM_COUNT_
 } stsa_param;

@@ -95,7 +95,11 @@ void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *hea
 
 static size_t align64(size_t floats) { return (floats + 15) / 16 * 16; }
 
-/* Floats that the bf16 K and V blocks take (0 without bf16 tiles). */
+/* Floats of the f32 K^T and V panels, and of the bf16 K and V blocks:
+ * problems with bf16 tiles have only the blocks, the others only panels. */
+static size_t f32_panels_floats(const stsa_attn_problem *pb) {
+  return pb->bf16_tiles ? 0 : (size_t)pb->Skv_pad * (size_t)(pb->D + pb->D_pad);
+}
 static size_t bf16_blocks_floats(const stsa_attn_problem *pb) {
   return pb->bf16_tiles ? align64((size_t)pb->Skv_pad * (size_t)(pb->D32 + pb->D_pad) / 2)
                         : 0;
@@ -103,18 +107,19 @@ static size_t bf16_blocks_floats(const stsa_attn_problem *pb) {
 
 size_t stsa_kv_packed_floats(const stsa_attn_problem *pb) {
   size_t tiles = (size_t)stsa_kv_tiles(pb);
-  return (size_t)pb->Skv_pad * (size_t)(pb->D + pb->D_pad) + align64(tiles) +
-         align64((tiles + 3) / 4) + bf16_blocks_floats(pb);
+  return f32_panels_floats(pb) + align64(tiles) + align64((tiles + 3) / 4) +
+         bf16_blocks_floats(pb);
 }
 
 stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem) {
   size_t tiles = (size_t)stsa_kv_tiles(pb);
-  stsa_kv_packed p;
-  p.kt = mem;
-  p.vp = p.kt + (size_t)pb->Skv_pad * (size_t)pb->D;
-  p.k_max = p.vp + (size_t)pb->Skv_pad * (size_t)pb->D_pad;
+  stsa_kv_packed p = {NULL, NULL, NULL, NULL, NULL, NULL};
+  if (!pb->bf16_tiles) {
+    p.kt = mem;
+    p.vp = p.kt + (size_t)pb->Skv_pad * (size_t)pb->D;
+  }
+  p.k_max = mem + f32_panels_floats(pb);
   p.v_nonfinite = (uint8_t *)(p.k_max + align64(tiles));
-  p.kb = p.vb = NULL;
   if (pb->bf16_tiles) {
     p.kb = (uint16_t *)(void *)(p.k_max + align64(tiles) + align64((tiles + 3) / 4));
     p.vb = p.kb + (size_t)pb->Skv_pad * (size_t)pb->D32;
@@ -127,19 +132,6 @@ static uint16_t bf16_bits(float x) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);
   return (uint16_t)(u >> 16);
-}
-
-/* Packed row r's K and V as bf16 blocks (stsa_kv_packed: kb, vb); krow has
- * D values, vrow D_pad (zeros past D). */
-static void pack_bf16_row(const stsa_attn_problem *pb, int64_t r, const float *krow,
-                          const float *vrow, stsa_kv_packed *dst) {
-  const int64_t chunks = pb->D32 / 32, v_panel = pb->Skv_pad / 32 * 512;
-  uint16_t *kb = dst->kb + (r / 16) * chunks * 512 + (r % 16) * 2;
-  for (int d = 0; d < pb->D32; d++)
-    kb[(d / 32) * 512 + (d % 32) / 2 * 32 + d % 2] = d < pb->D ? bf16_bits(krow[d]) : 0;
-  uint16_t *vb = dst->vb + (r / 32) * 512 + (r % 32) / 2 * 32 + r % 2;
-  for (int c = 0; c < pb->D_pad; c++)
-    vb[(c / 16) * v_panel + (c % 16) * 2] = bf16_bits(vrow[c]);
 }
 
 /* max |x_i| as bits: an integer max, which vectorises and does not depend
@@ -162,9 +154,49 @@ static float abs_max_value(uint32_t bits) {
   return bits < 0x7f800000u ? x : INFINITY;
 }
 
+/* A kv tile of a problem with bf16 tiles: K and V straight from the bf16
+ * tensors into the bf16 blocks (stsa_kv_packed: kb, vb), zeros past n and
+ * past D, and the tile's max |K| and V's non-finite flag from the bits
+ * (|x| orders as its bits without the sign, NaN and Inf at 0x7f80 up). */
+static void pack_bf16_span(const stsa_attn_problem *pb, int64_t b, int64_t h,
+                           int64_t tile, const stsa_kv_span *sp, const int64_t *kv_rows,
+                           stsa_kv_packed *dst) {
+  const int D = pb->D;
+  const int64_t chunks = pb->D32 / 32, v_panel = pb->Skv_pad / 32 * 512;
+  const int64_t ks = pb->k->stride[3], vs = pb->v->stride[3];
+  unsigned k_max = 0, v_max = 0;
+  for (int p = 0; p < sp->len; p++) {
+    const int64_t r = sp->pack0 + p;
+    uint16_t *kb = dst->kb + (r / 16) * chunks * 512 + (r % 16) * 2;
+    uint16_t *vb = dst->vb + (r / 32) * 512 + (r % 32) / 2 * 32 + r % 2;
+    const uint16_t *k = NULL, *v = NULL;
+    if (p < sp->n) {
+      const int64_t pos = sp->k0 + p, tok = kv_rows ? kv_rows[pos] : pos;
+      k = stsa_tensor_row(pb->k, b, tok, h);
+      v = stsa_tensor_row(pb->v, b, tok, h);
+    }
+    for (int d = 0; d < pb->D32; d++) {
+      const uint16_t x = k && d < D ? k[d * ks] : 0;
+      k_max = (x & 0x7fffu) > k_max ? (x & 0x7fffu) : k_max;
+      kb[(d / 32) * 512 + (d % 32) / 2 * 32 + d % 2] = x;
+    }
+    for (int c = 0; c < pb->D_pad; c++) {
+      const uint16_t x = v && c < D ? v[c * vs] : 0;
+      v_max = (x & 0x7fffu) > v_max ? (x & 0x7fffu) : v_max;
+      vb[(c / 16) * v_panel + (c % 16) * 2] = x;
+    }
+  }
+  dst->k_max[tile] = abs_max_value(k_max << 16);
+  dst->v_nonfinite[tile] = v_max >= 0x7f80u;
+}
+
 void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
                        const stsa_kv_span *sp, const int64_t *kv_rows,
                        stsa_kv_packed *dst) {
+  if (pb->bf16_tiles) {
+    pack_bf16_span(pb, b, h, tile, sp, kv_rows, dst);
+    return;
+  }
   const int D = pb->D, D_pad = pb->D_pad;
   float krow[STSA_MAX_HEAD_DIM], vrow[STSA_MAX_HEAD_DIM];
   uint32_t k_max = 0, v_max = 0;
@@ -197,8 +229,6 @@ void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       for (int c = 0; c < pb->nr; c++)
         vdst[c] = vsrc[c];
     }
-    if (dst->kb)
-      pack_bf16_row(pb, r, krow, vrow, dst);
   }
   dst->k_max[tile] = abs_max_value(k_max);
   dst->v_nonfinite[tile] = v_max >= 0x7f800000u;
@@ -605,6 +635,11 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
       }
     }
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
+    const int safe = (double)sc->q_max * kv->k_max[tile] * D < LOGIT_SAFE;
+    if (pb->bf16_tiles) { /* dense: every tile is FULL, and no f32 panels */
+      run_full_tile_bf16(pb, kv, &sp, rows_pad, safe, sc);
+      continue;
+    }
     const int64_t k0 = sp.k0;
     const int n = sp.n, npanels = (n + pb->nr - 1) / pb->nr;
     /* Variable tiles are mostly short: scores rows as long as the tile's
@@ -612,7 +647,6 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
     const int ld_s = kv_start ? npanels * pb->nr : pb->kv_tile;
     const float *kt = kv->kt + (sp.pack0 / pb->nr) * D * pb->nr;
     const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
-    const int safe = (double)sc->q_max * kv->k_max[tile] * D < LOGIT_SAFE;
     if (partial && pattern && safe && !kv->v_nonfinite[tile]) {
       stsa_run_pattern_tile(pb, &lay->patterns[pattern[i]], kt,
                             kv->vp + sp.pack0 * pb->nr, pb->Skv_pad, rows, rows_pad, n,
@@ -620,10 +654,6 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
       continue;
     }
     const float *vp_full = kv->vp + sp.pack0 * pb->nr;
-    if (pb->bf16_tiles) { /* dense: every tile is FULL (tile_loop.h) */
-      run_full_tile_bf16(pb, kv, &sp, rows_pad, safe, sc);
-      continue;
-    }
     if (!partial) {
       run_full_tile(pb, kt, vp_full, pb->Skv_pad, rows, rows_pad, n, ld_s, safe, sc);
       continue;

@@ -74,8 +74,7 @@ typedef struct pass {
 
 /* Raw scores q.k of the pass's rows against the tile's npanels K panels,
  * into t->s (row r of the pass at s + r ld_s). */
-static void pass_scores(const stsa_bf16_tile *t, const pass *ps,
-                                                  int npanels) {
+static void pass_scores(const stsa_bf16_tile *t, const pass *ps, int npanels) {
   const int nch = t->D32 / 32, two_blocks = ps->rows1 > 0;
   const uint16_t *q0 = t->q + (int64_t)ps->r0 * t->D32,
                  *q1 = q0 + (int64_t)BLOCK * t->D32;
@@ -143,19 +142,25 @@ static inline __m512 widen_bf16(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* Writes one or two bf16 terms of 32 probabilities (p0's 16, then p1's) at
- * column c: hi = p rounded to nearest even (at most 2^-9 of p off, no
- * bias), and with two, lo = p - hi rounded (2^-18 of p). */
-static inline void store_rounded_terms(__m512 p0, __m512 p1, int terms, uint16_t *hi,
-                                       uint16_t *lo, int c) {
-  const __m256i h0 = round_bf16(p0), h1 = round_bf16(p1);
-  _mm256_storeu_si256((__m256i *)(void *)(hi + c), h0);
-  _mm256_storeu_si256((__m256i *)(void *)(hi + c + 16), h1);
-  if (terms == 2) {
-    _mm256_storeu_si256((__m256i *)(void *)(lo + c),
-                        round_bf16(_mm512_sub_ps(p0, widen_bf16(h0))));
-    _mm256_storeu_si256((__m256i *)(void *)(lo + c + 16),
-                        round_bf16(_mm512_sub_ps(p1, widen_bf16(h1))));
+/* Writes one or two bf16 terms of 32 probabilities (p[0]'s 16, then
+ * p[1]'s) at column c: hi = p rounded to nearest even (at most 2^-9 of p
+ * off, no bias), and with two, lo = p - hi rounded (2^-18 of p). Each p[i]
+ * becomes what its terms sum to, the weight P.V gives the key: the row sum
+ * then adds those weights, so the row's weights still sum to 1 after the
+ * rounding (rounded numerator over an unrounded sum would bias the row). */
+static inline void store_rounded_terms(__m512 p[2], int terms, uint16_t *hi, uint16_t *lo,
+                                       int c) {
+  for (int i = 0; i < 2; i++) {
+    const __m256i h = round_bf16(p[i]);
+    _mm256_storeu_si256((__m256i *)(void *)(hi + c + 16 * i), h);
+    const __m512 wh = widen_bf16(h);
+    if (terms == 2) {
+      const __m256i l = round_bf16(_mm512_sub_ps(p[i], wh));
+      _mm256_storeu_si256((__m256i *)(void *)(lo + c + 16 * i), l);
+      p[i] = _mm512_add_ps(wh, widen_bf16(l)); /* exact: 16 significant bits */
+    } else {
+      p[i] = wh;
+    }
   }
 }
 
@@ -175,68 +180,60 @@ static inline void store_terms(__m512 p0, __m512 p1, uint16_t *hi, uint16_t *mid
   _mm512_storeu_si512(lo + c, bf16_of(_mm512_sub_ps(r0, m0), _mm512_sub_ps(r1, m1)));
 }
 
-/* The row's maximum logit over its n scores, in log2 units. Safe tiles:
- * taken on the raw scores and scaled once (score_scale > 0 and rounding is
- * monotonic, so it is the maximum of the scaled scores). Otherwise the
- * scores are scaled in place first and a -inf logit becomes -FLT_MAX, kept
- * apart from weight-0 keys as the f32 path keeps it (a row of only -inf
- * logits then ends with that maximum, which stores as NaN). */
-static float row_max(const stsa_bf16_tile *t, float *row) {
+/* The row's maximum logit over its n raw scores, in log2 units: the raw
+ * maximum times score_scale (> 0; rounding is monotonic, so this is the
+ * maximum of the scaled scores). Unsafe tiles only: a -inf score counts as
+ * -FLT_MAX, kept apart from weight-0 keys as the f32 path keeps it, and a
+ * row whose scores are all -inf returns -FLT_MAX itself (its sum then stays
+ * 0 and the row stores as NaN, stsa.h's rule for only -inf logits). */
+static float row_max(const stsa_bf16_tile *t, const float *row) {
   const int n = t->n;
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY), kept = _mm512_set1_ps(-FLT_MAX);
   __m512 vmax = neg_inf;
-  if (t->safe) {
-    for (int c = 0; c < n; c += 16)
-      vmax =
-          _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + c));
-    return _mm512_reduce_max_ps(vmax) * t->score_scale;
-  }
-  const __m512 vscale = _mm512_set1_ps(t->score_scale), kept = _mm512_set1_ps(-FLT_MAX);
   for (int c = 0; c < n; c += 16) {
-    const __mmask16 live = valid_lanes(c, n);
-    __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c), vscale);
-    x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, neg_inf, _CMP_EQ_OQ), kept);
-    _mm512_mask_storeu_ps(row + c, live, x);
-    vmax = _mm512_max_ps(vmax, _mm512_mask_mov_ps(neg_inf, live, x));
+    __m512 x = _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + c);
+    if (!t->safe)
+      x = _mm512_mask_mov_ps(
+          x, _mm512_mask_cmp_ps_mask(valid_lanes(c, n), x, neg_inf, _CMP_EQ_OQ), kept);
+    vmax = _mm512_max_ps(vmax, x);
   }
-  return _mm512_reduce_max_ps(vmax);
+  const float mx = _mm512_reduce_max_ps(vmax);
+  return !t->safe && mx == -FLT_MAX ? -FLT_MAX : mx * t->score_scale;
 }
 
 /* Online softmax of the pass's rows (kernels.h: softmax): p = exp2(logit -
  * m_new) for the n keys, 0 past them up to the next multiple of 32 (the
  * key chunk P.V reads), written to t->p as three bf16 terms. NaN and +inf
  * logits make l NaN as in the f32 path (exp2 keeps NaN; inf - inf). */
-static void pass_softmax(const stsa_bf16_tile *t,
-                                                   const pass *ps) {
+static void pass_softmax(const stsa_bf16_tile *t, const pass *ps) {
   const int r0 = ps->r0;
   const int n = t->n, n32 = (n + 31) / 32 * 32;
-  const __m512 vscale = _mm512_set1_ps(t->safe ? t->score_scale : 1.0f);
+  const __m512 vscale = _mm512_set1_ps(t->score_scale);
   for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
-    float *row = t->s + (int64_t)r * t->ld_s;
+    const float *row = t->s + (int64_t)r * t->ld_s;
     uint16_t *hi = t->p + (int64_t)r * t->ld_s, *mid = hi + (int64_t)PASS * t->ld_s,
              *lo = mid + (int64_t)PASS * t->ld_s;
     const float tile_max = row_max(t, row), m = t->m[r0 + r];
     const float mx = tile_max > m ? tile_max : m;
     /* nothing kept so far: subtract 0 so that p = exp2(-inf) = 0, no NaN */
     const float base = mx == -INFINITY ? 0.0f : mx;
-    const __m512 vb = _mm512_set1_ps(base);
+    const __m512 vneg = _mm512_set1_ps(-base);
     __m512 sum = _mm512_setzero_ps();
     for (int c = 0; c < n32; c += 32) {
       __m512 p[2];
       for (int i = 0; i < 2; i++) {
         const __mmask16 live = valid_lanes(c + 16 * i, n);
-        /* scaled, then shifted, in two roundings on either path (a fused
-         * multiply-add on safe tiles only would make a row's result depend
-         * on whether another row's poison made its tile unsafe) */
-        const __m512 x = _mm512_sub_ps(
-            _mm512_mul_ps(_mm512_maskz_loadu_ps(live, row + c + 16 * i), vscale), vb);
+        /* the same arithmetic on safe and unsafe tiles (whether a row's tile
+         * is safe depends on the other rows' values), -inf giving 0 */
+        const __m512 x =
+            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, row + c + 16 * i), vscale, vneg);
         p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
-        sum = _mm512_add_ps(sum, p[i]);
       }
       if (t->terms == 3)
-        store_terms(p[0], p[1], hi, mid, lo, c);
+        store_terms(p[0], p[1], hi, mid, lo, c); /* they sum to p exactly */
       else
-        store_rounded_terms(p[0], p[1], t->terms, hi, mid, c);
+        store_rounded_terms(p, t->terms, hi, mid, c);
+      sum = _mm512_add_ps(sum, _mm512_add_ps(p[0], p[1]));
     }
     const float a = _mm512_cvtss_f32(exp2_avx512(_mm512_set1_ps(m - base)));
     t->alpha[r0 + r] = a;
