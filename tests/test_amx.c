@@ -1,6 +1,7 @@
 /*
  * test_amx.c — the amx backend's bf16 tiles (kernels.h: full_tile_bf16) on
- * dense calls with bf16 q, k and v, against the double-precision reference
+ * dense and sparse calls with bf16 q, k and v, against the double-precision
+ * reference
  * and against the f32 path of the avx512 backend, for each number of bf16
  * terms per probability (STSA_PARAM_BF16_TERMS): three terms must give the
  * f32 path's accuracy, one term PyTorch's bf16 rounding of p. Shapes are
@@ -11,6 +12,8 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "testutil.h"
 
@@ -122,6 +125,105 @@ static void check_case(const amx_case *c) {
   tu_guarded_free(ref_lse);
 }
 
+/* out = sparse attention under `plan` on `backend` in `mode`. */
+static void run_sparse(stsa_backend backend, int terms, const stsa_plan *plan,
+                       stsa_sparse_mode mode, const stsa_tensor *q, const stsa_tensor *k,
+                       const stsa_tensor *v, const stsa_tensor *out) {
+  stsa_ctx *ctx = tu_make_ctx(backend, 2, 36, 64);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, terms), STSA_OK);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 0), STSA_OK);
+  stsa_sparse_opts opts = {sizeof opts, 0.0f, NULL, mode, NULL, 0};
+  CHECK_STATUS(stsa_sparse_attention(ctx, plan, q, k, v, out, &opts), STSA_OK);
+  stsa_ctx_free(ctx);
+}
+
+/* Sparse calls on bf16 q, k, v: every tile (FULL and PARTIAL, with the
+ * mask applied after the tile multiply) runs the bf16 tiles. One mask on
+ * both heads, in `order` on geometry g (position-major order fuses a token
+ * permutation into packing and the gathers, as for temporal heads): as
+ * close to the reference as the f32 path, naive mode (every tile PARTIAL)
+ * bitwise the exact mode, and a NaN in V reaching only the rows that keep
+ * its key. */
+static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, int64_t D,
+                         const stsa_mask *mask, stsa_order order) {
+  char name[96];
+  snprintf(name, sizeof name, "sparse %s S=%lld D=%lld", what, (long long)S,
+           (long long)D);
+  enum { HS = 2 };
+  tu_rng rng = {(uint64_t)(S * 3 + D)};
+  stsa_tensor q = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
+  stsa_tensor k = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
+  stsa_tensor v = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
+  const stsa_mask *masks[HS] = {mask, mask};
+  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, 64);
+  stsa_plan_desc desc = {
+      sizeof desc, S,   S, HS, masks, g, order, order, 0, 0, STSA_PLAN_ALLOW_EMPTY_ROWS,
+      NULL,        NULL};
+  stsa_plan *plan = NULL;
+  CHECK_STATUS(stsa_plan_build(pctx, &desc, &plan), STSA_OK);
+  stsa_ctx_free(pctx);
+  stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
+  stsa_tensor f32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
+  stsa_tensor exact = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
+  stsa_tensor naive = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
+  stsa_tensor one = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
+  run_sparse(STSA_BACKEND_REF, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v, &ref);
+  run_sparse(STSA_BACKEND_AVX512, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v, &f32);
+  run_sparse(STSA_BACKEND_AMX, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v, &exact);
+  run_sparse(STSA_BACKEND_AMX, 0, plan, STSA_SPARSE_NAIVE, &q, &k, &v, &naive);
+  run_sparse(STSA_BACKEND_AMX, 1, plan, STSA_SPARSE_EXACT, &q, &k, &v, &one);
+  double scale, f32_err = tu_max_abs_diff(&f32, &ref, &scale);
+  const double err = tu_max_abs_diff(&exact, &ref, NULL);
+  CHECK(err <= f32_err + 1e-7 * scale, "%s: max abs err %.3g, the f32 path's %.3g", name,
+        err, f32_err);
+  CHECK(tu_same_bytes(&exact, &naive), "%s: naive mode differs from exact mode", name);
+  CHECK(!tu_same_bytes(&exact, &one), "%s: 1 and 3 terms gave the same bytes", name);
+  CHECK(tu_guard_ok(exact.data) && tu_guard_ok(naive.data), "%s: guard bytes", name);
+
+  /* NaN in V at one key of head 1: the rows that keep it turn NaN in that
+   * column, every other element keeps its bytes */
+  const int64_t bad = S / 3;
+  stsa_tensor v_nan = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
+  memcpy(v_nan.data, v.data, tu_span(&v) * stsa_dtype_size(STSA_BF16));
+  tu_store(v_nan.data, STSA_BF16, tu_offset(&v_nan, 0, bad, 1, 0), NAN);
+  stsa_tensor poisoned = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
+  run_sparse(STSA_BACKEND_AMX, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v_nan, &poisoned);
+  int64_t wrong = 0, reached = 0;
+  for (int64_t i = 0; i < S; i++)
+    for (int64_t h = 0; h < HS; h++)
+      for (int64_t d = 0; d < D; d++) {
+        const size_t at = tu_offset(&exact, 0, i, h, d);
+        const double got = tu_load(poisoned.data, STSA_F32, at),
+                     clean = tu_load(exact.data, STSA_F32, at);
+        const int hit = h == 1 && d == 0 && stsa_mask_keep(mask, i, bad);
+        reached += hit;
+        wrong += hit ? !isnan(got) : got != clean;
+      }
+  CHECK(wrong == 0 && reached > 0 && reached < S,
+        "%s: %lld elements wrong after a NaN in V (key %lld reaches %lld rows)", name,
+        (long long)wrong, (long long)bad, (long long)reached);
+  tu_free_tensor(&v_nan), tu_free_tensor(&poisoned);
+  tu_free_tensor(&ref), tu_free_tensor(&f32), tu_free_tensor(&exact);
+  tu_free_tensor(&naive), tu_free_tensor(&one);
+  tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+  stsa_plan_free(plan);
+}
+
+/* The sparse cases: bands wider and narrower than a tile, and a temporal
+ * mask (position band) in position-major order on a small video. */
+static void check_sparse_cases(void) {
+  stsa_mask *wide = NULL, *narrow = NULL, *temporal = NULL;
+  CHECK_STATUS(stsa_mask_local(100, 100, &wide), STSA_OK);
+  CHECK_STATUS(stsa_mask_local(9, 9, &narrow), STSA_OK);
+  const stsa_geometry g = {5, 6, 14, 0, 0, STSA_TEXT_NONE}; /* 420 tokens */
+  CHECK_STATUS(stsa_mask_position_band(&g, 10, &temporal), STSA_OK);
+  check_sparse("band 100", NULL, 500, 64, wide, STSA_ORDER_NATIVE);
+  check_sparse("band 9", NULL, 333, 80, narrow, STSA_ORDER_NATIVE);
+  check_sparse("temporal, position-major", &g, stsa_geometry_tokens(&g), 128, temporal,
+               STSA_ORDER_POSITION_MAJOR);
+  stsa_mask_free(wide), stsa_mask_free(narrow), stsa_mask_free(temporal);
+}
+
 int main(void) {
   /* the backend runs where the CPU check says, and nowhere else */
   CHECK(stsa_backend_available(STSA_BACKEND_AMX) == stsa_cpu_has_amx(),
@@ -148,5 +250,6 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_case(&cases[i]);
+  check_sparse_cases();
   return tu_finish("test_amx");
 }

@@ -62,6 +62,22 @@ typedef struct stsa_bf16_tile {
   int terms;
   float *c;                 /* scratch [STSA_BF16_PASS_ROWS][2 nr] f32 */
   float *o, *m, *l, *alpha; /* as for softmax and pv, over rows_pad rows */
+  /* PARTIAL tiles only (mask NULL: FULL): rows real q rows of rows_pad; per
+   * pass, after the scores (and on unsafe tiles -inf scores turned to
+   * -FLT_MAX, kept), mask(mask_ctx, r0, rows, s, ld_s) writes -inf for the
+   * dropped pairs of q tile rows [r0, r0 + rows) (s row 0 = row r0). */
+  int rows;
+  void (*mask)(const void *mask_ctx, int r0, int rows, float *s, int ld_s);
+  const void *mask_ctx;
+  /* A PARTIAL tile whose V holds NaN/Inf: vb is a copy with them as 0
+   * (a dropped key's V must not reach a row: 0 * NaN), and the bad_keys[0..
+   * nbad) that have them add p * V for the rows that keep them, read from
+   * vb_raw (v_panel_raw apart), as the f32 path adds them. nbad 0: none. */
+  const int32_t *bad_keys;
+  int nbad;
+  const uint16_t *vb_raw;
+  int64_t v_panel_raw;
+  int D; /* the head dim: V columns past it are 0 */
 } stsa_bf16_tile;
 
 typedef struct stsa_kernels {
@@ -104,11 +120,11 @@ typedef struct stsa_kernels {
               float *rowmax);
   void (*pv2)(const float *p, int ld_p, int n, const float *panel, int64_t panel_stride,
               float *o, int ld_o, const float *alpha);
-  /* Optional (NULL but on the amx backend): a whole FULL kv tile for bf16
-   * Q, K and V on bf16 tile-multiply hardware, with the non-finite rules of
-   * stsa.h. Q.K^T multiplies bf16 exactly and sums in f32 like qk; each f32
-   * probability goes to P.V as t->terms bf16 terms (three: their sum is p
-   * exactly, so P.V multiplies the f32 p as the f32 path does). */
+  /* Optional (NULL but on the amx backend): a whole kv tile (FULL, or
+   * PARTIAL with its mask) for bf16 Q, K and V on bf16 tile-multiply
+   * hardware, with the non-finite rules of stsa.h. Q.K^T multiplies bf16 exactly and sums
+   * in f32 like qk; each f32 probability goes to P.V as t->terms bf16 terms (three: their
+   * sum is p exactly, so P.V multiplies the f32 p as the f32 path does). */
   void (*full_tile_bf16)(const stsa_bf16_tile *t);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */

@@ -66,7 +66,7 @@ static int bf16_terms_for(stsa_dtype out) { return out == STSA_F32 ? 3 : 2; }
 void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
   pb->bf16_tiles = pb->kern->full_tile_bf16 && pb->q->dtype == STSA_BF16 &&
                    pb->k->dtype == STSA_BF16 && pb->v->dtype == STSA_BF16 &&
-                   pb->kv_tile % 32 == 0;
+                   pb->kv_tile % 32 == 0 && !pb->q_tiles_max && !pb->kv_tiles_max;
   pb->bf16_terms = terms ? terms : bf16_terms_for(pb->out->dtype);
 }
 
@@ -240,7 +240,7 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   stsa_pack_kv_span(pb, b, h, tile, &sp, kv_rows, dst);
 }
 
-enum { SCRATCH_SLOTS = 16 };
+enum { SCRATCH_SLOTS = 17 };
 
 /* Floats of each scratch slot, in the order of scratch_slots(). */
 static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOTS]) {
@@ -262,7 +262,8 @@ static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOT
                                    align64((size_t)pb->mr),
                                    bf16 ? align64(nq * (size_t)pb->D32 / 2) : 0,
                                    bf16 ? align64(pass * nkv * 3 / 2) : 0,
-                                   bf16 ? align64(pass * 2 * (size_t)pb->nr) : 0};
+                                   bf16 ? align64(pass * 2 * (size_t)pb->nr) : 0,
+                                   bf16 ? align64(nkv * (size_t)pb->D_pad / 2) : 0};
   memcpy(sizes, s, sizeof s);
 }
 
@@ -277,11 +278,11 @@ size_t stsa_tile_scratch_bytes(const stsa_attn_problem *pb) {
 void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scratch *sc) {
   size_t sizes[SCRATCH_SLOTS];
   scratch_sizes(pb, sizes);
-  float *v_safe, *bad_keys, *kept, *span, *qb, *pbf;
-  float **slots[SCRATCH_SLOTS] = {&sc->q,    &sc->s,     &sc->o,        &sc->m,
-                                  &sc->l,    &sc->alpha, &sc->tile_max, &sc->row,
-                                  &v_safe,   &bad_keys,  &kept,         &span,
-                                  &sc->ones, &qb,        &pbf,          &sc->cbuf};
+  float *v_safe, *bad_keys, *kept, *span, *qb, *pbf, *vb_safe;
+  float **slots[SCRATCH_SLOTS] = {
+      &sc->q,        &sc->s,   &sc->o,  &sc->m,    &sc->l,  &sc->alpha,
+      &sc->tile_max, &sc->row, &v_safe, &bad_keys, &kept,   &span,
+      &sc->ones,     &qb,      &pbf,    &sc->cbuf, &vb_safe};
   float *p = mem;
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     *slots[i] = p;
@@ -293,6 +294,7 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   sc->span = (int32_t *)(void *)span;
   sc->qb = (uint16_t *)(void *)qb;
   sc->pbf = (uint16_t *)(void *)pbf;
+  sc->vb_safe = (uint16_t *)(void *)vb_safe;
   for (int r = 0; r < pb->mr; r++)
     sc->ones[r] = 1.0f;
   sc->q_max = 0;
@@ -525,15 +527,62 @@ static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const fl
   }
 }
 
-/* A FULL fixed tile through full_tile_bf16 (kernels.h); `safe` as for
- * run_full_tile: no logit of the tile can be NaN or +-inf. */
-static void run_full_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                               const stsa_kv_span *sp, int rows_pad, int safe,
-                               stsa_tile_scratch *sc) {
+/* A PARTIAL tile's mask for full_tile_bf16 (kernels.h): the list's mask
+ * bound to the tile. */
+typedef struct bf16_mask {
+  const stsa_kv_list *list;
+  int64_t entry, q0, k0;
+  int n;
+} bf16_mask;
+
+static void apply_bf16_mask(const void *ctx, int r0, int rows, float *s, int ld_s) {
+  const bf16_mask *m = ctx;
+  m->list->mask(m->list->mask_ctx, m->entry, m->q0, r0, rows, m->k0, m->n, s, ld_s);
+}
+
+/* A PARTIAL tile whose V holds NaN/Inf: copies its V blocks into vb_safe
+ * with NaN/Inf as 0 and lists the keys that had some (stsa_bf16_tile:
+ * bad_keys); returns their number. */
+static int screen_v_blocks(const stsa_attn_problem *pb, const uint16_t *vb,
+                           int64_t v_panel, int n, stsa_tile_scratch *sc) {
+  const int64_t blocks = pb->kv_tile / 32, panels = pb->D_pad / 16;
+  int nbad = 0;
+  for (int key = 0; key < n; key++) {
+    int bad = 0;
+    const int64_t at = (key / 32) * 512 + (key % 32) / 2 * 32 + key % 2;
+    for (int64_t j = 0; j < panels; j++)
+      for (int c = 0; c < 16; c++) {
+        const uint16_t x = vb[j * v_panel + at + c * 2];
+        const int finite = (x & 0x7f80u) != 0x7f80u;
+        sc->vb_safe[j * blocks * 512 + at + c * 2] = finite ? x : 0;
+        bad |= !finite;
+      }
+    if (bad)
+      sc->bad_keys[nbad++] = key;
+  }
+  /* keys past n are zeros in the pack and stay so */
+  for (int key = n; key < (n + 31) / 32 * 32; key++)
+    for (int64_t j = 0; j < panels; j++)
+      for (int c = 0; c < 16; c++)
+        sc->vb_safe[j * blocks * 512 + (key / 32) * 512 + (key % 32) / 2 * 32 + key % 2 +
+                    c * 2] = 0;
+  return nbad;
+}
+
+/* Kv tile `tile` through full_tile_bf16 (kernels.h): FULL (mask NULL) or
+ * PARTIAL; `safe` as for run_full_tile: no logit of the tile can be NaN or
+ * +-inf. */
+static void run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                          const stsa_kv_span *sp, int64_t tile, int rows, int rows_pad,
+                          int safe, const bf16_mask *mask, stsa_tile_scratch *sc) {
+  const uint16_t *vb = kv->vb + sp->pack0 / 32 * 512;
+  const int64_t v_panel = pb->Skv_pad / 32 * 512;
+  const int nbad =
+      mask && kv->v_nonfinite[tile] ? screen_v_blocks(pb, vb, v_panel, sp->n, sc) : 0;
   const stsa_bf16_tile t = {.q = sc->qb,
                             .kb = kv->kb + sp->pack0 / 16 * (pb->D32 / 32) * 512,
-                            .vb = kv->vb + sp->pack0 / 32 * 512,
-                            .v_panel = pb->Skv_pad / 32 * 512,
+                            .vb = nbad ? sc->vb_safe : vb,
+                            .v_panel = nbad ? pb->kv_tile / 32 * 512 : v_panel,
                             .D32 = pb->D32,
                             .D_pad = pb->D_pad,
                             .rows_pad = rows_pad,
@@ -548,7 +597,15 @@ static void run_full_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed
                             .o = sc->o,
                             .m = sc->m,
                             .l = sc->l,
-                            .alpha = sc->alpha};
+                            .alpha = sc->alpha,
+                            .rows = rows,
+                            .mask = mask ? apply_bf16_mask : NULL,
+                            .mask_ctx = mask,
+                            .bad_keys = sc->bad_keys,
+                            .nbad = nbad,
+                            .vb_raw = vb,
+                            .v_panel_raw = v_panel,
+                            .D = pb->D};
   pb->kern->full_tile_bf16(&t);
 }
 
@@ -636,8 +693,10 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
     }
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
     const int safe = (double)sc->q_max * kv->k_max[tile] * D < LOGIT_SAFE;
-    if (pb->bf16_tiles) { /* dense: every tile is FULL, and no f32 panels */
-      run_full_tile_bf16(pb, kv, &sp, rows_pad, safe, sc);
+    if (pb->bf16_tiles) { /* every tile, FULL or PARTIAL; no f32 panels */
+      const bf16_mask bm = {list, i, q0, sp.k0, sp.n};
+      const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
+      run_tile_bf16(pb, kv, &sp, tile, rows, rows_pad, safe, partial ? &bm : NULL, sc);
       continue;
     }
     const int64_t k0 = sp.k0;

@@ -47,13 +47,14 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
                        const stsa_attn_opts *opts, int q_tile, int kv_tile,
                        const stsa_kernels *kern);
 
-/* Dense calls: every tile of pb goes through kern->full_tile_bf16 where the
- * table has it, Q, K and V are bf16 and kv tiles are multiples of 32 keys
- * (only dense calls: their tiles are all FULL, so no call mixes the f32 and
- * the bf16 arithmetic, and every row's result stays independent of the
- * other rows' values), with `terms` bf16 terms per probability
- * (STSA_PARAM_BF16_TERMS; 0: by the output's dtype). Call before sizing the
- * packs and scratch. */
+/* Every tile of pb, FULL or PARTIAL, goes through kern->full_tile_bf16
+ * where the table has it, Q, K and V are bf16, kv tiles are multiples of 32
+ * keys and fixed (variable tiles run the f32 path), with `terms` bf16 terms
+ * per probability (STSA_PARAM_BF16_TERMS; 0: by the output's dtype). All of
+ * a call's tiles or none: so no call mixes the f32 and the bf16
+ * arithmetic, a mask that keeps a whole tile gives the FULL tile's bytes,
+ * and every row's result stays independent of the other rows' values.
+ * Call after stsa_problem_fit_layouts, before sizing packs and scratch. */
 void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms);
 
 /* Sizes pb for the heads' layouts: with some variable tiles, the unit count,
@@ -156,10 +157,12 @@ typedef struct stsa_tile_scratch {
   /* Only for a PARTIAL tile with a stored pattern (tile_spans.h): */
   int32_t *span; /* [2 q_tile / mr] row block i keeps columns [span[2i], span[2i+1]) */
   /* Only with pb->bf16_tiles (kernels.h: stsa_bf16_tile): */
-  uint16_t *qb;  /* [q_tile][D32] the q tile's bf16 rows, unscaled */
-  uint16_t *pbf; /* [3][32][kv_tile] a pass's probabilities, hi, mid, lo */
-  float *cbuf;   /* [32][2 nr] tile multiplies' sums (32: STSA_BF16_PASS_ROWS) */
-  void *block_;  /* the allocation of stsa_tile_scratch_alloc, else NULL */
+  uint16_t *qb;      /* [q_tile][D32] the q tile's bf16 rows, unscaled */
+  uint16_t *pbf;     /* [3][32][kv_tile] a pass's probabilities, hi, mid, lo */
+  float *cbuf;       /* [32][2 nr] tile multiplies' sums (32: STSA_BF16_PASS_ROWS) */
+  uint16_t *vb_safe; /* [D_pad/16][kv_tile/32][512] a PARTIAL tile's V blocks,
+                        NaN/Inf -> 0 */
+  void *block_;      /* the allocation of stsa_tile_scratch_alloc, else NULL */
 } stsa_tile_scratch;
 
 /* Bytes of one scratch (a multiple of 64), and a scratch laid out in `mem`

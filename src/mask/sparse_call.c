@@ -271,6 +271,7 @@ static stsa_status prepare(const stsa_ctx *ctx, const stsa_plan *const *plans,
                     plans[0]->kv_tile, &ctx->run->kern);
   /* plans of variable (cluster) tiles size the units and the pack */
   stsa_problem_fit_layouts(&p->pb, p->call.heads, q->shape[2]);
+  stsa_problem_use_bf16_tiles(&p->pb, ctx->bf16_terms);
   p->work = stsa_sparse_work(&p->run, &p->pb, p->call.heads, ctx->run->ref);
   return STSA_OK;
 }

@@ -23,6 +23,10 @@
  * FMA does 16: the softmax, not the multiplies, is the larger part of the
  * time.
  *
+ * PARTIAL tiles take the tile loop's mask after step 1 (dropped pairs get
+ * weight 0), so a call's FULL and PARTIAL tiles share one arithmetic: a
+ * mask that keeps everything gives the FULL tile's bytes.
+ *
  * x86-64 only: CMake compiles this file only for x86 targets.
  */
 #if defined(__x86_64__)
@@ -180,23 +184,32 @@ static inline void store_terms(__m512 p0, __m512 p1, uint16_t *hi, uint16_t *mid
   _mm512_storeu_si512(lo + c, bf16_of(_mm512_sub_ps(r0, m0), _mm512_sub_ps(r1, m1)));
 }
 
+/* Unsafe tiles, before the mask: a -inf score becomes -FLT_MAX, kept apart
+ * from the pairs the mask drops (-inf), as the f32 path keeps it. */
+static void mark_kept_neg_inf(const stsa_bf16_tile *t, const pass *ps) {
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY), kept = _mm512_set1_ps(-FLT_MAX);
+  for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
+    float *row = t->s + (int64_t)r * t->ld_s;
+    for (int c = 0; c < t->n; c += 16) {
+      const __mmask16 live = valid_lanes(c, t->n);
+      const __m512 x = _mm512_maskz_loadu_ps(live, row + c);
+      _mm512_mask_storeu_ps(row + c,
+                            _mm512_mask_cmp_ps_mask(live, x, neg_inf, _CMP_EQ_OQ), kept);
+    }
+  }
+}
+
 /* The row's maximum logit over its n raw scores, in log2 units: the raw
  * maximum times score_scale (> 0; rounding is monotonic, so this is the
- * maximum of the scaled scores). Unsafe tiles only: a -inf score counts as
- * -FLT_MAX, kept apart from weight-0 keys as the f32 path keeps it, and a
- * row whose scores are all -inf returns -FLT_MAX itself (its sum then stays
- * 0 and the row stores as NaN, stsa.h's rule for only -inf logits). */
+ * maximum of the scaled scores). On unsafe tiles a row whose kept scores
+ * are all -inf (marked -FLT_MAX) returns -FLT_MAX itself: its sum then
+ * stays 0 and the row stores as NaN, stsa.h's rule for only -inf logits. */
 static float row_max(const stsa_bf16_tile *t, const float *row) {
   const int n = t->n;
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY), kept = _mm512_set1_ps(-FLT_MAX);
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   __m512 vmax = neg_inf;
-  for (int c = 0; c < n; c += 16) {
-    __m512 x = _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + c);
-    if (!t->safe)
-      x = _mm512_mask_mov_ps(
-          x, _mm512_mask_cmp_ps_mask(valid_lanes(c, n), x, neg_inf, _CMP_EQ_OQ), kept);
-    vmax = _mm512_max_ps(vmax, x);
-  }
+  for (int c = 0; c < n; c += 16)
+    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + c));
   const float mx = _mm512_reduce_max_ps(vmax);
   return !t->safe && mx == -FLT_MAX ? -FLT_MAX : mx * t->score_scale;
 }
@@ -300,6 +313,42 @@ static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
   }
 }
 
+/* The bf16 terms of row r, key c of the pass, summed: the weight P.V gave
+ * the key. */
+static float weight_of(const stsa_bf16_tile *t, int r, int c) {
+  float w = 0.0f;
+  for (int x = 0; x < t->terms; x++) {
+    const uint32_t bits = (uint32_t)t->p[((int64_t)x * PASS + r) * t->ld_s + c] << 16;
+    float v;
+    memcpy(&v, &bits, sizeof v);
+    w += v;
+  }
+  return w;
+}
+
+/* A PARTIAL tile whose V holds NaN/Inf (stsa_bf16_tile: bad_keys): P.V ran
+ * on V with them as 0; each row of the pass that keeps such a key adds
+ * p * NaN/Inf where V has them (NaN even for p = 0, as in SDPA). */
+static void pass_nonfinite_v(const stsa_bf16_tile *t, const pass *ps) {
+  for (int i = 0; i < t->nbad; i++) {
+    const int key = t->bad_keys[i];
+    const uint16_t *v = t->vb_raw + (key / 32) * 512 + (key % 32) / 2 * 32 + key % 2;
+    for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
+      if (t->s[(int64_t)r * t->ld_s + key] == -INFINITY)
+        continue; /* the mask dropped the pair */
+      const float p = weight_of(t, r, key);
+      float *o = t->o + (int64_t)(ps->r0 + r) * t->D_pad;
+      for (int d = 0; d < t->D; d++) {
+        const uint32_t bits = (uint32_t)v[(d / NR) * t->v_panel_raw + (d % NR) * 2] << 16;
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        if (!isfinite(x))
+          o[d] += p * x;
+      }
+    }
+  }
+}
+
 /* Passes of 32 rows (two full blocks), then what is left: the tiles are
  * configured again only when a pass's blocks change, and released at the
  * end (the tile state is the calling thread's; a released one is not saved
@@ -317,8 +366,15 @@ static void full_tile_amx(const stsa_bf16_tile *t) {
       configured1 = ps.rows1;
     }
     pass_scores(t, &ps, npanels);
+    if (!t->safe)
+      mark_kept_neg_inf(t, &ps);
+    if (t->mask && ps.r0 < t->rows)
+      t->mask(t->mask_ctx, ps.r0, t->rows - ps.r0 < PASS ? t->rows - ps.r0 : PASS, t->s,
+              t->ld_s);
     pass_softmax(t, &ps);
     pass_pv(t, &ps);
+    if (t->nbad)
+      pass_nonfinite_v(t, &ps);
   }
   _tile_release();
 }
