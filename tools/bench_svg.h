@@ -14,6 +14,7 @@ typedef struct svg_bench_opts {
   const char *preset;
   int64_t heads;
   int threads, json, compare_permute, q_tile, kv_tile, reps;
+  stsa_dtype dtype; /* of q, k, v (--dtype; f32 default) */
   uint64_t seed;
   cli_dist_opts dist; /* --dist; scheme -1: one process */
 } svg_bench_opts;

@@ -22,6 +22,10 @@ static void set_dist(void *base, const char *name, const char *value) {
   cli_parse_dist(name, value, &((svg_bench_opts *)base)->dist);
 }
 
+static void set_dtype(void *base, const char *name, const char *value) {
+  ((svg_bench_opts *)base)->dtype = cli_parse_dtype(name, value);
+}
+
 static const cli_opt SVG_BENCH_OPTIONS[] = {
     {.name = "--preset",
      .metavar = "NAME",
@@ -50,6 +54,10 @@ static const cli_opt SVG_BENCH_OPTIONS[] = {
      CLI_FLAG(svg_bench_opts, compare_permute),
      .help = "also time temporal heads with the permutation fused\n"
              "into the kernel against copying the tensors"},
+    {.name = "--dtype",
+     .metavar = "DT",
+     CLI_CALL(set_dtype),
+     .help = "q, k and v: f32 (default), f16 or bf16 (outputs stay f32)"},
     {.name = "--json", CLI_FLAG(svg_bench_opts, json), .help = "one JSON line"},
     {.name = "--dist",
      .metavar = "S",
@@ -152,7 +160,8 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
 }
 
 int bench_svg(int argc, char **argv) {
-  svg_bench_opts o = {.heads = 2, .reps = 1, .seed = 1, .dist = CLI_DIST_NONE};
+  svg_bench_opts o = {
+      .heads = 2, .reps = 1, .seed = 1, .dtype = STSA_F32, .dist = CLI_DIST_NONE};
   static const cli_command cmd = {"bench svg", "stsa bench svg --help", usage};
   const cli_opt_set set = {SVG_BENCH_OPTIONS, &o};
   const int dist = cli_dist_start(&set, 1, argc, argv, 2);
@@ -182,6 +191,8 @@ int bench_svg(int argc, char **argv) {
 
   svg_workload w;
   svg_workload_make(&w, &cfg, 1, o.seed);
+  if (o.dtype != STSA_F32)
+    svg_workload_cast(&w, o.dtype);
   stsa_svg *svg;
   double t0 = cli_now();
   cli_check(stsa_svg_create(ctx, &cfg, &svg), ctx, "creating the session");
@@ -237,7 +248,8 @@ int bench_svg(int argc, char **argv) {
   double rel_tm = n_kind[1] ? rel_kind[1] / n_kind[1] : 0;
   if (o.json)
     printf(
-        "{\"bench\": \"svg\", \"preset\": \"%s\", \"tokens\": %lld, \"heads\": %lld, "
+        "{\"bench\": \"svg\", \"preset\": \"%s\", \"dtype\": \"%s\", \"tokens\": %lld, "
+        "\"heads\": %lld, "
         "\"dim\": %lld, \"threads\": %lld, \"dense_ms\": %.3f, \"svg_ms\": %.3f, "
         "\"speedup\": %.3f, \"ideal_speedup\": %.3f, \"efficiency\": %.3f, "
         "\"profile_ms\": %.3f, \"attention_ms\": %.3f, \"permute_ms\": %.3f, "
@@ -245,8 +257,8 @@ int bench_svg(int argc, char **argv) {
         "\"rel_l2\": %.5f, \"rel_l2_spatial\": %.5f, \"rel_l2_temporal\": %.5f, "
         "\"min_cosine\": %.6f, \"kind_accuracy\": %.4f, \"spatial_heads\": %d, "
         "\"temporal_heads\": %d, \"setup_ms\": %.3f, \"q_tile\": %d, \"kv_tile\": %d}\n",
-        o.preset, (long long)N, (long long)H, (long long)cfg.head_dim, (long long)threads,
-        dense_ms, svg_ms, speedup, ideal, speedup / ideal, rep.profile_ms,
+        o.preset, stsa_dtype_name(o.dtype), (long long)N, (long long)H,
+        (long long)cfg.head_dim, (long long)threads, dense_ms, svg_ms, speedup, ideal, speedup / ideal, rep.profile_ms,
         rep.attention_ms, permute_ms, fused_ms, copy_ms, rep.density, rel_all, rel_sp,
         rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1], setup_ms, win.q_tile,
         win.kv_tile);

@@ -20,6 +20,9 @@ void svg_workload_make(svg_workload *w, const stsa_svg_config *cfg, int64_t batc
 void svg_workload_make_kinds(svg_workload *w, const stsa_svg_config *cfg, int64_t batch,
                              uint64_t seed, const stsa_head_kind *kinds);
 void svg_workload_free(svg_workload *w);
+/* q, k and v converted to `dtype` (f16, bf16: what a pipeline in that
+ * precision passes); out and ref stay f32. */
+void svg_workload_cast(svg_workload *w, stsa_dtype dtype);
 
 /* Per head over all batch entries: relative L2 error ||out - ref|| / ||ref||
  * and cosine similarity, both f32 [B, N, H, D] tensors. */
