@@ -258,10 +258,10 @@ int bench_svg(int argc, char **argv) {
         "\"min_cosine\": %.6f, \"kind_accuracy\": %.4f, \"spatial_heads\": %d, "
         "\"temporal_heads\": %d, \"setup_ms\": %.3f, \"q_tile\": %d, \"kv_tile\": %d}\n",
         o.preset, stsa_dtype_name(o.dtype), (long long)N, (long long)H,
-        (long long)cfg.head_dim, (long long)threads, dense_ms, svg_ms, speedup, ideal, speedup / ideal, rep.profile_ms,
-        rep.attention_ms, permute_ms, fused_ms, copy_ms, rep.density, rel_all, rel_sp,
-        rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1], setup_ms, win.q_tile,
-        win.kv_tile);
+        (long long)cfg.head_dim, (long long)threads, dense_ms, svg_ms, speedup, ideal,
+        speedup / ideal, rep.profile_ms, rep.attention_ms, permute_ms, fused_ms, copy_ms,
+        rep.density, rel_all, rel_sp, rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1],
+        setup_ms, win.q_tile, win.kv_tile);
   else {
     printf("svg %s: %lld tokens, %lld heads x %lld, %lld threads\n", o.preset,
            (long long)N, (long long)H, (long long)cfg.head_dim, (long long)threads);

@@ -69,6 +69,11 @@ typedef struct stsa_bf16_tile {
   int rows;
   void (*mask)(const void *mask_ctx, int r0, int rows, float *s, int ld_s);
   const void *mask_ctx;
+  /* Optional with a mask: span[2 i], span[2 i + 1] = the columns [lo, hi)
+   * that rows of pass i (STSA_BF16_PASS_ROWS each) keep at all; the pass
+   * computes only the K panels and key chunks that reach them (lo >= hi:
+   * none). NULL: every column. */
+  const int32_t *span;
   /* A PARTIAL tile whose V holds NaN/Inf: vb is a copy with them as 0
    * (a dropped key's V must not reach a row: 0 * NaN), and the bad_keys[0..
    * nbad) that have them add p * V for the rows that keep them, read from

@@ -569,12 +569,34 @@ static int screen_v_blocks(const stsa_attn_problem *pb, const uint16_t *vb,
   return nbad;
 }
 
+/* span[2 i], span[2 i + 1] = the columns [lo, hi) that rows of pass i of
+ * full_tile_bf16 keep under a stored pattern (lo >= hi: none). */
+static void pass_spans(const stsa_tile_pattern *pat, int rows, int32_t *span) {
+  for (int r0 = 0; r0 < rows; r0 += STSA_BF16_PASS_ROWS) {
+    int lo = INT32_MAX, hi = 0;
+    const int end = r0 + STSA_BF16_PASS_ROWS < rows ? r0 + STSA_BF16_PASS_ROWS : rows;
+    for (int r = r0; r < end; r++) {
+      const int32_t i0 = pat->row_ptr[r], i1 = pat->row_ptr[r + 1];
+      if (i0 == i1)
+        continue;
+      lo = pat->iv[2 * i0] < lo ? pat->iv[2 * i0] : lo;
+      hi = pat->iv[2 * i1 - 1] > hi ? pat->iv[2 * i1 - 1] : hi;
+    }
+    span[2 * (r0 / STSA_BF16_PASS_ROWS)] = lo;
+    span[2 * (r0 / STSA_BF16_PASS_ROWS) + 1] = hi;
+  }
+}
+
 /* Kv tile `tile` through full_tile_bf16 (kernels.h): FULL (mask NULL) or
- * PARTIAL; `safe` as for run_full_tile: no logit of the tile can be NaN or
- * +-inf. */
+ * PARTIAL, with the columns each pass keeps when a stored pattern is the
+ * mask (pat; NULL: every column); `safe` as for run_full_tile: no logit of
+ * the tile can be NaN or +-inf. */
 static void run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           const stsa_kv_span *sp, int64_t tile, int rows, int rows_pad,
-                          int safe, const bf16_mask *mask, stsa_tile_scratch *sc) {
+                          int safe, const bf16_mask *mask, const stsa_tile_pattern *pat,
+                          stsa_tile_scratch *sc) {
+  if (pat)
+    pass_spans(pat, rows, sc->span);
   const uint16_t *vb = kv->vb + sp->pack0 / 32 * 512;
   const int64_t v_panel = pb->Skv_pad / 32 * 512;
   const int nbad =
@@ -601,6 +623,7 @@ static void run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                             .rows = rows,
                             .mask = mask ? apply_bf16_mask : NULL,
                             .mask_ctx = mask,
+                            .span = pat ? sc->span : NULL,
                             .bad_keys = sc->bad_keys,
                             .nbad = nbad,
                             .vb_raw = vb,
@@ -696,7 +719,8 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
     if (pb->bf16_tiles) { /* every tile, FULL or PARTIAL; no f32 panels */
       const bf16_mask bm = {list, i, q0, sp.k0, sp.n};
       const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
-      run_tile_bf16(pb, kv, &sp, tile, rows, rows_pad, safe, partial ? &bm : NULL, sc);
+      run_tile_bf16(pb, kv, &sp, tile, rows, rows_pad, safe, partial ? &bm : NULL,
+                    partial && pattern ? &lay->patterns[pattern[i]] : NULL, sc);
       continue;
     }
     const int64_t k0 = sp.k0;

@@ -71,9 +71,10 @@ static void configure_tiles(int rows0, int rows1) {
   _tile_loadconfig(&cfg);
 }
 
-/* The rows of one pass: where it starts and its two blocks. */
+/* The rows of one pass: where it starts, its two blocks, and the columns
+ * [lo, hi) it computes (stsa_bf16_tile: span; else [0, n)). */
 typedef struct pass {
-  int r0, rows0, rows1;
+  int r0, rows0, rows1, lo, hi;
 } pass;
 
 /* Raw scores q.k of the pass's rows against the tile's npanels K panels,
@@ -84,8 +85,9 @@ static void pass_scores(const stsa_bf16_tile *t, const pass *ps, int npanels) {
                  *q1 = q0 + (int64_t)BLOCK * t->D32;
   const int q_bytes = t->D32 * 2, s_bytes = t->ld_s * 4;
   float *s1 = t->s + (int64_t)BLOCK * t->ld_s;
-  for (int p = 0; p < npanels; p += 2) {
-    const int two_panels = p + 1 < npanels;
+  const int p_end = (ps->hi + NR - 1) / NR < npanels ? (ps->hi + NR - 1) / NR : npanels;
+  for (int p = ps->lo / NR; p < p_end; p += 2) {
+    const int two_panels = p + 1 < p_end;
     const uint16_t *k0 = t->kb + (int64_t)p * nch * 512, *k1 = k0 + (int64_t)nch * 512;
     _tile_zero(0);
     _tile_zero(1);
@@ -204,11 +206,11 @@ static void mark_kept_neg_inf(const stsa_bf16_tile *t, const pass *ps) {
  * maximum of the scaled scores). On unsafe tiles a row whose kept scores
  * are all -inf (marked -FLT_MAX) returns -FLT_MAX itself: its sum then
  * stays 0 and the row stores as NaN, stsa.h's rule for only -inf logits. */
-static float row_max(const stsa_bf16_tile *t, const float *row) {
-  const int n = t->n;
+static float row_max(const stsa_bf16_tile *t, const pass *ps, const float *row) {
+  const int n = ps->hi < t->n ? ps->hi : t->n;
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   __m512 vmax = neg_inf;
-  for (int c = 0; c < n; c += 16)
+  for (int c = ps->lo / 16 * 16; c < n; c += 16)
     vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + c));
   const float mx = _mm512_reduce_max_ps(vmax);
   return !t->safe && mx == -FLT_MAX ? -FLT_MAX : mx * t->score_scale;
@@ -220,19 +222,20 @@ static float row_max(const stsa_bf16_tile *t, const float *row) {
  * logits make l NaN as in the f32 path (exp2 keeps NaN; inf - inf). */
 static void pass_softmax(const stsa_bf16_tile *t, const pass *ps) {
   const int r0 = ps->r0;
-  const int n = t->n, n32 = (n + 31) / 32 * 32;
+  const int n = ps->hi < t->n ? ps->hi : t->n, c0 = ps->lo / 32 * 32,
+            n32 = (n + 31) / 32 * 32;
   const __m512 vscale = _mm512_set1_ps(t->score_scale);
   for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
     const float *row = t->s + (int64_t)r * t->ld_s;
     uint16_t *hi = t->p + (int64_t)r * t->ld_s, *mid = hi + (int64_t)PASS * t->ld_s,
              *lo = mid + (int64_t)PASS * t->ld_s;
-    const float tile_max = row_max(t, row), m = t->m[r0 + r];
+    const float tile_max = row_max(t, ps, row), m = t->m[r0 + r];
     const float mx = tile_max > m ? tile_max : m;
     /* nothing kept so far: subtract 0 so that p = exp2(-inf) = 0, no NaN */
     const float base = mx == -INFINITY ? 0.0f : mx;
     const __m512 vneg = _mm512_set1_ps(-base);
     __m512 sum = _mm512_setzero_ps();
-    for (int c = 0; c < n32; c += 32) {
+    for (int c = c0; c < n32; c += 32) {
       __m512 p[2];
       for (int i = 0; i < 2; i++) {
         const __mmask16 live = valid_lanes(c + 16 * i, n);
@@ -269,8 +272,8 @@ static void add_to_output(const stsa_bf16_tile *t, const pass *ps, int c0, int c
 
 /* o = alpha o + (hi + mid + lo) V for the pass's rows (the terms there are). */
 static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
-  const int nchunks = (t->n + 31) / 32, npanels = t->D_pad / NR,
-            two_blocks = ps->rows1 > 0;
+  const int n = ps->hi < t->n ? ps->hi : t->n, k0 = ps->lo / 32, k1 = (n + 31) / 32;
+  const int npanels = t->D_pad / NR, two_blocks = ps->rows1 > 0;
   const int p_bytes = t->ld_s * 2, c_bytes = 2 * NR * 4;
   const int64_t term = (int64_t)PASS * t->ld_s, block = (int64_t)BLOCK * t->ld_s;
   float *c1 = t->c + BLOCK * 2 * NR;
@@ -283,7 +286,7 @@ static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
       _tile_zero(2);
       _tile_zero(3);
     }
-    for (int k = 0; k < nchunks; k++) {
+    for (int k = k0; k < k1; k++) {
       _tile_loadd(6, v0 + k * 512, 64);
       if (two_panels)
         _tile_loadd(7, v1 + k * 512, 64);
@@ -358,13 +361,17 @@ static void full_tile_amx(const stsa_bf16_tile *t) {
   int configured0 = -1, configured1 = -1;
   for (int r0 = 0; r0 < t->rows_pad; r0 += PASS) {
     const int left = t->rows_pad - r0;
+    const int32_t *span = t->span ? t->span + 2 * (r0 / PASS) : NULL;
     const pass ps = {r0, left < BLOCK ? left : BLOCK,
-                     left < BLOCK ? 0 : (left - BLOCK < BLOCK ? left - BLOCK : BLOCK)};
+                     left < BLOCK ? 0 : (left - BLOCK < BLOCK ? left - BLOCK : BLOCK),
+                     span ? span[0] : 0, span ? span[1] : t->n};
     if (ps.rows0 != configured0 || ps.rows1 != configured1) {
       configure_tiles(ps.rows0, ps.rows1);
       configured0 = ps.rows0;
       configured1 = ps.rows1;
     }
+    if (ps.lo >= ps.hi)
+      continue; /* the mask keeps nothing of these rows: m, l, o stay (alpha 1) */
     pass_scores(t, &ps, npanels);
     if (!t->safe)
       mark_kept_neg_inf(t, &ps);
