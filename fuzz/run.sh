@@ -22,16 +22,17 @@ fi
 mkdir -p "$out"
 io_srcs="$(ls "$root"/src/io/*.c) $root/src/core/status.c"
 # The plan and attention targets link the whole library (the mask layer
-# calls the kernels) but not libstsa_mpi (src/dist); the AVX2 and AVX-512
-# micro-kernels are compiled on their own with their ISA flags (x86 only), as
-# CMake does.
+# calls the kernels) but not libstsa_mpi (src/dist); the AVX2, AVX-512 and
+# AMX micro-kernels are compiled on their own with their ISA flags (x86 only),
+# as CMake does.
 lib_srcs="$(find "$root/src" -name '*.c' ! -path '*/x86/*' ! -path '*/dist/*' | sort)"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 case $(uname -m) in
   x86_64 | i?86)
-    for isa in avx2 avx512; do
+    for isa in avx2 avx512 amx; do
       flags="-mavx2 -mfma -mf16c"
       [ "$isa" = avx512 ] && flags="$flags -mavx512f"
+      [ "$isa" = amx ] && flags="$flags -mavx512f -mavx512bw -mavx512bf16 -mamx-tile -mamx-bf16"
       "$cc" -std=c11 -fsanitize=fuzzer-no-link $san -g -O1 -fopenmp $flags \
         -I"$root/include" -I"$root/src" \
         -c "$root/src/kernel/x86/microkernels_$isa.c" -o "$out/microkernels_$isa.o"
