@@ -4,12 +4,12 @@
  * without q_rows) and the SVG session (create + call).
  *
  * The input chooses the entry point, backend (ref, portable, avx2, amx or
- * avx512 when the CPU has it), threads, tile sizes, finite checks, and per tensor the dtype,
- * sizes (N up to a few hundred, D up to 128), a layout (bshd, bhsd, any dim
- * order with padding, strided D), alignment, and sometimes aliasing (out on
- * an input, lse inside out, q = k = v) or a broken descriptor. EVERY buffer
- * is malloc'ed exactly as large as its descriptor claims, so ASan reports any
- * read or write past it. Then, whatever the status:
+ * avx512 when the CPU has it), threads, tile sizes, finite checks, and per tensor the
+ * dtype, sizes (N up to a few hundred, D up to 128), a layout (bshd, bhsd, any dim order
+ * with padding, strided D), alignment, and sometimes aliasing (out on an input, lse
+ * inside out, q = k = v) or a broken descriptor. EVERY buffer is malloc'ed exactly as
+ * large as its descriptor claims, so ASan reports any read or write past it. Then,
+ * whatever the status:
  *   - a failed call wrote nothing: every buffer equals its snapshot;
  *   - a successful call wrote no input, and no byte of out that is not one of
  *     out's elements (padding between strided rows stays as it was);

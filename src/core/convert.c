@@ -56,13 +56,16 @@ uint16_t stsa_f32_to_f16(float f) {
 
 float stsa_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 
-uint16_t stsa_f32_to_bf16(float f) {
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a quiet NaN */
-    return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
+/* Round to nearest even; a NaN stays a quiet NaN. Branch-free (both
+ * results, then a select), so that the row loops over it vectorise. */
+static inline uint16_t f32_to_bf16(float f) {
+  const uint32_t u = f32_bits(f);
+  const uint32_t nan = (u >> 16) | 0x40u,
+                 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
+
+uint16_t stsa_f32_to_bf16(float f) { return f32_to_bf16(f); }
 
 void stsa_load_row_rest(const void *src, int dtype, int64_t stride, int64_t from,
                         int64_t n, float *dst) {
@@ -103,25 +106,38 @@ void stsa_store_row(const float *src, int64_t n, void *dst, stsa_dtype dtype,
     if (dtype == STSA_F16)
       for (int64_t i = 0; i < n; i++)
         d[i * stride] = stsa_f32_to_f16(src[i]);
+    else if (stride == 1)
+      for (int64_t i = 0; i < n; i++)
+        d[i] = f32_to_bf16(src[i]);
     else
       for (int64_t i = 0; i < n; i++)
-        d[i * stride] = stsa_f32_to_bf16(src[i]);
+        d[i * stride] = f32_to_bf16(src[i]);
   }
 }
 
+/* The scans OR a flag over the whole row instead of returning at the first
+ * NaN/Inf: rows are short (a head dim), finite inputs are the case to make
+ * fast, and the loops then vectorise. */
 int stsa_row_is_finite(const void *src, stsa_dtype dtype, int64_t stride, int64_t n) {
+  unsigned bad = 0;
   if (dtype == STSA_F32) {
-    const float *s = src;
-    for (int64_t i = 0; i < n; i++)
-      if ((f32_bits(s[i * stride]) & 0x7f800000u) == 0x7f800000u)
-        return 0;
-    return 1;
+    const float *s = src; /* exponent all ones: NaN or Inf */
+    if (stride == 1)
+      for (int64_t i = 0; i < n; i++)
+        bad |= (f32_bits(s[i]) & 0x7f800000u) == 0x7f800000u;
+    else
+      for (int64_t i = 0; i < n; i++)
+        bad |= (f32_bits(s[i * stride]) & 0x7f800000u) == 0x7f800000u;
+    return !bad;
   }
   /* f16 exponent field is bits 10-14, bf16's is bits 7-14 */
   const uint16_t *s = src;
-  uint16_t mask = dtype == STSA_F16 ? 0x7c00u : 0x7f80u;
-  for (int64_t i = 0; i < n; i++)
-    if ((s[i * stride] & mask) == mask)
-      return 0;
-  return 1;
+  const uint16_t mask = dtype == STSA_F16 ? 0x7c00u : 0x7f80u;
+  if (stride == 1)
+    for (int64_t i = 0; i < n; i++)
+      bad |= (s[i] & mask) == mask;
+  else
+    for (int64_t i = 0; i < n; i++)
+      bad |= (s[i * stride] & mask) == mask;
+  return !bad;
 }

@@ -154,36 +154,75 @@ static float abs_max_value(uint32_t bits) {
   return bits < 0x7f800000u ? x : INFINITY;
 }
 
+/* Row p of a kv tile span: its token's row of t (NULL past the span's n). */
+static const uint16_t *span_row(const stsa_tensor *t, int64_t b, int64_t h,
+                                const stsa_kv_span *sp, const int64_t *kv_rows, int p) {
+  if (p >= sp->n)
+    return NULL;
+  const int64_t pos = sp->k0 + p;
+  return stsa_tensor_row(t, b, kv_rows ? kv_rows[pos] : pos, h);
+}
+
+/* Element d of a bf16 row of stride `stride` (0 past D or for no row). */
+static uint32_t bf16_at(const uint16_t *row, int64_t stride, int d, int D) {
+  return row && d < D ? row[d * stride] : 0u;
+}
+
 /* A kv tile of a problem with bf16 tiles: K and V straight from the bf16
  * tensors into the bf16 blocks (stsa_kv_packed: kb, vb), zeros past n and
  * past D, and the tile's max |K| and V's non-finite flag from the bits
- * (|x| orders as its bits without the sign, NaN and Inf at 0x7f80 up). */
+ * (|x| orders as its bits without the sign, NaN and Inf at 0x7f80 up). The
+ * blocks hold bf16 pairs, so the tile is written in 32-bit words: K's pair
+ * (d, d + 1) of a key is one word, V's column of keys (r, r + 1) another
+ * (rows go in pairs: spans are multiples of 32 keys). */
 static void pack_bf16_span(const stsa_attn_problem *pb, int64_t b, int64_t h,
                            int64_t tile, const stsa_kv_span *sp, const int64_t *kv_rows,
                            stsa_kv_packed *dst) {
-  const int D = pb->D;
-  const int64_t chunks = pb->D32 / 32, v_panel = pb->Skv_pad / 32 * 512;
+  const int D = pb->D, D32 = pb->D32, D_pad = pb->D_pad;
+  const int64_t chunks = D32 / 32, v_panel = pb->Skv_pad / 32 * 256; /* in words */
   const int64_t ks = pb->k->stride[3], vs = pb->v->stride[3];
-  unsigned k_max = 0, v_max = 0;
-  for (int p = 0; p < sp->len; p++) {
-    const int64_t r = sp->pack0 + p;
-    uint16_t *kb = dst->kb + (r / 16) * chunks * 512 + (r % 16) * 2;
-    uint16_t *vb = dst->vb + (r / 32) * 512 + (r % 32) / 2 * 32 + r % 2;
-    const uint16_t *k = NULL, *v = NULL;
-    if (p < sp->n) {
-      const int64_t pos = sp->k0 + p, tok = kv_rows ? kv_rows[pos] : pos;
-      k = stsa_tensor_row(pb->k, b, tok, h);
-      v = stsa_tensor_row(pb->v, b, tok, h);
+  uint32_t *kb = (uint32_t *)(void *)dst->kb, *vb = (uint32_t *)(void *)dst->vb;
+  uint32_t k_max = 0, v_max = 0;
+  for (int p = 0; p < sp->len; p += 2) {
+    const int64_t r = sp->pack0 + p; /* even */
+    const uint16_t *v0 = span_row(pb->v, b, h, sp, kv_rows, p),
+                   *v1 = span_row(pb->v, b, h, sp, kv_rows, p + 1);
+    for (int i = 0; i < 2; i++) {
+      const uint16_t *k = span_row(pb->k, b, h, sp, kv_rows, p + i);
+      uint32_t *at = kb + ((r + i) / 16) * chunks * 256 + (r + i) % 16;
+      if (k && ks == 1 && D == D32) { /* the common row: its pairs are words */
+        for (int d = 0; d < D32; d += 2) {
+          uint32_t w;
+          memcpy(&w, k + d, sizeof w);
+          const uint32_t lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
+          k_max = lo > k_max ? lo : k_max;
+          k_max = hi > k_max ? hi : k_max;
+          at[(d / 32) * 256 + (d % 32) / 2 * 16] = w;
+        }
+        continue;
+      }
+      for (int d = 0; d < D32; d += 2) {
+        const uint32_t lo = bf16_at(k, ks, d, D), hi = bf16_at(k, ks, d + 1, D);
+        k_max = (lo & 0x7fffu) > k_max ? (lo & 0x7fffu) : k_max;
+        k_max = (hi & 0x7fffu) > k_max ? (hi & 0x7fffu) : k_max;
+        at[(d / 32) * 256 + (d % 32) / 2 * 16] = lo | hi << 16;
+      }
     }
-    for (int d = 0; d < pb->D32; d++) {
-      const uint16_t x = k && d < D ? k[d * ks] : 0;
-      k_max = (x & 0x7fffu) > k_max ? (x & 0x7fffu) : k_max;
-      kb[(d / 32) * 512 + (d % 32) / 2 * 32 + d % 2] = x;
+    uint32_t *at = vb + (r / 32) * 256 + (r % 32) / 2 * 16;
+    if (v0 && v1 && vs == 1 && D == D_pad) { /* two whole rows */
+      for (int c = 0; c < D_pad; c++) {
+        const uint32_t lo = v0[c], hi = v1[c];
+        v_max = (lo & 0x7fffu) > v_max ? (lo & 0x7fffu) : v_max;
+        v_max = (hi & 0x7fffu) > v_max ? (hi & 0x7fffu) : v_max;
+        at[(c / 16) * v_panel + c % 16] = lo | hi << 16;
+      }
+      continue;
     }
-    for (int c = 0; c < pb->D_pad; c++) {
-      const uint16_t x = v && c < D ? v[c * vs] : 0;
-      v_max = (x & 0x7fffu) > v_max ? (x & 0x7fffu) : v_max;
-      vb[(c / 16) * v_panel + (c % 16) * 2] = x;
+    for (int c = 0; c < D_pad; c++) {
+      const uint32_t lo = bf16_at(v0, vs, c, D), hi = bf16_at(v1, vs, c, D);
+      v_max = (lo & 0x7fffu) > v_max ? (lo & 0x7fffu) : v_max;
+      v_max = (hi & 0x7fffu) > v_max ? (hi & 0x7fffu) : v_max;
+      at[(c / 16) * v_panel + c % 16] = lo | hi << 16;
     }
   }
   dst->k_max[tile] = abs_max_value(k_max << 16);
