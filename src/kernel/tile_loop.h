@@ -33,9 +33,9 @@ typedef struct stsa_attn_problem {
   int64_t q_tiles_max, kv_tiles_max;
   const stsa_kernels *kern;
   /* Every kv tile goes through kern->full_tile_bf16 (stsa_problem_use_
-   * bf16_tiles): K and V are then packed a second time, as bf16 blocks
-   * (stsa_kv_packed), and q tiles also kept as bf16 rows D32 long (D rounded
-   * up to 32). */
+   * bf16_tiles): K and V are then packed as bf16 blocks only, no f32
+   * panels (stsa_kv_packed), and q tiles also kept as bf16 rows D32 long
+   * (D rounded up to 32). */
   int bf16_tiles, D32;
   int bf16_terms; /* kernels.h: stsa_bf16_tile.terms */
 } stsa_attn_problem;
@@ -114,8 +114,8 @@ static inline int stsa_q_rows_of(const stsa_attn_problem *pb, const int64_t *q_s
 /* K and V of one (batch, head), packed (layouts in kernels.h), and what
  * packing learnt about each kv tile's values (see stsa_run_q_tile). */
 typedef struct stsa_kv_packed {
-  float *kt;            /* [Skv_pad/nr][D][nr] */
-  float *vp;            /* [D_pad/nr][Skv_pad][nr] */
+  float *kt;            /* [Skv_pad/nr][D][nr]; NULL with pb->bf16_tiles */
+  float *vp;            /* [D_pad/nr][Skv_pad][nr]; NULL with pb->bf16_tiles */
   float *k_max;         /* [kv tiles] max |K element| of the tile; +inf if NaN/Inf */
   uint8_t *v_nonfinite; /* [kv tiles] 1 if a V row of the tile holds NaN or Inf */
   /* Only with pb->bf16_tiles (else NULL), in 1 KB blocks of 16 x 32 bf16
