@@ -1,7 +1,7 @@
 /*
  * microkernels_amx.c — the amx backend: the AVX-512 table plus
- * full_tile_bf16 (kernels.h), which runs a FULL kv tile of bf16 Q, K and V
- * through the AMX tile-multiply unit. Compiled with -mamx-tile -mamx-bf16
+ * full_tile_bf16 (kernels.h), which runs a kv tile of bf16 Q, K and V (FULL,
+ * or PARTIAL with the tile loop's mask) through the AMX tile-multiply unit. Compiled with -mamx-tile -mamx-bf16
  * -mavx512bw -mavx512bf16 (and the AVX-512 file's flags); only reached after
  * stsa_cpu_has_amx(), which also asks Linux for the tile state.
  *
@@ -218,7 +218,7 @@ static float row_max(const stsa_bf16_tile *t, const pass *ps, const float *row) 
 
 /* Online softmax of the pass's rows (kernels.h: softmax): p = exp2(logit -
  * m_new) for the n keys, 0 past them up to the next multiple of 32 (the
- * key chunk P.V reads), written to t->p as three bf16 terms. NaN and +inf
+ * key chunk P.V reads), written to t->p as t->terms bf16 terms. NaN and +inf
  * logits make l NaN as in the f32 path (exp2 keeps NaN; inf - inf). */
 static void pass_softmax(const stsa_bf16_tile *t, const pass *ps) {
   const int r0 = ps->r0;
