@@ -1,9 +1,10 @@
 /*
  * microkernels_amx.c — the amx backend: the AVX-512 table plus
- * full_tile_bf16 (kernels.h), which runs a kv tile of bf16 Q, K and V (FULL,
- * or PARTIAL with the tile loop's mask) through the AMX tile-multiply unit. Compiled with -mamx-tile -mamx-bf16
- * -mavx512bw -mavx512bf16 (and the AVX-512 file's flags); only reached after
- * stsa_cpu_has_amx(), which also asks Linux for the tile state.
+ * full_tile_bf16 (kernels.h), which runs a kv tile of bf16 Q, K and V
+ * (FULL, or PARTIAL with the tile loop's mask) through the AMX tile-multiply
+ * unit. Compiled with -mamx-tile -mamx-bf16 -mavx512bw -mavx512bf16 (and the
+ * AVX-512 file's flags); only reached after stsa_cpu_has_amx(), which also
+ * asks Linux for the tile state.
  *
  * The q tile goes in passes of up to 32 rows, two blocks of up to 16 (a
  * tile's rows), so that every K or V block loaded into a tile register
