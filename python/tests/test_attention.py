@@ -153,6 +153,30 @@ def test_x86_backends_by_name_run_where_the_cpu_has_them(name, runs_here):
     np.testing.assert_allclose(out, want, atol=2e-6)
 
 
+def test_bf16_terms_parameter():
+    """0..3 (0: by the output dtype); on the amx backend one term (p rounded
+    to bf16, as SDPA's bf16 path) moves a float32 output, three do not
+    (their sum is the float32 probability)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="numpy has no bfloat16 without it")
+    ctx = stsa.Context(bf16_terms=2)
+    assert ctx.get("bf16_terms") == 2
+    with pytest.raises(ValueError, match=r"^bf16_terms = 4 is out of range \[0, 3\]$"):
+        stsa.Context(bf16_terms=4)
+    if not stsa.cpu_has_amx():
+        return
+    q, k, v = (a.astype(ml_dtypes.bfloat16) for a in qkv("bshd", np.float32, s_q=77, s_kv=130))
+    outs = {}
+    for terms in (1, 3):
+        out = np.zeros(q.shape, np.float32)
+        stsa.attention(q, k, v, layout="bshd", out=out,
+                       ctx=stsa.Context(backend="amx", threads=2, bf16_terms=terms))
+        outs[terms] = out
+    want, _ = ref.attention(*(a.astype(np.float64) for a in (q, k, v)), "bshd")
+    np.testing.assert_allclose(outs[3], want, atol=2e-6)
+    np.testing.assert_allclose(outs[1], want, atol=2e-2)
+    assert not np.array_equal(outs[1], outs[3])
+
+
 # ------------------------------------------------------------------ errors
 def test_heads_mismatch_carries_the_c_message():
     q, k, v = qkv("bshd", np.float32)
