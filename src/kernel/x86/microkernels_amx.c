@@ -221,7 +221,8 @@ static float row_max(const stsa_bf16_tile *t, const pass *ps, const float *row) 
  * m_new) for the n keys, 0 past them up to the next multiple of 32 (the
  * key chunk P.V reads), written to t->p as t->terms bf16 terms. NaN and +inf
  * logits make l NaN as in the f32 path (exp2 keeps NaN; inf - inf). */
-static void pass_softmax(const stsa_bf16_tile *t, const pass *ps) {
+static inline __attribute__((always_inline)) void
+softmax_terms(const stsa_bf16_tile *t, const pass *ps, const int terms) {
   const int r0 = ps->r0;
   const int n = ps->hi < t->n ? ps->hi : t->n, c0 = ps->lo / 32 * 32,
             n32 = (n + 31) / 32 * 32;
@@ -246,10 +247,10 @@ static void pass_softmax(const stsa_bf16_tile *t, const pass *ps) {
             _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, row + c + 16 * i), vscale, vneg);
         p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
       }
-      if (t->terms == 3)
+      if (terms == 3)
         store_terms(p[0], p[1], hi, mid, lo, c); /* they sum to p exactly */
       else
-        store_rounded_terms(p, t->terms, hi, mid, c);
+        store_rounded_terms(p, terms, hi, mid, c);
       sum = _mm512_add_ps(sum, _mm512_add_ps(p[0], p[1]));
     }
     const float a = _mm512_cvtss_f32(exp2_avx512(_mm512_set1_ps(m - base)));
@@ -257,6 +258,17 @@ static void pass_softmax(const stsa_bf16_tile *t, const pass *ps) {
     t->l[r0 + r] = a * t->l[r0 + r] + _mm512_reduce_add_ps(sum);
     t->m[r0 + r] = mx;
   }
+}
+
+/* One copy of the row loop per number of terms: a constant there takes the
+ * branches on it out of the inner loop. */
+static void pass_softmax(const stsa_bf16_tile *t, const pass *ps) {
+  if (t->terms == 1)
+    softmax_terms(t, ps, 1);
+  else if (t->terms == 2)
+    softmax_terms(t, ps, 2);
+  else
+    softmax_terms(t, ps, 3);
 }
 
 /* o[r][c] = alpha[r] o[r][c] + the C tiles' sums (t->c, 2 NR wide), for
