@@ -44,7 +44,8 @@ static void set_backend(void *base, const char *name, const char *value) {
     if (!strcmp(value, stsa_backend_name((stsa_backend)b)))
       break;
   if (b == STSA_BACKEND_COUNT_)
-    cli_die("%s expects auto, ref, portable or avx2, got '%s'", name, value);
+    cli_die("%s expects auto, ref, portable, avx2, neon, avx512 or amx, got '%s'", name,
+            value);
   ((bench_opts *)base)->backend = (stsa_backend)b;
 }
 
@@ -122,7 +123,7 @@ static const cli_opt BENCH_OPTIONS[] = {
     {.name = "--backend",
      .metavar = "B",
      CLI_CALL(set_backend),
-     .help = "auto (default), portable, avx2, avx512, neon or ref"},
+     .help = "auto (default), portable, avx2, avx512, amx, neon or ref"},
     {.name = "--json", CLI_FLAG(bench_opts, json), .help = "one JSON line per result"},
     {0}};
 
