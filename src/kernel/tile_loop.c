@@ -68,6 +68,10 @@ void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
                    pb->k->dtype == STSA_BF16 && pb->v->dtype == STSA_BF16 &&
                    pb->kv_tile % 32 == 0 && !pb->q_tiles_max && !pb->kv_tiles_max;
   pb->bf16_terms = terms ? terms : bf16_terms_for(pb->out->dtype);
+  int e;
+  (void)frexpf(pb->qscale, &e);
+  pb->bf16_q_pow2 = ldexpf(1.0f, e - 1);
+  pb->bf16_score_scale = pb->qscale / pb->bf16_q_pow2;
 }
 
 void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *heads,
@@ -375,35 +379,32 @@ static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int6
   return abs_max_value(q_max);
 }
 
-/* The largest power of two not above qscale: the part of the scale that
- * full_tile_bf16's q rows carry (exact in bf16; stsa_bf16_tile). */
-static float q_pow2(const stsa_attn_problem *pb) {
-  int e;
-  (void)frexpf(pb->qscale, &e);
-  return ldexpf(1.0f, e - 1);
-}
-
-/* The q tile's rows as bf16 times q_pow2, D32 long (zeros past D and in
- * padding rows): the A operand of full_tile_bf16. A power of two changes
- * the exponent only, so the bf16 significand is kept; values it takes
- * below f32's normal range are flushed, as the tile unit would. */
-static void load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
-                             int64_t q0, int rows, int rows_pad, const int64_t *q_rows,
-                             uint16_t *qb) {
-  const float pow2 = q_pow2(pb);
+/* The q tile's rows as bf16 times bf16_q_pow2, D32 long (zeros past D and
+ * in padding rows): the A operand of full_tile_bf16, in place of
+ * load_q_tile's f32 rows. A power of two changes the exponent only, so the
+ * bf16 significand is kept; values it takes below f32's normal range are
+ * flushed, as the tile unit would. Returns what load_q_tile returns, max
+ * |q| times qscale (+inf for NaN/Inf), for the tile loop's safety test. */
+static float load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
+                              int64_t q0, int rows, int rows_pad, const int64_t *q_rows,
+                              uint16_t *qb) {
   float row[STSA_MAX_HEAD_DIM];
+  uint32_t q_max = 0;
   memset(qb, 0, sizeof(uint16_t) * (size_t)rows_pad * (size_t)pb->D32);
   for (int r = 0; r < rows; r++) {
     const int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
     pb->kern->load_row(stsa_tensor_row(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3],
                        pb->D, row);
+    const uint32_t qm = abs_max_bits(row, pb->D);
+    q_max = qm > q_max ? qm : q_max;
     for (int d = 0; d < pb->D; d++) {
-      const float x = row[d] * pow2;
+      const float x = row[d] * pb->bf16_q_pow2;
       qb[(int64_t)r * pb->D32 + d] = fpclassify(x) == FP_SUBNORMAL
                                          ? (uint16_t)(signbit(x) ? 0x8000u : 0)
                                          : bf16_bits(x);
     }
   }
+  return abs_max_value(q_max) * pb->qscale;
 }
 
 /* Normalises the finished rows and writes them in the caller's layout. */
@@ -648,7 +649,7 @@ static void run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                             .D_pad = pb->D_pad,
                             .rows_pad = rows_pad,
                             .n = sp->n,
-                            .score_scale = pb->qscale / q_pow2(pb),
+                            .score_scale = pb->bf16_score_scale,
                             .safe = safe,
                             .terms = pb->bf16_terms,
                             .s = sc->s,
@@ -733,9 +734,9 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
   const int64_t *kv_start = lay ? lay->kv_start : NULL;
   const int64_t *kv_pack = lay ? lay->kv_pack : NULL;
   const int32_t *pattern = lay ? lay->pattern : NULL;
-  sc->q_max = load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
-  if (pb->bf16_tiles)
-    load_q_tile_bf16(pb, b, h, q0, rows, rows_pad, q_rows, sc->qb);
+  sc->q_max = pb->bf16_tiles
+                  ? load_q_tile_bf16(pb, b, h, q0, rows, rows_pad, q_rows, sc->qb)
+                  : load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
   for (int r = 0; r < rows_pad; r++) {
     sc->m[r] = -INFINITY;

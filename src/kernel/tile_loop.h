@@ -38,6 +38,10 @@ typedef struct stsa_attn_problem {
    * (D rounded up to 32). */
   int bf16_tiles, D32;
   int bf16_terms; /* kernels.h: stsa_bf16_tile.terms */
+  /* qscale = bf16_q_pow2 * bf16_score_scale: the largest power of two not
+   * above qscale, which the bf16 q rows carry (exact in bf16), and the rest,
+   * applied to the scores (kernels.h: stsa_bf16_tile) */
+  float bf16_q_pow2, bf16_score_scale;
 } stsa_attn_problem;
 
 /* Fills a problem from validated arguments and context settings; q_tile is
