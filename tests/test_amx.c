@@ -224,6 +224,64 @@ static void check_sparse_cases(void) {
   stsa_mask_free(wide), stsa_mask_free(narrow), stsa_mask_free(temporal);
 }
 
+/* Dense bf16 calls with -inf logits (check_finite off), against the
+ * reference backend's rules (stsa.h), in two calls: the q side (row `all`
+ * gets only -inf logits: q -inf in column 0, every key's column 0
+ * positive; the row turns NaN, out and lse) and the K side (key `dead` gets
+ * a -inf logit in every row: its column 0 +inf, every q's column 0
+ * negative; weight 0). Either makes the tiles unsafe, so -inf logits are
+ * marked kept before the softmax. */
+static void check_neg_inf_logits(void) {
+  enum { S = 70, HN = 1, DN = 64 };
+  for (int side = 0; side < 2; side++) {
+    const int64_t all = side == 0 ? 5 : -1, dead = side == 1 ? 9 : -1;
+    tu_rng rng = {77};
+    stsa_tensor q = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HN, DN, 1.0);
+    stsa_tensor k = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HN, DN, 1.0);
+    stsa_tensor v = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HN, DN, 1.0);
+    for (int64_t i = 0; i < S; i++) {
+      tu_store(q.data, STSA_BF16, tu_offset(&q, 0, i, 0, 0),
+               i == all ? -INFINITY : -0.5 - fabs(tu_rng_uniform(&rng)));
+      tu_store(k.data, STSA_BF16, tu_offset(&k, 0, i, 0, 0),
+               i == dead ? INFINITY : 0.5 + fabs(tu_rng_uniform(&rng)));
+    }
+    const amx_case c = {1, S, S, HN, DN, 36, 64, 1.0};
+    stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HN, DN);
+    stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HN, DN);
+    float *ref_lse = tu_guarded_alloc(S * sizeof(float)),
+          *lse = tu_guarded_alloc(S * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+      stsa_ctx *ctx = ctx_with(i ? STSA_BACKEND_AMX : STSA_BACKEND_REF, 2, &c, 0);
+      CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 0), STSA_OK);
+      stsa_attn_opts opts = {sizeof opts, 0.0f, i ? lse : ref_lse};
+      CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, i ? &out : &ref, &opts), STSA_OK);
+      stsa_ctx_free(ctx);
+    }
+    int64_t wrong = 0;
+    double worst = 0;
+    for (int64_t r = 0; r < S; r++) {
+      wrong += r == all ? !isnan(lse[r]) : !(fabs(lse[r] - ref_lse[r]) < 1e-5);
+      for (int64_t d = 0; d < DN; d++) {
+        const size_t at = tu_offset(&out, 0, r, 0, d);
+        const double got = tu_load(out.data, STSA_F32, at),
+                     want = tu_load(ref.data, STSA_F32, at);
+        if (r == all)
+          wrong += !isnan(got);
+        else
+          worst = fabs(got - want) > worst ? fabs(got - want) : worst;
+      }
+    }
+    CHECK(wrong == 0 && (all < 0 || isnan(ref_lse[all])),
+          "-inf logits (%s side): %lld values off the rules", side ? "k" : "q",
+          (long long)wrong);
+    CHECK(worst < 1e-5, "-inf logits (%s side): finite rows off the reference by %.3g",
+          side ? "k" : "q", worst);
+    tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+    tu_free_tensor(&ref), tu_free_tensor(&out);
+    tu_guarded_free(ref_lse), tu_guarded_free(lse);
+  }
+}
+
 int main(void) {
   /* the backend runs where the CPU check says, and nowhere else */
   CHECK(stsa_backend_available(STSA_BACKEND_AMX) == stsa_cpu_has_amx(),
@@ -251,5 +309,6 @@ int main(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_case(&cases[i]);
   check_sparse_cases();
+  check_neg_inf_logits();
   return tu_finish("test_amx");
 }
