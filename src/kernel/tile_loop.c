@@ -609,24 +609,6 @@ static int screen_v_blocks(const stsa_attn_problem *pb, const uint16_t *vb,
   return nbad;
 }
 
-/* span[2 i], span[2 i + 1] = the columns [lo, hi) that rows of pass i of
- * full_tile_bf16 keep under a stored pattern (lo >= hi: none). */
-static void pass_spans(const stsa_tile_pattern *pat, int rows, int32_t *span) {
-  for (int r0 = 0; r0 < rows; r0 += STSA_BF16_PASS_ROWS) {
-    int lo = INT32_MAX, hi = 0;
-    const int end = r0 + STSA_BF16_PASS_ROWS < rows ? r0 + STSA_BF16_PASS_ROWS : rows;
-    for (int r = r0; r < end; r++) {
-      const int32_t i0 = pat->row_ptr[r], i1 = pat->row_ptr[r + 1];
-      if (i0 == i1)
-        continue;
-      lo = pat->iv[2 * i0] < lo ? pat->iv[2 * i0] : lo;
-      hi = pat->iv[2 * i1 - 1] > hi ? pat->iv[2 * i1 - 1] : hi;
-    }
-    span[2 * (r0 / STSA_BF16_PASS_ROWS)] = lo;
-    span[2 * (r0 / STSA_BF16_PASS_ROWS) + 1] = hi;
-  }
-}
-
 /* Kv tile `tile` through full_tile_bf16 (kernels.h): FULL (mask NULL) or
  * PARTIAL, with the columns each pass keeps when a stored pattern is the
  * mask (pat; NULL: every column); `safe` as for run_full_tile: no logit of
@@ -635,8 +617,8 @@ static void run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           const stsa_kv_span *sp, int64_t tile, int rows, int rows_pad,
                           int safe, const bf16_mask *mask, const stsa_tile_pattern *pat,
                           stsa_tile_scratch *sc) {
-  if (pat)
-    pass_spans(pat, rows, sc->span);
+  if (pat) /* every pass of rows_pad, padding-only ones included */
+    stsa_tile_row_spans(pat, rows, rows_pad, STSA_BF16_PASS_ROWS, sp->n, sc->span);
   const uint16_t *vb = kv->vb + sp->pack0 / 32 * 512;
   const int64_t v_panel = pb->Skv_pad / 32 * 512;
   const int nbad =

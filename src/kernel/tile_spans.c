@@ -3,13 +3,11 @@
 
 #include <math.h>
 
-/* sc->span[2i], [2i+1] = the columns row block i keeps, [lo, hi) (lo >= hi:
- * none); padding rows keep nothing. */
-static void row_block_spans(const stsa_tile_pattern *pat, int rows, int rows_pad, int mr,
-                            int n, int32_t *span) {
-  for (int r0 = 0; r0 < rows_pad; r0 += mr) {
+void stsa_tile_row_spans(const stsa_tile_pattern *pat, int rows, int rows_pad, int block,
+                         int n, int32_t *span) {
+  for (int r0 = 0; r0 < rows_pad; r0 += block) {
     int lo = n, hi = 0;
-    const int end = r0 + mr < rows ? r0 + mr : rows;
+    const int end = r0 + block < rows ? r0 + block : rows;
     for (int r = r0; r < end; r++) {
       const int32_t i0 = pat->row_ptr[r], i1 = pat->row_ptr[r + 1];
       if (i0 == i1)
@@ -17,8 +15,8 @@ static void row_block_spans(const stsa_tile_pattern *pat, int rows, int rows_pad
       lo = pat->iv[2 * i0] < lo ? pat->iv[2 * i0] : lo;
       hi = pat->iv[2 * i1 - 1] > hi ? pat->iv[2 * i1 - 1] : hi;
     }
-    span[2 * (r0 / mr)] = lo;
-    span[2 * (r0 / mr) + 1] = hi;
+    span[2 * (r0 / block)] = lo;
+    span[2 * (r0 / block) + 1] = hi;
   }
 }
 
@@ -29,7 +27,7 @@ void stsa_run_pattern_tile(const stsa_attn_problem *pb, const stsa_tile_pattern 
   const int D = pb->D, D_pad = pb->D_pad, mr = pb->mr, nr = pb->nr;
   const int blocks = rows_pad / mr, npanels = (n + nr - 1) / nr;
   int32_t *span = sc->span;
-  row_block_spans(pat, rows, rows_pad, mr, n, span);
+  stsa_tile_row_spans(pat, rows, rows_pad, mr, n, span);
   /* Panel outer, row block inner, as on the whole-tile path (the K^T panel
    * stays in L1). The maxima qk folds are not used: partial tiles find
    * theirs again. */

@@ -23,6 +23,13 @@
 
 #include "kernel/tile_loop.h"
 
+/* span[2 i], span[2 i + 1] = the columns [lo, hi) that the real rows of
+ * block i (rows [i block, (i + 1) block) of rows_pad) keep under pat;
+ * lo >= hi: none (padding rows keep nothing). The pattern tiles take it per
+ * mr-row block, full_tile_bf16 per 32-row pass. */
+void stsa_tile_row_spans(const stsa_tile_pattern *pat, int rows, int rows_pad, int block,
+                         int n, int32_t *span);
+
 /* One PARTIAL kv tile of n valid columns (K^T panels at kt, V panels at vp,
  * ld_panel rows apart) for the q tile's rows (rows_pad of them with the
  * padding) in sc, masked by pat; scores rows are ld_s apart. Updates the
