@@ -360,6 +360,42 @@ static void test_invalid_inputs(void) {
  * says what to do and nothing is written; a newer caller's larger struct is
  * accepted while its extra bytes are zero (and refused when they are not);
  * a struct the library writes is written only up to the size both know. */
+/* The NaN/Inf scan runs on the context's threads above a few thousand rows;
+ * its message still names the first bad row in (b, s, h) order: here in the
+ * first thread's share, found after a later row of the second's. */
+static void test_threaded_finite_scan(void) {
+  const int64_t B = 2, S = 8192, H = 1, D = 8, n = B * S * H * D;
+  float *x = calloc((size_t)(4 * n), sizeof *x);
+  CHECK(x != NULL, "out of memory");
+  if (!x)
+    return;
+  stsa_tensor q = stsa_tensor_bshd(x, STSA_F32, B, S, H, D),
+              k = stsa_tensor_bshd(x + n, STSA_F32, B, S, H, D),
+              v = stsa_tensor_bshd(x + 2 * n, STSA_F32, B, S, H, D),
+              o = stsa_tensor_bshd(x + 3 * n, STSA_F32, B, S, H, D);
+  for (int threads = 1; threads <= 3; threads++) {
+    stsa_ctx *ctx = NULL;
+    CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+    if (!ctx)
+      break;
+    CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_THREADS, threads), STSA_OK);
+    CHECK_STATUS(stsa_attention_check(ctx, &q, &k, &v, &o, NULL), STSA_OK);
+    x[n + (S + 10) * D + 3] = NAN;  /* k[b=1, s=10] */
+    x[n + (S - 100) * D + 1] = NAN; /* k[b=0, s=8092]: the first */
+    x[2 * n + 7 * D] = INFINITY;    /* v: checked after k */
+    CHECK_STATUS(stsa_attention_check(ctx, &q, &k, &v, &o, NULL), STSA_ERR_NONFINITE);
+    CHECK(strstr(stsa_ctx_last_error(ctx), "k[b=0, s=8092, h=0]") != NULL,
+          "threads %d: the scan named %s", threads, stsa_ctx_last_error(ctx));
+    x[n + (S + 10) * D + 3] = x[n + (S - 100) * D + 1] = 0.0f;
+    CHECK_STATUS(stsa_attention_check(ctx, &q, &k, &v, &o, NULL), STSA_ERR_NONFINITE);
+    CHECK(strstr(stsa_ctx_last_error(ctx), "v[b=0, s=7, h=0]") != NULL,
+          "threads %d: the scan named %s", threads, stsa_ctx_last_error(ctx));
+    x[2 * n + 7 * D] = 0.0f;
+    stsa_ctx_free(ctx);
+  }
+  free(x);
+}
+
 static void test_struct_sizes(void) {
   stsa_ctx *ctx = NULL;
   CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
@@ -442,6 +478,7 @@ int main(void) {
   test_huge_sizes();
   test_part_messages();
   test_invalid_inputs();
+  test_threaded_finite_scan();
   test_struct_sizes();
   return tu_finish("test_api");
 }

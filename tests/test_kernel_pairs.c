@@ -1,7 +1,8 @@
 /*
  * test_kernel_pairs.c — the two-panel micro-kernels (kernels.h: qk2, pv2)
  * against two calls of the one-panel ones, bitwise, on every backend whose
- * table has them; and stsa_qk_panels / stsa_pv_panels on odd panel counts,
+ * table has them; qk2 on panels apart with overlapping outputs, pv2_segs
+ * against one pv2; and stsa_qk_panels / stsa_pv_panels on odd panel counts,
  * where the last panel goes through the one-panel kernel. Outputs sit
  * between guard bytes; columns and rows a call must not write keep their
  * sentinel.
@@ -28,6 +29,32 @@ static float *aligned_floats(size_t n) {
   return p;
 }
 
+/* Two guarded score buffers of mr rows ld_s apart, filled with a sentinel,
+ * and their row maxima at -inf: one for the call under test, one for the
+ * one-panel calls it must equal. */
+typedef struct scores2 {
+  float *pair, *one;
+  float max_pair[16], max_one[16];
+  size_t bytes;
+} scores2;
+
+static scores2 scores2_new(int mr, int ld_s) {
+  scores2 s;
+  s.bytes = sizeof(float) * (size_t)mr * (size_t)ld_s;
+  s.pair = tu_guarded_alloc(s.bytes);
+  s.one = tu_guarded_alloc(s.bytes);
+  for (int i = 0; i < mr * ld_s; i++)
+    s.pair[i] = s.one[i] = 12345.0f;
+  for (int r = 0; r < mr; r++)
+    s.max_pair[r] = s.max_one[r] = -INFINITY;
+  return s;
+}
+
+static void scores2_free(scores2 *s) {
+  tu_guarded_free(s->pair);
+  tu_guarded_free(s->one);
+}
+
 /* Scores of `panels` K^T panels through stsa_qk_panels (pairs where the
  * table has qk2) equal one qk call per panel, bytes and row maxima alike;
  * columns past the panels keep their sentinel. */
@@ -38,13 +65,10 @@ static void check_qk(const stsa_kernels *k, const char *name, tu_rng *rng, int D
         *kt = aligned_floats((size_t)panels * D * nr);
   fill(rng, q, (size_t)mr * D);
   fill(rng, kt, (size_t)panels * D * nr);
-  const size_t s_bytes = sizeof(float) * (size_t)mr * ld_s;
-  float *s_pair = tu_guarded_alloc(s_bytes), *s_one = tu_guarded_alloc(s_bytes);
-  float max_pair[16], max_one[16];
-  for (int i = 0; i < mr * ld_s; i++)
-    s_pair[i] = s_one[i] = 12345.0f;
-  for (int r = 0; r < mr; r++)
-    max_pair[r] = max_one[r] = -INFINITY;
+  scores2 sc = scores2_new(mr, ld_s);
+  float *s_pair = sc.pair, *s_one = sc.one, *max_pair = sc.max_pair,
+        *max_one = sc.max_one;
+  const size_t s_bytes = sc.bytes;
   stsa_qk_panels(k, q, D, kt, panels, s_pair, ld_s, max_pair);
   for (int p = 0; p < panels; p++)
     k->qk(q, D, kt + (int64_t)p * D * nr, s_one + p * nr, ld_s, max_one);
@@ -58,7 +82,7 @@ static void check_qk(const stsa_kernels *k, const char *name, tu_rng *rng, int D
       untouched &= s_pair[r * ld_s + c] == 12345.0f;
   CHECK(untouched, "[%s] qk D %d, %d panels: wrote past its panels", name, D, panels);
   CHECK(tu_guard_ok(s_pair) && tu_guard_ok(s_one), "[%s] qk D %d: guard bytes", name, D);
-  tu_guarded_free(s_pair), tu_guarded_free(s_one);
+  scores2_free(&sc);
   free(q), free(kt);
 }
 
@@ -101,6 +125,79 @@ static void check_pv(const stsa_kernels *k, const char *name, tu_rng *rng, int n
   free(p), free(vp);
 }
 
+/* qk2 on two panels apart in memory, the second's scores `shift` columns
+ * after the first's (1..nr: overlapping its last columns, as a merged run
+ * places the next tile after a ragged one): bitwise two qk calls in that
+ * order, the second winning where they overlap. */
+static void check_qk2_apart(const stsa_kernels *k, const char *name, tu_rng *rng, int D,
+                            int shift) {
+  const int mr = k->mr, nr = k->nr, ld_s = 3 * nr;
+  const int64_t step = (int64_t)D * nr;
+  float *q = aligned_floats((size_t)mr * D), *kt = aligned_floats((size_t)(3 * step));
+  fill(rng, q, (size_t)mr * D);
+  fill(rng, kt, (size_t)(3 * step));
+  scores2 sc = scores2_new(mr, ld_s);
+  float *s_pair = sc.pair, *s_one = sc.one, *max_pair = sc.max_pair,
+        *max_one = sc.max_one;
+  const size_t s_bytes = sc.bytes;
+  /* the first and third panels: the pair need not be adjacent */
+  k->qk2(q, D, kt, kt + 2 * step, s_pair, s_pair + shift, ld_s, max_pair);
+  k->qk(q, D, kt, s_one, ld_s, max_one);
+  k->qk(q, D, kt + 2 * step, s_one + shift, ld_s, max_one);
+  CHECK(memcmp(s_pair, s_one, s_bytes) == 0, "[%s] qk2 D %d, apart by %d: scores differ",
+        name, D, shift);
+  CHECK(memcmp(max_pair, max_one, sizeof(float) * (size_t)mr) == 0,
+        "[%s] qk2 D %d, apart by %d: row maxima differ", name, D, shift);
+  CHECK(tu_guard_ok(s_pair), "[%s] qk2 D %d: guard bytes", name, D);
+  scores2_free(&sc);
+  free(q), free(kt);
+}
+
+/* pv2_segs on segments scattered in memory (probability columns and V rows
+ * each at their own place) is bitwise one pv2 over the same keys side by
+ * side: one FMA chain in the same order. */
+static void check_pv2_segs(const stsa_kernels *k, const char *name, tu_rng *rng,
+                           const int *lens, int nseg) {
+  const int mr = k->mr, nr = k->nr, ld_p = 2 * MAX_N + 64, ld_o = 2 * nr + 8;
+  int n = 0;
+  for (int i = 0; i < nseg; i++)
+    n += lens[i];
+  const int64_t stride = (int64_t)(2 * n + 64) * nr; /* V panels apart */
+  float *p = aligned_floats((size_t)mr * ld_p),
+        *vp = aligned_floats((size_t)(2 * stride));
+  float *pc = aligned_floats((size_t)mr * ld_p),
+        *vc = aligned_floats((size_t)(2 * stride));
+  fill(rng, p, (size_t)mr * ld_p);
+  fill(rng, vp, (size_t)(2 * stride));
+  stsa_pv_seg seg[8];
+  /* segment i at p column at and V row at, gaps between; copied side by side */
+  for (int i = 0, at = 3, c = 0; i < nseg; at += lens[i] + 5 + i, c += lens[i], i++) {
+    seg[i] = (stsa_pv_seg){p + at, vp + (int64_t)at * nr, lens[i]};
+    for (int r = 0; r < mr; r++)
+      memcpy(pc + (int64_t)r * ld_p + c, p + (int64_t)r * ld_p + at,
+             sizeof(float) * (size_t)lens[i]);
+    for (int j = 0; j < 2; j++)
+      memcpy(vc + j * stride + (int64_t)c * nr, vp + j * stride + (int64_t)at * nr,
+             sizeof(float) * (size_t)lens[i] * (size_t)nr);
+  }
+  float alpha[16];
+  for (int r = 0; r < mr; r++)
+    alpha[r] = r == 2 ? 0.0f : (float)(0.5 + 0.5 * tu_rng_uniform(rng));
+  const size_t o_bytes = sizeof(float) * (size_t)mr * ld_o;
+  float *o_segs = tu_guarded_alloc(o_bytes), *o_one = tu_guarded_alloc(o_bytes);
+  for (int i = 0; i < mr * ld_o; i++)
+    o_segs[i] = o_one[i] = (float)tu_rng_normal(rng);
+  k->pv2_segs(seg, nseg, ld_p, stride, o_segs, ld_o, alpha);
+  k->pv2(pc, ld_p, n, vc, stride, o_one, ld_o, alpha);
+  CHECK(memcmp(o_segs, o_one, o_bytes) == 0,
+        "[%s] pv2_segs, %d segments of %d keys: "
+        "outputs differ from one pv2",
+        name, nseg, n);
+  CHECK(tu_guard_ok(o_segs), "[%s] pv2_segs: guard bytes", name);
+  tu_guarded_free(o_segs), tu_guarded_free(o_one);
+  free(p), free(vp), free(pc), free(vc);
+}
+
 int main(void) {
   stsa_backend backends[TU_MAX_BACKENDS];
   tu_rng rng = {2024};
@@ -125,6 +222,20 @@ int main(void) {
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++)
       for (int panels = 1; panels <= MAX_PANELS; panels++)
         check_pv(k, name, &rng, lengths[i], panels);
+    if (k->qk2)
+      for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        for (int shift = 1; shift <= k->nr; shift += 3)
+          check_qk2_apart(k, name, &rng, dims[i], shift);
+    if (backends[bi] == STSA_BACKEND_AVX512)
+      CHECK(k->pv2_segs != NULL, "[%s] has no pv2_segs", name);
+    CHECK(!k->pv2_segs || k->pv2, "[%s] has pv2_segs without pv2", name);
+    const int segs[][4] = {{1, 0, 0, 0}, {7, 16, 0, 0}, {76, 3, 41, 0}, {33, 1, 90, 64}};
+    for (size_t i = 0; k->pv2_segs && i < sizeof segs / sizeof segs[0]; i++) {
+      int nseg = 0;
+      while (nseg < 4 && segs[i][nseg])
+        nseg++;
+      check_pv2_segs(k, name, &rng, segs[i], nseg);
+    }
   }
   CHECK(with_pairs > 0 || !stsa_backend_available(STSA_BACKEND_AVX512),
         "no backend here has two-panel kernels");

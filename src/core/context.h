@@ -35,4 +35,10 @@ struct stsa_ctx {
  * (stsa_attention_part). */
 void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg);
 
+/* The threads stsa_check_attention scans inputs on for a call that owns
+ * its threads: the context's, or 0 when check_finite is off. */
+static inline int stsa_finite_threads(const stsa_ctx *ctx) {
+  return ctx->check_finite ? (ctx->threads > 0 ? ctx->threads : 1) : 0;
+}
+
 #endif

@@ -153,23 +153,36 @@ int stsa_tensors_share_memory(const stsa_tensor *a, const stsa_tensor *b) {
   return offset_reachable(a, dims, n, 0, (int64_t)(diff / esize));
 }
 
-/* Scans every element of a tensor for NaN/Inf. */
+/* Rows a scan thread takes at least: fewer are not worth a thread. */
+#define SCAN_ROWS_PER_THREAD 4096
+
+/* Scans every element of a tensor for NaN/Inf on up to `threads` threads.
+ * The error names the first bad row in (b, s, h) order, whatever the
+ * threads: each thread keeps its first, the lowest wins. */
 static stsa_status check_finite_tensor(const stsa_tensor *t, const char *name,
-                                       stsa_errbuf *err) {
-  for (int64_t b = 0; b < t->shape[0]; b++)
-    for (int64_t s = 0; s < t->shape[1]; s++)
-      for (int64_t h = 0; h < t->shape[2]; h++) {
-        const void *row = stsa_tensor_row(t, b, s, h);
-        STSA_RETURN_IF(!stsa_row_is_finite(row, t->dtype, t->stride[3], t->shape[3]), err,
-                       STSA_ERR_NONFINITE, "%s[b=%lld, s=%lld, h=%lld] holds NaN or Inf",
-                       name, (long long)b, (long long)s, (long long)h);
-      }
+                                       int threads, stsa_errbuf *err) {
+  const int64_t S = t->shape[1], H = t->shape[2], rows = t->shape[0] * S * H;
+  int64_t first_bad = rows;
+  const int64_t most = rows / SCAN_ROWS_PER_THREAD;
+  const int nth = threads < 1 ? 1 : most < threads ? (most > 1 ? (int)most : 1) : threads;
+#pragma omp parallel for num_threads(nth) schedule(static) reduction(min : first_bad)
+  for (int64_t r = 0; r < rows; r++) {
+    if (r > first_bad) /* this thread found one before: the rest cannot win */
+      continue;
+    const void *row = stsa_tensor_row(t, r / (S * H), r / H % S, r % H);
+    if (!stsa_row_is_finite(row, t->dtype, t->stride[3], t->shape[3]))
+      first_bad = r;
+  }
+  STSA_RETURN_IF(first_bad < rows, err, STSA_ERR_NONFINITE,
+                 "%s[b=%lld, s=%lld, h=%lld] holds NaN or Inf", name,
+                 (long long)(first_bad / (S * H)), (long long)(first_bad / H % S),
+                 (long long)(first_bad % H));
   return STSA_OK;
 }
 
 stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
                                  const stsa_tensor *v, const stsa_tensor *out,
-                                 const stsa_attn_opts *opts, int check_finite,
+                                 const stsa_attn_opts *opts, int finite_threads,
                                  stsa_errbuf *err) {
   STSA_TRY(stsa_check_tensor(q, "q", err));
   STSA_TRY(stsa_check_tensor(k, "k", err));
@@ -216,8 +229,8 @@ stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
                        "lse overlaps %s in memory", names[i]);
     }
   }
-  if (check_finite)
+  if (finite_threads > 0)
     for (int i = 0; i < 3; i++)
-      STSA_TRY(check_finite_tensor(all[i], names[i], err));
+      STSA_TRY(check_finite_tensor(all[i], names[i], finite_threads, err));
   return STSA_OK;
 }

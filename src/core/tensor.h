@@ -34,10 +34,11 @@ int stsa_tensors_share_memory(const stsa_tensor *a, const stsa_tensor *b);
 
 /* Checks a dense attention call: every tensor, matching shapes, the lse
  * buffer, no overlap between what is written and anything else, and (when
- * check_finite) that inputs hold no NaN/Inf. */
+ * finite_threads > 0) that inputs hold no NaN/Inf, scanned on up to that
+ * many threads (stsa_finite_threads gives a context's choice). */
 stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
                                  const stsa_tensor *v, const stsa_tensor *out,
-                                 const stsa_attn_opts *opts, int check_finite,
+                                 const stsa_attn_opts *opts, int finite_threads,
                                  stsa_errbuf *err);
 
 #endif

@@ -15,7 +15,7 @@ stsa_status stsa_attention_check(stsa_ctx *ctx, const stsa_tensor *q,
   if (!ctx)
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
-  return stsa_check_attention(q, k, v, out, opts, ctx->check_finite, &ctx->err);
+  return stsa_check_attention(q, k, v, out, opts, stsa_finite_threads(ctx), &ctx->err);
 }
 
 /* The dense work of validated arguments. */
@@ -35,7 +35,7 @@ stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q, const stsa_tenso
   if (!ctx)
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
-  STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, &ctx->err));
+  STSA_TRY(stsa_check_attention(q, k, v, out, opts, stsa_finite_threads(ctx), &ctx->err));
   stsa_attn_problem pb;
   stsa_work w = dense_work(ctx, &pb, q, k, v, out, opts);
   STSA_RETURN_IF(stsa_work_run(&w, ctx->threads, &ctx->packed) != STSA_OK, &ctx->err,
@@ -75,7 +75,8 @@ static stsa_status attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
                                   int ith, int nth, void *wdata, size_t wsize,
                                   stsa_errbuf *err) {
   STSA_TRY(stsa_parts_check(nth, ith, wdata, "attention part", err));
-  STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite, err));
+  /* on the caller's thread: a part starts no threads of its own */
+  STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite ? 1 : 0, err));
   stsa_attn_problem pb;
   stsa_work w = dense_work(ctx, &pb, q, k, v, out, opts);
   return stsa_parts_run(&w, ith, nth, wdata, wsize, "attention part", err);

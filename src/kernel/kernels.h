@@ -85,6 +85,14 @@ typedef struct stsa_bf16_tile {
   int D; /* the head dim: V columns past it are 0 */
 } stsa_bf16_tile;
 
+/* One segment of keys for pv2_segs: its probabilities (columns from p on,
+ * rows ld_p apart), its V rows (from panel on) and its key count. */
+typedef struct stsa_pv_seg {
+  const float *p;
+  const float *panel;
+  int n;
+} stsa_pv_seg;
+
 typedef struct stsa_kernels {
   const char *name; /* of the ISA whose entries won ("portable", "avx2", ...) */
   int mr;           /* rows of q handled by one qk / pv call */
@@ -119,12 +127,23 @@ typedef struct stsa_kernels {
    * below take either): qk and pv on two panels at once, for register files
    * that hold a 2 nr wide tile. Results are bitwise those of two calls of
    * qk or pv.
-   * qk2: the K^T panels at panel and panel + D nr, s[r][c] for c < 2 nr.
+   * qk2: the K^T panels at panel0 and panel1 (anywhere), their scores at s0
+   *   and s1. Each row's s0 block is stored before its s1 block, so an s1
+   *   that overlaps the padding columns of s0 wins there (a merged run of
+   *   variable tiles pairs the last panel of one tile with the first of the
+   *   next, placed right after the first tile's valid columns).
    * pv2: the V panels at panel and panel + panel_stride, o[r][c] for c < 2 nr. */
-  void (*qk2)(const float *q, int D, const float *panel, float *s, int ld_s,
-              float *rowmax);
+  void (*qk2)(const float *q, int D, const float *panel0, const float *panel1, float *s0,
+              float *s1, int ld_s, float *rowmax);
   void (*pv2)(const float *p, int ld_p, int n, const float *panel, int64_t panel_stride,
               float *o, int ld_o, const float *alpha);
+  /* Optional (NULL: one pv2 per segment): pv2 over several segments of
+   * keys as one sum, o = alpha o + sum over segments i and t < seg[i].n of
+   * seg[i].p[r][t] * seg[i].panel[t][c] (the second panel panel_stride
+   * on). A merged run of short variable tiles keeps its accumulators in
+   * registers across its tiles rather than loading and storing o per tile. */
+  void (*pv2_segs)(const struct stsa_pv_seg *seg, int nseg, int ld_p,
+                   int64_t panel_stride, float *o, int ld_o, const float *alpha);
   /* Optional (NULL but on the amx backend): a whole kv tile (FULL, or
    * PARTIAL with its mask) for bf16 Q, K and V on bf16 tile-multiply
    * hardware, with the non-finite rules of stsa.h. Q.K^T multiplies bf16 exactly and sums
@@ -151,7 +170,8 @@ static inline void stsa_qk_panels(const stsa_kernels *k, const float *q, int D,
   int p = 0;
   if (k->qk2)
     for (; p + 2 <= npanels; p += 2)
-      k->qk2(q, D, kt + p * step, s + p * k->nr, ld_s, rowmax);
+      k->qk2(q, D, kt + p * step, kt + (p + 1) * step, s + p * k->nr, s + (p + 1) * k->nr,
+             ld_s, rowmax);
   for (; p < npanels; p++)
     k->qk(q, D, kt + p * step, s + p * k->nr, ld_s, rowmax);
 }

@@ -507,6 +507,10 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
   stsa_run_q_tile_in(pb, kv, b, h, qt, list, NULL, sc);
 }
 
+/* Merged runs take at most this many tiles (the segments pv2_segs gets
+ * sit on the stack). */
+#define MERGED_MAX_TILES 64
+
 /* Whether listed entry i may join a merged run (see run_merged): a FULL
  * variable tile whose logits cannot reach -inf. */
 static int mergeable(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
@@ -527,8 +531,8 @@ static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   for (; j < ntiles; j++) {
     const int64_t tile = list->tiles[j];
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
-    if (c + sp.len > pb->kv_tile || round_up(c + sp.n, pb->nr) > pb->kv_tile ||
-        !mergeable(pb, kv, list, j, tile, sc))
+    if (j - i == MERGED_MAX_TILES || c + sp.len > pb->kv_tile ||
+        round_up(c + sp.n, pb->nr) > pb->kv_tile || !mergeable(pb, kv, list, j, tile, sc))
       break;
     c += sp.n;
   }
@@ -654,52 +658,96 @@ static void run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   pb->kern->full_tile_bf16(&t);
 }
 
+/* Q.K^T of a merged run's tiles for one block of mr rows, each tile's
+ * panels right after the previous tile's valid columns. Panels go in pairs
+ * through qk2 also across tiles (the last panel of one with the first of
+ * the next), so a tile of an odd panel count costs no one-panel call:
+ * qk2 stores the earlier panel first, and the later one's columns win
+ * where they overlap its padding (kernels.h). */
+static void merged_qk(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                      const stsa_kv_span *sp, int64_t nt, const float *q, float *s,
+                      float *tmax) {
+  const stsa_kernels *kern = pb->kern;
+  const int D = pb->D, nr = pb->nr, ld_s = pb->kv_tile;
+  const int64_t step = (int64_t)D * nr;
+  const float *held = NULL; /* a panel waiting for its pair, and its columns */
+  float *held_s = NULL;
+  for (int64_t i = 0, c = 0; i < nt; c += sp[i].n, i++) {
+    const float *kt = kv->kt + (sp[i].pack0 / nr) * step;
+    for (int p = 0; p < sp[i].len / nr; p++) {
+      const float *panel = kt + p * step;
+      float *out = s + c + p * nr;
+      if (!kern->qk2) {
+        kern->qk(q, D, panel, out, ld_s, tmax);
+      } else if (held) {
+        kern->qk2(q, D, held, panel, held_s, out, ld_s, tmax);
+        held = NULL;
+      } else {
+        held = panel, held_s = out;
+      }
+    }
+  }
+  if (held)
+    kern->qk(q, D, held, held_s, ld_s, tmax);
+}
+
+/* P.V of a merged run for one block of mr rows: o = alpha o + the run's
+ * sum, through pv2_segs (one sum over the tiles) where the table has it,
+ * else a pv per tile and V panel (alpha at the first tile, 1 after, which
+ * is exact). V rows are read where they are packed: no copy side by side
+ * (the copy cost ~6% of an SVG2 call). */
+static void merged_pv(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                      const stsa_kv_span *sp, int64_t nt, const float *s, float *o,
+                      const float *alpha, const float *ones) {
+  const stsa_kernels *kern = pb->kern;
+  const int nr = pb->nr, ld_s = pb->kv_tile, panels = pb->D_pad / nr;
+  const int64_t stride = pb->Skv_pad * nr; /* between V panels */
+  stsa_pv_seg seg[MERGED_MAX_TILES];
+  for (int j = 0, take; j < panels; j += take) {
+    take = stsa_panel_step(kern->pv2 != NULL, panels - j);
+    const float *vp = kv->vp + (int64_t)j * stride;
+    if (take == 2 && kern->pv2_segs) {
+      for (int64_t i = 0, c = 0; i < nt; c += sp[i].n, i++)
+        seg[i] = (stsa_pv_seg){s + c, vp + sp[i].pack0 * nr, sp[i].n};
+      kern->pv2_segs(seg, (int)nt, ld_s, stride, o + j * nr, pb->D_pad, alpha);
+      continue;
+    }
+    for (int64_t i = 0, c = 0; i < nt; c += sp[i].n, i++)
+      stsa_pv_panels(kern, s + c, ld_s, sp[i].n, vp + sp[i].pack0 * nr, stride, take,
+                     o + j * nr, pb->D_pad, i == 0 ? alpha : ones);
+  }
+}
+
 /* Variable tiles are short (clusters of tens of keys): a run of listed FULL
- * tiles [i0, i1) is computed as one tile of their columns side by side. Each
- * tile's qk panels land right after the previous tile's last valid column
- * (overwriting its padding columns) and one softmax serves the run, so its
- * per-call cost is paid once per ~kv_tile columns rather than per cluster.
- * P.V reads each tile's V rows where they are packed, one pv per tile
- * (alpha rescales o once, at the first; the others add with 1 x o, which is
- * exact), without copying them side by side (the copy cost ~6% of an SVG2
- * call). */
+ * tiles [i0, i1) is computed as one tile of their columns side by side
+ * (merged_qk), with one softmax for the run, so its per-call cost is paid
+ * once per ~kv_tile columns rather than per cluster, and one P.V sum
+ * (merged_pv). */
 static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                        const stsa_kv_list *list, const int64_t *kv_start,
                        const int64_t *kv_pack, int64_t i0, int64_t i1, int rows_pad,
                        stsa_tile_scratch *sc) {
   const stsa_kernels *kern = pb->kern;
   const int D = pb->D, D_pad = pb->D_pad, nr = pb->nr, mr = pb->mr, ld_s = pb->kv_tile;
-  int ragged = 0;
-  for (int64_t i = i0; i < i1; i++)
-    ragged |= stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]).n % nr != 0;
+  stsa_kv_span sp[MERGED_MAX_TILES];
+  const int64_t nt = i1 - i0;
+  int ragged = 0, n = 0;
+  for (int64_t i = 0; i < nt; i++) {
+    sp[i] = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i0 + i]);
+    ragged |= sp[i].n % nr != 0;
+    n += sp[i].n;
+  }
   /* one block of mr rows at a time, as run_full_tile: its scores stay in L1
    * from Q.K^T to P.V, in the first mr rows of the score buffer */
   for (int r = 0; r < rows_pad; r += mr) {
-    float *s = sc->s, *tmax = sc->tile_max + r;
+    float *tmax = sc->tile_max + r;
     for (int x = 0; x < mr; x++)
       tmax[x] = -INFINITY;
-    int c = 0;
-    for (int64_t i = i0; i < i1; i++) {
-      const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
-      stsa_qk_panels(kern, sc->q + (int64_t)r * D, D, kv->kt + (sp.pack0 / nr) * D * nr,
-                     sp.len / nr, s + c, ld_s, tmax);
-      c += sp.n;
-    }
+    merged_qk(pb, kv, sp, nt, sc->q + (int64_t)r * D, sc->s, tmax);
     /* the folded maxima saw padding columns' zero scores if any tile is ragged */
-    kern->softmax(s, ld_s, mr, c, sc->m + r, sc->l + r, sc->alpha + r,
+    kern->softmax(sc->s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r,
                   ragged ? NULL : tmax);
-    for (int j = 0, take; j < D_pad / nr; j += take) {
-      take = stsa_panel_step(kern->pv2 != NULL, D_pad / nr - j);
-      c = 0;
-      for (int64_t i = i0; i < i1; i++) {
-        const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
-        stsa_pv_panels(kern, s + c, ld_s, sp.n,
-                       kv->vp + ((int64_t)j * pb->Skv_pad + sp.pack0) * nr,
-                       pb->Skv_pad * nr, take, sc->o + (int64_t)r * D_pad + j * nr, D_pad,
-                       i == i0 ? sc->alpha + r : sc->ones);
-        c += sp.n;
-      }
-    }
+    merged_pv(pb, kv, sp, nt, sc->s, sc->o + (int64_t)r * D_pad, sc->alpha + r, sc->ones);
   }
 }
 

@@ -32,9 +32,11 @@ static int64_t group_of(const stsa_geo *geo, const int32_t *label, int64_t clust
 }
 
 /* Counting sort of the tokens by group (stable), then each group cut into
- * ceil(size / tile) tiles of near-equal size. */
+ * ceil(size / tile) tiles of near-equal size, each but the last a multiple
+ * of `align` (the kernels' mr or nr, which a tile is padded to): a group
+ * then pads once, not once per tile. */
 static stsa_status group_tokens(stsa_plan *p, const stsa_geo *geo, const int32_t *label,
-                                int64_t clusters, int tile, grouping *gr,
+                                int64_t clusters, int tile, int align, grouping *gr,
                                 stsa_errbuf *err, const char *what) {
   const int64_t G = clusters + 2, N = geo->N;
   gr->groups = G;
@@ -73,10 +75,12 @@ static stsa_status group_tokens(stsa_plan *p, const stsa_geo *geo, const int32_t
   if (!gr->bounds)
     return stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "cluster plan: out of memory");
   for (int64_t g = 0; g < G; g++) {
-    int64_t size = gr->start[g + 1] - gr->start[g], n = gr->tile0[g + 1] - gr->tile0[g];
-    for (int64_t t = 0; t < n; t++) /* the first size % n tiles get one more */
-      gr->bounds[gr->tile0[g] + t] =
-          gr->start[g] + t * (size / n) + (t < size % n ? t : size % n);
+    const int64_t size = gr->start[g + 1] - gr->start[g],
+                  n = gr->tile0[g + 1] - gr->tile0[g];
+    /* at most tile: tile is a multiple of align, and n tiles of it hold size */
+    const int64_t each = n ? ((size + n - 1) / n + align - 1) / align * align : 0;
+    for (int64_t t = 0; t < n; t++)
+      gr->bounds[gr->tile0[g] + t] = gr->start[g] + t * each;
   }
   gr->bounds[gr->tiles] = N;
   return STSA_OK;
@@ -181,10 +185,12 @@ stsa_status stsa_cluster_plan_build(stsa_ctx *ctx, const stsa_cluster_layout *c,
   if (st == STSA_OK) {
     memset(p->parts, 0, sizeof(stsa_plan_part));
     p->head_part[0] = 0;
-    st = group_tokens(p, &geo, c->q_label, c->q_clusters, c->q_tile, &qg, err, "query");
+    st = group_tokens(p, &geo, c->q_label, c->q_clusters, c->q_tile, mr, &qg, err,
+                      "query");
   }
   if (st == STSA_OK)
-    st = group_tokens(p, &geo, c->k_label, c->kv_clusters, c->kv_tile, &kg, err, "key");
+    st = group_tokens(p, &geo, c->k_label, c->kv_clusters, c->kv_tile, nr, &kg, err,
+                      "key");
   if (st == STSA_OK)
     st = fill_structure(p, c, &qg, &kg, nr, err);
   if (st != STSA_OK) {

@@ -201,11 +201,11 @@ static stsa_status check_call(const stsa_ctx *ctx, const stsa_plan *const *plans
                               const int64_t *plan_heads, const stsa_tensor *q,
                               const stsa_tensor *k, const stsa_tensor *v,
                               const stsa_tensor *out, const stsa_sparse_opts *opts,
-                              int check_finite, stsa_errbuf *err) {
+                              int finite_threads, stsa_errbuf *err) {
   if (opts)
     STSA_TRY(STSA_SIZED_CHECK(opts, stsa_sparse_opts, err));
   const stsa_attn_opts dense_opts = dense_opts_of(opts);
-  STSA_TRY(stsa_check_attention(q, k, v, out, &dense_opts, check_finite, err));
+  STSA_TRY(stsa_check_attention(q, k, v, out, &dense_opts, finite_threads, err));
   stsa_sparse_mode mode = opts ? opts->mode : STSA_SPARSE_EXACT;
   STSA_RETURN_IF((unsigned)mode >= STSA_SPARSE_MODE_COUNT_, err, STSA_ERR_BAD_PARAM,
                  "sparse mode %d is not one of exact, naive, tile-rounded", (int)mode);
@@ -280,9 +280,10 @@ stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *p
                                         const int64_t *plan_heads, const stsa_tensor *q,
                                         const stsa_tensor *k, const stsa_tensor *v,
                                         const stsa_tensor *out,
-                                        const stsa_sparse_opts *opts, int check_finite) {
+                                        const stsa_sparse_opts *opts,
+                                        int finite_threads) {
   stsa_errbuf *err = &ctx->err;
-  STSA_TRY(check_call(ctx, plans, plan_heads, q, k, v, out, opts, check_finite, err));
+  STSA_TRY(check_call(ctx, plans, plan_heads, q, k, v, out, opts, finite_threads, err));
   report_pairs_changed(plans, plan_heads, q, opts);
   prepared p;
   STSA_TRY(prepare(ctx, plans, plan_heads, q, k, v, out, opts, &p, err));
@@ -336,7 +337,7 @@ stsa_status stsa_sparse_attention(stsa_ctx *ctx, const stsa_plan *plan,
   one_plan o;
   STSA_TRY(one_plan_init(&o, plan, q, &ctx->err));
   stsa_status st = stsa_sparse_attention_heads(ctx, o.plans, o.heads, q, k, v, out, opts,
-                                               ctx->check_finite);
+                                               stsa_finite_threads(ctx));
   one_plan_free(&o);
   return st;
 }
@@ -352,7 +353,7 @@ static stsa_status sparse_part(const stsa_ctx *ctx, const stsa_plan *plan,
   one_plan o;
   STSA_TRY(one_plan_init(&o, plan, q, err));
   stsa_status st = check_call(ctx, o.plans, o.heads, q, k, v, out, opts,
-                              wdata ? ctx->check_finite : 0, err);
+                              wdata && ctx->check_finite ? 1 : 0, err);
   prepared p;
   if (st == STSA_OK)
     st = prepare(ctx, o.plans, o.heads, q, k, v, out, opts, &p, err);

@@ -13,13 +13,13 @@
 /* Head h of the tensors follows head plan_heads[h] of plans[h] (SVG runs
  * spatial heads in native order and temporal heads position-major in one
  * call). All plans must agree on S_q, S_kv and tile sizes. Arguments are
- * validated; the scan for NaN/Inf runs only when check_finite (callers that
- * already scanned the same inputs pass 0). */
+ * validated; the scan for NaN/Inf runs on finite_threads threads, not at
+ * all for 0 (callers that already scanned the same inputs pass 0). */
 stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *plans,
                                         const int64_t *plan_heads, const stsa_tensor *q,
                                         const stsa_tensor *k, const stsa_tensor *v,
                                         const stsa_tensor *out,
-                                        const stsa_sparse_opts *opts, int check_finite);
+                                        const stsa_sparse_opts *opts, int finite_threads);
 
 /* Sampled rows under several masks at once (online profiling): q holds the
  * rows already gathered, [1, R, H, D]; every plan is a one-head plan with a

@@ -487,7 +487,7 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   stsa_errbuf *err = &ctx->err;
   stsa_err_clear(err);
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
-  STSA_TRY(stsa_check_attention(q, k, v, out, NULL, ctx->check_finite, err));
+  STSA_TRY(stsa_check_attention(q, k, v, out, NULL, stsa_finite_threads(ctx), err));
   stsa_svg_report rep = STSA_INIT(stsa_svg_report);
   if (report)
     STSA_TRY(report_read(report, &rep, err));

@@ -19,6 +19,7 @@ void stsa_kernels_init_portable(stsa_kernels *t) {
   fill_generic(t);
   t->qk2 = NULL; /* no two-panel kernels: stsa_qk_panels / stsa_pv_panels loop */
   t->pv2 = NULL;
+  t->pv2_segs = NULL;
   t->full_tile_bf16 = NULL; /* bf16 tiles only where a tile-multiply unit is */
   t->load_row = load_row_generic;
 }

@@ -140,17 +140,17 @@ static void qk_avx512(const float *q, int D, const float *panel, float *s, int l
 }
 
 /* qk on the two adjacent K^T panels at `panel` (kernels.h: qk2). */
-static void qk2_avx512(const float *q, int D, const float *panel, float *s, int ld_s,
-                       float *rowmax) {
+static void qk2_avx512(const float *q, int D, const float *panel0, const float *panel1,
+                       float *s0, float *s1, int ld_s, float *rowmax) {
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
   for (int r = 0; r < MR; r++)
     c0[r] = c1[r] = _mm512_setzero_ps();
-  block_update2(c0, c1, q, D, D, panel, panel + (int64_t)D * NR);
+  block_update2(c0, c1, q, D, D, panel0, panel1);
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++) {
-    _mm512_storeu_ps(s + (int64_t)r * ld_s, c0[r]);
-    _mm512_storeu_ps(s + (int64_t)r * ld_s + NR, c1[r]);
+  for (int r = 0; r < MR; r++) { /* s0 before s1 in each row (kernels.h) */
+    _mm512_storeu_ps(s0 + (int64_t)r * ld_s, c0[r]);
+    _mm512_storeu_ps(s1 + (int64_t)r * ld_s, c1[r]);
     c0[r] = _mm512_max_ps(c0[r], c1[r]);
   }
   fold_rowmax(c0, rowmax);
@@ -217,6 +217,32 @@ static void pv_avx512(const float *p, int ld_p, int n, const float *panel, float
   }
 }
 
+/* The end of pv2 and pv2_segs: o = alpha o + the sums. */
+static inline void pv2_store(const __m512 c0[MR], const __m512 c1[MR], float *o, int ld_o,
+                             const float *alpha) {
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++) {
+    float *at = o + (int64_t)r * ld_o;
+    const __m512 a = _mm512_set1_ps(alpha[r]);
+    _mm512_storeu_ps(at, _mm512_fmadd_ps(a, _mm512_loadu_ps(at), c0[r]));
+    _mm512_storeu_ps(at + NR, _mm512_fmadd_ps(a, _mm512_loadu_ps(at + NR), c1[r]));
+  }
+}
+
+/* pv2 over a merged run's segments as one sum (kernels.h: pv2_segs). */
+static void pv2_segs_avx512(const stsa_pv_seg *seg, int nseg, int ld_p,
+                            int64_t panel_stride, float *o, int ld_o,
+                            const float *alpha) {
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    c0[r] = c1[r] = _mm512_setzero_ps();
+  for (int i = 0; i < nseg; i++)
+    block_update2(c0, c1, seg[i].p, ld_p, seg[i].n, seg[i].panel,
+                  seg[i].panel + panel_stride);
+  pv2_store(c0, c1, o, ld_o, alpha);
+}
+
 /* pv on two V panels, `panel` and `panel + panel_stride` (kernels.h: pv2). */
 static void pv2_avx512(const float *p, int ld_p, int n, const float *panel,
                        int64_t panel_stride, float *o, int ld_o, const float *alpha) {
@@ -225,13 +251,7 @@ static void pv2_avx512(const float *p, int ld_p, int n, const float *panel,
   for (int r = 0; r < MR; r++)
     c0[r] = c1[r] = _mm512_setzero_ps();
   block_update2(c0, c1, p, ld_p, n, panel, panel + panel_stride);
-#pragma GCC unroll 12
-  for (int r = 0; r < MR; r++) {
-    float *at = o + (int64_t)r * ld_o;
-    const __m512 a = _mm512_set1_ps(alpha[r]);
-    _mm512_storeu_ps(at, _mm512_fmadd_ps(a, _mm512_loadu_ps(at), c0[r]));
-    _mm512_storeu_ps(at + NR, _mm512_fmadd_ps(a, _mm512_loadu_ps(at + NR), c1[r]));
-  }
+  pv2_store(c0, c1, o, ld_o, alpha);
 }
 
 /* Contiguous f16 rows go through vcvtph2ps and bf16 rows through a 16-bit
@@ -264,6 +284,7 @@ void stsa_kernels_override_avx512(stsa_kernels *t) {
   t->pv = pv_avx512;
   t->qk2 = qk2_avx512;
   t->pv2 = pv2_avx512;
+  t->pv2_segs = pv2_segs_avx512;
   t->load_row = load_row_avx512;
 }
 #endif /* x86 */
