@@ -141,13 +141,23 @@ static void check_qk2_apart(const stsa_kernels *k, const char *name, tu_rng *rng
         *max_one = sc.max_one;
   const size_t s_bytes = sc.bytes;
   /* the first and third panels: the pair need not be adjacent */
-  k->qk2(q, D, kt, kt + 2 * step, s_pair, s_pair + shift, ld_s, max_pair);
+  k->qk2(q, D, kt, kt + 2 * step, s_pair, s_pair + shift, ld_s, max_pair, max_pair);
   k->qk(q, D, kt, s_one, ld_s, max_one);
   k->qk(q, D, kt + 2 * step, s_one + shift, ld_s, max_one);
   CHECK(memcmp(s_pair, s_one, s_bytes) == 0, "[%s] qk2 D %d, apart by %d: scores differ",
         name, D, shift);
   CHECK(memcmp(max_pair, max_one, sizeof(float) * (size_t)mr) == 0,
         "[%s] qk2 D %d, apart by %d: row maxima differ", name, D, shift);
+  /* each panel's maxima apart: those of one qk call each */
+  float max0[16], max1[16], one0[16], one1[16];
+  for (int r = 0; r < mr; r++)
+    max0[r] = max1[r] = one0[r] = one1[r] = -INFINITY;
+  k->qk2(q, D, kt + 2 * step, kt, s_pair, s_pair + nr, ld_s, max0, max1);
+  k->qk(q, D, kt + 2 * step, s_one, ld_s, one0);
+  k->qk(q, D, kt, s_one + nr, ld_s, one1);
+  CHECK(memcmp(max0, one0, sizeof(float) * (size_t)mr) == 0 &&
+            memcmp(max1, one1, sizeof(float) * (size_t)mr) == 0,
+        "[%s] qk2 D %d: the two panels' own row maxima differ", name, D);
   CHECK(tu_guard_ok(s_pair), "[%s] qk2 D %d: guard bytes", name, D);
   scores2_free(&sc);
   free(q), free(kt);

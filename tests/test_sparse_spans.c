@@ -277,9 +277,9 @@ static void counting_qk(const float *q, int D, const float *panel, float *s, int
 
 /* A two-panel call computes two micro-tiles. */
 static void counting_qk2(const float *q, int D, const float *panel0, const float *panel1,
-                         float *s0, float *s1, int ld_s, float *rowmax) {
+                         float *s0, float *s1, int ld_s, float *rowmax0, float *rowmax1) {
   qk_calls += 2;
-  inner->qk2(q, D, panel0, panel1, s0, s1, ld_s, rowmax);
+  inner->qk2(q, D, panel0, panel1, s0, s1, ld_s, rowmax0, rowmax1);
 }
 
 /* The list's mask for the whole-tile path: q tile qt's stored patterns. */

@@ -131,10 +131,12 @@ typedef struct stsa_kernels {
    *   and s1. Each row's s0 block is stored before its s1 block, so an s1
    *   that overlaps the padding columns of s0 wins there (a merged run of
    *   variable tiles pairs the last panel of one tile with the first of the
-   *   next, placed right after the first tile's valid columns).
+   *   next, placed right after the first tile's valid columns). Each
+   *   panel's row maxima fold into rowmax0 and rowmax1, which may be the
+   *   same array (k-means needs each panel's own).
    * pv2: the V panels at panel and panel + panel_stride, o[r][c] for c < 2 nr. */
   void (*qk2)(const float *q, int D, const float *panel0, const float *panel1, float *s0,
-              float *s1, int ld_s, float *rowmax);
+              float *s1, int ld_s, float *rowmax0, float *rowmax1);
   void (*pv2)(const float *p, int ld_p, int n, const float *panel, int64_t panel_stride,
               float *o, int ld_o, const float *alpha);
   /* Optional (NULL: one pv2 per segment): pv2 over several segments of
@@ -171,7 +173,7 @@ static inline void stsa_qk_panels(const stsa_kernels *k, const float *q, int D,
   if (k->qk2)
     for (; p + 2 <= npanels; p += 2)
       k->qk2(q, D, kt + p * step, kt + (p + 1) * step, s + p * k->nr, s + (p + 1) * k->nr,
-             ld_s, rowmax);
+             ld_s, rowmax, rowmax);
   for (; p < npanels; p++)
     k->qk(q, D, kt + p * step, s + p * k->nr, ld_s, rowmax);
 }

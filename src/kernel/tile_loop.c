@@ -680,7 +680,7 @@ static void merged_qk(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
       if (!kern->qk2) {
         kern->qk(q, D, panel, out, ld_s, tmax);
       } else if (held) {
-        kern->qk2(q, D, held, panel, held_s, out, ld_s, tmax);
+        kern->qk2(q, D, held, panel, held_s, out, ld_s, tmax, tmax);
         held = NULL;
       } else {
         held = panel, held_s = out;

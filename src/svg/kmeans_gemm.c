@@ -9,8 +9,8 @@
 
 size_t stsa_km_thread_floats(int mr, int nr, int d, size_t slot[3]) {
   slot[0] = stsa_km_floats64((size_t)STSA_KM_CHUNK_BLOCKS * (size_t)mr * (size_t)(d + 1));
-  slot[1] = stsa_km_floats64((size_t)mr * (size_t)nr);
-  slot[2] = stsa_km_floats64((size_t)mr);
+  slot[1] = stsa_km_floats64(2 * (size_t)mr * (size_t)nr);
+  slot[2] = stsa_km_floats64(2 * (size_t)mr);
   return slot[0] + slot[1] + slot[2];
 }
 
@@ -83,17 +83,32 @@ void stsa_km_gemm_pass(km *m, const int32_t *idx, int64_t nrows, int64_t col0,
         }
         q[b] = dst;
       }
-      for (int64_t j = 0; j < npan; j++) {
-        const int64_t p = order ? order[j] : j;
-        const int64_t c0 = col0 + p * nr;
-        const float *panel = m->panels + (c0 / nr) * depth * nr;
-        const int cols = (int)(ncols - p * nr < nr ? ncols - p * nr : nr);
+      /* Panels two at a time through qk2 where the kernels have it, each
+       * with its own row maxima; every block visits the first panel, then
+       * the second, as one panel at a time would. */
+      for (int64_t j = 0, take; j < npan; j += take) {
+        take = stsa_panel_step(m->kern->qk2 != NULL, (int)(npan - j));
+        int64_t c0[2];
+        const float *panel[2];
+        int cols[2];
+        for (int x = 0; x < take; x++) {
+          const int64_t p = order ? order[j + x] : j + x;
+          c0[x] = col0 + p * nr;
+          panel[x] = m->panels + (c0[x] / nr) * depth * nr;
+          cols[x] = (int)(ncols - p * nr < nr ? ncols - p * nr : nr);
+        }
+        float *s1 = t.s + mr * nr, *max1 = t.rowmax + mr;
         for (int64_t b = 0; b < nblocks; b++) {
-          for (int r = 0; r < mr; r++)
+          for (int r = 0; r < 2 * mr; r++)
             t.rowmax[r] = -INFINITY;
-          m->kern->qk(q[b], depth, panel, t.s, nr, t.rowmax);
+          if (take == 2)
+            m->kern->qk2(q[b], depth, panel[0], panel[1], t.s, s1, nr, t.rowmax, max1);
+          else
+            m->kern->qk(q[b], depth, panel[0], t.s, nr, t.rowmax);
           const int brows = (int)(rows - b * mr < mr ? rows - b * mr : mr);
-          visit(m, ud, i0 + b * mr, brows, c0, cols, t.s, t.rowmax);
+          visit(m, ud, i0 + b * mr, brows, c0[0], cols[0], t.s, t.rowmax);
+          if (take == 2)
+            visit(m, ud, i0 + b * mr, brows, c0[1], cols[1], s1, max1);
         }
       }
     }

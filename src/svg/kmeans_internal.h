@@ -103,8 +103,8 @@ typedef struct km {
 /* One thread's scratch. */
 typedef struct km_thread {
   float *q;      /* [CHUNK_BLOCKS mr][d + 1] rows of x (and 1), zero padded */
-  float *s;      /* [mr][nr] one qk result */
-  float *rowmax; /* [mr] each row's maximum of s, folded by qk */
+  float *s;      /* [2][mr][nr] one qk result, or the two of a qk2 */
+  float *rowmax; /* [2][mr] each row's maximum of each s, folded by qk */
 } km_thread;
 
 /* Floats of one thread's scratch (slot: the three arrays' sizes). */

@@ -139,9 +139,9 @@ static void qk_avx512(const float *q, int D, const float *panel, float *s, int l
   fold_rowmax(c, rowmax);
 }
 
-/* qk on the two adjacent K^T panels at `panel` (kernels.h: qk2). */
+/* qk on two K^T panels (kernels.h: qk2). */
 static void qk2_avx512(const float *q, int D, const float *panel0, const float *panel1,
-                       float *s0, float *s1, int ld_s, float *rowmax) {
+                       float *s0, float *s1, int ld_s, float *rowmax0, float *rowmax1) {
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
   for (int r = 0; r < MR; r++)
@@ -151,9 +151,16 @@ static void qk2_avx512(const float *q, int D, const float *panel0, const float *
   for (int r = 0; r < MR; r++) { /* s0 before s1 in each row (kernels.h) */
     _mm512_storeu_ps(s0 + (int64_t)r * ld_s, c0[r]);
     _mm512_storeu_ps(s1 + (int64_t)r * ld_s, c1[r]);
-    c0[r] = _mm512_max_ps(c0[r], c1[r]);
   }
-  fold_rowmax(c0, rowmax);
+  if (rowmax1 != rowmax0) {
+    fold_rowmax(c0, rowmax0);
+    fold_rowmax(c1, rowmax1);
+    return;
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    c0[r] = _mm512_max_ps(c0[r], c1[r]);
+  fold_rowmax(c0, rowmax0);
 }
 
 static void softmax_avx512(float *s, int ld_s, int rows, int n, float *m, float *l,
