@@ -15,6 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel/kernels.h"
+#include "mask/cluster_plan.h"
+#include "mask/mask.h"
+#include "mask_util.h"
 #include "testutil.h"
 
 typedef struct amx_case {
@@ -137,31 +141,17 @@ static void run_sparse(stsa_backend backend, int terms, const stsa_plan *plan,
   stsa_ctx_free(ctx);
 }
 
-/* Sparse calls on bf16 q, k, v: every tile (FULL and PARTIAL, with the
- * mask applied after the tile multiply) runs the bf16 tiles. One mask on
- * both heads, in `order` on geometry g (position-major order fuses a token
- * permutation into packing and the gathers, as for temporal heads): as
- * close to the reference as the f32 path, naive mode (every tile PARTIAL)
- * bitwise the exact mode, and a NaN in V reaching only the rows that keep
- * its key. */
-static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, int64_t D,
-                         const stsa_mask *mask, stsa_order order) {
-  char name[96];
-  snprintf(name, sizeof name, "sparse %s S=%lld D=%lld", what, (long long)S,
-           (long long)D);
-  enum { HS = 2 };
+/* Sparse calls on bf16 q, k, v under `plan` (HS heads, `mask` on each):
+ * every tile (FULL and PARTIAL, with the mask applied after the tile
+ * multiply) runs the bf16 tiles. As close to the reference as the f32
+ * path, naive mode (every tile PARTIAL) bitwise the exact mode, and a NaN
+ * in V reaching only the rows that keep its key. */
+static void check_sparse_plan(const char *name, const stsa_plan *plan,
+                              const stsa_mask *mask, int64_t S, int64_t HS, int64_t D) {
   tu_rng rng = {(uint64_t)(S * 3 + D)};
   stsa_tensor q = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
   stsa_tensor k = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
   stsa_tensor v = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
-  const stsa_mask *masks[HS] = {mask, mask};
-  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, 64);
-  stsa_plan_desc desc = {
-      sizeof desc, S,   S, HS, masks, g, order, order, 0, 0, STSA_PLAN_ALLOW_EMPTY_ROWS,
-      NULL,        NULL};
-  stsa_plan *plan = NULL;
-  CHECK_STATUS(stsa_plan_build(pctx, &desc, &plan), STSA_OK);
-  stsa_ctx_free(pctx);
   stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
   stsa_tensor f32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
   stsa_tensor exact = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
@@ -180,12 +170,12 @@ static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, in
   CHECK(!tu_same_bytes(&exact, &one), "%s: 1 and 3 terms gave the same bytes", name);
   CHECK(tu_guard_ok(exact.data) && tu_guard_ok(naive.data), "%s: guard bytes", name);
 
-  /* NaN in V at one key of head 1: the rows that keep it turn NaN in that
-   * column, every other element keeps its bytes */
+  /* NaN in V at one key of the last head: the rows that keep it turn NaN in
+   * that column, every other element keeps its bytes */
   const int64_t bad = S / 3;
   stsa_tensor v_nan = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
   memcpy(v_nan.data, v.data, tu_span(&v) * stsa_dtype_size(STSA_BF16));
-  tu_store(v_nan.data, STSA_BF16, tu_offset(&v_nan, 0, bad, 1, 0), NAN);
+  tu_store(v_nan.data, STSA_BF16, tu_offset(&v_nan, 0, bad, HS - 1, 0), NAN);
   stsa_tensor poisoned = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
   run_sparse(STSA_BACKEND_AMX, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v_nan, &poisoned);
   int64_t wrong = 0, reached = 0;
@@ -195,7 +185,7 @@ static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, in
         const size_t at = tu_offset(&exact, 0, i, h, d);
         const double got = tu_load(poisoned.data, STSA_F32, at),
                      clean = tu_load(exact.data, STSA_F32, at);
-        const int hit = h == 1 && d == 0 && stsa_mask_keep(mask, i, bad);
+        const int hit = h == HS - 1 && d == 0 && stsa_mask_keep(mask, i, bad);
         reached += hit;
         wrong += hit ? !isnan(got) : got != clean;
       }
@@ -206,7 +196,122 @@ static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, in
   tu_free_tensor(&ref), tu_free_tensor(&f32), tu_free_tensor(&exact);
   tu_free_tensor(&naive), tu_free_tensor(&one);
   tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+}
+
+/* One mask on both heads, in `order` on geometry g (position-major order
+ * fuses a token permutation into packing and the gathers, as for temporal
+ * heads). */
+static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, int64_t D,
+                         const stsa_mask *mask, stsa_order order) {
+  char name[96];
+  snprintf(name, sizeof name, "sparse %s S=%lld D=%lld", what, (long long)S,
+           (long long)D);
+  const stsa_mask *masks[2] = {mask, mask};
+  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, 64);
+  stsa_plan_desc desc = {
+      sizeof desc, S,   S, 2, masks, g, order, order, 0, 0, STSA_PLAN_ALLOW_EMPTY_ROWS,
+      NULL,        NULL};
+  stsa_plan *plan = NULL;
+  CHECK_STATUS(stsa_plan_build(pctx, &desc, &plan), STSA_OK);
+  stsa_ctx_free(pctx);
+  check_sparse_plan(name, plan, mask, S, 2, D);
   stsa_plan_free(plan);
+}
+
+/* SVG2's cluster plans (variable tiles: each cluster its own tiles, text
+ * tokens in groups of their own) on the bf16 tiles: random labels and a
+ * random keep map with every query cluster keeping something; key
+ * clusters of 1 to ~3 kv tiles, whose packed spans start on the bf16 key
+ * blocks. */
+static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t QC,
+                               int64_t KC, int64_t D) {
+  char name[96];
+  snprintf(name, sizeof name, "cluster plan %s, %lld x %lld clusters, D=%lld", what,
+           (long long)QC, (long long)KC, (long long)D);
+  const int64_t N = stsa_geometry_tokens(g),
+                v0 = g->text_pos == STSA_TEXT_PREFIX ? g->text : 0,
+                L = g->frames * g->height * g->width;
+  tu_rng rng = {(uint64_t)(N * 7 + QC * 31 + KC)};
+  int32_t *ql = malloc(sizeof(int32_t) * (size_t)N),
+          *kl = malloc(sizeof(int32_t) * (size_t)N);
+  uint8_t *keep = malloc((size_t)(QC * KC));
+  CHECK(ql && kl && keep, "out of memory");
+  for (int64_t i = 0; i < N; i++) {
+    const int video = i >= v0 && i < v0 + L;
+    ql[i] = video ? (int32_t)tu_rnd(&rng, 0, QC - 1) : -1;
+    kl[i] = video ? (int32_t)tu_rnd(&rng, 0, KC - 1) : -1;
+  }
+  for (int64_t c = 0; c < QC * KC; c++)
+    keep[c] = tu_rng_uniform(&rng) < -0.2; /* uniform on [-1, 1): 40% */
+  for (int64_t c = 0; c < QC; c++)
+    keep[c * KC + c % KC] = 1;
+  stsa_mask *rect = NULL, *text = NULL, *mask = NULL;
+  CHECK_STATUS(stsa_mask_clusters(ql, N, QC, kl, N, KC, keep, &rect), STSA_OK);
+  CHECK_STATUS(stsa_mask_text(g, &text), STSA_OK);
+  CHECK_STATUS(stsa_mask_or(rect, text, &mask), STSA_OK);
+  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, 64);
+  const stsa_cluster_layout lay = {g, QC, KC, ql, kl, keep, 36, 64, STSA_BF16_KEY_BLOCK};
+  stsa_plan *plan = NULL;
+  CHECK_STATUS(stsa_cluster_plan_build(pctx, &lay, mask, &plan), STSA_OK);
+  stsa_ctx_free(pctx);
+  if (plan)
+    check_sparse_plan(name, plan, mask, N, 1, D);
+  stsa_plan_free(plan);
+  stsa_mask_free(rect), stsa_mask_free(text), stsa_mask_free(mask);
+  free(ql), free(kl), free(keep);
+}
+
+/* An SVG2 session on bf16 inputs: its cluster plans put their spans on the
+ * bf16 key blocks, so the amx backend runs them on the bf16 tiles (one
+ * term and three give different bytes), as close to the f32 path of the
+ * avx512 backend as the f32 path is to itself across tiles (k-means runs
+ * on the same kernels on both backends: the same clusters). */
+static void check_svg2_session(void) {
+  const stsa_geometry g = {4, 10, 12, 0, 0, STSA_TEXT_NONE}; /* 480 tokens */
+  enum { H = 2, D = 64 };
+  const int64_t N = stsa_geometry_tokens(&g);
+  stsa_tensor q32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  stsa_tensor k32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  stsa_tensor v32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  stsa_workload_desc wd = STSA_INIT(stsa_workload_desc);
+  wd.geometry = g, wd.batch = 1, wd.heads = H, wd.head_dim = D, wd.seed = 5;
+  CHECK_STATUS(stsa_workload_generate(&wd, &q32, &k32, &v32, NULL), STSA_OK);
+  stsa_tensor q = tu_sentinel_tensor(STSA_BF16, TU_BSHD, 1, N, H, D);
+  stsa_tensor k = tu_sentinel_tensor(STSA_BF16, TU_BSHD, 1, N, H, D);
+  stsa_tensor v = tu_sentinel_tensor(STSA_BF16, TU_BSHD, 1, N, H, D);
+  CHECK_STATUS(stsa_tensor_copy(&q32, &q), STSA_OK);
+  CHECK_STATUS(stsa_tensor_copy(&k32, &k), STSA_OK);
+  CHECK_STATUS(stsa_tensor_copy(&v32, &v), STSA_OK);
+  stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
+  cfg.geometry = g, cfg.heads = H, cfg.head_dim = D, cfg.sample_rows = 32;
+  cfg.sink_frames = 1, cfg.seed = 3, cfg.method = STSA_SVG_METHOD_SVG2;
+  cfg.q_clusters = 8, cfg.kv_clusters = 20, cfg.top_p = 0.9, cfg.density = 0.25;
+  const stsa_backend backends[3] = {STSA_BACKEND_AVX512, STSA_BACKEND_AMX,
+                                    STSA_BACKEND_AMX};
+  const int terms[3] = {0, 3, 1};
+  stsa_tensor out[3];
+  for (int i = 0; i < 3; i++) {
+    stsa_ctx *ctx = tu_make_ctx(backends[i], 2, 192, 256);
+    CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, terms[i]), STSA_OK);
+    stsa_svg *svg = NULL;
+    CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+    out[i] = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+    CHECK_STATUS(stsa_svg_attention(svg, 0, 0, &q, &k, &v, &out[i], NULL), STSA_OK);
+    stsa_svg_free(svg);
+    stsa_ctx_free(ctx);
+  }
+  double scale;
+  const double diff = tu_max_abs_diff(&out[1], &out[0], &scale);
+  CHECK(diff <= 2e-5 * (scale > 1 ? scale : 1),
+        "svg2 session bf16: amx (3 terms) and avx512 differ by %.3g (scale %.3g)", diff,
+        scale);
+  CHECK(
+      !tu_same_bytes(&out[1], &out[2]),
+      "svg2 session bf16: 1 and 3 terms gave the same bytes: were the bf16 tiles used?");
+  for (int i = 0; i < 3; i++)
+    tu_free_tensor(&out[i]);
+  tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+  tu_free_tensor(&q32), tu_free_tensor(&k32), tu_free_tensor(&v32);
 }
 
 /* The sparse cases: bands wider and narrower than a tile, and a temporal
@@ -221,6 +326,10 @@ static void check_sparse_cases(void) {
   check_sparse("band 9", NULL, 333, 80, narrow, STSA_ORDER_NATIVE);
   check_sparse("temporal, position-major", &g, stsa_geometry_tokens(&g), 128, temporal,
                STSA_ORDER_POSITION_MAJOR);
+  const stsa_geometry suffix = {4, 6, 11, 21, 13, STSA_TEXT_SUFFIX}; /* 285 tokens */
+  check_cluster_plan("no text", &g, 5, 7, 64);
+  check_cluster_plan("text suffix with padding", &suffix, 4, 3, 128);
+  check_cluster_plan("text suffix, small clusters", &suffix, 9, 23, 80);
   stsa_mask_free(wide), stsa_mask_free(narrow), stsa_mask_free(temporal);
 }
 
@@ -309,6 +418,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_case(&cases[i]);
   check_sparse_cases();
+  check_svg2_session();
   check_neg_inf_logits();
   return tu_finish("test_amx");
 }

@@ -122,7 +122,7 @@ static void check_plan(const char *what, const stsa_geometry *g, int64_t B, int6
     masks[h] = tu_or_free(rect, text);
     /* small tiles, so that clusters span several tiles of both kinds */
     stsa_cluster_layout lay = {g,      QC, KC, ql + h * N, kl + h * N, keep + h * QC * KC,
-                               2 * mr, nr};
+                               2 * mr, nr, 0};
     CHECK_STATUS(stsa_cluster_plan_build(ctx, &lay, masks[h], &plans[h]), STSA_OK);
     stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
     stsa_plan_get_stats(plans[h], &st);

@@ -27,10 +27,15 @@ typedef struct svg2_bench_opts {
   double drift;          /* noise added to q and k before each warm call */
   int64_t warm_iters;    /* -1: the preset's */
   uint64_t seed;
+  stsa_dtype dtype; /* of q, k, v (--dtype) */
 } svg2_bench_opts;
 
 enum { KINDS_SEMANTIC = 0, KINDS_MIX = 1 };
 static const char *const KINDS_NAMES[3] = {"semantic", "mix", NULL};
+
+static void set_dtype(void *base, const char *name, const char *value) {
+  ((svg2_bench_opts *)base)->dtype = cli_parse_dtype(name, value);
+}
 
 static const cli_opt SVG2_BENCH_OPTIONS[] = {
     {.name = "--preset",
@@ -82,6 +87,11 @@ static const cli_opt SVG2_BENCH_OPTIONS[] = {
      .help = "override the preset's geometry (video, no text)"},
     {.name = "--height", .metavar = "Hp", CLI_I64(svg2_bench_opts, height, 1, 1 << 20)},
     {.name = "--width", .metavar = "Wp", CLI_I64(svg2_bench_opts, width, 1, 1 << 20)},
+    {.name = "--dtype",
+     .metavar = "DT",
+     CLI_CALL(set_dtype),
+     .help = "q, k and v: f32 (default), f16 or bf16 (outputs stay f32;\n"
+             "drift is added to f32 copies, then converted)"},
     {.name = "--json", CLI_FLAG(svg2_bench_opts, json), .help = "one JSON line"},
     {0}};
 
@@ -89,7 +99,8 @@ static void usage(void) {
   printf("usage: stsa bench svg2 --preset NAME [--heads H] [--threads T] [--reps R]\n"
          "                       [--top-p P | --density D] [--kinds semantic|mix]\n"
          "                       [--seed N] [--drift E] [--warm-iters N]\n"
-         "                       [--frames F --height Hp --width Wp] [--json]\n"
+         "                       [--frames F --height Hp --width Wp] [--dtype DT]\n"
+         "                       [--json]\n"
          "Sparse VideoGen 2 calls against dense attention on the same workload in one\n"
          "run: a cold call (the layer's clusters seeded) and R warm calls (steps of\n"
          "the same layer, from its centroids), each after a dense call.\n"
@@ -151,29 +162,57 @@ static void add_drift(const stsa_tensor *t, double drift, uint64_t step) {
   }
 }
 
+/* The calls' q, k and v: the workload's f32 tensors, or copies in another
+ * dtype (refreshed after each drift, untimed). */
+typedef struct call_inputs {
+  stsa_tensor q, k, v;
+  int copies;
+} call_inputs;
+
+static call_inputs inputs_of(const svg_workload *w, stsa_dtype dtype) {
+  if (dtype == STSA_F32)
+    return (call_inputs){w->q, w->k, w->v, 0};
+  return (call_inputs){svg_tensor_cast(&w->q, dtype), svg_tensor_cast(&w->k, dtype),
+                       svg_tensor_cast(&w->v, dtype), 1};
+}
+
+static void inputs_free(call_inputs *in) {
+  if (!in->copies)
+    return;
+  free(in->q.data);
+  free(in->k.data);
+  free(in->v.data);
+}
+
 static void time_calls(stsa_ctx *ctx, stsa_svg *svg, const stsa_svg_config *cfg,
-                       svg_workload *w, int reps, double drift, svg2_times *t) {
+                       svg_workload *w, stsa_dtype dtype, int reps, double drift,
+                       svg2_times *t) {
   const int n = reps + 1; /* dense calls: before the cold and every warm call */
   double *v = malloc(sizeof *v * (size_t)(5 * n));
   if (!v)
     cli_die("out of memory");
   double *dense = v, *warm = v + n, *cluster = v + 2 * n, *prof = v + 3 * n,
          *attn = v + 4 * n;
+  call_inputs in = inputs_of(w, dtype);
   /* untimed: threads started, caches warm */
-  cli_check(stsa_attention(ctx, &w->q, &w->k, &w->v, &w->ref, NULL), ctx, "dense");
+  cli_check(stsa_attention(ctx, &in.q, &in.k, &in.v, &w->ref, NULL), ctx, "dense");
   const int64_t layer = cfg->dense_layers, step0 = cfg->dense_steps;
   for (int r = 0; r < n; r++) {
     if (r > 0 && drift > 0) {
       add_drift(&w->q, drift, 2 * (uint64_t)r);
       add_drift(&w->k, drift, 2 * (uint64_t)r + 1);
+      if (in.copies) {
+        cli_check(stsa_tensor_copy(&w->q, &in.q), NULL, "converting q");
+        cli_check(stsa_tensor_copy(&w->k, &in.k), NULL, "converting k");
+      }
     }
     double t0 = cli_now();
-    cli_check(stsa_attention(ctx, &w->q, &w->k, &w->v, &w->ref, NULL), ctx, "dense");
+    cli_check(stsa_attention(ctx, &in.q, &in.k, &in.v, &w->ref, NULL), ctx, "dense");
     dense[r] = elapsed_ms(t0);
     stsa_svg_report rep = STSA_INIT(stsa_svg_report);
     t0 = cli_now();
     cli_check(
-        stsa_svg_attention(svg, layer, step0 + r, &w->q, &w->k, &w->v, &w->out, &rep),
+        stsa_svg_attention(svg, layer, step0 + r, &in.q, &in.k, &in.v, &w->out, &rep),
         ctx, "SVG2 attention");
     const double ms = elapsed_ms(t0);
     if (r == 0) {
@@ -192,6 +231,7 @@ static void time_calls(stsa_ctx *ctx, stsa_svg *svg, const stsa_svg_config *cfg,
   t->warm_cluster_ms = cli_median(cluster, reps);
   t->profile_ms = cli_median(prof, reps);
   t->attention_ms = cli_median(attn, reps);
+  inputs_free(&in);
   free(v);
 }
 
@@ -202,7 +242,8 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
   const char *budget = cfg->top_p > 0 ? "top_p" : "density";
   const double budget_value = cfg->top_p > 0 ? cfg->top_p : cfg->density;
   if (o->json) {
-    printf("{\"bench\": \"svg2\", \"mode\": \"svg2\", \"preset\": \"%s\", \"tokens\": "
+    printf("{\"bench\": \"svg2\", \"mode\": \"svg2\", \"preset\": \"%s\", \"dtype\": "
+           "\"%s\", \"tokens\": "
            "%lld, \"heads\": %lld, \"dim\": %lld, \"threads\": %lld, \"kinds\": \"%s\", "
            "\"budget\": \"%s\", \"top_p\": %.4f, \"key_density\": %.4f, \"q_clusters\": "
            "%lld, \"kv_clusters\": "
@@ -212,9 +253,9 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
            "\"ideal_speedup\": %.3f, \"speedup\": %.3f, \"efficiency\": %.3f, "
            "\"cluster_share\": %.4f, \"rel_l2\": %.5f, \"drift\": %g, \"warm_iters\": "
            "%lld}\n",
-           o->preset, (long long)N, (long long)cfg->heads, (long long)cfg->head_dim,
-           (long long)threads, KINDS_NAMES[o->kinds], budget, cfg->top_p,
-           cfg->top_p > 0 ? 0.0 : cfg->density, (long long)t->q_clusters,
+           o->preset, stsa_dtype_name(o->dtype), (long long)N, (long long)cfg->heads,
+           (long long)cfg->head_dim, (long long)threads, KINDS_NAMES[o->kinds], budget,
+           cfg->top_p, cfg->top_p > 0 ? 0.0 : cfg->density, (long long)t->q_clusters,
            (long long)t->kv_clusters, o->reps, t->dense_ms, t->cold_ms,
            t->cold_cluster_ms, t->warm_ms, t->warm_cluster_ms, t->profile_ms,
            t->attention_ms, t->density, ideal, speedup, speedup / ideal,
@@ -222,11 +263,11 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
            (long long)cfg->kmeans_iters_warm);
     return;
   }
-  printf("svg2 %s: %lld tokens, %lld %s heads x %lld, %lld threads; %s %g, %lld query x "
-         "%lld key clusters\n",
-         o->preset, (long long)N, (long long)cfg->heads, KINDS_NAMES[o->kinds],
-         (long long)cfg->head_dim, (long long)threads, budget, budget_value,
-         (long long)t->q_clusters, (long long)t->kv_clusters);
+  printf("svg2 %s: %lld tokens (%s), %lld %s heads x %lld, %lld threads; %s %g, %lld "
+         "query x %lld key clusters\n",
+         o->preset, (long long)N, stsa_dtype_name(o->dtype), (long long)cfg->heads,
+         KINDS_NAMES[o->kinds], (long long)cfg->head_dim, (long long)threads, budget,
+         budget_value, (long long)t->q_clusters, (long long)t->kv_clusters);
   printf("  dense %.1f ms (median of %d)\n", t->dense_ms, o->reps + 1);
   printf("  cold call %.1f ms (k-means %.1f ms: seeding the layer)\n", t->cold_ms,
          t->cold_cluster_ms);
@@ -246,7 +287,8 @@ int bench_svg2(int argc, char **argv) {
                        .top_p = -1,
                        .density = -1,
                        .frames = -1,
-                       .warm_iters = -1};
+                       .warm_iters = -1,
+                       .dtype = STSA_F32};
   o.height = o.width = -1;
   static const cli_command cmd = {"bench svg2", "stsa bench svg2 --help", usage};
   const cli_opt_set set = {SVG2_BENCH_OPTIONS, &o};
@@ -276,7 +318,7 @@ int bench_svg2(int argc, char **argv) {
   stsa_svg *svg;
   cli_check(stsa_svg_create(ctx, &cfg, &svg), ctx, "creating the SVG2 session");
   svg2_times t = {0};
-  time_calls(ctx, svg, &cfg, &w, o.reps, o.drift, &t);
+  time_calls(ctx, svg, &cfg, &w, o.dtype, o.reps, o.drift, &t);
   svg_head_errors(&w.out, &w.ref, rel, cosv); /* the last warm call */
   for (int64_t h = 0; h < H; h++)
     t.rel_l2 += rel[h] / (double)H;

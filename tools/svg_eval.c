@@ -38,18 +38,22 @@ void svg_workload_make_kinds(svg_workload *w, const stsa_svg_config *cfg, int64_
             "generating the workload");
 }
 
+stsa_tensor svg_tensor_cast(const stsa_tensor *t, stsa_dtype dtype) {
+  const size_t n = (size_t)(t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3]);
+  void *p = aligned_alloc(64, (n * stsa_dtype_size(dtype) + 63) / 64 * 64);
+  if (!p)
+    cli_die("out of memory converting the workload");
+  const stsa_tensor to =
+      stsa_tensor_bshd(p, dtype, t->shape[0], t->shape[1], t->shape[2], t->shape[3]);
+  cli_check(stsa_tensor_copy(t, &to), NULL, "converting the workload");
+  return to;
+}
+
 void svg_workload_cast(svg_workload *w, stsa_dtype dtype) {
   stsa_tensor *in[3] = {&w->q, &w->k, &w->v};
   for (int i = 0; i < 3; i++) {
-    const stsa_tensor *t = in[i];
-    const size_t n = (size_t)(t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3]);
-    void *p = aligned_alloc(64, (n * stsa_dtype_size(dtype) + 63) / 64 * 64);
-    if (!p)
-      cli_die("out of memory converting the workload");
-    const stsa_tensor to =
-        stsa_tensor_bshd(p, dtype, t->shape[0], t->shape[1], t->shape[2], t->shape[3]);
-    cli_check(stsa_tensor_copy(t, &to), NULL, "converting the workload");
-    free(t->data);
+    const stsa_tensor to = svg_tensor_cast(in[i], dtype);
+    free(in[i]->data);
     *in[i] = to;
   }
 }

@@ -23,6 +23,8 @@ void svg_workload_free(svg_workload *w);
 /* q, k and v converted to `dtype` (f16, bf16: what a pipeline in that
  * precision passes); out and ref stay f32. */
 void svg_workload_cast(svg_workload *w, stsa_dtype dtype);
+/* A new [B, N, H, D] tensor of `dtype` holding t's values (free its data). */
+stsa_tensor svg_tensor_cast(const stsa_tensor *t, stsa_dtype dtype);
 
 /* Per head over all batch entries: relative L2 error ||out - ref|| / ||ref||
  * and cosine similarity, both f32 [B, N, H, D] tensors. */

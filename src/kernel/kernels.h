@@ -32,6 +32,10 @@
  * its scratch is sized for them. */
 #define STSA_BF16_PASS_ROWS 32
 
+/* Keys of one bf16 V block (pairs of keys in 32-bit words, 16 of them):
+ * the packed spans of bf16 tiles start and end on multiples. */
+#define STSA_BF16_KEY_BLOCK 32
+
 /* One FULL kv tile of a q tile for full_tile_bf16 (below): bf16 Q, K and V,
  * every row block of the q tile, in the layouts tile_loop.h packs (K and V
  * in 1 KB blocks of 16 rows x 32 bf16, the operand layout of a bf16 tile

@@ -66,7 +66,8 @@ static int bf16_terms_for(stsa_dtype out) { return out == STSA_F32 ? 3 : 2; }
 void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
   pb->bf16_tiles = pb->kern->full_tile_bf16 && pb->q->dtype == STSA_BF16 &&
                    pb->k->dtype == STSA_BF16 && pb->v->dtype == STSA_BF16 &&
-                   pb->kv_tile % 32 == 0 && !pb->q_tiles_max && !pb->kv_tiles_max;
+                   pb->kv_tile % STSA_BF16_KEY_BLOCK == 0 &&
+                   (!pb->kv_tiles_max || pb->spans_bf16_aligned);
   pb->bf16_terms = terms ? terms : bf16_terms_for(pb->out->dtype);
   int e;
   (void)frexpf(pb->qscale, &e);
@@ -79,10 +80,12 @@ void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *hea
   const int64_t fixed_q = (pb->Sq + pb->q_tile - 1) / pb->q_tile,
                 fixed_kv = (pb->Skv + pb->kv_tile - 1) / pb->kv_tile;
   int64_t q_max = 0, kv_max = 0, pack = 0;
-  int variable = 0;
+  int variable = 0, aligned = 1;
   for (int64_t h = 0; h < H; h++) {
     const stsa_block_sparse *bs = heads[h].bs;
     variable |= bs->q_start || bs->kv_start;
+    for (int64_t t = 0; bs->kv_start && t <= bs->kv_tiles; t++)
+      aligned &= bs->kv_pack[t] % STSA_BF16_KEY_BLOCK == 0;
     const int64_t q = bs->q_start ? bs->q_tiles : fixed_q,
                   kv = bs->kv_start ? bs->kv_tiles : fixed_kv,
                   len = bs->kv_start ? bs->kv_pack[bs->kv_tiles] : fixed_kv * pb->kv_tile;
@@ -94,6 +97,7 @@ void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *hea
     return; /* fixed tiles: the problem as stsa_problem_init made it */
   pb->q_tiles_max = q_max;
   pb->kv_tiles_max = kv_max;
+  pb->spans_bf16_aligned = aligned;
   pb->Skv_pad = pack;
 }
 
@@ -531,7 +535,7 @@ static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   for (; j < ntiles; j++) {
     const int64_t tile = list->tiles[j];
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
-    if (j - i == MERGED_MAX_TILES || c + sp.len > pb->kv_tile ||
+    if (j - i == MERGED_MAX_TILES || c + round_up(sp.n, pb->nr) > pb->kv_tile ||
         round_up(c + sp.n, pb->nr) > pb->kv_tile || !mergeable(pb, kv, list, j, tile, sc))
       break;
     c += sp.n;
@@ -674,7 +678,7 @@ static void merged_qk(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   float *held_s = NULL;
   for (int64_t i = 0, c = 0; i < nt; c += sp[i].n, i++) {
     const float *kt = kv->kt + (sp[i].pack0 / nr) * step;
-    for (int p = 0; p < sp[i].len / nr; p++) {
+    for (int p = 0; p < (sp[i].n + nr - 1) / nr; p++) {
       const float *panel = kt + p * step;
       float *out = s + c + p * nr;
       if (!kern->qk2) {
@@ -776,7 +780,7 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
   const int64_t ntiles = list && list->tiles ? list->count : stsa_kv_tiles(pb);
   for (int64_t i = 0; i < ntiles; i++) {
     int64_t tile = list && list->tiles ? list->tiles[i] : i;
-    if (kv_start && list && list->tiles) {
+    if (kv_start && list && list->tiles && !pb->bf16_tiles) {
       const int64_t end = merged_end(pb, kv, list, kv_start, kv_pack, i, ntiles, sc);
       if (end - i >= 2) {
         run_merged(pb, kv, list, kv_start, kv_pack, i, end, rows_pad, sc);

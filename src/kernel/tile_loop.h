@@ -31,6 +31,10 @@ typedef struct stsa_attn_problem {
    * call has, which size the units and the per-tile arrays; 0 when every
    * head has the fixed tiles. */
   int64_t q_tiles_max, kv_tiles_max;
+  /* Variable tiles whose packed spans all start on multiples of
+   * STSA_BF16_KEY_BLOCK (plans built for a backend with bf16 tiles): they
+   * may take bf16 tiles. */
+  int spans_bf16_aligned;
   const stsa_kernels *kern;
   /* Every kv tile goes through kern->full_tile_bf16 (stsa_problem_use_
    * bf16_tiles): K and V are then packed as bf16 blocks only, no f32

@@ -104,7 +104,7 @@ static int64_t group_size(const grouping *gr, int64_t g) {
 /* The block structure: per q tile, the kv tiles of every key group its
  * query group sees, all FULL. */
 static stsa_status fill_structure(stsa_plan *p, const stsa_cluster_layout *c,
-                                  const grouping *qg, const grouping *kg, int nr,
+                                  const grouping *qg, const grouping *kg, int pack_align,
                                   stsa_errbuf *err) {
   stsa_plan_part *part = &p->parts[0];
   stsa_block_sparse *bs = &part->bs;
@@ -145,11 +145,12 @@ static stsa_status fill_structure(stsa_plan *p, const stsa_cluster_layout *c,
             bs->kv_tile[e++] = (int32_t)kt;
       bs->tile_ptr[qt + 1] = e;
     }
-  /* each kv tile starts at a panel boundary of the packed K/V */
+  /* each kv tile starts at a panel boundary of the packed K/V (pack_align:
+   * a multiple of nr) */
   pack[0] = 0;
   for (int64_t kt = 0; kt < kg->tiles; kt++) {
     int64_t len = kg->bounds[kt + 1] - kg->bounds[kt];
-    pack[kt + 1] = pack[kt] + (len + nr - 1) / nr * nr;
+    pack[kt + 1] = pack[kt] + (len + pack_align - 1) / pack_align * pack_align;
   }
   bs->q_start = qg->bounds;
   bs->kv_tiles = kg->tiles;
@@ -168,6 +169,9 @@ stsa_status stsa_cluster_plan_build(stsa_ctx *ctx, const stsa_cluster_layout *c,
                  err, STSA_ERR_BAD_PARAM,
                  "cluster plan: tiles %d x %d must be multiples of %d x %d", c->q_tile,
                  c->kv_tile, mr, nr);
+  STSA_RETURN_IF(c->pack_align < 0 || c->pack_align % nr, err, STSA_ERR_BAD_PARAM,
+                 "cluster plan: pack_align %d must be 0 or a multiple of %d",
+                 c->pack_align, nr);
   STSA_RETURN_IF(c->q_clusters < 1 || c->kv_clusters < 1 || c->q_clusters > INT32_MAX ||
                      c->kv_clusters > INT32_MAX,
                  err, STSA_ERR_BAD_PARAM, "cluster plan: %lld x %lld clusters",
@@ -192,7 +196,7 @@ stsa_status stsa_cluster_plan_build(stsa_ctx *ctx, const stsa_cluster_layout *c,
     st = group_tokens(p, &geo, c->k_label, c->kv_clusters, c->kv_tile, nr, &kg, err,
                       "key");
   if (st == STSA_OK)
-    st = fill_structure(p, c, &qg, &kg, nr, err);
+    st = fill_structure(p, c, &qg, &kg, c->pack_align ? c->pack_align : nr, err);
   if (st != STSA_OK) {
     stsa_plan_free(p);
     return st;

@@ -22,6 +22,11 @@ typedef struct stsa_cluster_layout {
   const int32_t *q_label, *k_label; /* [N] by native token; -1 for text */
   const uint8_t *keep;              /* [q_clusters][kv_clusters] rectangles kept */
   int q_tile, kv_tile;              /* tile maxima: multiples of the kernels' mr, nr */
+  /* Packed kv spans start on multiples of this (0: the kernels' nr; else a
+   * multiple of nr). STSA_BF16_KEY_BLOCK lets calls on bf16 inputs take the
+   * bf16 tiles (kernels.h); f32 calls run ~3% slower on such spans (their
+   * padding rows are packed and spread the K/V), so only those ask for it. */
+  int pack_align;
 } stsa_cluster_layout;
 
 /* A one-head plan of the layout over the whole sequence: video queries see

@@ -25,6 +25,7 @@
 #include "core/context.h"
 #include "core/convert.h"
 #include "core/tensor.h"
+#include "kernel/dispatch.h"
 #include "mask/cluster_plan.h"
 #include "mask/geometry.h"
 #include "mask/mask.h"
@@ -175,6 +176,7 @@ typedef struct call_work {
   int32_t *q_label, *k_label; /* [H][N] labels by native token, -1 for text */
   uint8_t *keep;              /* [H][LADDER_MAX][QC][KC] per candidate */
   stsa_mask **mask;           /* [(1 + LADDER_MAX) * H]: dense, then the candidates */
+  int pack_align;             /* the plans' (stsa_cluster_layout) */
 } call_work;
 
 static void work_free(call_work *w) {
@@ -384,8 +386,8 @@ static stsa_status select_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_sta
 }
 
 static uint64_t selection_sig(const call_work *w, int64_t h, const uint8_t *keep) {
-  uint64_t sig = stsa_hash_bytes(0x5356473275ull, w->q_label + h * w->N,
-                                 sizeof(int32_t) * (size_t)w->N);
+  uint64_t sig = stsa_hash_mix(0x5356473275ull, (uint64_t)w->pack_align);
+  sig = stsa_hash_bytes(sig, w->q_label + h * w->N, sizeof(int32_t) * (size_t)w->N);
   sig = stsa_hash_bytes(sig, w->k_label + h * w->N, sizeof(int32_t) * (size_t)w->N);
   return stsa_hash_bytes(sig, keep, (size_t)w->QK);
 }
@@ -415,8 +417,8 @@ static stsa_status pick_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state
   const uint64_t sig = selection_sig(w, h, keep);
   if (!ls->plans[slot] || ls->sig[slot] != sig) {
     stsa_cluster_layout lay = {
-        g,    s->QC,       s->KC,       w->q_label + h * N, w->k_label + h * N,
-        keep, env->q_tile, env->kv_tile};
+        g,    s->QC,       s->KC,        w->q_label + h * N, w->k_label + h * N,
+        keep, env->q_tile, env->kv_tile, w->pack_align};
     stsa_plan *plan = NULL;
     STSA_TRY(stsa_cluster_plan_build(env->ctx, &lay, w->mask[(1 + pick) * H + h], &plan));
     stsa_plan_free(ls->plans[slot]);
@@ -447,6 +449,10 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
           : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   for (int64_t h = 0; h < H; h++)
     heads[h] = (stsa_svg2_head){0};
+  /* bf16 inputs on a backend with bf16 tiles: spans on its key blocks */
+  const int bf16 =
+      q->dtype == STSA_BF16 && k->dtype == STSA_BF16 && v->dtype == STSA_BF16;
+  w.pack_align = bf16 && ctx->run->kern.full_tile_bf16 ? STSA_BF16_KEY_BLOCK : 0;
   stsa_select_args cand[LADDER_MAX];
   int n = 0;
   if (st == STSA_OK) {
