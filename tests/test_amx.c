@@ -144,10 +144,13 @@ static void run_sparse(stsa_backend backend, int terms, const stsa_plan *plan,
 /* Sparse calls on bf16 q, k, v under `plan` (HS heads, `mask` on each):
  * every tile (FULL and PARTIAL, with the mask applied after the tile
  * multiply) runs the bf16 tiles. As close to the reference as the f32
- * path, naive mode (every tile PARTIAL) bitwise the exact mode, and a NaN
+ * path, naive mode (every tile PARTIAL) bitwise the exact mode (`merged`:
+ * within rounding, for plans whose FULL variable tiles run side by side
+ * with one softmax in exact mode, one at a time in naive mode), and a NaN
  * in V reaching only the rows that keep its key. */
 static void check_sparse_plan(const char *name, const stsa_plan *plan,
-                              const stsa_mask *mask, int64_t S, int64_t HS, int64_t D) {
+                              const stsa_mask *mask, int64_t S, int64_t HS, int64_t D,
+                              int merged) {
   tu_rng rng = {(uint64_t)(S * 3 + D)};
   stsa_tensor q = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
   stsa_tensor k = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HS, D, 1.0);
@@ -166,7 +169,12 @@ static void check_sparse_plan(const char *name, const stsa_plan *plan,
   const double err = tu_max_abs_diff(&exact, &ref, NULL);
   CHECK(err <= f32_err + 1e-7 * scale, "%s: max abs err %.3g, the f32 path's %.3g", name,
         err, f32_err);
-  CHECK(tu_same_bytes(&exact, &naive), "%s: naive mode differs from exact mode", name);
+  if (merged)
+    CHECK(tu_max_abs_diff(&exact, &naive, NULL) <= 1e-6 * scale,
+          "%s: naive mode differs from exact mode by %.3g", name,
+          tu_max_abs_diff(&exact, &naive, NULL));
+  else
+    CHECK(tu_same_bytes(&exact, &naive), "%s: naive mode differs from exact mode", name);
   CHECK(!tu_same_bytes(&exact, &one), "%s: 1 and 3 terms gave the same bytes", name);
   CHECK(tu_guard_ok(exact.data) && tu_guard_ok(naive.data), "%s: guard bytes", name);
 
@@ -214,7 +222,7 @@ static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, in
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_plan_build(pctx, &desc, &plan), STSA_OK);
   stsa_ctx_free(pctx);
-  check_sparse_plan(name, plan, mask, S, 2, D);
+  check_sparse_plan(name, plan, mask, S, 2, D, 0);
   stsa_plan_free(plan);
 }
 
@@ -255,7 +263,7 @@ static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t
   CHECK_STATUS(stsa_cluster_plan_build(pctx, &lay, mask, &plan), STSA_OK);
   stsa_ctx_free(pctx);
   if (plan)
-    check_sparse_plan(name, plan, mask, N, 1, D);
+    check_sparse_plan(name, plan, mask, N, 1, D, 1);
   stsa_plan_free(plan);
   stsa_mask_free(rect), stsa_mask_free(text), stsa_mask_free(mask);
   free(ql), free(kl), free(keep);

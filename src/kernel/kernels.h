@@ -89,6 +89,13 @@ typedef struct stsa_bf16_tile {
   int D; /* the head dim: V columns past it are 0 */
 } stsa_bf16_tile;
 
+/* One tile of a run for full_run_bf16: its K and V blocks (as
+ * stsa_bf16_tile's kb and vb) and its n keys. */
+typedef struct stsa_bf16_seg {
+  const uint16_t *kb, *vb;
+  int n;
+} stsa_bf16_seg;
+
 /* One segment of keys for pv2_segs: its probabilities (columns from p on,
  * rows ld_p apart), its V rows (from panel on) and its key count. */
 typedef struct stsa_pv_seg {
@@ -156,6 +163,13 @@ typedef struct stsa_kernels {
    * in f32 like qk; each f32 probability goes to P.V as t->terms bf16 terms (three: their
    * sum is p exactly, so P.V multiplies the f32 p as the f32 path does). */
   void (*full_tile_bf16)(const stsa_bf16_tile *t);
+  /* Optional (NULL: one full_tile_bf16 per tile): FULL tiles whose logits
+   * are finite (safe), nseg of them side by side as one tile: each one's
+   * scores and probabilities from the column where the previous one's end,
+   * rounded up to 32 (their sum of rounded lengths <= ld_s), one softmax
+   * and one P.V sum for them all. t's kb, vb, n, mask, span and nbad are
+   * not read; safe must be 1. */
+  void (*full_run_bf16)(const stsa_bf16_tile *t, const stsa_bf16_seg *seg, int nseg);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);

@@ -535,10 +535,14 @@ static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   for (; j < ntiles; j++) {
     const int64_t tile = list->tiles[j];
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
+    /* bf16 tiles sit on 32-key blocks (full_run_bf16), f32 ones right after
+     * the previous tile's valid columns */
+    const int64_t width = pb->bf16_tiles ? round_up(sp.n, STSA_BF16_KEY_BLOCK) : sp.n;
     if (j - i == MERGED_MAX_TILES || c + round_up(sp.n, pb->nr) > pb->kv_tile ||
-        round_up(c + sp.n, pb->nr) > pb->kv_tile || !mergeable(pb, kv, list, j, tile, sc))
+        round_up(c + width, pb->nr) > pb->kv_tile ||
+        !mergeable(pb, kv, list, j, tile, sc))
       break;
-    c += sp.n;
+    c += width;
   }
   return j;
 }
@@ -617,6 +621,42 @@ static int screen_v_blocks(const stsa_attn_problem *pb, const uint16_t *vb,
   return nbad;
 }
 
+/* The bf16 K and V blocks of a kv tile lying at `sp` (its span starts on
+ * a 32-key block). */
+static const uint16_t *bf16_k_blocks(const stsa_attn_problem *pb,
+                                     const stsa_kv_packed *kv, const stsa_kv_span *sp) {
+  return kv->kb + sp->pack0 / 16 * (pb->D32 / 32) * 512;
+}
+static const uint16_t *bf16_v_blocks(const stsa_kv_packed *kv, const stsa_kv_span *sp) {
+  return kv->vb + sp->pack0 / 32 * 512;
+}
+
+/* What every kv tile of a q tile shares in full_tile_bf16's and
+ * full_run_bf16's argument (kernels.h); the tile's own fields are unset, a
+ * FULL and safe tile's (mask NULL, safe 1). */
+static stsa_bf16_tile bf16_tile_of(const stsa_attn_problem *pb, int rows, int rows_pad,
+                                   stsa_tile_scratch *sc) {
+  return (stsa_bf16_tile){.q = sc->qb,
+                          .v_panel = pb->Skv_pad / 32 * 512,
+                          .D32 = pb->D32,
+                          .D_pad = pb->D_pad,
+                          .rows_pad = rows_pad,
+                          .score_scale = pb->bf16_score_scale,
+                          .safe = 1,
+                          .terms = pb->bf16_terms,
+                          .s = sc->s,
+                          .ld_s = pb->kv_tile,
+                          .p = sc->pbf,
+                          .c = sc->cbuf,
+                          .o = sc->o,
+                          .m = sc->m,
+                          .l = sc->l,
+                          .alpha = sc->alpha,
+                          .rows = rows,
+                          .bad_keys = sc->bad_keys,
+                          .D = pb->D};
+}
+
 /* Kv tile `tile` through full_tile_bf16 (kernels.h): FULL (mask NULL) or
  * PARTIAL, with the columns each pass keeps when a stored pattern is the
  * mask (pat; NULL: every column); `safe` as for run_full_tile: no logit of
@@ -627,39 +667,40 @@ static void run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           stsa_tile_scratch *sc) {
   if (pat) /* every pass of rows_pad, padding-only ones included */
     stsa_tile_row_spans(pat, rows, rows_pad, STSA_BF16_PASS_ROWS, sp->n, sc->span);
-  const uint16_t *vb = kv->vb + sp->pack0 / 32 * 512;
+  const uint16_t *vb = bf16_v_blocks(kv, sp);
   const int64_t v_panel = pb->Skv_pad / 32 * 512;
   const int nbad =
       mask && kv->v_nonfinite[tile] ? screen_v_blocks(pb, vb, v_panel, sp->n, sc) : 0;
-  const stsa_bf16_tile t = {.q = sc->qb,
-                            .kb = kv->kb + sp->pack0 / 16 * (pb->D32 / 32) * 512,
-                            .vb = nbad ? sc->vb_safe : vb,
-                            .v_panel = nbad ? pb->kv_tile / 32 * 512 : v_panel,
-                            .D32 = pb->D32,
-                            .D_pad = pb->D_pad,
-                            .rows_pad = rows_pad,
-                            .n = sp->n,
-                            .score_scale = pb->bf16_score_scale,
-                            .safe = safe,
-                            .terms = pb->bf16_terms,
-                            .s = sc->s,
-                            .ld_s = pb->kv_tile,
-                            .p = sc->pbf,
-                            .c = sc->cbuf,
-                            .o = sc->o,
-                            .m = sc->m,
-                            .l = sc->l,
-                            .alpha = sc->alpha,
-                            .rows = rows,
-                            .mask = mask ? apply_bf16_mask : NULL,
-                            .mask_ctx = mask,
-                            .span = pat ? sc->span : NULL,
-                            .bad_keys = sc->bad_keys,
-                            .nbad = nbad,
-                            .vb_raw = vb,
-                            .v_panel_raw = v_panel,
-                            .D = pb->D};
+  stsa_bf16_tile t = bf16_tile_of(pb, rows, rows_pad, sc);
+  t.kb = bf16_k_blocks(pb, kv, sp);
+  t.vb = nbad ? sc->vb_safe : vb;
+  t.v_panel = nbad ? pb->kv_tile / 32 * 512 : v_panel;
+  t.n = sp->n;
+  t.safe = safe;
+  t.mask = mask ? apply_bf16_mask : NULL;
+  t.mask_ctx = mask;
+  t.span = pat ? sc->span : NULL;
+  t.nbad = nbad;
+  t.vb_raw = vb;
+  t.v_panel_raw = v_panel;
   pb->kern->full_tile_bf16(&t);
+}
+
+/* A merged run of FULL, safe variable tiles [i0, i1) through full_run_bf16
+ * (kernels.h): one softmax and one P.V sum for them all, as run_merged
+ * does on the f32 kernels. */
+static void run_merged_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                            const stsa_kv_list *list, const int64_t *kv_start,
+                            const int64_t *kv_pack, int64_t i0, int64_t i1, int rows,
+                            int rows_pad, stsa_tile_scratch *sc) {
+  stsa_bf16_seg seg[MERGED_MAX_TILES];
+  for (int64_t i = i0; i < i1; i++) {
+    const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i]);
+    seg[i - i0] =
+        (stsa_bf16_seg){bf16_k_blocks(pb, kv, &sp), bf16_v_blocks(kv, &sp), sp.n};
+  }
+  const stsa_bf16_tile t = bf16_tile_of(pb, rows, rows_pad, sc);
+  pb->kern->full_run_bf16(&t, seg, (int)(i1 - i0));
 }
 
 /* Q.K^T of a merged run's tiles for one block of mr rows, each tile's
@@ -780,8 +821,13 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
   const int64_t ntiles = list && list->tiles ? list->count : stsa_kv_tiles(pb);
   for (int64_t i = 0; i < ntiles; i++) {
     int64_t tile = list && list->tiles ? list->tiles[i] : i;
-    if (kv_start && list && list->tiles && !pb->bf16_tiles) {
+    if (kv_start && list && list->tiles && (!pb->bf16_tiles || kern->full_run_bf16)) {
       const int64_t end = merged_end(pb, kv, list, kv_start, kv_pack, i, ntiles, sc);
+      if (end - i >= 2 && pb->bf16_tiles) {
+        run_merged_bf16(pb, kv, list, kv_start, kv_pack, i, end, rows, rows_pad, sc);
+        i = end - 1;
+        continue;
+      }
       if (end - i >= 2) {
         run_merged(pb, kv, list, kv_start, kv_pack, i, end, rows_pad, sc);
         i = end - 1;

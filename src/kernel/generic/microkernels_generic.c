@@ -21,5 +21,6 @@ void stsa_kernels_init_portable(stsa_kernels *t) {
   t->pv2 = NULL;
   t->pv2_segs = NULL;
   t->full_tile_bf16 = NULL; /* bf16 tiles only where a tile-multiply unit is */
+  t->full_run_bf16 = NULL;
   t->load_row = load_row_generic;
 }

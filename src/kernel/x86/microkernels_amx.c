@@ -1,10 +1,10 @@
 /*
  * microkernels_amx.c — the amx backend: the AVX-512 table plus
- * full_tile_bf16 (kernels.h), which runs a kv tile of bf16 Q, K and V
- * (FULL, or PARTIAL with the tile loop's mask) through the AMX tile-multiply
- * unit. Compiled with -mamx-tile -mamx-bf16 -mavx512bw -mavx512bf16 (and the
- * AVX-512 file's flags); only reached after stsa_cpu_has_amx(), which also
- * asks Linux for the tile state.
+ * full_tile_bf16 and full_run_bf16 (kernels.h). The first runs a kv tile of bf16 Q, K and
+ * V (FULL, or PARTIAL with the tile loop's mask) through the AMX tile-multiply unit.
+ * Compiled with -mamx-tile -mamx-bf16 -mavx512bw -mavx512bf16 (and the AVX-512 file's
+ * flags); only reached after stsa_cpu_has_amx(), which also asks Linux for the tile
+ * state.
  *
  * The q tile goes in passes of up to 32 rows, two blocks of up to 16 (a
  * tile's rows), so that every K or V block loaded into a tile register
@@ -27,6 +27,11 @@
  * PARTIAL tiles take the tile loop's mask after step 1 (dropped pairs get
  * weight 0), so a call's FULL and PARTIAL tiles share one arithmetic: a
  * mask that keeps everything gives the FULL tile's bytes.
+ *
+ * full_run_bf16 takes several FULL tiles (SVG2's cluster-sized ones) as one:
+ * each step runs over the tiles' keys side by side (each tile from a column
+ * on a 32-key block), so a pass has one softmax and its P.V sums stay in
+ * the tile registers across the tiles.
  *
  * x86-64 only: CMake compiles this file only for x86 targets.
  */
@@ -69,55 +74,76 @@ static void configure_tiles(int rows0, int rows1) {
     cfg.rows[i] = (uint8_t)rows[i];
     cfg.colsb[i] = rows[i] ? 64 : 0;
   }
+  /* GCC 12 does not count the 64 bytes LDTILECFG reads as a use of cfg and
+   * may drop the stores above (it did, once configure_tiles was inlined
+   * into another caller): the barrier makes them happen first. */
+  __asm__ volatile("" : : "r"(&cfg) : "memory");
   _tile_loadconfig(&cfg);
 }
 
-/* The rows of one pass: where it starts, its two blocks, and the columns
- * [lo, hi) it computes (stsa_bf16_tile: span; else [0, n)). */
+/* One tile's keys in a pass: its K and V blocks, its n keys, the column
+ * of the score and probability rows where they start (a multiple of 32:
+ * 0 for one tile, the tiles side by side for a run), and the columns
+ * [lo, hi) of the tile the pass computes (stsa_bf16_tile: span; else
+ * [0, n)). */
+typedef struct seg {
+  const uint16_t *kb, *vb;
+  int n, off, lo, hi;
+} seg;
+
+/* The rows of one pass (where it starts, its two blocks) and its tiles. */
 typedef struct pass {
-  int r0, rows0, rows1, lo, hi;
+  int r0, rows0, rows1, nseg;
+  const seg *seg;
 } pass;
 
-/* Raw scores q.k of the pass's rows against the tile's npanels K panels,
- * into t->s (row r of the pass at s + r ld_s). */
-static void pass_scores(const stsa_bf16_tile *t, const pass *ps, int npanels) {
+/* The last column of g the pass computes, and that rounded up to 32. */
+static inline int seg_end(const seg *g) { return g->hi < g->n ? g->hi : g->n; }
+static inline int seg_end32(const seg *g) { return (seg_end(g) + 31) / 32 * 32; }
+
+/* Raw scores q.k of the pass's rows against each tile's K panels, into
+ * t->s from the tile's column on (row r of the pass at s + r ld_s). */
+static void pass_scores(const stsa_bf16_tile *t, const pass *ps) {
   const int nch = t->D32 / 32, two_blocks = ps->rows1 > 0;
   const uint16_t *q0 = t->q + (int64_t)ps->r0 * t->D32,
                  *q1 = q0 + (int64_t)BLOCK * t->D32;
   const int q_bytes = t->D32 * 2, s_bytes = t->ld_s * 4;
-  float *s1 = t->s + (int64_t)BLOCK * t->ld_s;
-  const int p_end = (ps->hi + NR - 1) / NR < npanels ? (ps->hi + NR - 1) / NR : npanels;
-  for (int p = ps->lo / NR; p < p_end; p += 2) {
-    const int two_panels = p + 1 < p_end;
-    const uint16_t *k0 = t->kb + (int64_t)p * nch * 512, *k1 = k0 + (int64_t)nch * 512;
-    _tile_zero(0);
-    _tile_zero(1);
-    if (two_blocks) {
-      _tile_zero(2);
-      _tile_zero(3);
-    }
-    for (int c = 0; c < nch; c++) {
-      _tile_loadd(4, q0 + c * 32, q_bytes);
-      _tile_loadd(6, k0 + c * 512, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      if (two_panels) {
-        _tile_loadd(7, k1 + c * 512, 64);
-        _tile_dpbf16ps(1, 4, 7);
-      }
+  for (int i = 0; i < ps->nseg; i++) {
+    const seg *g = &ps->seg[i];
+    float *s0 = t->s + g->off, *s1 = s0 + (int64_t)BLOCK * t->ld_s;
+    const int p_end = (seg_end(g) + NR - 1) / NR;
+    for (int p = g->lo / NR; p < p_end; p += 2) {
+      const int two_panels = p + 1 < p_end;
+      const uint16_t *k0 = g->kb + (int64_t)p * nch * 512, *k1 = k0 + (int64_t)nch * 512;
+      _tile_zero(0);
+      _tile_zero(1);
       if (two_blocks) {
-        _tile_loadd(5, q1 + c * 32, q_bytes);
-        _tile_dpbf16ps(2, 5, 6);
-        if (two_panels)
-          _tile_dpbf16ps(3, 5, 7);
+        _tile_zero(2);
+        _tile_zero(3);
       }
-    }
-    _tile_stored(0, t->s + p * NR, s_bytes);
-    if (two_panels)
-      _tile_stored(1, t->s + (p + 1) * NR, s_bytes);
-    if (two_blocks) {
-      _tile_stored(2, s1 + p * NR, s_bytes);
+      for (int c = 0; c < nch; c++) {
+        _tile_loadd(4, q0 + c * 32, q_bytes);
+        _tile_loadd(6, k0 + c * 512, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if (two_panels) {
+          _tile_loadd(7, k1 + c * 512, 64);
+          _tile_dpbf16ps(1, 4, 7);
+        }
+        if (two_blocks) {
+          _tile_loadd(5, q1 + c * 32, q_bytes);
+          _tile_dpbf16ps(2, 5, 6);
+          if (two_panels)
+            _tile_dpbf16ps(3, 5, 7);
+        }
+      }
+      _tile_stored(0, s0 + p * NR, s_bytes);
       if (two_panels)
-        _tile_stored(3, s1 + (p + 1) * NR, s_bytes);
+        _tile_stored(1, s0 + (p + 1) * NR, s_bytes);
+      if (two_blocks) {
+        _tile_stored(2, s1 + p * NR, s_bytes);
+        if (two_panels)
+          _tile_stored(3, s1 + (p + 1) * NR, s_bytes);
+      }
     }
   }
 }
@@ -208,24 +234,27 @@ static void mark_kept_neg_inf(const stsa_bf16_tile *t, const pass *ps) {
  * are all -inf (marked -FLT_MAX) returns -FLT_MAX itself: its sum then
  * stays 0 and the row stores as NaN, stsa.h's rule for only -inf logits. */
 static float row_max(const stsa_bf16_tile *t, const pass *ps, const float *row) {
-  const int n = ps->hi < t->n ? ps->hi : t->n;
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   __m512 vmax = neg_inf;
-  for (int c = ps->lo / 16 * 16; c < n; c += 16)
-    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + c));
+  for (int i = 0; i < ps->nseg; i++) {
+    const seg *g = &ps->seg[i];
+    const int n = seg_end(g);
+    for (int c = g->lo / 16 * 16; c < n; c += 16)
+      vmax = _mm512_max_ps(
+          vmax, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + g->off + c));
+  }
   const float mx = _mm512_reduce_max_ps(vmax);
   return !t->safe && mx == -FLT_MAX ? -FLT_MAX : mx * t->score_scale;
 }
 
 /* Online softmax of the pass's rows (kernels.h: softmax): p = exp2(logit -
- * m_new) for the n keys, 0 past them up to the next multiple of 32 (the
- * key chunk P.V reads), written to t->p as t->terms bf16 terms. NaN and +inf
- * logits make l NaN as in the f32 path (exp2 keeps NaN; inf - inf). */
+ * m_new) for each tile's n keys, 0 past them up to the next multiple of 32
+ * (the key chunk P.V reads), written to t->p as t->terms bf16 terms. NaN
+ * and +inf logits make l NaN as in the f32 path (exp2 keeps NaN; inf -
+ * inf). */
 static inline __attribute__((always_inline)) void
 softmax_terms(const stsa_bf16_tile *t, const pass *ps, const int terms) {
   const int r0 = ps->r0;
-  const int n = ps->hi < t->n ? ps->hi : t->n, c0 = ps->lo / 32 * 32,
-            n32 = (n + 31) / 32 * 32;
   const __m512 vscale = _mm512_set1_ps(t->score_scale);
   for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
     const float *row = t->s + (int64_t)r * t->ld_s;
@@ -237,21 +266,24 @@ softmax_terms(const stsa_bf16_tile *t, const pass *ps, const int terms) {
     const float base = mx == -INFINITY ? 0.0f : mx;
     const __m512 vneg = _mm512_set1_ps(-base);
     __m512 sum = _mm512_setzero_ps();
-    for (int c = c0; c < n32; c += 32) {
-      __m512 p[2];
-      for (int i = 0; i < 2; i++) {
-        const __mmask16 live = valid_lanes(c + 16 * i, n);
-        /* the same arithmetic on safe and unsafe tiles (whether a row's tile
-         * is safe depends on the other rows' values), -inf giving 0 */
-        const __m512 x =
-            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, row + c + 16 * i), vscale, vneg);
-        p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
+    for (int g = 0; g < ps->nseg; g++) {
+      const int n = seg_end(&ps->seg[g]), off = ps->seg[g].off;
+      for (int c = ps->seg[g].lo / 32 * 32; c < seg_end32(&ps->seg[g]); c += 32) {
+        __m512 p[2];
+        for (int i = 0; i < 2; i++) {
+          const __mmask16 live = valid_lanes(c + 16 * i, n);
+          /* the same arithmetic on safe and unsafe tiles (whether a row's
+           * tile is safe depends on the other rows' values), -inf giving 0 */
+          const __m512 x = _mm512_fmadd_ps(
+              _mm512_maskz_loadu_ps(live, row + off + c + 16 * i), vscale, vneg);
+          p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
+        }
+        if (terms == 3)
+          store_terms(p[0], p[1], hi, mid, lo, off + c); /* they sum to p exactly */
+        else
+          store_rounded_terms(p, terms, hi, mid, off + c);
+        sum = _mm512_add_ps(sum, _mm512_add_ps(p[0], p[1]));
       }
-      if (terms == 3)
-        store_terms(p[0], p[1], hi, mid, lo, c); /* they sum to p exactly */
-      else
-        store_rounded_terms(p, terms, hi, mid, c);
-      sum = _mm512_add_ps(sum, _mm512_add_ps(p[0], p[1]));
     }
     const float a = _mm512_cvtss_f32(exp2_avx512(_mm512_set1_ps(m - base)));
     t->alpha[r0 + r] = a;
@@ -285,35 +317,37 @@ static void add_to_output(const stsa_bf16_tile *t, const pass *ps, int c0, int c
 
 /* o = alpha o + (hi + mid + lo) V for the pass's rows (the terms there are). */
 static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
-  const int n = ps->hi < t->n ? ps->hi : t->n, k0 = ps->lo / 32, k1 = (n + 31) / 32;
   const int npanels = t->D_pad / NR, two_blocks = ps->rows1 > 0;
   const int p_bytes = t->ld_s * 2, c_bytes = 2 * NR * 4;
   const int64_t term = (int64_t)PASS * t->ld_s, block = (int64_t)BLOCK * t->ld_s;
   float *c1 = t->c + BLOCK * 2 * NR;
   for (int j = 0; j < npanels; j += 2) {
     const int two_panels = j + 1 < npanels;
-    const uint16_t *v0 = t->vb + j * t->v_panel, *v1 = v0 + t->v_panel;
     _tile_zero(0);
     _tile_zero(1);
     if (two_blocks) {
       _tile_zero(2);
       _tile_zero(3);
     }
-    for (int k = k0; k < k1; k++) {
-      _tile_loadd(6, v0 + k * 512, 64);
-      if (two_panels)
-        _tile_loadd(7, v1 + k * 512, 64);
-      for (int x = 0; x < t->terms; x++) { /* hi, mid, lo */
-        const uint16_t *a = t->p + x * term + k * 32;
-        _tile_loadd(4, a, p_bytes);
-        _tile_dpbf16ps(0, 4, 6);
+    for (int g = 0; g < ps->nseg; g++) { /* one sum over a run's tiles */
+      const uint16_t *v0 = ps->seg[g].vb + j * t->v_panel, *v1 = v0 + t->v_panel;
+      const uint16_t *pg = t->p + ps->seg[g].off;
+      for (int k = ps->seg[g].lo / 32; k < seg_end32(&ps->seg[g]) / 32; k++) {
+        _tile_loadd(6, v0 + k * 512, 64);
         if (two_panels)
-          _tile_dpbf16ps(1, 4, 7);
-        if (two_blocks) {
-          _tile_loadd(5, a + block, p_bytes);
-          _tile_dpbf16ps(2, 5, 6);
+          _tile_loadd(7, v1 + k * 512, 64);
+        for (int x = 0; x < t->terms; x++) { /* hi, mid, lo */
+          const uint16_t *a = pg + x * term + k * 32;
+          _tile_loadd(4, a, p_bytes);
+          _tile_dpbf16ps(0, 4, 6);
           if (two_panels)
-            _tile_dpbf16ps(3, 5, 7);
+            _tile_dpbf16ps(1, 4, 7);
+          if (two_blocks) {
+            _tile_loadd(5, a + block, p_bytes);
+            _tile_dpbf16ps(2, 5, 6);
+            if (two_panels)
+              _tile_dpbf16ps(3, 5, 7);
+          }
         }
       }
     }
@@ -369,23 +403,32 @@ static void pass_nonfinite_v(const stsa_bf16_tile *t, const pass *ps) {
  * configured again only when a pass's blocks change, and released at the
  * end (the tile state is the calling thread's; a released one is not saved
  * on context switches). */
+/* The pass from row r0 of the q tile over the nseg tiles at g, with the
+ * tiles configured for its blocks unless they are (configured: the last
+ * pass's blocks). */
+static pass pass_at(const stsa_bf16_tile *t, int r0, const seg *g, int nseg,
+                    int configured[2]) {
+  const int left = t->rows_pad - r0;
+  const pass ps = {r0, left < BLOCK ? left : BLOCK,
+                   left < BLOCK ? 0 : (left - BLOCK < BLOCK ? left - BLOCK : BLOCK), nseg,
+                   g};
+  if (ps.rows0 != configured[0] || ps.rows1 != configured[1]) {
+    configure_tiles(ps.rows0, ps.rows1);
+    configured[0] = ps.rows0;
+    configured[1] = ps.rows1;
+  }
+  return ps;
+}
+
 static void full_tile_amx(const stsa_bf16_tile *t) {
-  const int npanels = (t->n + NR - 1) / NR;
-  int configured0 = -1, configured1 = -1;
+  int configured[2] = {-1, -1};
   for (int r0 = 0; r0 < t->rows_pad; r0 += PASS) {
-    const int left = t->rows_pad - r0;
     const int32_t *span = t->span ? t->span + 2 * (r0 / PASS) : NULL;
-    const pass ps = {r0, left < BLOCK ? left : BLOCK,
-                     left < BLOCK ? 0 : (left - BLOCK < BLOCK ? left - BLOCK : BLOCK),
-                     span ? span[0] : 0, span ? span[1] : t->n};
-    if (ps.rows0 != configured0 || ps.rows1 != configured1) {
-      configure_tiles(ps.rows0, ps.rows1);
-      configured0 = ps.rows0;
-      configured1 = ps.rows1;
-    }
-    if (ps.lo >= ps.hi)
+    const seg g = {t->kb, t->vb, t->n, 0, span ? span[0] : 0, span ? span[1] : t->n};
+    const pass ps = pass_at(t, r0, &g, 1, configured);
+    if (g.lo >= g.hi)
       continue; /* the mask keeps nothing of these rows: m, l, o stay (alpha 1) */
-    pass_scores(t, &ps, npanels);
+    pass_scores(t, &ps);
     if (!t->safe)
       mark_kept_neg_inf(t, &ps);
     if (t->mask && ps.r0 < t->rows)
@@ -399,9 +442,36 @@ static void full_tile_amx(const stsa_bf16_tile *t) {
   _tile_release();
 }
 
+/* The most tiles full_run_amx takes (its segments sit on the stack). */
+#define RUN_MAX_TILES 64
+
+/* A run of FULL, safe tiles as one (kernels.h: full_run_bf16): the passes
+ * of full_tile_amx over every tile's keys, which share the softmax and
+ * whose P.V accumulates in the tile registers across the tiles, rather
+ * than adding each tile's sum to o. */
+static void full_run_amx(const stsa_bf16_tile *t, const stsa_bf16_seg *in, int nseg) {
+  seg g[RUN_MAX_TILES];
+  if (nseg > RUN_MAX_TILES) { /* not from the tile loop: halves, one after the other */
+    full_run_amx(t, in, RUN_MAX_TILES);
+    full_run_amx(t, in + RUN_MAX_TILES, nseg - RUN_MAX_TILES);
+    return;
+  }
+  for (int i = 0, off = 0; i < nseg; off += (in[i].n + 31) / 32 * 32, i++)
+    g[i] = (seg){in[i].kb, in[i].vb, in[i].n, off, 0, in[i].n};
+  int configured[2] = {-1, -1};
+  for (int r0 = 0; r0 < t->rows_pad; r0 += PASS) {
+    const pass ps = pass_at(t, r0, g, nseg, configured);
+    pass_scores(t, &ps);
+    pass_softmax(t, &ps);
+    pass_pv(t, &ps);
+  }
+  _tile_release();
+}
+
 void stsa_kernels_override_amx(stsa_kernels *t) {
   stsa_kernels_override_avx512(t);
   t->name = "amx";
   t->full_tile_bf16 = full_tile_amx;
+  t->full_run_bf16 = full_run_amx;
 }
 #endif /* x86-64 */
