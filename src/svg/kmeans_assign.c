@@ -265,16 +265,15 @@ static void pack_centroids(km *m, const float *centroids) {
 }
 
 int64_t stsa_km_assign_full(km *m, const float *centroids, int32_t *labels) {
-#pragma omp parallel for num_threads(stsa_km_threads_for(m, m->n / 4096)) schedule(static)
-  for (int64_t i = 0; i < m->n; i++)
-    m->xnorm[i] = stsa_km_dot(stsa_km_row(m, i), stsa_km_row(m, i), m->d);
   pack_centroids(m, centroids);
   const uint64_t all = m->groups == 64 ? ~(uint64_t)0 : ((uint64_t)1 << m->groups) - 1;
   for (int64_t i = 0; i < m->n; i++)
     m->gmask[i] = all;
   rows_reset(m, NULL, m->n, labels);
   assign_rows ar = {labels, NULL}; /* one pass over every column: each row copied once */
+  m->norms_in_pass = 1;            /* the visits do not read xnorm; rows_bounds does */
   stsa_km_gemm_pass(m, NULL, m->n, 0, m->k, m->spread, assign_visit, &ar);
+  m->norms_in_pass = 0;
   rows_bounds(m, NULL, m->n, labels, NULL);
   return m->n;
 }
@@ -347,14 +346,14 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
    * them: the full pass is as cheap */
   if (G < FIRST_MIN_GROUPS || !m->coarse_ok)
     return stsa_km_assign_full(m, centroids, labels);
-#pragma omp parallel for num_threads(stsa_km_threads_for(m, m->n / 4096)) schedule(static)
-  for (int64_t i = 0; i < m->n; i++)
-    m->xnorm[i] = stsa_km_dot(stsa_km_row(m, i), stsa_km_row(m, i), m->d);
-  /* 1. the coarse cluster of every point (a GEMM against G <= 16 centres) */
+  /* 1. the coarse cluster of every point (a GEMM against G <= 16 centres),
+   * and the points' norms (step 3 reads them) */
   float *panels = m->panels;
   m->panels = m->cpanels;
   stsa_km_pack_centres(m, m->gcent, m->d, NULL, G, 1);
+  m->norms_in_pass = 1;
   stsa_km_gemm_pass(m, NULL, m->n, 0, G, NULL, coarse_visit, NULL);
+  m->norms_in_pass = 0;
   m->panels = panels;
   pack_centroids(m, centroids);
   centroid_distances(m, centroids);

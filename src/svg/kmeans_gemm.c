@@ -68,6 +68,8 @@ void stsa_km_gemm_pass(km *m, const int32_t *idx, int64_t nrows, int64_t col0,
         const int64_t brows = rows - b * mr < mr ? rows - b * mr : mr;
         if (!idx && depth == d && m->ld == d && brows == mr) {
           q[b] = stsa_km_row(m, i0 + b * mr); /* packed rows serve as they are */
+          for (int64_t r = 0; m->norms_in_pass && r < mr; r++)
+            m->xnorm[i0 + b * mr + r] = stsa_km_dot(q[b] + r * d, q[b] + r * d, d);
           continue;
         }
         float *dst = t.q + b * mr * depth;
@@ -76,6 +78,8 @@ void stsa_km_gemm_pass(km *m, const int32_t *idx, int64_t nrows, int64_t col0,
             const int64_t pos = i0 + b * mr + r;
             memcpy(dst + r * depth, stsa_km_row(m, idx ? idx[pos] : pos),
                    sizeof(float) * (size_t)d);
+            if (m->norms_in_pass && !idx)
+              m->xnorm[pos] = stsa_km_dot(dst + r * depth, dst + r * depth, d);
             if (depth > d)
               dst[r * depth + d] = 1.0f;
           } else

@@ -54,11 +54,15 @@ typedef struct km {
   float *row_val;   /* per point: best ||c||^2 - 2 x.c (Lloyd), or D^2 (k-means++) */
   float *row_val2;  /* per point: the runner-up ||c||^2 - 2 x.c (Lloyd) */
   float *xnorm;     /* ||x_i||^2 */
-  double *upper;    /* per point: >= its exact distance to its centroid */
-  double *shift;    /* [k] distance each centroid moved in the last update */
-  double max_shift; /* the largest of them (NaN if any is) */
-  float cnorm_max;  /* max ||c||^2 of the centroids of the last assignment */
-  int32_t *todo;    /* [n] the points a pruned assignment recomputes */
+  /* set: a gemm pass over every point (idx NULL) also writes xnorm, from
+   * each row while the pass has it in cache (a pass of its own over x,
+   * which is larger than the caches, cost a warm k-means ~5%) */
+  int norms_in_pass;
+  double *upper;     /* per point: >= its exact distance to its centroid */
+  double *shift;     /* [k] distance each centroid moved in the last update */
+  double max_shift;  /* the largest of them (NaN if any is) */
+  float cnorm_max;   /* max ||c||^2 of the centroids of the last assignment */
+  int32_t *todo;     /* [n] the points a pruned assignment recomputes */
   double *chunk_cum; /* inclusive prefix of the D^2 chunk sums (k-means++) */
   int64_t *counts;   /* [k] members per cluster */
   int64_t *start;    /* [k + 1] members of the clusters before each (prefix of counts) */
