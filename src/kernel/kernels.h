@@ -89,6 +89,9 @@ typedef struct stsa_bf16_tile {
   int D; /* the head dim: V columns past it are 0 */
 } stsa_bf16_tile;
 
+/* The most tiles (segments) one pv2_segs or full_run_bf16 call takes. */
+#define STSA_MAX_RUN_TILES 64
+
 /* One tile of a run for full_run_bf16: its K and V blocks (as
  * stsa_bf16_tile's kb and vb) and its n keys. */
 typedef struct stsa_bf16_seg {
@@ -167,8 +170,8 @@ typedef struct stsa_kernels {
    * are finite (safe), nseg of them side by side as one tile: each one's
    * scores and probabilities from the column where the previous one's end,
    * rounded up to 32 (their sum of rounded lengths <= ld_s), one softmax
-   * and one P.V sum for them all. t's kb, vb, n, mask, span and nbad are
-   * not read; safe must be 1. */
+   * and one P.V sum for them all; nseg <= STSA_MAX_RUN_TILES. t's kb, vb,
+   * n, mask, span and nbad are not read; safe must be 1. */
   void (*full_run_bf16)(const stsa_bf16_tile *t, const stsa_bf16_seg *seg, int nseg);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */

@@ -176,6 +176,14 @@ static uint32_t bf16_at(const uint16_t *row, int64_t stride, int d, int D) {
   return row && d < D ? row[d * stride] : 0u;
 }
 
+/* m with the magnitudes (bits without the sign) of the two bf16 values of
+ * a 32-bit word folded in. */
+static uint32_t fold_abs_bf16_pair(uint32_t m, uint32_t w) {
+  const uint32_t lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
+  m = lo > m ? lo : m;
+  return hi > m ? hi : m;
+}
+
 /* A kv tile of a problem with bf16 tiles: K and V straight from the bf16
  * tensors into the bf16 blocks (stsa_kv_packed: kb, vb), zeros past n and
  * past D, and the tile's max |K| and V's non-finite flag from the bits
@@ -202,35 +210,30 @@ static void pack_bf16_span(const stsa_attn_problem *pb, int64_t b, int64_t h,
         for (int d = 0; d < D32; d += 2) {
           uint32_t w;
           memcpy(&w, k + d, sizeof w);
-          const uint32_t lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
-          k_max = lo > k_max ? lo : k_max;
-          k_max = hi > k_max ? hi : k_max;
+          k_max = fold_abs_bf16_pair(k_max, w);
           at[(d / 32) * 256 + (d % 32) / 2 * 16] = w;
         }
         continue;
       }
       for (int d = 0; d < D32; d += 2) {
-        const uint32_t lo = bf16_at(k, ks, d, D), hi = bf16_at(k, ks, d + 1, D);
-        k_max = (lo & 0x7fffu) > k_max ? (lo & 0x7fffu) : k_max;
-        k_max = (hi & 0x7fffu) > k_max ? (hi & 0x7fffu) : k_max;
-        at[(d / 32) * 256 + (d % 32) / 2 * 16] = lo | hi << 16;
+        const uint32_t w = bf16_at(k, ks, d, D) | bf16_at(k, ks, d + 1, D) << 16;
+        k_max = fold_abs_bf16_pair(k_max, w);
+        at[(d / 32) * 256 + (d % 32) / 2 * 16] = w;
       }
     }
     uint32_t *at = vb + (r / 32) * 256 + (r % 32) / 2 * 16;
     if (v0 && v1 && vs == 1 && D == D_pad) { /* two whole rows */
       for (int c = 0; c < D_pad; c++) {
-        const uint32_t lo = v0[c], hi = v1[c];
-        v_max = (lo & 0x7fffu) > v_max ? (lo & 0x7fffu) : v_max;
-        v_max = (hi & 0x7fffu) > v_max ? (hi & 0x7fffu) : v_max;
-        at[(c / 16) * v_panel + c % 16] = lo | hi << 16;
+        const uint32_t w = v0[c] | (uint32_t)v1[c] << 16;
+        v_max = fold_abs_bf16_pair(v_max, w);
+        at[(c / 16) * v_panel + c % 16] = w;
       }
       continue;
     }
     for (int c = 0; c < D_pad; c++) {
-      const uint32_t lo = bf16_at(v0, vs, c, D), hi = bf16_at(v1, vs, c, D);
-      v_max = (lo & 0x7fffu) > v_max ? (lo & 0x7fffu) : v_max;
-      v_max = (hi & 0x7fffu) > v_max ? (hi & 0x7fffu) : v_max;
-      at[(c / 16) * v_panel + c % 16] = lo | hi << 16;
+      const uint32_t w = bf16_at(v0, vs, c, D) | bf16_at(v1, vs, c, D) << 16;
+      v_max = fold_abs_bf16_pair(v_max, w);
+      at[(c / 16) * v_panel + c % 16] = w;
     }
   }
   dst->k_max[tile] = abs_max_value(k_max << 16);
@@ -511,9 +514,9 @@ void stsa_run_q_tile(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int6
   stsa_run_q_tile_in(pb, kv, b, h, qt, list, NULL, sc);
 }
 
-/* Merged runs take at most this many tiles (the segments pv2_segs gets
- * sit on the stack). */
-#define MERGED_MAX_TILES 64
+/* Merged runs take at most this many tiles (what pv2_segs and
+ * full_run_bf16 take at once). */
+#define MERGED_MAX_TILES STSA_MAX_RUN_TILES
 
 /* Whether listed entry i may join a merged run (see run_merged): a FULL
  * variable tile whose logits cannot reach -inf. */
@@ -595,13 +598,18 @@ static void apply_bf16_mask(const void *ctx, int r0, int rows, float *s, int ld_
 /* A PARTIAL tile whose V holds NaN/Inf: copies its V blocks into vb_safe
  * with NaN/Inf as 0 and lists the keys that had some (stsa_bf16_tile:
  * bad_keys); returns their number. */
+/* Where key `key`'s column 0 lies in a panel of bf16 V blocks. */
+static int64_t v_block_at(int key) {
+  return (key / 32) * 512 + (key % 32) / 2 * 32 + key % 2;
+}
+
 static int screen_v_blocks(const stsa_attn_problem *pb, const uint16_t *vb,
                            int64_t v_panel, int n, stsa_tile_scratch *sc) {
   const int64_t blocks = pb->kv_tile / 32, panels = pb->D_pad / 16;
   int nbad = 0;
   for (int key = 0; key < n; key++) {
     int bad = 0;
-    const int64_t at = (key / 32) * 512 + (key % 32) / 2 * 32 + key % 2;
+    const int64_t at = v_block_at(key);
     for (int64_t j = 0; j < panels; j++)
       for (int c = 0; c < 16; c++) {
         const uint16_t x = vb[j * v_panel + at + c * 2];
@@ -616,8 +624,7 @@ static int screen_v_blocks(const stsa_attn_problem *pb, const uint16_t *vb,
   for (int key = n; key < (n + 31) / 32 * 32; key++)
     for (int64_t j = 0; j < panels; j++)
       for (int c = 0; c < 16; c++)
-        sc->vb_safe[j * blocks * 512 + (key / 32) * 512 + (key % 32) / 2 * 32 + key % 2 +
-                    c * 2] = 0;
+        sc->vb_safe[j * blocks * 512 + v_block_at(key) + c * 2] = 0;
   return nbad;
 }
 
@@ -667,11 +674,11 @@ static void run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           stsa_tile_scratch *sc) {
   if (pat) /* every pass of rows_pad, padding-only ones included */
     stsa_tile_row_spans(pat, rows, rows_pad, STSA_BF16_PASS_ROWS, sp->n, sc->span);
+  stsa_bf16_tile t = bf16_tile_of(pb, rows, rows_pad, sc);
   const uint16_t *vb = bf16_v_blocks(kv, sp);
-  const int64_t v_panel = pb->Skv_pad / 32 * 512;
+  const int64_t v_panel = t.v_panel;
   const int nbad =
       mask && kv->v_nonfinite[tile] ? screen_v_blocks(pb, vb, v_panel, sp->n, sc) : 0;
-  stsa_bf16_tile t = bf16_tile_of(pb, rows, rows_pad, sc);
   t.kb = bf16_k_blocks(pb, kv, sp);
   t.vb = nbad ? sc->vb_safe : vb;
   t.v_panel = nbad ? pb->kv_tile / 32 * 512 : v_panel;
@@ -823,22 +830,20 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
     int64_t tile = list && list->tiles ? list->tiles[i] : i;
     if (kv_start && list && list->tiles && (!pb->bf16_tiles || kern->full_run_bf16)) {
       const int64_t end = merged_end(pb, kv, list, kv_start, kv_pack, i, ntiles, sc);
-      if (end - i >= 2 && pb->bf16_tiles) {
-        run_merged_bf16(pb, kv, list, kv_start, kv_pack, i, end, rows, rows_pad, sc);
-        i = end - 1;
-        continue;
-      }
       if (end - i >= 2) {
-        run_merged(pb, kv, list, kv_start, kv_pack, i, end, rows_pad, sc);
+        if (pb->bf16_tiles)
+          run_merged_bf16(pb, kv, list, kv_start, kv_pack, i, end, rows, rows_pad, sc);
+        else
+          run_merged(pb, kv, list, kv_start, kv_pack, i, end, rows_pad, sc);
         i = end - 1;
         continue;
       }
     }
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
     const int safe = (double)sc->q_max * kv->k_max[tile] * D < LOGIT_SAFE;
+    const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
     if (pb->bf16_tiles) { /* every tile, FULL or PARTIAL; no f32 panels */
       const bf16_mask bm = {list, i, q0, sp.k0, sp.n};
-      const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
       run_tile_bf16(pb, kv, &sp, tile, rows, rows_pad, safe, partial ? &bm : NULL,
                     partial && pattern ? &lay->patterns[pattern[i]] : NULL, sc);
       continue;
@@ -849,7 +854,6 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
      * panels keep them in L1 for the pv passes (fixed tiles: kv_tile). */
     const int ld_s = kv_start ? npanels * pb->nr : pb->kv_tile;
     const float *kt = kv->kt + (sp.pack0 / pb->nr) * D * pb->nr;
-    const int partial = list && list->tiles && list->kinds[i] == STSA_TILE_PARTIAL;
     if (partial && pattern && safe && !kv->v_nonfinite[tile]) {
       stsa_run_pattern_tile(pb, &lay->patterns[pattern[i]], kt,
                             kv->vp + sp.pack0 * pb->nr, pb->Skv_pad, rows, rows_pad, n,

@@ -442,20 +442,12 @@ static void full_tile_amx(const stsa_bf16_tile *t) {
   _tile_release();
 }
 
-/* The most tiles full_run_amx takes (its segments sit on the stack). */
-#define RUN_MAX_TILES 64
-
 /* A run of FULL, safe tiles as one (kernels.h: full_run_bf16): the passes
  * of full_tile_amx over every tile's keys, which share the softmax and
  * whose P.V accumulates in the tile registers across the tiles, rather
  * than adding each tile's sum to o. */
 static void full_run_amx(const stsa_bf16_tile *t, const stsa_bf16_seg *in, int nseg) {
-  seg g[RUN_MAX_TILES];
-  if (nseg > RUN_MAX_TILES) { /* not from the tile loop: halves, one after the other */
-    full_run_amx(t, in, RUN_MAX_TILES);
-    full_run_amx(t, in + RUN_MAX_TILES, nseg - RUN_MAX_TILES);
-    return;
-  }
+  seg g[STSA_MAX_RUN_TILES];
   for (int i = 0, off = 0; i < nseg; off += (in[i].n + 31) / 32 * 32, i++)
     g[i] = (seg){in[i].kb, in[i].vb, in[i].n, off, 0, in[i].n};
   int configured[2] = {-1, -1};
