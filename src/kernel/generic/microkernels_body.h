@@ -114,8 +114,7 @@ static inline vf32 exp2_vf32(vf32 x) {
   vf32 xc = vf32_select(in_range, x, lo);
   vf32 n = vf32_round(xc);
   vf32 f = vf32_sub(xc, n);
-  vf32 p = vf32_set1(STSA_EXP2_C6);
-  p = vf32_fma(p, f, vf32_set1(STSA_EXP2_C5));
+  vf32 p = vf32_set1(STSA_EXP2_C5);
   p = vf32_fma(p, f, vf32_set1(STSA_EXP2_C4));
   p = vf32_fma(p, f, vf32_set1(STSA_EXP2_C3));
   p = vf32_fma(p, f, vf32_set1(STSA_EXP2_C2));

@@ -19,8 +19,7 @@ static inline __m512 exp2_avx512(__m512 x) {
       _mm512_cmp_ps_mask(x, _mm512_set1_ps(STSA_EXP2_MIN), _CMP_NLT_UQ);
   __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 f = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(STSA_EXP2_C6);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C5));
+  __m512 p = _mm512_set1_ps(STSA_EXP2_C5);
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C4));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C3));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(STSA_EXP2_C2));

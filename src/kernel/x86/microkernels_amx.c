@@ -175,25 +175,31 @@ static inline __m512 widen_bf16(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* Writes one or two bf16 terms of 32 probabilities (p[0]'s 16, then
- * p[1]'s) at column c: hi = p rounded to nearest even (at most 2^-9 of p
- * off, no bias), and with two, lo = p - hi rounded (2^-18 of p). Each p[i]
- * becomes what its terms sum to, the weight P.V gives the key: the row sum
- * then adds those weights, so the row's weights still sum to 1 after the
- * rounding (rounded numerator over an unrounded sum would bias the row). */
-static inline void store_rounded_terms(__m512 p[2], int terms, uint16_t *hi, uint16_t *lo,
-                                       int c) {
+/* Writes the bf16 term of 32 probabilities (p[0]'s 16, then p[1]'s) at
+ * column c: p rounded to nearest even (at most 2^-9 of p off, no bias).
+ * Each p[i] becomes the rounded value, the weight P.V gives the key: the
+ * row sum then adds those weights, so the row's weights still sum to 1
+ * after the rounding (rounded numerator over an unrounded sum would bias
+ * the row). */
+static inline void store_one_term(__m512 p[2], uint16_t *hi, int c) {
   for (int i = 0; i < 2; i++) {
     const __m256i h = round_bf16(p[i]);
     _mm256_storeu_si256((__m256i *)(void *)(hi + c + 16 * i), h);
-    const __m512 wh = widen_bf16(h);
-    if (terms == 2) {
-      const __m256i l = round_bf16(_mm512_sub_ps(p[i], wh));
-      _mm256_storeu_si256((__m256i *)(void *)(lo + c + 16 * i), l);
-      p[i] = _mm512_add_ps(wh, widen_bf16(l)); /* exact: 16 significant bits */
-    } else {
-      p[i] = wh;
-    }
+    p[i] = widen_bf16(h);
+  }
+}
+
+/* Writes two bf16 terms of 32 probabilities at column c: hi = p rounded
+ * to nearest even, lo = p - hi (exact) rounded, so hi + lo is within 2^-18
+ * of p. The row sum adds p itself: the weights P.V gives the keys then sum
+ * to 1 within 2^-18, far below the f16 or bf16 output's rounding, and
+ * widening lo back to f32 for the sum cost ~4% of a bf16 call. */
+static inline void store_two_terms(const __m512 p[2], uint16_t *hi, uint16_t *lo, int c) {
+  for (int i = 0; i < 2; i++) {
+    const __m256i h = round_bf16(p[i]);
+    _mm256_storeu_si256((__m256i *)(void *)(hi + c + 16 * i), h);
+    const __m256i l = round_bf16(_mm512_sub_ps(p[i], widen_bf16(h)));
+    _mm256_storeu_si256((__m256i *)(void *)(lo + c + 16 * i), l);
   }
 }
 
@@ -235,16 +241,39 @@ static void mark_kept_neg_inf(const stsa_bf16_tile *t, const pass *ps) {
  * stays 0 and the row stores as NaN, stsa.h's rule for only -inf logits. */
 static float row_max(const stsa_bf16_tile *t, const pass *ps, const float *row) {
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  __m512 vmax = neg_inf;
+  /* four chains: one would wait out the max latency at every vector */
+  __m512 v0 = neg_inf, v1 = neg_inf, v2 = neg_inf, v3 = neg_inf;
   for (int i = 0; i < ps->nseg; i++) {
     const seg *g = &ps->seg[i];
+    const float *at = row + g->off;
     const int n = seg_end(g);
-    for (int c = g->lo / 16 * 16; c < n; c += 16)
-      vmax = _mm512_max_ps(
-          vmax, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), row + g->off + c));
+    int c = g->lo / 16 * 16;
+    for (; c + 64 <= n; c += 64) {
+      v0 = _mm512_max_ps(v0, _mm512_loadu_ps(at + c));
+      v1 = _mm512_max_ps(v1, _mm512_loadu_ps(at + c + 16));
+      v2 = _mm512_max_ps(v2, _mm512_loadu_ps(at + c + 32));
+      v3 = _mm512_max_ps(v3, _mm512_loadu_ps(at + c + 48));
+    }
+    for (; c < n; c += 16)
+      v0 = _mm512_max_ps(v0, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), at + c));
   }
-  const float mx = _mm512_reduce_max_ps(vmax);
+  const float mx =
+      _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(v0, v1), _mm512_max_ps(v2, v3)));
   return !t->safe && mx == -FLT_MAX ? -FLT_MAX : mx * t->score_scale;
+}
+
+/* Writes 32 probabilities as `terms` bf16 terms at column c and returns
+ * sum plus what the row sum adds for them: the weights the terms give (one
+ * term: p rounded; three: p exactly), with two terms p itself. */
+static inline __m512 emit_terms(__m512 p[2], const int terms, uint16_t *hi, uint16_t *mid,
+                                uint16_t *lo, int c, __m512 sum) {
+  if (terms == 3)
+    store_terms(p[0], p[1], hi, mid, lo, c); /* they sum to p exactly */
+  else if (terms == 2)
+    store_two_terms(p, hi, mid, c);
+  else
+    store_one_term(p, hi, c);
+  return _mm512_add_ps(sum, _mm512_add_ps(p[0], p[1]));
 }
 
 /* Online softmax of the pass's rows (kernels.h: softmax): p = exp2(logit -
@@ -268,21 +297,25 @@ softmax_terms(const stsa_bf16_tile *t, const pass *ps, const int terms) {
     __m512 sum = _mm512_setzero_ps();
     for (int g = 0; g < ps->nseg; g++) {
       const int n = seg_end(&ps->seg[g]), off = ps->seg[g].off;
-      for (int c = ps->seg[g].lo / 32 * 32; c < seg_end32(&ps->seg[g]); c += 32) {
+      const float *at = row + off;
+      int c = ps->seg[g].lo / 32 * 32;
+      /* the same arithmetic on safe and unsafe tiles (whether a row's tile
+       * is safe depends on the other rows' values), -inf giving 0 */
+      for (; c + 32 <= n; c += 32) {
+        __m512 p[2] = {
+            exp2_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(at + c), vscale, vneg)),
+            exp2_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(at + c + 16), vscale, vneg))};
+        sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
+      }
+      if (c < n) { /* the last, partial block: lanes past n give 0 */
         __m512 p[2];
         for (int i = 0; i < 2; i++) {
           const __mmask16 live = valid_lanes(c + 16 * i, n);
-          /* the same arithmetic on safe and unsafe tiles (whether a row's
-           * tile is safe depends on the other rows' values), -inf giving 0 */
-          const __m512 x = _mm512_fmadd_ps(
-              _mm512_maskz_loadu_ps(live, row + off + c + 16 * i), vscale, vneg);
+          const __m512 x =
+              _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, at + c + 16 * i), vscale, vneg);
           p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
         }
-        if (terms == 3)
-          store_terms(p[0], p[1], hi, mid, lo, off + c); /* they sum to p exactly */
-        else
-          store_rounded_terms(p, terms, hi, mid, off + c);
-        sum = _mm512_add_ps(sum, _mm512_add_ps(p[0], p[1]));
+        sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
       }
     }
     const float a = _mm512_cvtss_f32(exp2_avx512(_mm512_set1_ps(m - base)));

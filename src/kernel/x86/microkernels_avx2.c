@@ -101,8 +101,7 @@ static inline __m256 exp2_avx2(__m256 x) {
   x = _mm256_max_ps(_mm256_set1_ps(STSA_EXP2_MIN), x);
   __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 f = _mm256_sub_ps(x, n);
-  __m256 p = _mm256_set1_ps(STSA_EXP2_C6);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(STSA_EXP2_C5));
+  __m256 p = _mm256_set1_ps(STSA_EXP2_C5);
   p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(STSA_EXP2_C4));
   p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(STSA_EXP2_C3));
   p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(STSA_EXP2_C2));
