@@ -64,7 +64,7 @@ typedef struct stsa_bf16_tile {
   /* bf16 terms each probability enters P.V as: 3 = exactly the f32 p; 2 =
    * p to 2^-18; 1 = p rounded to bf16 (2^-9, PyTorch's bf16 SDPA). */
   int terms;
-  float *c;                 /* scratch [STSA_BF16_PASS_ROWS][2 nr] f32 */
+  float *c;                 /* scratch [STSA_BF16_PASS_ROWS][D_pad] f32 */
   float *o, *m, *l, *alpha; /* as for softmax and pv, over rows_pad rows */
   /* PARTIAL tiles only (mask NULL: FULL): rows real q rows of rows_pad; per
    * pass, after the scores (and on unsafe tiles -inf scores turned to

@@ -312,7 +312,7 @@ static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOT
                                    align64((size_t)pb->mr),
                                    bf16 ? align64(nq * (size_t)pb->D32 / 2) : 0,
                                    bf16 ? align64(pass * nkv * 3 / 2) : 0,
-                                   bf16 ? align64(pass * 2 * (size_t)pb->nr) : 0,
+                                   bf16 ? align64(pass * (size_t)pb->D_pad) : 0,
                                    bf16 ? align64(nkv * (size_t)pb->D_pad / 2) : 0};
   memcpy(sizes, s, sizeof s);
 }

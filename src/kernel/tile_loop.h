@@ -167,7 +167,7 @@ typedef struct stsa_tile_scratch {
   /* Only with pb->bf16_tiles (kernels.h: stsa_bf16_tile): */
   uint16_t *qb;      /* [q_tile][D32] the q tile's bf16 rows, unscaled */
   uint16_t *pbf;     /* [3][32][kv_tile] a pass's probabilities, hi, mid, lo */
-  float *cbuf;       /* [32][2 nr] tile multiplies' sums (32: STSA_BF16_PASS_ROWS) */
+  float *cbuf;       /* [32][D_pad] tile multiplies' sums (32: STSA_BF16_PASS_ROWS) */
   uint16_t *vb_safe; /* [D_pad/16][kv_tile/32][512] a PARTIAL tile's V blocks,
                         NaN/Inf -> 0 */
   void *block_;      /* the allocation of stsa_tile_scratch_alloc, else NULL */
