@@ -189,18 +189,23 @@ static inline void store_one_term(__m512 p[2], uint16_t *hi, int c) {
   }
 }
 
-/* Writes two bf16 terms of 32 probabilities at column c: hi = p rounded
- * to nearest even, lo = p - hi (exact) rounded, so hi + lo is within 2^-18
- * of p. The row sum adds p itself: the weights P.V gives the keys then sum
- * to 1 within 2^-18, far below the f16 or bf16 output's rounding, and
- * widening lo back to f32 for the sum cost ~4% of a bf16 call. */
+/* Writes two bf16 terms of 32 probabilities at column c: hi = p rounded to
+ * 8 significant bits (half a unit added to the bits, then cut: ties away
+ * from zero, two integer operations where a conversion and its way back
+ * take four), lo = p - hi (exact) rounded to nearest even, so hi + lo is
+ * within 2^-18 of p. A NaN p may give any hi; the row sum, which adds p
+ * itself, carries the NaN. The weights P.V gives the keys then sum to 1
+ * within 2^-18, far below the f16 or bf16 output's rounding (widening lo
+ * back to f32 for the sum cost ~4% of a bf16 call). */
 static inline void store_two_terms(const __m512 p[2], uint16_t *hi, uint16_t *lo, int c) {
+  const __m512i half = _mm512_set1_epi32(0x8000);
+  __m512 h[2];
   for (int i = 0; i < 2; i++) {
-    const __m256i h = round_bf16(p[i]);
-    _mm256_storeu_si256((__m256i *)(void *)(hi + c + 16 * i), h);
-    const __m256i l = round_bf16(_mm512_sub_ps(p[i], widen_bf16(h)));
+    h[i] = top_bits(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p[i]), half)));
+    const __m256i l = round_bf16(_mm512_sub_ps(p[i], h[i]));
     _mm256_storeu_si256((__m256i *)(void *)(lo + c + 16 * i), l);
   }
+  _mm512_storeu_si512(hi + c, bf16_of(h[0], h[1]));
 }
 
 /* Writes the three bf16 terms of 32 probabilities (p0's 16, then p1's) at
