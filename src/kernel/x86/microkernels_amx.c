@@ -201,7 +201,8 @@ static inline void store_two_terms(const __m512 p[2], uint16_t *hi, uint16_t *lo
   const __m512i half = _mm512_set1_epi32(0x8000);
   __m512 h[2];
   for (int i = 0; i < 2; i++) {
-    h[i] = top_bits(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p[i]), half)));
+    h[i] =
+        top_bits(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p[i]), half)));
     const __m256i l = round_bf16(_mm512_sub_ps(p[i], h[i]));
     _mm256_storeu_si256((__m256i *)(void *)(lo + c + 16 * i), l);
   }
