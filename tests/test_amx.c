@@ -399,6 +399,52 @@ static void check_neg_inf_logits(void) {
   }
 }
 
+/* NaN logits with a bf16 output (one and two terms: the first term comes
+ * from integer rounding there, which a NaN p may turn into any value): a
+ * NaN in q makes its row's logits NaN and the row's output NaN; a NaN in k
+ * makes one key's logits NaN in every row, and every row NaN. Rows without
+ * a NaN logit stay within the bf16 output's rounding of the reference.
+ * Both NaN encodings whose integer rounding carries out of the mantissa
+ * (0x7fff, 0xffff as bf16) are among them. */
+static void check_nan_logits(void) {
+  enum { S = 75, HN = 1, DN = 64, ROW = 33, KEY = 41 };
+  const uint16_t nans[] = {0x7fc0u, 0x7fffu, 0xffffu};
+  for (int terms = 1; terms <= 2; terms++)
+    for (size_t ni = 0; ni < sizeof nans / sizeof nans[0]; ni++)
+      for (int side = 0; side < 2; side++) {
+        tu_rng rng = {91};
+        stsa_tensor q = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HN, DN, 1.0);
+        stsa_tensor k = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HN, DN, 1.0);
+        stsa_tensor v = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, HN, DN, 1.0);
+        const amx_case c = {1, S, S, HN, DN, 36, 64, 1.0};
+        stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HN, DN);
+        stsa_tensor out = tu_sentinel_tensor(STSA_BF16, TU_BSHD, 1, S, HN, DN);
+        run(STSA_BACKEND_REF, 1, &c, 0, &q, &k, &v, &ref, NULL);
+        stsa_tensor *bad = side ? &k : &q;
+        uint16_t *at = (uint16_t *)bad->data + tu_offset(bad, 0, side ? KEY : ROW, 0, 5);
+        *at = nans[ni];
+        stsa_ctx *ctx = ctx_with(STSA_BACKEND_AMX, 2, &c, terms);
+        CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 0), STSA_OK);
+        CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, &out, NULL), STSA_OK);
+        stsa_ctx_free(ctx);
+        int64_t wrong = 0;
+        for (int64_t r = 0; r < S; r++)
+          for (int64_t d = 0; d < DN; d++) {
+            const double got = tu_load(out.data, STSA_BF16, tu_offset(&out, 0, r, 0, d));
+            const double want = tu_load(ref.data, STSA_F32, tu_offset(&ref, 0, r, 0, d));
+            if (side || r == ROW)
+              wrong += !isnan(got);
+            else
+              wrong += !(fabs(got - want) <= 0x1p-7 * fabs(want) + 0x1p-9 * 5.0);
+          }
+        CHECK(wrong == 0 && tu_guard_ok(out.data),
+              "NaN logits (%s side, bf16 0x%04x, %d terms): %lld values off",
+              side ? "k" : "q", nans[ni], terms, (long long)wrong);
+        tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+        tu_free_tensor(&ref), tu_free_tensor(&out);
+      }
+}
+
 int main(void) {
   /* the backend runs where the CPU check says, and nowhere else */
   CHECK(stsa_backend_available(STSA_BACKEND_AMX) == stsa_cpu_has_amx(),
@@ -428,5 +474,6 @@ int main(void) {
   check_sparse_cases();
   check_svg2_session();
   check_neg_inf_logits();
+  check_nan_logits();
   return tu_finish("test_amx");
 }
