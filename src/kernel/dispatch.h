@@ -30,6 +30,15 @@ stsa_status stsa_backend_choose(stsa_backend requested, stsa_backend_choice *out
  * STSA_BACKEND_COUNT_ when the name is none of them. */
 stsa_backend stsa_backend_from_name(const char *name);
 
+/* Whether a table's bf16 tiles (kernels.h: full_tile_bf16) can take a call
+ * on q, k and v of these dtypes: all bf16, on a backend that has them. The
+ * tile loop decides per call (stsa_problem_use_bf16_tiles); SVG2 asks
+ * before planning, for plans whose spans the tiles can take. */
+static inline int stsa_bf16_tiles_take(const stsa_kernels *kern, stsa_dtype q,
+                                       stsa_dtype k, stsa_dtype v) {
+  return kern->full_tile_bf16 && q == STSA_BF16 && k == STSA_BF16 && v == STSA_BF16;
+}
+
 /* Comma-separated names of the backends this machine runs, for messages. */
 const char *stsa_backends_here(char *buf, size_t size);
 

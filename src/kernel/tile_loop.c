@@ -8,6 +8,7 @@
 
 #include "core/convert.h"
 #include "core/tensor.h"
+#include "kernel/dispatch.h"
 #include "kernel/tile_spans.h"
 
 #define LOG2E 1.4426950408889634
@@ -64,10 +65,10 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
 static int bf16_terms_for(stsa_dtype out) { return out == STSA_F32 ? 3 : 2; }
 
 void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
-  pb->bf16_tiles = pb->kern->full_tile_bf16 && pb->q->dtype == STSA_BF16 &&
-                   pb->k->dtype == STSA_BF16 && pb->v->dtype == STSA_BF16 &&
-                   pb->kv_tile % STSA_BF16_KEY_BLOCK == 0 &&
-                   (!pb->kv_tiles_max || pb->spans_bf16_aligned);
+  pb->bf16_tiles =
+      stsa_bf16_tiles_take(pb->kern, pb->q->dtype, pb->k->dtype, pb->v->dtype) &&
+      pb->kv_tile % STSA_BF16_KEY_BLOCK == 0 &&
+      (!pb->kv_tiles_max || pb->spans_bf16_aligned);
   pb->bf16_terms = terms ? terms : bf16_terms_for(pb->out->dtype);
   int e;
   (void)frexpf(pb->qscale, &e);
@@ -595,13 +596,14 @@ static void apply_bf16_mask(const void *ctx, int r0, int rows, float *s, int ld_
   m->list->mask(m->list->mask_ctx, m->entry, m->q0, r0, rows, m->k0, m->n, s, ld_s);
 }
 
-/* A PARTIAL tile whose V holds NaN/Inf: copies its V blocks into vb_safe
- * with NaN/Inf as 0 and lists the keys that had some (stsa_bf16_tile:
- * bad_keys); returns their number. */
 /* Where key `key`'s column 0 lies in a panel of bf16 V blocks. */
 static int64_t v_block_at(int key) {
   return (key / 32) * 512 + (key % 32) / 2 * 32 + key % 2;
 }
+
+/* A PARTIAL tile whose V holds NaN/Inf: copies its V blocks into vb_safe
+ * with NaN/Inf as 0 and lists the keys that had some (stsa_bf16_tile:
+ * bad_keys); returns their number. */
 
 static int screen_v_blocks(const stsa_attn_problem *pb, const uint16_t *vb,
                            int64_t v_panel, int n, stsa_tile_scratch *sc) {

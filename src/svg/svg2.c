@@ -450,9 +450,9 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
   for (int64_t h = 0; h < H; h++)
     heads[h] = (stsa_svg2_head){0};
   /* bf16 inputs on a backend with bf16 tiles: spans on its key blocks */
-  const int bf16 =
-      q->dtype == STSA_BF16 && k->dtype == STSA_BF16 && v->dtype == STSA_BF16;
-  w.pack_align = bf16 && ctx->run->kern.full_tile_bf16 ? STSA_BF16_KEY_BLOCK : 0;
+  w.pack_align = stsa_bf16_tiles_take(&ctx->run->kern, q->dtype, k->dtype, v->dtype)
+                     ? STSA_BF16_KEY_BLOCK
+                     : 0;
   stsa_select_args cand[LADDER_MAX];
   int n = 0;
   if (st == STSA_OK) {

@@ -44,6 +44,7 @@
 
 #include "exp2_avx512.h" /* this folder */
 #include "kernel/kernels.h"
+#include "max_avx512.h" /* this folder */
 
 #define BLOCK 16                 /* rows of an A or C tile */
 #define PASS STSA_BF16_PASS_ROWS /* two blocks */
@@ -247,24 +248,18 @@ static void mark_kept_neg_inf(const stsa_bf16_tile *t, const pass *ps) {
  * stays 0 and the row stores as NaN, stsa.h's rule for only -inf logits. */
 static float row_max(const stsa_bf16_tile *t, const pass *ps, const float *row) {
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  /* four chains: one would wait out the max latency at every vector */
-  __m512 v0 = neg_inf, v1 = neg_inf, v2 = neg_inf, v3 = neg_inf;
+  __m512 v[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
   for (int i = 0; i < ps->nseg; i++) {
     const seg *g = &ps->seg[i];
     const float *at = row + g->off;
-    const int n = seg_end(g);
-    int c = g->lo / 16 * 16;
-    for (; c + 64 <= n; c += 64) {
-      v0 = _mm512_max_ps(v0, _mm512_loadu_ps(at + c));
-      v1 = _mm512_max_ps(v1, _mm512_loadu_ps(at + c + 16));
-      v2 = _mm512_max_ps(v2, _mm512_loadu_ps(at + c + 32));
-      v3 = _mm512_max_ps(v3, _mm512_loadu_ps(at + c + 48));
-    }
-    for (; c < n; c += 16)
-      v0 = _mm512_max_ps(v0, _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), at + c));
+    const int n = seg_end(g), c0 = g->lo / 16 * 16, whole = n / 16 * 16;
+    if (whole > c0)
+      max_chains_avx512(v, at + c0, whole - c0);
+    for (int c = c0 > whole ? c0 : whole; c < n; c += 16)
+      v[0] =
+          _mm512_max_ps(v[0], _mm512_mask_loadu_ps(neg_inf, valid_lanes(c, n), at + c));
   }
-  const float mx =
-      _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(v0, v1), _mm512_max_ps(v2, v3)));
+  const float mx = max_of_chains_avx512(v);
   return !t->safe && mx == -FLT_MAX ? -FLT_MAX : mx * t->score_scale;
 }
 

@@ -23,6 +23,7 @@
 #include "core/convert.h"
 #include "exp2_avx512.h" /* this folder */
 #include "kernel/kernels.h"
+#include "max_avx512.h" /* this folder */
 
 /* The register tile: 12 rows x 16 columns (one zmm per row). */
 #define MR 12
@@ -174,19 +175,10 @@ static void softmax_avx512(float *s, int ld_s, int rows, int n, float *m, float 
     if (tile_max) {
       mx = tile_max[r] > m[r] ? tile_max[r] : m[r];
     } else {
-      /* four chains: one waits out the max latency at every panel */
-      __m512 v0 = _mm512_set1_ps(m[r]), v1 = v0, v2 = v0, v3 = v0;
-      int c = 0;
-      for (; c + 4 * NR <= n_pad; c += 4 * NR) {
-        v0 = _mm512_max_ps(v0, _mm512_loadu_ps(row + c));
-        v1 = _mm512_max_ps(v1, _mm512_loadu_ps(row + c + NR));
-        v2 = _mm512_max_ps(v2, _mm512_loadu_ps(row + c + 2 * NR));
-        v3 = _mm512_max_ps(v3, _mm512_loadu_ps(row + c + 3 * NR));
-      }
-      for (; c < n_pad; c += NR)
-        v0 = _mm512_max_ps(v0, _mm512_loadu_ps(row + c));
-      mx = _mm512_reduce_max_ps(
-          _mm512_max_ps(_mm512_max_ps(v0, v1), _mm512_max_ps(v2, v3)));
+      const __m512 init = _mm512_set1_ps(m[r]);
+      __m512 v[4] = {init, init, init, init};
+      max_chains_avx512(v, row, n_pad);
+      mx = max_of_chains_avx512(v);
     }
     /* Nothing kept so far: subtract 0 so that p = exp2(-inf) = 0, no NaN. */
     const float base = mx == -INFINITY ? 0.0f : mx;
