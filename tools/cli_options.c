@@ -106,6 +106,9 @@ static void store(const cli_opt *o, void *base, const char *v) {
     *(int *)field = o->values ? o->values[i] : i;
     break;
   }
+  case CLI_OPT_DTYPE:
+    *(stsa_dtype *)field = cli_parse_dtype(o->name, v);
+    break;
   case CLI_OPT_CALL:
     o->call(base, o->name, v);
     break;

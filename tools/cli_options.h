@@ -27,6 +27,7 @@ typedef enum cli_opt_kind {
   CLI_OPT_U64,    /* uint64_t in [lo, hi] (lo >= 0) */
   CLI_OPT_DOUBLE, /* double in [dlo, dhi], finite */
   CLI_OPT_CHOICE, /* int: values[i] (or i) for the i-th name of choices */
+  CLI_OPT_DTYPE,  /* stsa_dtype: f32, f16 or bf16 (cli_parse_dtype) */
   CLI_OPT_CALL    /* call(base, name, value): anything else */
 } cli_opt_kind;
 
@@ -67,6 +68,7 @@ typedef struct cli_opt {
 #define CLI_CHOICE(T, f, names, vals)                                                    \
   .kind = CLI_OPT_CHOICE, .offset = CLI_FIELD(T, f, int), .choices = (names),            \
   .values = (vals)
+#define CLI_DTYPE(T, f) .kind = CLI_OPT_DTYPE, .offset = CLI_FIELD(T, f, stsa_dtype)
 #define CLI_CALL(fn) .kind = CLI_OPT_CALL, .call = (fn)
 
 /* --threads T into the int field `threads` of T, as every command that

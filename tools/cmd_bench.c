@@ -21,10 +21,6 @@
 
 const char *const BENCH_MASK_NAMES[3] = {"band", "causal", NULL};
 
-static void set_dtype(void *base, const char *name, const char *value) {
-  ((bench_opts *)base)->dtype = cli_parse_dtype(name, value);
-}
-
 static void set_kv_dtype(void *base, const char *name, const char *value) {
   bench_opts *o = base;
   o->kv_dtype = cli_parse_dtype(name, value);
@@ -100,7 +96,7 @@ static const cli_opt BENCH_OPTIONS[] = {
      .help = "timed runs after one warm-up (default 5): median and best"},
     {.name = "--dtype",
      .metavar = "DT",
-     CLI_CALL(set_dtype),
+     CLI_DTYPE(bench_opts, dtype),
      .help = "f32 (default), f16 or bf16: Q, K and V"},
     {.name = "--kv-dtype",
      .metavar = "DT",

@@ -22,10 +22,6 @@ static void set_dist(void *base, const char *name, const char *value) {
   cli_parse_dist(name, value, &((svg_bench_opts *)base)->dist);
 }
 
-static void set_dtype(void *base, const char *name, const char *value) {
-  ((svg_bench_opts *)base)->dtype = cli_parse_dtype(name, value);
-}
-
 static const cli_opt SVG_BENCH_OPTIONS[] = {
     {.name = "--preset",
      .metavar = "NAME",
@@ -56,7 +52,7 @@ static const cli_opt SVG_BENCH_OPTIONS[] = {
              "into the kernel against copying the tensors"},
     {.name = "--dtype",
      .metavar = "DT",
-     CLI_CALL(set_dtype),
+     CLI_DTYPE(svg_bench_opts, dtype),
      .help = "q, k and v: f32 (default), f16 or bf16 (outputs stay f32)"},
     {.name = "--json", CLI_FLAG(svg_bench_opts, json), .help = "one JSON line"},
     {.name = "--dist",

@@ -33,10 +33,6 @@ typedef struct svg2_bench_opts {
 enum { KINDS_SEMANTIC = 0, KINDS_MIX = 1 };
 static const char *const KINDS_NAMES[3] = {"semantic", "mix", NULL};
 
-static void set_dtype(void *base, const char *name, const char *value) {
-  ((svg2_bench_opts *)base)->dtype = cli_parse_dtype(name, value);
-}
-
 static const cli_opt SVG2_BENCH_OPTIONS[] = {
     {.name = "--preset",
      .metavar = "NAME",
@@ -89,7 +85,7 @@ static const cli_opt SVG2_BENCH_OPTIONS[] = {
     {.name = "--width", .metavar = "Wp", CLI_I64(svg2_bench_opts, width, 1, 1 << 20)},
     {.name = "--dtype",
      .metavar = "DT",
-     CLI_CALL(set_dtype),
+     CLI_DTYPE(svg2_bench_opts, dtype),
      .help = "q, k and v: f32 (default), f16 or bf16 (outputs stay f32;\n"
              "drift is added to f32 copies, then converted)"},
     {.name = "--json", CLI_FLAG(svg2_bench_opts, json), .help = "one JSON line"},
