@@ -204,6 +204,13 @@ static void test_dtypes_layouts(void) {
   attn_case sdcpp = {1,        257,      257,     3,       128,     STSA_F32,
                      STSA_F16, STSA_F32, TU_BSHD, TU_BSHD, TU_BSHD, 1.0};
   run_case(&sdcpp, 0);
+  /* 16-bit K/V rows whose head dim ends inside a 16-column panel (40 =
+   * 2 x 16 + 8): the packing converts a partial block */
+  for (int kd = 1; kd < 3; kd++) {
+    attn_case c = {1,       70,       91,      2,       40,      STSA_F32,
+                   dts[kd], STSA_F32, TU_BSHD, TU_BSHD, TU_BSHD, 1.0};
+    run_case(&c, 0);
+  }
   /* batch 2 in both 4-D layouts */
   for (int L = 0; L < 2; L++) {
     attn_case c = {2,

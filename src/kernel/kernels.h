@@ -107,6 +107,21 @@ typedef struct stsa_pv_seg {
   int n;
 } stsa_pv_seg;
 
+/* The most columns of a panel (nr) any table has. */
+#define STSA_MAX_NR 16
+
+/* The keys of one K^T / V panel for pack_panel: key c's K and V rows
+ * (k[c] NULL: a padding key, zeros in both), their dtype and element
+ * stride, and the table's load_row for rows the packer converts one by
+ * one. */
+typedef struct stsa_panel_rows {
+  const void *k[STSA_MAX_NR], *v[STSA_MAX_NR];
+  int k_dtype, v_dtype;
+  int64_t k_stride, v_stride;
+  int D, D_pad, nr;
+  void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);
+} stsa_panel_rows;
+
 typedef struct stsa_kernels {
   const char *name; /* of the ISA whose entries won ("portable", "avx2", ...) */
   int mr;           /* rows of q handled by one qk / pv call */
@@ -176,6 +191,15 @@ typedef struct stsa_kernels {
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);
+  /* One panel of nr keys into the packed layouts above: kt[d][c] = K_c[d]
+   * for d < D (kt: the panel), vp[j * vp_stride + c * nr + e] = V_c[j nr +
+   * e], zero past D (vp: the panel's first V row). Folds max |K| and max
+   * |V| as f32 bits without the sign (NaN and Inf from 0x7f800000 up) into
+   * abs_bits[0] and abs_bits[1]. Row by row this was a strided store per
+   * element (5% of an SVG2 call, whose packing is not amortised over dense
+   * work); an ISA transposes whole blocks in registers. */
+  void (*pack_panel)(const stsa_panel_rows *rows, float *kt, float *vp, int64_t vp_stride,
+                     uint32_t abs_bits[2]);
 } stsa_kernels;
 
 /* Panels the next step of a loop over `left` panels takes: 2 where the table
@@ -211,6 +235,16 @@ static inline void stsa_pv_panels(const stsa_kernels *k, const float *p, int ld_
   for (; j < npanels; j++)
     k->pv(p, ld_p, n, vp + j * panel_stride, o + j * k->nr, ld_o, alpha);
 }
+
+/* The portable pack_panel: row by row through rows->load_row. An ISA's
+ * pack_panel hands it the rows it does not take (strided ones). */
+void stsa_pack_panel_rows(const stsa_panel_rows *rows, float *kt, float *vp,
+                          int64_t vp_stride, uint32_t abs_bits[2]);
+
+/* max |x_i| over n floats as f32 bits without the sign: an integer max,
+ * which vectorises and does not depend on order; NaN and Inf give bits
+ * from 0x7f800000 up. */
+uint32_t stsa_abs_max_bits(const float *x, int n);
 
 /* Fills every entry with the portable C versions (always available). */
 void stsa_kernels_init_portable(stsa_kernels *t);

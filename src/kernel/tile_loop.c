@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/convert.h"
+#include "core/prefetch.h"
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
 #include "kernel/tile_spans.h"
@@ -143,20 +144,7 @@ static uint16_t bf16_bits(float x) {
   return (uint16_t)(u >> 16);
 }
 
-/* max |x_i| as bits: an integer max, which vectorises and does not depend
- * on order; NaN and Inf give bits >= 0x7f800000. */
-static uint32_t abs_max_bits(const float *x, int n) {
-  uint32_t mx = 0;
-  for (int i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, &x[i], sizeof u);
-    u &= 0x7fffffffu;
-    mx = u > mx ? u : mx;
-  }
-  return mx;
-}
-
-/* The value of abs_max_bits, +inf for NaN/Inf. */
+/* The value of stsa_abs_max_bits, +inf for NaN/Inf. */
 static float abs_max_value(uint32_t bits) {
   float x;
   memcpy(&x, &bits, sizeof x);
@@ -241,6 +229,40 @@ static void pack_bf16_span(const stsa_attn_problem *pb, int64_t b, int64_t h,
   dst->v_nonfinite[tile] = v_max >= 0x7f80u;
 }
 
+/* The K and V rows of the panel of span positions [p0, p0 + nr) (NULL
+ * past the span's n keys). */
+static void panel_rows(const stsa_attn_problem *pb, int64_t b, int64_t h,
+                       const stsa_kv_span *sp, const int64_t *kv_rows, int p0,
+                       stsa_panel_rows *rows) {
+  for (int c = 0; c < pb->nr; c++) {
+    const int p = p0 + c;
+    rows->k[c] = rows->v[c] = NULL;
+    if (p < sp->n) {
+      const int64_t pos = sp->k0 + p, tok = kv_rows ? kv_rows[pos] : pos;
+      rows->k[c] = stsa_tensor_row(pb->k, b, tok, h);
+      rows->v[c] = stsa_tensor_row(pb->v, b, tok, h);
+    }
+  }
+}
+
+/* Every cache line of `bytes` from row on. */
+static void prefetch_bytes(const void *row, int64_t bytes) {
+  const char *at = row;
+  for (int64_t i = 0; i < bytes; i += 64)
+    STSA_PREFETCH(at + i);
+  STSA_PREFETCH(at + bytes - 1);
+}
+
+/* The panel's K and V rows (the first element of strided ones). */
+static void prefetch_rows(const stsa_panel_rows *rows, const stsa_attn_problem *pb) {
+  const int64_t k_bytes = rows->k_stride == 1 ? pb->D * stsa_dtype_size(pb->k->dtype) : 1,
+                v_bytes = rows->v_stride == 1 ? pb->D * stsa_dtype_size(pb->v->dtype) : 1;
+  for (int c = 0; c < pb->nr && rows->k[c]; c++) {
+    prefetch_bytes(rows->k[c], k_bytes);
+    prefetch_bytes(rows->v[c], v_bytes);
+  }
+}
+
 void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
                        const stsa_kv_span *sp, const int64_t *kv_rows,
                        stsa_kv_packed *dst) {
@@ -248,41 +270,34 @@ void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
     pack_bf16_span(pb, b, h, tile, sp, kv_rows, dst);
     return;
   }
-  const int D = pb->D, D_pad = pb->D_pad;
-  float krow[STSA_MAX_HEAD_DIM], vrow[STSA_MAX_HEAD_DIM];
-  uint32_t k_max = 0, v_max = 0;
-  for (int p = 0; p < sp->len; p++) {
-    if (p < sp->n) {
-      const int64_t pos = sp->k0 + p, tok = kv_rows ? kv_rows[pos] : pos;
-      pb->kern->load_row(stsa_tensor_row(pb->k, b, tok, h), pb->k->dtype,
-                         pb->k->stride[3], D, krow);
-      pb->kern->load_row(stsa_tensor_row(pb->v, b, tok, h), pb->v->dtype,
-                         pb->v->stride[3], D, vrow);
-      for (int d = D; d < D_pad; d++)
-        vrow[d] = 0.0f;
-      uint32_t km = abs_max_bits(krow, D), vm = abs_max_bits(vrow, D);
-      k_max = km > k_max ? km : k_max;
-      v_max = vm > v_max ? vm : v_max;
-    } else {
-      memset(krow, 0, sizeof(float) * (size_t)D);
-      memset(vrow, 0, sizeof(float) * (size_t)D_pad);
+  const int nr = pb->nr;
+  stsa_panel_rows rows[2] = {{.k_dtype = pb->k->dtype,
+                              .v_dtype = pb->v->dtype,
+                              .k_stride = pb->k->stride[3],
+                              .v_stride = pb->v->stride[3],
+                              .D = pb->D,
+                              .D_pad = pb->D_pad,
+                              .nr = nr,
+                              .load_row = pb->kern->load_row}};
+  rows[1] = rows[0];
+  uint32_t abs_bits[2] = {0, 0};
+  panel_rows(pb, b, h, sp, kv_rows, 0, &rows[0]);
+  /* pack0 and len are multiples of nr */
+  for (int p0 = 0, i = 0; p0 < sp->len; p0 += nr, i ^= 1) {
+    /* The next panel's rows load while this one packs: a permuted span
+     * (clusters, position-major heads) reads rows from anywhere in the
+     * tensor, which the hardware prefetcher does not follow (without this
+     * the packing waited on its V loads). */
+    if (p0 + nr < sp->len) {
+      panel_rows(pb, b, h, sp, kv_rows, p0 + nr, &rows[i ^ 1]);
+      prefetch_rows(&rows[i ^ 1], pb);
     }
-    const int64_t r = sp->pack0 + p;
-    float *kt = dst->kt + (r / pb->nr) * D * pb->nr + r % pb->nr;
-    for (int d = 0; d < D; d++)
-      kt[d * pb->nr] = krow[d];
-    /* A loop, not memcpy: nr is a run-time value, so memcpy was a libc call
-     * per 64 bytes; the loop vectorises. */
-    float *vp = dst->vp + r * pb->nr;
-    for (int j = 0; j < D_pad / pb->nr; j++) {
-      float *vdst = vp + (int64_t)j * pb->Skv_pad * pb->nr;
-      const float *vsrc = vrow + j * pb->nr;
-      for (int c = 0; c < pb->nr; c++)
-        vdst[c] = vsrc[c];
-    }
+    const int64_t r = sp->pack0 + p0;
+    pb->kern->pack_panel(&rows[i], dst->kt + (r / nr) * pb->D * nr, dst->vp + r * nr,
+                         pb->Skv_pad * nr, abs_bits);
   }
-  dst->k_max[tile] = abs_max_value(k_max);
-  dst->v_nonfinite[tile] = v_max >= 0x7f800000u;
+  dst->k_max[tile] = abs_max_value(abs_bits[0]);
+  dst->v_nonfinite[tile] = abs_bits[1] >= 0x7f800000u;
 }
 
 void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
@@ -379,7 +394,7 @@ static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int6
                        D, dst);
     for (int d = 0; d < D; d++)
       dst[d] *= pb->qscale;
-    uint32_t qm = abs_max_bits(dst, D);
+    uint32_t qm = stsa_abs_max_bits(dst, D);
     q_max = qm > q_max ? qm : q_max;
   }
   memset(qbuf + (int64_t)rows * D, 0,
@@ -403,7 +418,7 @@ static float load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
     const int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
     pb->kern->load_row(stsa_tensor_row(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3],
                        pb->D, row);
-    const uint32_t qm = abs_max_bits(row, pb->D);
+    const uint32_t qm = stsa_abs_max_bits(row, pb->D);
     q_max = qm > q_max ? qm : q_max;
     for (int d = 0; d < pb->D; d++) {
       const float x = row[d] * pb->bf16_q_pow2;

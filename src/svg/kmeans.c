@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/prefetch.h"
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
 #include "svg/kmeans_internal.h"
@@ -153,12 +154,6 @@ static void add_row(double *acc, const float *row, int d, double sign) {
     acc[j] += sign * (double)row[j];
 }
 
-#if defined(__GNUC__)
-#define KM_PREFETCH(p) __builtin_prefetch(p)
-#else
-#define KM_PREFETCH(p) ((void)(p))
-#endif
-
 /* members[start[c] ..] = the points of cluster c in index order. */
 static void list_members(km *m, const int32_t *labels) {
   memcpy(m->cursor, m->start, sizeof(int64_t) * (size_t)m->k);
@@ -182,7 +177,7 @@ static void sum_members(const km *m, int64_t c_lo, int64_t c_end) {
       if (j + 2 < j1) {
         const float *next = stsa_km_row(m, m->members[j + 2]);
         for (int e = 0; e < d; e += 16)
-          KM_PREFETCH(next + e);
+          STSA_PREFETCH(next + e);
       }
       add_row(acc, stsa_km_row(m, m->members[j]), d, 1.0);
     }

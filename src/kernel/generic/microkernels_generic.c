@@ -23,4 +23,5 @@ void stsa_kernels_init_portable(stsa_kernels *t) {
   t->full_tile_bf16 = NULL; /* bf16 tiles only where a tile-multiply unit is */
   t->full_run_bf16 = NULL;
   t->load_row = load_row_generic;
+  t->pack_panel = stsa_pack_panel_rows;
 }

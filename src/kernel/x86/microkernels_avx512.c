@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/convert.h"
 #include "exp2_avx512.h" /* this folder */
@@ -283,6 +284,99 @@ static void load_row_avx512(const void *src, int dtype, int64_t stride, int64_t 
   stsa_load_row_rest(src, dtype, stride, i, n, dst);
 }
 
+/* Elements [d0, d0 + dn) of a contiguous f32, f16 or bf16 row as f32, zeros
+ * past dn (dn <= 16) or for no row. */
+static inline __m512 load16(const void *row, int dtype, int d0, int dn) {
+  if (!row)
+    return _mm512_setzero_ps();
+  if (dtype == STSA_F32)
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << dn) - 1), (const float *)row + d0);
+  const uint16_t *x = (const uint16_t *)row + d0;
+  __m256i w;
+  if (dn == NR) {
+    w = _mm256_loadu_si256((const __m256i *)(const void *)x);
+  } else { /* 16-bit masked loads need AVX512BW */
+    uint16_t tail[NR] = {0};
+    memcpy(tail, x, sizeof(uint16_t) * (size_t)dn);
+    w = _mm256_loadu_si256((const __m256i *)(const void *)tail);
+  }
+  if (dtype == STSA_F16)
+    return _mm512_cvtph_ps(w);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(w), 16));
+}
+
+/* r[c] lane e -> r[e] lane c: pairs of rows interleaved, then groups of
+ * four within 128-bit lanes (t[4 g + i] lane L: element 4 L + i of rows
+ * 4 g .. 4 g + 3), then the 128-bit lanes of the four groups. */
+static inline void transpose16(__m512 r[NR]) {
+  __m512 t[NR];
+  for (int g = 0; g < 4; g++) {
+    const __m512 a = r[4 * g], b = r[4 * g + 1], c = r[4 * g + 2], d = r[4 * g + 3];
+    const __m512 lo_ab = _mm512_unpacklo_ps(a, b), hi_ab = _mm512_unpackhi_ps(a, b);
+    const __m512 lo_cd = _mm512_unpacklo_ps(c, d), hi_cd = _mm512_unpackhi_ps(c, d);
+    t[4 * g] = _mm512_shuffle_ps(lo_ab, lo_cd, 0x44);
+    t[4 * g + 1] = _mm512_shuffle_ps(lo_ab, lo_cd, 0xEE);
+    t[4 * g + 2] = _mm512_shuffle_ps(hi_ab, hi_cd, 0x44);
+    t[4 * g + 3] = _mm512_shuffle_ps(hi_ab, hi_cd, 0xEE);
+  }
+  for (int i = 0; i < 4; i++) {
+    const __m512 a01 = _mm512_shuffle_f32x4(t[i], t[4 + i], 0x44),
+                 a23 = _mm512_shuffle_f32x4(t[i], t[4 + i], 0xEE),
+                 b01 = _mm512_shuffle_f32x4(t[8 + i], t[12 + i], 0x44),
+                 b23 = _mm512_shuffle_f32x4(t[8 + i], t[12 + i], 0xEE);
+    r[i] = _mm512_shuffle_f32x4(a01, b01, 0x88);
+    r[4 + i] = _mm512_shuffle_f32x4(a01, b01, 0xDD);
+    r[8 + i] = _mm512_shuffle_f32x4(a23, b23, 0x88);
+    r[12 + i] = _mm512_shuffle_f32x4(a23, b23, 0xDD);
+  }
+}
+
+static inline __m512i abs_bits_max(__m512i m, __m512 x) {
+  return _mm512_max_epu32(
+      m, _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+}
+
+/* Contiguous f32/f16/bf16 rows: K^T in 16 x 16 blocks transposed in
+ * registers; strided rows go the portable way. */
+static void pack_panel_avx512(const stsa_panel_rows *pr, float *kt, float *vp,
+                              int64_t vp_stride, uint32_t abs_bits[2]) {
+  const int D = pr->D;
+  if (pr->k_stride != 1 || pr->v_stride != 1) {
+    stsa_pack_panel_rows(pr, kt, vp, vp_stride, abs_bits);
+    return;
+  }
+  __m512i k_max = _mm512_setzero_si512(), v_max = _mm512_setzero_si512();
+  for (int d0 = 0; d0 < D; d0 += NR) {
+    const int dn = D - d0 < NR ? D - d0 : NR;
+    __m512 r[NR];
+#pragma GCC unroll 16
+    for (int c = 0; c < NR; c++) {
+      r[c] = load16(pr->k[c], pr->k_dtype, d0, dn);
+      k_max = abs_bits_max(k_max, r[c]);
+    }
+    transpose16(r);
+    /* fixed indices keep r in registers (a loop to dn spilled it) */
+    float *at = kt + (int64_t)d0 * NR, tail[NR * NR];
+    float *to = dn == NR ? at : tail;
+#pragma GCC unroll 16
+    for (int e = 0; e < NR; e++)
+      _mm512_storeu_ps(to + e * NR, r[e]);
+    if (dn < NR)
+      memcpy(at, tail, sizeof(float) * (size_t)(dn * NR));
+  }
+  for (int c = 0; c < NR; c++)
+    for (int d0 = 0; d0 < pr->D_pad; d0 += NR) {
+      const __m512 x = d0 < D ? load16(pr->k[c] ? pr->v[c] : NULL, pr->v_dtype, d0,
+                                       D - d0 < NR ? D - d0 : NR)
+                              : _mm512_setzero_ps();
+      v_max = abs_bits_max(v_max, x);
+      _mm512_store_ps(vp + (d0 / NR) * vp_stride + c * NR, x);
+    }
+  const uint32_t km = _mm512_reduce_max_epu32(k_max), vm = _mm512_reduce_max_epu32(v_max);
+  abs_bits[0] = km > abs_bits[0] ? km : abs_bits[0];
+  abs_bits[1] = vm > abs_bits[1] ? vm : abs_bits[1];
+}
+
 void stsa_kernels_override_avx512(stsa_kernels *t) {
   t->name = "avx512";
   t->mr = MR;
@@ -294,5 +388,6 @@ void stsa_kernels_override_avx512(stsa_kernels *t) {
   t->pv2 = pv2_avx512;
   t->pv2_segs = pv2_segs_avx512;
   t->load_row = load_row_avx512;
+  t->pack_panel = pack_panel_avx512;
 }
 #endif /* x86 */
