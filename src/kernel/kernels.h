@@ -107,8 +107,10 @@ typedef struct stsa_pv_seg {
   int n;
 } stsa_pv_seg;
 
-/* The most columns of a panel (nr) any table has. */
+/* The most columns of a panel (nr) any table has (each ISA's file asserts
+ * its own). */
 #define STSA_MAX_NR 16
+_Static_assert(STSA_PORTABLE_NR <= STSA_MAX_NR, "a panel's keys fit stsa_panel_rows");
 
 /* The keys of one K^T / V panel for pack_panel: key c's K and V rows
  * (k[c] NULL: a padding key, zeros in both), their dtype and element
@@ -196,8 +198,9 @@ typedef struct stsa_kernels {
    * e], zero past D (vp: the panel's first V row). Folds max |K| and max
    * |V| as f32 bits without the sign (NaN and Inf from 0x7f800000 up) into
    * abs_bits[0] and abs_bits[1]. Row by row this was a strided store per
-   * element (5% of an SVG2 call, whose packing is not amortised over dense
-   * work); an ISA transposes whole blocks in registers. */
+   * element (5% of an SVG2 call's attention at density 0.1, where packing
+   * is paid for a tenth of the dense work); an ISA transposes whole blocks
+   * in registers. */
   void (*pack_panel)(const stsa_panel_rows *rows, float *kt, float *vp, int64_t vp_stride,
                      uint32_t abs_bits[2]);
 } stsa_kernels;

@@ -24,6 +24,7 @@
 /* The register tile: 6 rows x 16 columns (two ymm). */
 #define MR 6
 #define NR 16
+_Static_assert(NR <= STSA_MAX_NR, "a panel's keys fit stsa_panel_rows");
 
 static inline float hmax8(__m256 v);
 

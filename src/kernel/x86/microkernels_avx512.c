@@ -29,6 +29,7 @@
 /* The register tile: 12 rows x 16 columns (one zmm per row). */
 #define MR 12
 #define NR 16
+_Static_assert(NR <= STSA_MAX_NR, "a panel's keys fit stsa_panel_rows");
 
 /* max(a, b) of 4-float lanes taken from two vectors by the imm8 of
  * shuffle_f32x4 (lo picks one half of each pair, hi the other). */
