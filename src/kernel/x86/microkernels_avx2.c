@@ -257,8 +257,9 @@ static inline __m256 load8(const void *row, int dtype, int d0, int dn) {
     return _mm256_setzero_ps();
   const size_t size = dtype == STSA_F32 ? 4 : 2;
   const char *x = (const char *)row + (size_t)d0 * size;
-  uint32_t tail[8] = {0}; /* 32 bytes: eight f32 or sixteen 16-bit values */
-  if (dn < 8) {
+  uint32_t tail[8]; /* 32 bytes: eight f32 or sixteen 16-bit values */
+  if (dn < 8) {     /* zeroed here only: whole blocks store nothing */
+    memset(tail, 0, sizeof tail);
     memcpy(tail, x, size * (size_t)dn);
     x = (const char *)tail;
   }
