@@ -249,6 +249,13 @@ void stsa_pack_panel_rows(const stsa_panel_rows *rows, float *kt, float *vp,
  * from 0x7f800000 up. */
 uint32_t stsa_abs_max_bits(const float *x, int n);
 
+/* pack_panel's fold: abs_bits[0] and [1] take max |K| and max |V| (bits). */
+static inline void stsa_fold_abs_bits(uint32_t abs_bits[2], uint32_t k_bits,
+                                      uint32_t v_bits) {
+  abs_bits[0] = k_bits > abs_bits[0] ? k_bits : abs_bits[0];
+  abs_bits[1] = v_bits > abs_bits[1] ? v_bits : abs_bits[1];
+}
+
 /* Fills every entry with the portable C versions (always available). */
 void stsa_kernels_init_portable(stsa_kernels *t);
 #if defined(__x86_64__) || defined(__i386__)

@@ -23,9 +23,8 @@ void stsa_pack_panel_rows(const stsa_panel_rows *pr, float *kt, float *vp,
     if (pr->k[c]) {
       pr->load_row(pr->k[c], pr->k_dtype, pr->k_stride, D, krow);
       pr->load_row(pr->v[c], pr->v_dtype, pr->v_stride, D, vrow);
-      const uint32_t km = stsa_abs_max_bits(krow, D), vm = stsa_abs_max_bits(vrow, D);
-      abs_bits[0] = km > abs_bits[0] ? km : abs_bits[0];
-      abs_bits[1] = vm > abs_bits[1] ? vm : abs_bits[1];
+      stsa_fold_abs_bits(abs_bits, stsa_abs_max_bits(krow, D),
+                         stsa_abs_max_bits(vrow, D));
     } else {
       memset(krow, 0, sizeof(float) * (size_t)D);
       memset(vrow, 0, sizeof(float) * (size_t)D);

@@ -344,9 +344,7 @@ static void pack_panel_avx2(const stsa_panel_rows *pr, float *kt, float *vp,
       v_max = abs_bits_max8(v_max, x);
       _mm256_store_ps(vp + (d0 / NR) * vp_stride + c * NR + d0 % NR, x);
     }
-  const uint32_t km = hmax_epu32(k_max), vm = hmax_epu32(v_max);
-  abs_bits[0] = km > abs_bits[0] ? km : abs_bits[0];
-  abs_bits[1] = vm > abs_bits[1] ? vm : abs_bits[1];
+  stsa_fold_abs_bits(abs_bits, hmax_epu32(k_max), hmax_epu32(v_max));
 }
 
 void stsa_kernels_override_avx2(stsa_kernels *t) {

@@ -373,9 +373,8 @@ static void pack_panel_avx512(const stsa_panel_rows *pr, float *kt, float *vp,
       v_max = abs_bits_max(v_max, x);
       _mm512_store_ps(vp + (d0 / NR) * vp_stride + c * NR, x);
     }
-  const uint32_t km = _mm512_reduce_max_epu32(k_max), vm = _mm512_reduce_max_epu32(v_max);
-  abs_bits[0] = km > abs_bits[0] ? km : abs_bits[0];
-  abs_bits[1] = vm > abs_bits[1] ? vm : abs_bits[1];
+  stsa_fold_abs_bits(abs_bits, _mm512_reduce_max_epu32(k_max),
+                     _mm512_reduce_max_epu32(v_max));
 }
 
 void stsa_kernels_override_avx512(stsa_kernels *t) {
