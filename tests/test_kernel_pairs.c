@@ -3,9 +3,9 @@
  * against two calls of the one-panel ones, bitwise, on every backend whose
  * table has them; qk2 on panels apart with overlapping outputs, pv2_segs
  * against one pv2; and stsa_qk_panels / stsa_pv_panels on odd panel counts,
- * where the last panel goes through the one-panel kernel. Outputs sit
- * between guard bytes; columns and rows a call must not write keep their
- * sentinel.
+ * where the last panel goes through the one-panel kernel; and gather_tails
+ * against the columns it must copy. Outputs sit between guard bytes;
+ * columns and rows a call must not write keep their sentinel.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -126,9 +126,8 @@ static void check_pv(const stsa_kernels *k, const char *name, tu_rng *rng, int n
 }
 
 /* qk2 on two panels apart in memory, the second's scores `shift` columns
- * after the first's (1..nr: overlapping its last columns, as a merged run
- * places the next tile after a ragged one): bitwise two qk calls in that
- * order, the second winning where they overlap. */
+ * after the first's (1..nr: overlapping its last columns): bitwise two qk
+ * calls in that order, the second winning where they overlap (kernels.h). */
 static void check_qk2_apart(const stsa_kernels *k, const char *name, tu_rng *rng, int D,
                             int shift) {
   const int mr = k->mr, nr = k->nr, ld_s = 3 * nr;
@@ -208,6 +207,43 @@ static void check_pv2_segs(const stsa_kernels *k, const char *name, tu_rng *rng,
   free(p), free(vp), free(pc), free(vc);
 }
 
+/* gather_tails: tail i (its first n[i] columns of a K^T panel, depth rows
+ * of nr) lands at columns c, c + 1, ... of the output panels, c counting
+ * every earlier tail's columns; the last panel's other columns are zero,
+ * and nothing past it is written (64 guard floats each side, the output
+ * 64-byte aligned as the tile scratch is). */
+static void check_gather_tails(const stsa_kernels *k, const char *name, tu_rng *rng,
+                               const int *n, int count, int depth) {
+  enum { GUARD = 64 };
+  const int nr = k->nr;
+  const int64_t step = (int64_t)depth * nr;
+  float *src_mem = aligned_floats((size_t)(count * step));
+  fill(rng, src_mem, (size_t)(count * step));
+  const float *src[64];
+  int total = 0;
+  for (int i = 0; i < count; i++) {
+    src[i] = src_mem + i * step;
+    total += n[i];
+  }
+  const int panels = (total + nr - 1) / nr;
+  const size_t floats = (size_t)(panels * step) + 2 * GUARD;
+  float *out = aligned_floats(floats), *want = aligned_floats(floats);
+  for (size_t i = 0; i < floats; i++)
+    out[i] = want[i] = -777.0f;
+  for (int64_t i = 0; i < panels * step; i++)
+    want[GUARD + i] = 0.0f;
+  for (int i = 0, c = 0; i < count; i++)
+    for (int j = 0; j < n[i]; j++, c++)
+      for (int d = 0; d < depth; d++)
+        want[GUARD + c / nr * step + (int64_t)d * nr + c % nr] =
+            src[i][(int64_t)d * nr + j];
+  k->gather_tails(src, n, count, depth, nr, out + GUARD);
+  CHECK(memcmp(out, want, sizeof(float) * floats) == 0,
+        "[%s] gather_tails, %d tails (%d columns), depth %d: output differs", name, count,
+        total, depth);
+  free(src_mem), free(out), free(want);
+}
+
 int main(void) {
   stsa_backend backends[TU_MAX_BACKENDS];
   tu_rng rng = {2024};
@@ -245,6 +281,19 @@ int main(void) {
       while (nseg < 4 && segs[i][nseg])
         nseg++;
       check_pv2_segs(k, name, &rng, segs[i], nseg);
+    }
+    CHECK(k->gather_tails != NULL, "[%s] has no gather_tails", name);
+    const int depths[] = {40, 72, 128};
+    for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
+      int n[40];
+      n[0] = k->nr - 1; /* one tail: a partial panel */
+      check_gather_tails(k, name, &rng, n, 1, depths[i]);
+      for (int c = 0; c < 3; c++) /* full panels only, with the spill */
+        n[c] = c == 2 ? k->nr / 2 : k->nr - k->nr / 4;
+      check_gather_tails(k, name, &rng, n, 3, depths[i]);
+      for (int c = 0; c < 40; c++) /* empty tails among them */
+        n[c] = c % 5 == 3 ? 0 : (int)((tu_rng_uniform(&rng) + 1.0) * 0.5 * k->nr) % k->nr;
+      check_gather_tails(k, name, &rng, n, 40, depths[i]);
     }
   }
   CHECK(with_pairs > 0 || !stsa_backend_available(STSA_BACKEND_AVX512),

@@ -160,9 +160,7 @@ typedef struct stsa_kernels {
    * qk or pv.
    * qk2: the K^T panels at panel0 and panel1 (anywhere), their scores at s0
    *   and s1. Each row's s0 block is stored before its s1 block, so an s1
-   *   that overlaps the padding columns of s0 wins there (a merged run of
-   *   variable tiles pairs the last panel of one tile with the first of the
-   *   next, placed right after the first tile's valid columns). Each
+   *   that overlaps the padding columns of s0 wins there. Each
    *   panel's row maxima fold into rowmax0 and rowmax1, which may be the
    *   same array (k-means needs each panel's own).
    * pv2: the V panels at panel and panel + panel_stride, o[r][c] for c < 2 nr. */
@@ -203,6 +201,14 @@ typedef struct stsa_kernels {
    * in registers. */
   void (*pack_panel)(const stsa_panel_rows *rows, float *kt, float *vp, int64_t vp_stride,
                      uint32_t abs_bits[2]);
+  /* The tails of a merged run's tiles side by side as K^T panels: tail i
+   * is the first n[i] < nr columns of the K^T panel src[i] (depth rows of
+   * nr floats, nr the table's); they go, in order, into the panels at dst ([ceil(sum n /
+   * nr)][depth][nr], 64-byte aligned), zeros past the last. A run of
+   * clusters then pads once instead of once per cluster (tile_loop.c:
+   * merged_cols). */
+  void (*gather_tails)(const float *const *src, const int *n, int count, int depth,
+                       int nr, float *dst);
 } stsa_kernels;
 
 /* Panels the next step of a loop over `left` panels takes: 2 where the table
@@ -243,6 +249,10 @@ static inline void stsa_pv_panels(const stsa_kernels *k, const float *p, int ld_
  * pack_panel hands it the rows it does not take (strided ones). */
 void stsa_pack_panel_rows(const stsa_panel_rows *rows, float *kt, float *vp,
                           int64_t vp_stride, uint32_t abs_bits[2]);
+
+/* The portable gather_tails. */
+void stsa_gather_tails(const float *const *src, const int *n, int count, int depth,
+                       int nr, float *dst);
 
 /* max |x_i| over n floats as f32 bits without the sign: an integer max,
  * which vectorises and does not depend on order; NaN and Inf give bits

@@ -1,4 +1,5 @@
-/* pack_panel.c — the portable packing of one K^T / V panel (kernels.h). */
+/* pack_panel.c — the portable packing of K^T / V panels (kernels.h):
+ * pack_panel, and gather_tails between packed panels. */
 #include <string.h>
 
 #include "core/tensor.h"
@@ -41,5 +42,22 @@ void stsa_pack_panel_rows(const stsa_panel_rows *pr, float *kt, float *vp,
       for (int e = 0; e < nr; e++)
         dst[e] = src[e];
     }
+  }
+}
+
+void stsa_gather_tails(const float *const *src, const int *n, int count, int depth,
+                       int nr, float *dst) {
+  const int64_t step = (int64_t)depth * nr;
+  int c = 0; /* the next tail column */
+  for (int i = 0; i < count; i++)
+    for (int j = 0; j < n[i]; j++, c++) {
+      float *to = dst + c / nr * step + c % nr;
+      for (int d = 0; d < depth; d++)
+        to[(int64_t)d * nr] = src[i][(int64_t)d * nr + j];
+    }
+  for (; c % nr != 0; c++) {
+    float *to = dst + c / nr * step + c % nr;
+    for (int d = 0; d < depth; d++)
+      to[(int64_t)d * nr] = 0.0f;
   }
 }

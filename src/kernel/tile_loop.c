@@ -306,30 +306,32 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
   stsa_pack_kv_span(pb, b, h, tile, &sp, kv_rows, dst);
 }
 
-enum { SCRATCH_SLOTS = 17 };
+enum { SCRATCH_SLOTS = 18 };
 
 /* Floats of each scratch slot, in the order of scratch_slots(). */
 static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOTS]) {
   size_t nq = (size_t)pb->q_tile, nkv = (size_t)pb->kv_tile;
   const int bf16 = pb->bf16_tiles;
   const size_t pass = STSA_BF16_PASS_ROWS; /* full_tile_bf16's rows at once */
-  const size_t s[SCRATCH_SLOTS] = {align64(nq * (size_t)pb->D),
-                                   align64((bf16 && nq < pass ? pass : nq) * nkv),
-                                   align64(nq * (size_t)pb->D_pad),
-                                   align64(nq),
-                                   align64(nq),
-                                   align64(nq),
-                                   align64(nq),
-                                   align64((size_t)pb->D_pad),
-                                   align64(nkv * (size_t)pb->D_pad),
-                                   align64(nkv),
-                                   align64((nq * nkv + 3) / 4),
-                                   align64(2 * (nq / (size_t)pb->mr)),
-                                   align64((size_t)pb->mr),
-                                   bf16 ? align64(nq * (size_t)pb->D32 / 2) : 0,
-                                   bf16 ? align64(pass * nkv * 3 / 2) : 0,
-                                   bf16 ? align64(pass * (size_t)pb->D_pad) : 0,
-                                   bf16 ? align64(nkv * (size_t)pb->D_pad / 2) : 0};
+  const size_t s[SCRATCH_SLOTS] = {
+      align64(nq * (size_t)pb->D),
+      align64((bf16 && nq < pass ? pass : nq) * nkv),
+      align64(nq * (size_t)pb->D_pad),
+      align64(nq),
+      align64(nq),
+      align64(nq),
+      align64(nq),
+      align64((size_t)pb->D_pad),
+      align64(nkv * (size_t)pb->D_pad),
+      align64(nkv),
+      align64((nq * nkv + 3) / 4),
+      align64(2 * (nq / (size_t)pb->mr)),
+      align64((size_t)pb->mr),
+      bf16 ? align64(nq * (size_t)pb->D32 / 2) : 0,
+      bf16 ? align64(pass * nkv * 3 / 2) : 0,
+      bf16 ? align64(pass * (size_t)pb->D_pad) : 0,
+      bf16 ? align64(nkv * (size_t)pb->D_pad / 2) : 0,
+      pb->kv_tiles_max ? align64(nkv * (size_t)(pb->D + pb->D_pad)) : 0};
   memcpy(sizes, s, sizeof s);
 }
 
@@ -346,9 +348,9 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   scratch_sizes(pb, sizes);
   float *v_safe, *bad_keys, *kept, *span, *qb, *pbf, *vb_safe;
   float **slots[SCRATCH_SLOTS] = {
-      &sc->q,        &sc->s,   &sc->o,  &sc->m,    &sc->l,  &sc->alpha,
-      &sc->tile_max, &sc->row, &v_safe, &bad_keys, &kept,   &span,
-      &sc->ones,     &qb,      &pbf,    &sc->cbuf, &vb_safe};
+      &sc->q,        &sc->s,   &sc->o,  &sc->m,    &sc->l,   &sc->alpha,
+      &sc->tile_max, &sc->row, &v_safe, &bad_keys, &kept,    &span,
+      &sc->ones,     &qb,      &pbf,    &sc->cbuf, &vb_safe, &sc->kt_tails};
   float *p = mem;
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     *slots[i] = p;
@@ -361,6 +363,7 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   sc->qb = (uint16_t *)(void *)qb;
   sc->pbf = (uint16_t *)(void *)pbf;
   sc->vb_safe = (uint16_t *)(void *)vb_safe;
+  sc->vp_tails = sc->kt_tails ? sc->kt_tails + (size_t)pb->kv_tile * (size_t)pb->D : NULL;
   for (int r = 0; r < pb->mr; r++)
     sc->ones[r] = 1.0f;
   sc->q_max = 0;
@@ -545,23 +548,26 @@ static int mergeable(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
 
 /* The listed entries from i on that fit one score buffer side by side
  * (columns packed without gaps, each tile's panels and the softmax's
- * rounding inside kv_tile columns): the end of the run. */
+ * rounding inside kv_tile columns): the end of the run. bf16 tiles sit on
+ * 32-key blocks (full_run_bf16), f32 ones right after the previous tile's
+ * valid columns; f32 runs then place their whole panels first and their
+ * tails after them (merged_cols), which must fit too. */
 static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           const stsa_kv_list *list, const int64_t *kv_start,
                           const int64_t *kv_pack, int64_t i, int64_t ntiles,
                           const stsa_tile_scratch *sc) {
-  int64_t c = 0, j = i;
+  const int nr = pb->nr;
+  int64_t c = 0, whole = 0, tails = 0, j = i;
   for (; j < ntiles; j++) {
     const int64_t tile = list->tiles[j];
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
-    /* bf16 tiles sit on 32-key blocks (full_run_bf16), f32 ones right after
-     * the previous tile's valid columns */
     const int64_t width = pb->bf16_tiles ? round_up(sp.n, STSA_BF16_KEY_BLOCK) : sp.n;
-    if (j - i == MERGED_MAX_TILES || c + round_up(sp.n, pb->nr) > pb->kv_tile ||
-        round_up(c + width, pb->nr) > pb->kv_tile ||
+    const int64_t w = whole + sp.n / nr * nr, t = tails + sp.n % nr;
+    if (j - i == MERGED_MAX_TILES || c + round_up(sp.n, nr) > pb->kv_tile ||
+        round_up(c + width, nr) > pb->kv_tile || w + round_up(t, nr) > pb->kv_tile ||
         !mergeable(pb, kv, list, j, tile, sc))
       break;
-    c += width;
+    c += width, whole = w, tails = t;
   }
   return j;
 }
@@ -727,96 +733,171 @@ static void run_merged_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *k
   pb->kern->full_run_bf16(&t, seg, (int)(i1 - i0));
 }
 
-/* Q.K^T of a merged run's tiles for one block of mr rows, each tile's
- * panels right after the previous tile's valid columns. Panels go in pairs
- * through qk2 also across tiles (the last panel of one with the first of
- * the next), so a tile of an odd panel count costs no one-panel call:
- * qk2 stores the earlier panel first, and the later one's columns win
- * where they overlap its padding (kernels.h). */
-static void merged_qk(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                      const stsa_kv_span *sp, int64_t nt, const float *q, float *s,
-                      float *tmax) {
-  const stsa_kernels *kern = pb->kern;
-  const int D = pb->D, nr = pb->nr, ld_s = pb->kv_tile;
-  const int64_t step = (int64_t)D * nr;
-  const float *held = NULL; /* a panel waiting for its pair, and its columns */
-  float *held_s = NULL;
-  for (int64_t i = 0, c = 0; i < nt; c += sp[i].n, i++) {
-    const float *kt = kv->kt + (sp[i].pack0 / nr) * step;
-    for (int p = 0; p < (sp[i].n + nr - 1) / nr; p++) {
-      const float *panel = kt + p * step;
-      float *out = s + c + p * nr;
-      if (!kern->qk2) {
-        kern->qk(q, D, panel, out, ld_s, tmax);
-      } else if (held) {
-        kern->qk2(q, D, held, panel, held_s, out, ld_s, tmax, tmax);
-        held = NULL;
-      } else {
-        held = panel, held_s = out;
-      }
-    }
+/* An f32 merged run's columns. Variable tiles are clusters of tens of
+ * keys, and each one's last K^T panel was mostly padding: a run of ~76-key
+ * tiles computed ~10% more scores than it kept (7.2% more panels than the
+ * layout here at Wan 480p). Here every tile's whole panels (n / nr of them)
+ * come first, side by side from column 0, and the tails (the n % nr keys
+ * after them) share panels from column `whole` on, copied for the run
+ * (gather_tails), so a run pads once. */
+typedef struct merged_cols {
+  int whole;                      /* columns of whole panels */
+  int tails;                      /* tail columns, after them */
+  int col[MERGED_MAX_TILES];      /* tile i's whole panels start here */
+  int tail_col[MERGED_MAX_TILES]; /* and its tail here */
+} merged_cols;
+
+static merged_cols merged_cols_of(const stsa_kv_span *sp, int64_t nt, int nr) {
+  merged_cols mc;
+  mc.whole = 0;
+  for (int64_t i = 0; i < nt; i++) {
+    mc.col[i] = mc.whole;
+    mc.whole += sp[i].n / nr * nr;
   }
-  if (held)
-    kern->qk(q, D, held, held_s, ld_s, tmax);
+  mc.tails = 0;
+  for (int64_t i = 0; i < nt; i++) {
+    mc.tail_col[i] = mc.whole + mc.tails;
+    mc.tails += sp[i].n % nr;
+  }
+  return mc;
+}
+
+/* The run's tails side by side: their K^T columns as panels at dst
+ * ([ceil(tails / nr)][D][nr], zeros past the last tail; each tile's tail is
+ * the first columns of its last packed panel), and their V rows at vdst
+ * ([D_pad / nr][kv_tile][nr]), so that P.V takes them as one segment (a
+ * segment per tile's tail instead, no copy, ran ~1% slower). */
+static void gather_tails(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                         const stsa_kv_span *sp, int64_t nt, const merged_cols *mc,
+                         float *dst, float *vdst) {
+  const int D = pb->D, nr = pb->nr;
+  const int64_t step = (int64_t)D * nr;
+  const float *src[MERGED_MAX_TILES];
+  int n[MERGED_MAX_TILES];
+  for (int64_t i = 0; i < nt; i++) {
+    const int r = sp[i].n % nr, c = mc->tail_col[i] - mc->whole;
+    src[i] = kv->kt + (sp[i].pack0 / nr + sp[i].n / nr) * step;
+    n[i] = r;
+    const float *v = kv->vp + (sp[i].pack0 + sp[i].n / nr * nr) * nr;
+    for (int j = 0; j < pb->D_pad / nr; j++)
+      memcpy(vdst + ((int64_t)j * pb->kv_tile + c) * nr, v + j * pb->Skv_pad * nr,
+             sizeof(float) * (size_t)(r * nr));
+  }
+  if (mc->tails > 0)
+    pb->kern->gather_tails(src, n, (int)nt, D, nr, dst);
+}
+
+/* Q.K^T of a merged run for one block of mr rows: its panels in column
+ * order (each tile's whole panels, then the tail panels), two at a time
+ * through qk2 where the table has it, also across tiles. */
+typedef struct panel_pairs {
+  const stsa_kernels *kern;
+  const float *q;
+  int D, ld_s;
+  float *tmax;
+  const float *held; /* a panel waiting for its pair, and its columns */
+  float *held_s;
+} panel_pairs;
+
+static void pairs_add(panel_pairs *pp, const float *panel, float *out) {
+  const stsa_kernels *kern = pp->kern;
+  if (!kern->qk2) {
+    kern->qk(pp->q, pp->D, panel, out, pp->ld_s, pp->tmax);
+  } else if (pp->held) {
+    kern->qk2(pp->q, pp->D, pp->held, panel, pp->held_s, out, pp->ld_s, pp->tmax,
+              pp->tmax);
+    pp->held = NULL;
+  } else {
+    pp->held = panel, pp->held_s = out;
+  }
+}
+
+static void merged_qk(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                      const stsa_kv_span *sp, int64_t nt, const merged_cols *mc,
+                      const float *kt_tails, const float *q, float *s, float *tmax) {
+  const int nr = pb->nr;
+  const int64_t step = (int64_t)pb->D * nr;
+  panel_pairs pp = {pb->kern, q, pb->D, pb->kv_tile, tmax, NULL, NULL};
+  for (int64_t i = 0; i < nt; i++) {
+    const float *kt = kv->kt + (sp[i].pack0 / nr) * step;
+    for (int p = 0; p < sp[i].n / nr; p++)
+      pairs_add(&pp, kt + p * step, s + mc->col[i] + p * nr);
+  }
+  for (int p = 0; p * nr < mc->tails; p++)
+    pairs_add(&pp, kt_tails + p * step, s + mc->whole + p * nr);
+  if (pp.held)
+    pb->kern->qk(q, pb->D, pp.held, pp.held_s, pb->kv_tile, tmax);
 }
 
 /* P.V of a merged run for one block of mr rows: o = alpha o + the run's
- * sum, through pv2_segs (one sum over the tiles) where the table has it,
- * else a pv per tile and V panel (alpha at the first tile, 1 after, which
- * is exact). V rows are read where they are packed: no copy side by side
- * (the copy cost ~6% of an SVG2 call). */
+ * sum. The whole panels' keys go through pv2_segs (one sum over the tiles)
+ * where the table has it, else a pv per tile and V panel, their V rows read
+ * where they are packed (a copy side by side cost ~6% of an SVG2 call);
+ * then the tails from their copy (gather_tails). alpha applies to the first
+ * sum, 1 to the later ones, which is exact. */
 static void merged_pv(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                      const stsa_kv_span *sp, int64_t nt, const float *s, float *o,
-                      const float *alpha, const float *ones) {
+                      const stsa_kv_span *sp, int64_t nt, const merged_cols *mc,
+                      const float *vp_tails, const float *s, float *o, const float *alpha,
+                      const float *ones) {
   const stsa_kernels *kern = pb->kern;
   const int nr = pb->nr, ld_s = pb->kv_tile, panels = pb->D_pad / nr;
-  const int64_t stride = pb->Skv_pad * nr; /* between V panels */
+  const int64_t stride = pb->Skv_pad * nr, tail_stride = (int64_t)pb->kv_tile * nr;
   stsa_pv_seg seg[MERGED_MAX_TILES];
+  int nseg = 0;
+  for (int64_t i = 0; i < nt; i++)
+    if (sp[i].n >= nr)
+      seg[nseg++] =
+          (stsa_pv_seg){s + mc->col[i], kv->vp + sp[i].pack0 * nr, sp[i].n / nr * nr};
   for (int j = 0, take; j < panels; j += take) {
     take = stsa_panel_step(kern->pv2 != NULL, panels - j);
-    const float *vp = kv->vp + (int64_t)j * stride;
-    if (take == 2 && kern->pv2_segs) {
-      for (int64_t i = 0, c = 0; i < nt; c += sp[i].n, i++)
-        seg[i] = (stsa_pv_seg){s + c, vp + sp[i].pack0 * nr, sp[i].n};
-      kern->pv2_segs(seg, (int)nt, ld_s, stride, o + j * nr, pb->D_pad, alpha);
-      continue;
+    float *oj = o + j * nr;
+    const float *a = alpha;
+    if (nseg > 0 && take == 2 && kern->pv2_segs) {
+      stsa_pv_seg at[MERGED_MAX_TILES];
+      for (int x = 0; x < nseg; x++)
+        at[x] = (stsa_pv_seg){seg[x].p, seg[x].panel + j * stride, seg[x].n};
+      kern->pv2_segs(at, nseg, ld_s, stride, oj, pb->D_pad, a);
+      a = ones;
+    } else {
+      for (int x = 0; x < nseg; x++, a = ones)
+        stsa_pv_panels(kern, seg[x].p, ld_s, seg[x].n, seg[x].panel + j * stride, stride,
+                       take, oj, pb->D_pad, a);
     }
-    for (int64_t i = 0, c = 0; i < nt; c += sp[i].n, i++)
-      stsa_pv_panels(kern, s + c, ld_s, sp[i].n, vp + sp[i].pack0 * nr, stride, take,
-                     o + j * nr, pb->D_pad, i == 0 ? alpha : ones);
+    if (mc->tails)
+      stsa_pv_panels(kern, s + mc->whole, ld_s, mc->tails, vp_tails + j * tail_stride,
+                     tail_stride, take, oj, pb->D_pad, a);
   }
 }
 
 /* Variable tiles are short (clusters of tens of keys): a run of listed FULL
- * tiles [i0, i1) is computed as one tile of their columns side by side
- * (merged_qk), with one softmax for the run, so its per-call cost is paid
- * once per ~kv_tile columns rather than per cluster, and one P.V sum
- * (merged_pv). */
+ * tiles [i0, i1) is computed as one tile of their columns (merged_cols),
+ * with one softmax for the run, so its per-call cost is paid once per
+ * ~kv_tile columns rather than per cluster, and one P.V sum (merged_pv). */
 static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                        const stsa_kv_list *list, const int64_t *kv_start,
                        const int64_t *kv_pack, int64_t i0, int64_t i1, int rows_pad,
                        stsa_tile_scratch *sc) {
   const stsa_kernels *kern = pb->kern;
-  const int D = pb->D, D_pad = pb->D_pad, nr = pb->nr, mr = pb->mr, ld_s = pb->kv_tile;
+  const int D = pb->D, D_pad = pb->D_pad, mr = pb->mr, ld_s = pb->kv_tile;
   stsa_kv_span sp[MERGED_MAX_TILES];
   const int64_t nt = i1 - i0;
-  int ragged = 0, n = 0;
-  for (int64_t i = 0; i < nt; i++) {
+  for (int64_t i = 0; i < nt; i++)
     sp[i] = stsa_kv_span_of(pb, kv_start, kv_pack, list->tiles[i0 + i]);
-    ragged |= sp[i].n % nr != 0;
-    n += sp[i].n;
-  }
+  const merged_cols mc = merged_cols_of(sp, nt, pb->nr);
+  gather_tails(pb, kv, sp, nt, &mc, sc->kt_tails, sc->vp_tails);
+  const int n = mc.whole + mc.tails;
   /* one block of mr rows at a time, as run_full_tile: its scores stay in L1
    * from Q.K^T to P.V, in the first mr rows of the score buffer */
   for (int r = 0; r < rows_pad; r += mr) {
     float *tmax = sc->tile_max + r;
     for (int x = 0; x < mr; x++)
       tmax[x] = -INFINITY;
-    merged_qk(pb, kv, sp, nt, sc->q + (int64_t)r * D, sc->s, tmax);
-    /* the folded maxima saw padding columns' zero scores if any tile is ragged */
+    merged_qk(pb, kv, sp, nt, &mc, sc->kt_tails, sc->q + (int64_t)r * D, sc->s, tmax);
+    /* the folded maxima saw the zero scores of the last tail panel's padding */
     kern->softmax(sc->s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r,
-                  ragged ? NULL : tmax);
-    merged_pv(pb, kv, sp, nt, sc->s, sc->o + (int64_t)r * D_pad, sc->alpha + r, sc->ones);
+                  n % pb->nr != 0 ? NULL : tmax);
+    merged_pv(pb, kv, sp, nt, &mc, sc->vp_tails, sc->s, sc->o + (int64_t)r * D_pad,
+              sc->alpha + r, sc->ones);
   }
 }
 

@@ -157,7 +157,11 @@ typedef struct stsa_tile_scratch {
   float *tile_max;      /* [q_tile] row max of the current kv tile's scores */
   float *row;           /* [D_pad] output row staging */
   float *ones;          /* [mr] 1: the pv rescale of a merged run's later tiles */
-  float q_max;          /* max |element| of the scaled q tile; +inf if NaN/Inf */
+  /* Variable tiles only: a merged run's tails side by side (tile_loop.c:
+   * merged_cols), as K^T panels [kv_tile / nr][D][nr] and V panels
+   * [D_pad / nr][kv_tile][nr] */
+  float *kt_tails, *vp_tails;
+  float q_max; /* max |element| of the scaled q tile; +inf if NaN/Inf */
   /* Only for a PARTIAL tile whose V holds NaN/Inf: */
   float *v_safe;     /* [D_pad/nr][kv_tile][nr] its V panels, NaN/Inf -> 0 */
   int32_t *bad_keys; /* [kv_tile] its keys with a NaN/Inf in V */

@@ -377,6 +377,80 @@ static void pack_panel_avx512(const stsa_panel_rows *pr, float *kt, float *vp,
                      _mm512_reduce_max_epu32(v_max));
 }
 
+/* kernels.h: gather_tails. Row d of every output panel is put together in
+ * a register (each tail's lanes expanded into place, the part that spills
+ * into the next panel compressed down) and stored whole: masked stores of
+ * each tail's columns left partly written lines that the next Q.K^T
+ * loaded. Every row takes the same steps, so the masks are worked out once
+ * and GATHER_ROWS rows go at a time, each its own chain of expands. */
+#define GATHER_ROWS 8
+
+typedef struct tail_step {
+  const float *src;
+  __mmask16 expand, spill; /* lanes placed in this panel; lanes of the next */
+  int ends;                /* the panel is full after this tail */
+} tail_step;
+
+static void gather_tails_avx512(const float *const *src, const int *n, int count,
+                                int depth, int nr, float *dst) {
+  (void)nr; /* NR */
+  tail_step st[STSA_MAX_RUN_TILES];
+  int steps = 0, fill = 0;
+  for (int i = 0; i < count; i++) {
+    const int r = n[i];
+    if (r == 0)
+      continue;
+    const int first = r < NR - fill ? r : NR - fill;
+    st[steps].src = src[i];
+    st[steps].expand = (__mmask16)(((1u << first) - 1) << fill);
+    st[steps].spill = (__mmask16)(((1u << r) - 1) & ~((1u << first) - 1));
+    st[steps].ends = fill + first == NR;
+    fill = st[steps].ends ? r - first : fill + first;
+    steps++;
+  }
+  const int64_t step = (int64_t)depth * NR;
+  int d = 0;
+  for (; d + GATHER_ROWS <= depth; d += GATHER_ROWS) {
+    __m512 acc[GATHER_ROWS];
+    float *row = dst + (int64_t)d * NR;
+    for (int u = 0; u < GATHER_ROWS; u++)
+      acc[u] = _mm512_setzero_ps();
+    for (int t = 0; t < steps; t++) {
+      const float *from = st[t].src + (int64_t)d * NR;
+#pragma GCC unroll 8
+      for (int u = 0; u < GATHER_ROWS; u++)
+        acc[u] =
+            _mm512_mask_expand_ps(acc[u], st[t].expand, _mm512_load_ps(from + u * NR));
+      if (st[t].ends) {
+#pragma GCC unroll 8
+        for (int u = 0; u < GATHER_ROWS; u++) {
+          _mm512_store_ps(row + u * NR, acc[u]);
+          acc[u] = _mm512_maskz_compress_ps(st[t].spill, _mm512_load_ps(from + u * NR));
+        }
+        row += step;
+      }
+    }
+    if (fill > 0)
+      for (int u = 0; u < GATHER_ROWS; u++)
+        _mm512_store_ps(row + u * NR, acc[u]);
+  }
+  for (; d < depth; d++) {
+    __m512 acc = _mm512_setzero_ps();
+    float *row = dst + (int64_t)d * NR;
+    for (int t = 0; t < steps; t++) {
+      const __m512 v = _mm512_load_ps(st[t].src + (int64_t)d * NR);
+      acc = _mm512_mask_expand_ps(acc, st[t].expand, v);
+      if (st[t].ends) {
+        _mm512_store_ps(row, acc);
+        acc = _mm512_maskz_compress_ps(st[t].spill, v);
+        row += step;
+      }
+    }
+    if (fill > 0)
+      _mm512_store_ps(row, acc);
+  }
+}
+
 void stsa_kernels_override_avx512(stsa_kernels *t) {
   t->name = "avx512";
   t->mr = MR;
@@ -389,5 +463,6 @@ void stsa_kernels_override_avx512(stsa_kernels *t) {
   t->pv2_segs = pv2_segs_avx512;
   t->load_row = load_row_avx512;
   t->pack_panel = pack_panel_avx512;
+  t->gather_tails = gather_tails_avx512;
 }
 #endif /* x86 */
