@@ -643,6 +643,41 @@ static void test_bad_args(stsa_ctx *ctx) {
   CHECK_STATUS(stsa_kmeans(ctx, &ok, cent, labels, NULL, NULL), STSA_OK);
 }
 
+/* A warm call with k = 300 (19 panels of 16 in 10 groups: the first
+ * assignment's coarse pass reads every point) checks x there: a NaN or Inf
+ * point fails the call before anything is written, naming the first bad
+ * point; a finite point whose squared norm overflows does not. */
+static void test_warm_nonfinite(stsa_ctx *ctx) {
+  enum { N = 3000, D = 16, K = 300 };
+  tu_rng rng = {77};
+  float *x = random_points(&rng, N, D, D);
+  float *cent = malloc(sizeof(float) * K * D), *cent0 = malloc(sizeof(float) * K * D);
+  for (int64_t e = 0; e < (int64_t)K * D; e++)
+    cent[e] = cent0[e] = (float)tu_rng_normal(&rng);
+  int32_t *labels = malloc(sizeof(int32_t) * N), *labels0 = malloc(sizeof(int32_t) * N);
+  int64_t sizes[K], sizes0[K];
+  memset(labels, 0x5a, sizeof(int32_t) * N);
+  memcpy(labels0, labels, sizeof(int32_t) * N);
+  memset(sizes, 0x5a, sizeof sizes);
+  memcpy(sizes0, sizes, sizeof sizes);
+  int done = 77;
+  stsa_kmeans_args a = make_args(x, N, D, D, K, 1, 2, 0.0, 0);
+  x[2000 * D + 5] = NAN;
+  x[7 * D + 3] = INFINITY;
+  CHECK_STATUS(stsa_kmeans(ctx, &a, cent, labels, sizes, &done), STSA_ERR_NONFINITE);
+  CHECK(strstr(stsa_ctx_last_error(ctx), "point 7 of x") != NULL,
+        "warm NaN/Inf: the error reads \"%s\"", stsa_ctx_last_error(ctx));
+  CHECK(!memcmp(cent, cent0, sizeof(float) * K * D) &&
+            !memcmp(labels, labels0, sizeof(int32_t) * N) &&
+            !memcmp(sizes, sizes0, sizeof sizes) && done == 77,
+        "warm NaN/Inf: an output was written");
+  x[2000 * D + 5] = 0.5f;
+  x[7 * D + 3] = 0.5f;
+  x[11 * D] = 3e19f; /* finite; its squared norm is not */
+  CHECK_STATUS(stsa_kmeans(ctx, &a, cent, labels, sizes, &done), STSA_OK);
+  free(x), free(cent), free(cent0), free(labels), free(labels0);
+}
+
 /* One assignment (warm, iters 0) against argmin ||x - c||^2 in double:
  * equal labels except near ties (within the f32 rounding of the GEMM form). */
 static void test_against_brute_force(stsa_ctx *ctx, int d, int64_t k) {
@@ -725,6 +760,7 @@ int main(void) {
   test_pruned_equals_full();
   test_edges(ctx);
   test_bad_args(ctx);
+  test_warm_nonfinite(ctx);
   test_against_brute_force(ctx, 33, 70);
   test_against_brute_force(ctx, 128, 70);
   test_against_brute_force(ctx, 512, 70);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/tensor.h"
 #include "kernel/dispatch.h"
 #include "mask/cluster_plan.h"
 #include "mask/sparse_call.h"
@@ -242,14 +243,15 @@ typedef struct workload {
   int64_t B, H, N, D;
 } workload;
 
-static workload make_workload(int64_t B, const stsa_head_kind *kinds, int64_t H,
-                              int64_t D, uint64_t seed) {
-  workload w = {.B = B, .H = H, .N = tu_tokens(&WORK_GEO), .D = D};
+static workload make_workload_on(const stsa_geometry *g, int64_t B,
+                                 const stsa_head_kind *kinds, int64_t H, int64_t D,
+                                 uint64_t seed) {
+  workload w = {.B = B, .H = H, .N = tu_tokens(g), .D = D};
   w.q = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, w.N, H, D);
   w.k = tu_sentinel_tensor(STSA_F32, TU_BHSD, B, w.N, H, D);
   w.v = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, w.N, H, D);
   stsa_workload_desc d = STSA_INIT(stsa_workload_desc);
-  d.geometry = WORK_GEO;
+  d.geometry = *g;
   d.batch = B;
   d.heads = H;
   d.head_dim = D;
@@ -257,6 +259,11 @@ static workload make_workload(int64_t B, const stsa_head_kind *kinds, int64_t H,
   d.kinds = kinds;
   CHECK_STATUS(stsa_workload_generate(&d, &w.q, &w.k, &w.v, NULL), STSA_OK);
   return w;
+}
+
+static workload make_workload(int64_t B, const stsa_head_kind *kinds, int64_t H,
+                              int64_t D, uint64_t seed) {
+  return make_workload_on(&WORK_GEO, B, kinds, H, D, seed);
 }
 
 static void free_workload(workload *w) {
@@ -325,6 +332,77 @@ static void test_session(void) {
   tu_free_tensor(&out[0]);
   tu_free_tensor(&out[1]);
   free_workload(&w);
+}
+
+/* A clean SVG2 call at `step`, then one with an element of the rows at[i]
+ * = {tensor (q 0, k 1, v 2), b, s, h} set to x, restored after: it fails
+ * with STSA_ERR_NONFINITE and the message of the full scan (`want`: the
+ * first bad row of q, then k, then v) and leaves the output as it was. */
+static void expect_nonfinite(stsa_svg *svg, stsa_ctx *ctx, workload *w, int64_t step,
+                             const int64_t (*at)[4], int nat, float x, stsa_tensor *out,
+                             const char *want) {
+  stsa_tensor *t[3] = {&w->q, &w->k, &w->v};
+  float old[4];
+  /* a clean call first: the layer is warm (a failed k-means leaves it cold) */
+  CHECK_STATUS(stsa_svg_attention(svg, 0, step, &w->q, &w->k, &w->v, out, NULL), STSA_OK);
+  const size_t bytes = sizeof(float) * (size_t)(w->B * w->N * w->H * w->D);
+  float *before = malloc(bytes);
+  memcpy(before, out->data, bytes);
+  for (int i = 0; i < nat; i++) {
+    float *e = (float *)stsa_tensor_row(t[at[i][0]], at[i][1], at[i][2], at[i][3]);
+    old[i] = e[3], e[3] = x;
+  }
+  CHECK_STATUS(stsa_svg_attention(svg, 0, step, &w->q, &w->k, &w->v, out, NULL),
+               STSA_ERR_NONFINITE);
+  CHECK(strstr(stsa_ctx_last_error(ctx), want) != NULL, "%s: the error reads \"%s\"",
+        want, stsa_ctx_last_error(ctx));
+  CHECK(memcmp(before, out->data, bytes) == 0, "%s: the output was written", want);
+  for (int i = nat - 1; i >= 0; i--)
+    ((float *)stsa_tensor_row(t[at[i][0]], at[i][1], at[i][2], at[i][3]))[3] = old[i];
+  free(before);
+}
+
+/* NaN/Inf in a warm SVG2 call. With one batch entry the session leaves the
+ * video rows of q and k to the k-means (its first pass over every point;
+ * 136 and 144 clusters give it the coarse pass that checks them), and scans v
+ * and the text rows itself; with two it scans everything first, as the
+ * first entry's output is written before the second's k-means. Either way
+ * the error is the full scan's and nothing is written, and the session
+ * runs the clean inputs after. */
+static void test_nonfinite(void) {
+  const stsa_geometry g = {6, 12, 16, 8, 5, STSA_TEXT_PREFIX}; /* video from 8 */
+  const stsa_head_kind kinds[2] = {STSA_HEAD_SEMANTIC, STSA_HEAD_SPATIAL};
+  for (int64_t B = 1; B <= 2; B++) {
+    workload w = make_workload_on(&g, B, kinds, 2, 64, 17);
+    stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 2);
+    stsa_svg_config cfg = svg2_config(2, 64);
+    cfg.geometry = g;
+    cfg.q_clusters = 136;
+    cfg.kv_clusters = 144;
+    stsa_svg *svg = NULL;
+    CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+    stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, B, w.N, 2, 64);
+    CHECK_STATUS(stsa_svg_attention(svg, 0, 0, &w.q, &w.k, &w.v, &out, NULL), STSA_OK);
+    const int64_t b = B - 1; /* the last entry: with two, the first is clean */
+    char want[64];
+    const int64_t q_video[1][4] = {{0, b, 308, 1}};
+    snprintf(want, sizeof want, "q[b=%lld, s=308, h=1] holds NaN or Inf", (long long)b);
+    expect_nonfinite(svg, ctx, &w, 1, q_video, 1, NAN, &out, want);
+    const int64_t k_video[2][4] = {{1, b, 500, 0}, {1, b, 48, 1}};
+    snprintf(want, sizeof want, "k[b=%lld, s=48, h=1] holds NaN or Inf", (long long)b);
+    expect_nonfinite(svg, ctx, &w, 1, k_video, 2, INFINITY, &out, want);
+    const int64_t q_text[1][4] = {{0, b, 2, 0}};
+    snprintf(want, sizeof want, "q[b=%lld, s=2, h=0] holds NaN or Inf", (long long)b);
+    expect_nonfinite(svg, ctx, &w, 1, q_text, 1, -INFINITY, &out, want);
+    const int64_t v_and_q[2][4] = {{2, b, 9, 0}, {0, b, 1000, 1}};
+    snprintf(want, sizeof want, "q[b=%lld, s=1000, h=1] holds NaN or Inf", (long long)b);
+    expect_nonfinite(svg, ctx, &w, 1, v_and_q, 2, NAN, &out, want);
+    CHECK_STATUS(stsa_svg_attention(svg, 0, 1, &w.q, &w.k, &w.v, &out, NULL), STSA_OK);
+    stsa_svg_free(svg);
+    stsa_ctx_free(ctx);
+    tu_free_tensor(&out);
+    free_workload(&w);
+  }
 }
 
 /* The realised error of every head stays within BUDGET_FACTOR of the budget
@@ -443,5 +521,6 @@ int main(void) {
   test_session();
   test_budget();
   test_bad_config();
+  test_nonfinite();
   return tu_finish("test_svg2");
 }

@@ -156,12 +156,9 @@ int stsa_tensors_share_memory(const stsa_tensor *a, const stsa_tensor *b) {
 /* Rows a scan thread takes at least: fewer are not worth a thread. */
 #define SCAN_ROWS_PER_THREAD 4096
 
-/* Scans every element of a tensor for NaN/Inf on up to `threads` threads.
- * The error names the first bad row in (b, s, h) order, whatever the
- * threads: each thread keeps its first, the lowest wins. */
-static stsa_status check_finite_tensor(const stsa_tensor *t, const char *name,
-                                       int threads, stsa_errbuf *err) {
-  const int64_t S = t->shape[1], H = t->shape[2], rows = t->shape[0] * S * H;
+stsa_status stsa_check_finite_tokens(const stsa_tensor *t, const char *name, int64_t s0,
+                                     int64_t s1, int threads, stsa_errbuf *err) {
+  const int64_t S = s1 - s0, H = t->shape[2], rows = t->shape[0] * S * H;
   int64_t first_bad = rows;
   const int64_t most = rows / SCAN_ROWS_PER_THREAD;
   const int nth = threads < 1 ? 1 : most < threads ? (most > 1 ? (int)most : 1) : threads;
@@ -169,13 +166,13 @@ static stsa_status check_finite_tensor(const stsa_tensor *t, const char *name,
   for (int64_t r = 0; r < rows; r++) {
     if (r > first_bad) /* this thread found one before: the rest cannot win */
       continue;
-    const void *row = stsa_tensor_row(t, r / (S * H), r / H % S, r % H);
+    const void *row = stsa_tensor_row(t, r / (S * H), s0 + r / H % S, r % H);
     if (!stsa_row_is_finite(row, t->dtype, t->stride[3], t->shape[3]))
       first_bad = r;
   }
   STSA_RETURN_IF(first_bad < rows, err, STSA_ERR_NONFINITE,
                  "%s[b=%lld, s=%lld, h=%lld] holds NaN or Inf", name,
-                 (long long)(first_bad / (S * H)), (long long)(first_bad / H % S),
+                 (long long)(first_bad / (S * H)), (long long)(s0 + first_bad / H % S),
                  (long long)(first_bad % H));
   return STSA_OK;
 }
@@ -231,6 +228,7 @@ stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
   }
   if (finite_threads > 0)
     for (int i = 0; i < 3; i++)
-      STSA_TRY(check_finite_tensor(all[i], names[i], finite_threads, err));
+      STSA_TRY(stsa_check_finite_tokens(all[i], names[i], 0, all[i]->shape[1],
+                                        finite_threads, err));
   return STSA_OK;
 }

@@ -32,6 +32,12 @@ void stsa_tensor_byte_range(const stsa_tensor *t, uintptr_t *lo, uintptr_t *hi);
  * their byte ranges counts. */
 int stsa_tensors_share_memory(const stsa_tensor *a, const stsa_tensor *b);
 
+/* Scans tokens [s0, s1) of a checked tensor (every batch entry and head)
+ * for NaN/Inf on up to `threads` threads. The error names the first bad row
+ * in (b, s, h) order, whatever the threads. */
+stsa_status stsa_check_finite_tokens(const stsa_tensor *t, const char *name, int64_t s0,
+                                     int64_t s1, int threads, stsa_errbuf *err);
+
 /* Checks a dense attention call: every tensor, matching shapes, the lse
  * buffer, no overlap between what is written and anything else, and (when
  * finite_threads > 0) that inputs hold no NaN/Inf, scanned on up to that

@@ -247,18 +247,6 @@ static double update(km *m, const int32_t *labels, float *centroids) {
 
 /* ---- entry point ------------------------------------------------------------ */
 
-/* Whether a row holds NaN or Inf (exponent bits all ones): integer compares,
- * which vectorise. */
-static int row_nonfinite(const float *row, int d) {
-  int bad = 0;
-  for (int j = 0; j < d; j++) {
-    uint32_t u;
-    memcpy(&u, &row[j], sizeof u);
-    bad |= (u & 0x7f800000u) == 0x7f800000u;
-  }
-  return bad;
-}
-
 /* The first row of x with NaN or Inf, or -1. */
 static int64_t first_nonfinite_row(const stsa_kmeans_args *a, int threads) {
   int bad = 0;
@@ -266,16 +254,15 @@ static int64_t first_nonfinite_row(const stsa_kmeans_args *a, int threads) {
     reduction(|                                                                          \
               : bad) schedule(static)
   for (int64_t i = 0; i < a->n; i++)
-    bad |= row_nonfinite(a->x + i * a->ld, a->d);
+    bad |= stsa_km_row_nonfinite(a->x + i * a->ld, a->d);
   for (int64_t i = 0; bad && i < a->n; i++)
-    if (row_nonfinite(a->x + i * a->ld, a->d))
+    if (stsa_km_row_nonfinite(a->x + i * a->ld, a->d))
       return i;
   return -1;
 }
 
-static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
-                              const float *centroids, const int32_t *labels, int threads,
-                              stsa_errbuf *err) {
+static stsa_status check_args(const stsa_kmeans_args *a, const float *centroids,
+                              const int32_t *labels, stsa_errbuf *err) {
   STSA_RETURN_IF(!a || !a->x || !centroids || !labels, err, STSA_ERR_NULL_ARG,
                  "stsa_kmeans: %s is NULL",
                  !a           ? "args"
@@ -298,12 +285,12 @@ static stsa_status check_args(const stsa_ctx *ctx, const stsa_kmeans_args *a,
                  "stsa_kmeans: tol = %g, expected finite and >= 0", a->tol);
   STSA_RETURN_IF(a->warm != 0 && a->warm != 1, err, STSA_ERR_BAD_PARAM,
                  "stsa_kmeans: warm = %d, expected 0 or 1", a->warm);
-  if (ctx->check_finite && !a->finite_checked) {
-    const int64_t bad = first_nonfinite_row(a, threads);
-    STSA_RETURN_IF(bad >= 0, err, STSA_ERR_NONFINITE,
-                   "stsa_kmeans: point %lld of x is not finite", (long long)bad);
-  }
   return STSA_OK;
+}
+
+static stsa_status nonfinite_point(stsa_errbuf *err, int64_t i) {
+  return stsa_fail(err, STSA_ERR_NONFINITE, "stsa_kmeans: point %lld of x is not finite",
+                   (long long)i);
 }
 
 stsa_status stsa_kmeans(stsa_ctx *ctx, const stsa_kmeans_args *a, float *centroids,
@@ -324,7 +311,15 @@ stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
                       : ctx->threads > 0  ? ctx->threads
                                           : 1;
   stsa_err_clear(err);
-  STSA_TRY(check_args(ctx, a, centroids, labels, threads, err));
+  STSA_TRY(check_args(a, centroids, labels, err));
+  /* x's NaN/Inf check: before the seeding reads it (cold), else in the
+   * first assignment's pass where it has one over every point (below) */
+  const int check = ctx->check_finite && !a->finite_checked;
+  if (check && !a->warm) {
+    const int64_t bad = first_nonfinite_row(a, threads);
+    if (bad >= 0)
+      return nonfinite_point(err, bad);
+  }
   km m;
   memset(&m, 0, sizeof m);
   m.x = a->x;
@@ -349,12 +344,25 @@ stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
   if (!a->warm)
     stsa_km_seed(&m, a->seed, centroids);
   stsa_km_group(ctx, &m, centroids, a->seed ^ 0x67726f7570ull); /* "group" */
+  m.bad_row = -1;
+  if (check && a->warm) {
+    m.check_rows = !probe->no_prune && stsa_km_first_checks_rows(&m);
+    const int64_t bad = m.check_rows ? -1 : first_nonfinite_row(a, threads);
+    if (bad >= 0) {
+      free(block);
+      return nonfinite_point(err, bad);
+    }
+  }
   const double tol2 = a->tol * a->tol;
   int done = 0;
   for (;;) {
     const int64_t computed = probe->no_prune ? stsa_km_assign_full(&m, centroids, labels)
                              : done == 0     ? stsa_km_assign_first(&m, centroids, labels)
                                          : stsa_km_assign_pruned(&m, centroids, labels);
+    if (m.bad_row >= 0) { /* the first assignment's check: nothing written */
+      free(block);
+      return nonfinite_point(err, m.bad_row);
+    }
     if (probe->recomputed)
       probe->recomputed[done] = computed;
     count_labels(&m, labels);

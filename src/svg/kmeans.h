@@ -65,8 +65,12 @@ typedef struct stsa_kmeans_args {
    * exact fixpoint only. */
   double tol;
   uint64_t seed; /* of the k-means++ draws (unused when warm) */
-  /* 1: the caller has already checked x for NaN/Inf (the SVG session's
-   * inputs), so the context's check_finite scan is not repeated */
+  /* 1: the caller has already checked x for NaN/Inf, so the context's
+   * check_finite scan is not repeated. 0: the call checks x before it
+   * writes anything: cold, with a scan ahead of the seeding; warm, through
+   * the norms of the first assignment's pass over every point where that
+   * pass exists (a scan ahead otherwise), which spares a pass over x (the
+   * SVG session leaves the video rows of q and k to its k-means so). */
   int finite_checked;
   int threads;      /* threads of this call (0: the context's) */
   stsa_errbuf *err; /* where a failure's message goes (NULL: the context's).

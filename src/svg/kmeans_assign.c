@@ -374,11 +374,25 @@ static void rows_by_coarse(km *m, int32_t *labels) {
   }
 }
 
+/* The first point whose row holds NaN/Inf, or -1: its squared norm, from
+ * a pass over every point, is then not finite (a finite row whose norm
+ * overflows is told apart by the row itself). */
+static int64_t first_bad_row(const km *m) {
+  for (int64_t i = 0; i < m->n; i++)
+    if (!isfinite(m->xnorm[i]) && stsa_km_row_nonfinite(stsa_km_row(m, i), m->d))
+      return i;
+  return -1;
+}
+
+int stsa_km_first_checks_rows(const km *m) {
+  return m->groups >= FIRST_MIN_GROUPS && m->coarse_ok;
+}
+
 int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
   const int G = m->groups;
   /* with few groups, a point's coarse cluster alone spans a good part of
    * them: the full pass is as cheap */
-  if (G < FIRST_MIN_GROUPS || !m->coarse_ok)
+  if (!stsa_km_first_checks_rows(m))
     return stsa_km_assign_full(m, centroids, labels);
   /* 1. the coarse cluster of every point (a GEMM against G <= 16 centres),
    * and the points' norms (step 3 reads them) */
@@ -389,6 +403,8 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
   stsa_km_gemm_pass(m, NULL, m->n, 0, G, NULL, coarse_visit, NULL);
   m->norms_in_pass = 0;
   m->panels = panels;
+  if (m->check_rows && (m->bad_row = first_bad_row(m)) >= 0)
+    return 0; /* no label written */
   pack_centroids(m, centroids);
   centroid_distances(m, centroids);
   /* 2. every point against the groups its coarse cluster's centroids lie in */

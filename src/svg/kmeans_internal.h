@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/context.h"
 #include "core/error.h"
@@ -93,13 +94,18 @@ typedef struct km {
                     * (the visit's slow path) less often */
   /* The first assignment of a call (Elkan's lemma: no centroid c with
    * d(a, c) >= 2 d(x, a) beats a for x): */
-  int coarse_ok;    /* gcent, glabel hold the k-means of the centroids */
-  double *cd_low;   /* [k][groups] by packed position: <= the exact distance
-                     * from that centroid to every other one of each group */
-  int32_t *coarse;  /* [n] each point's nearest centroid of the centroids */
-  int64_t *cstart;  /* [groups + 1] packed columns of each coarse cluster */
-  float *cpanels;   /* gcent packed as augmented panels */
-  uint64_t *gdone;  /* [n] the groups the first assignment computed */
+  int coarse_ok;   /* gcent, glabel hold the k-means of the centroids */
+  double *cd_low;  /* [k][groups] by packed position: <= the exact distance
+                    * from that centroid to every other one of each group */
+  int32_t *coarse; /* [n] each point's nearest centroid of the centroids */
+  int64_t *cstart; /* [groups + 1] packed columns of each coarse cluster */
+  float *cpanels;  /* gcent packed as augmented panels */
+  uint64_t *gdone; /* [n] the groups the first assignment computed */
+  /* set: the first assignment checks x for NaN/Inf through xnorm (the
+   * coarse pass reads every point) and leaves the first bad point in
+   * bad_row (else -1) before it writes a label */
+  int check_rows;
+  int64_t bad_row;
   char *thread_mem; /* threads x thread_bytes */
   size_t thread_bytes;
 } km;
@@ -119,6 +125,18 @@ static inline size_t stsa_km_floats64(size_t floats) { return (floats + 15) / 16
 
 static inline const float *stsa_km_row(const km *m, int64_t i) {
   return m->x + i * m->ld;
+}
+
+/* Whether a row holds NaN or Inf (exponent bits all ones): integer compares,
+ * which vectorise. */
+static inline int stsa_km_row_nonfinite(const float *row, int d) {
+  int bad = 0;
+  for (int j = 0; j < d; j++) {
+    uint32_t u;
+    memcpy(&u, &row[j], sizeof u);
+    bad |= (u & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
 }
 
 /* Threads for `items` independent pieces of work. */
@@ -177,10 +195,15 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed);
  * assignments. Returns n. */
 int64_t stsa_km_assign_full(km *m, const float *centroids, int32_t *labels);
 
+/* Whether the first assignment takes the coarse pass over every point
+ * (check_rows then works; it needs the grouping of stsa_km_group). */
+int stsa_km_first_checks_rows(const km *m);
+
 /* The same labels as stsa_km_assign_full (and its bounds) for a call's
  * first assignment, computing each point only against the groups of its
  * coarse cluster and those that Elkan's lemma cannot rule out (centroid
- * distances from the GEMM, with its error bound). Returns n. */
+ * distances from the GEMM, with its error bound). Returns n; with
+ * check_rows and a NaN/Inf point, 0 with bad_row set and no label written. */
 int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels);
 
 /* The same labels after the update moved the centroids of the last

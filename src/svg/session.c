@@ -399,17 +399,56 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
   return st;
 }
 
+/* The call's NaN/Inf scan (a pass over q, k and v, ~1.5% of a Wan-480p
+ * SVG2 call). An SVG2 call of one batch entry past the dense steps leaves
+ * the video rows of q and k to its k-means, which reads them anyway and
+ * checks them on the way (their norms, stsa_kmeans_args.finite_checked)
+ * before anything is written: *video_unchecked says so. With more batch
+ * entries the first one's output would be written before the next one's
+ * k-means. Whatever is found gets the full scan's message (the first bad
+ * row of q, then k, then v). */
+static stsa_status scan_inputs(const stsa_svg *svg, const stsa_tensor *q,
+                               const stsa_tensor *k, const stsa_tensor *v,
+                               const stsa_tensor *out, int defer, int *video_unchecked) {
+  stsa_ctx *ctx = svg->ctx;
+  const int threads = stsa_finite_threads(ctx);
+  if (threads == 0)
+    return STSA_OK;
+  if (!defer)
+    return stsa_check_attention(q, k, v, out, NULL, threads, &ctx->err);
+  stsa_geo geo;
+  stsa_geo_init(&geo, &svg->cfg.geometry);
+  const stsa_tensor *qk[2] = {q, k};
+  const char *names[2] = {"q", "k"};
+  stsa_status st = stsa_check_finite_tokens(v, "v", 0, geo.N, threads, &ctx->err);
+  for (int i = 0; i < 2 && st == STSA_OK; i++) { /* the text rows */
+    st = stsa_check_finite_tokens(qk[i], names[i], 0, geo.v0, threads, &ctx->err);
+    if (st == STSA_OK)
+      st = stsa_check_finite_tokens(qk[i], names[i], geo.v0 + geo.L, geo.N, threads,
+                                    &ctx->err);
+  }
+  if (st != STSA_OK)
+    return stsa_check_attention(q, k, v, out, NULL, threads, &ctx->err);
+  *video_unchecked = 1;
+  return STSA_OK;
+}
+
 /* SVG2's heads of batch entry b. */
 static stsa_status plan_svg2_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
                                    const int64_t *rows, const stsa_tensor *q,
                                    const stsa_tensor *k, const stsa_tensor *v,
-                                   double budget, stsa_head_kind *kinds, head_run *run,
+                                   double budget, int video_unchecked,
+                                   stsa_head_kind *kinds, head_run *run,
                                    double *cluster_ms, int *cold) {
   const int64_t H = svg->cfg.heads;
   stsa_svg2_head *res = malloc(sizeof *res * (size_t)H);
   STSA_RETURN_IF(!res, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  stsa_svg2_env env = {svg->ctx, &svg->cfg, svg->mask_dense, svg->windows.q_tile,
-                       svg->windows.kv_tile};
+  stsa_svg2_env env = {svg->ctx,
+                       &svg->cfg,
+                       svg->mask_dense,
+                       svg->windows.q_tile,
+                       svg->windows.kv_tile,
+                       video_unchecked};
   stsa_status st =
       stsa_svg2_plan_batch(svg->svg2, &env, layer, B, b, rows, svg->cfg.sample_rows, q, k,
                            v, budget, res, cluster_ms, cold);
@@ -487,7 +526,7 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   stsa_errbuf *err = &ctx->err;
   stsa_err_clear(err);
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
-  STSA_TRY(stsa_check_attention(q, k, v, out, NULL, stsa_finite_threads(ctx), err));
+  STSA_TRY(stsa_check_attention(q, k, v, out, NULL, 0, err)); /* NaN/Inf: scan_inputs */
   stsa_svg_report rep = STSA_INIT(stsa_svg_report);
   if (report)
     STSA_TRY(report_read(report, &rep, err));
@@ -512,6 +551,9 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
                  (long long)step);
   const int64_t B = q->shape[0];
   const int dense = step < svg->cfg.dense_steps || layer < svg->cfg.dense_layers;
+  int video_unchecked = 0;
+  STSA_TRY(
+      scan_inputs(svg, q, k, v, out, svg->svg2 && !dense && B == 1, &video_unchecked));
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)(B * H));
   float *mse = calloc((size_t)(2 * B * H), sizeof *mse);
   int64_t *rows = malloc(sizeof *rows * (size_t)R);
@@ -529,10 +571,11 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     if (!dense) {
       double t0 = now_ms();
       stsa_svg_sample_rows(&svg->cfg.geometry, R, svg->cfg.seed, layer, step, b, rows);
-      st = svg->svg2 ? plan_svg2_heads(svg, layer, B, b, rows, q, k, v, budget,
-                                       kinds + b * H, hr, &cluster_ms, &cold)
-                     : plan_svg_heads(svg, rows, q, k, v, b, budget, mse_s, mse_t,
-                                      kinds + b * H, hr);
+      st = svg->svg2
+               ? plan_svg2_heads(svg, layer, B, b, rows, q, k, v, budget, video_unchecked,
+                                 kinds + b * H, hr, &cluster_ms, &cold)
+               : plan_svg_heads(svg, rows, q, k, v, b, budget, mse_s, mse_t,
+                                kinds + b * H, hr);
       profile_ms += now_ms() - t0;
     } else {
       for (int64_t h = 0; h < H; h++) {

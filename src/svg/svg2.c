@@ -254,7 +254,7 @@ static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                  const stsa_svg_config *cfg, call_work *w,
                                  const stsa_geo *geo, const stsa_tensor *q,
                                  const stsa_tensor *k, int64_t b, layer_state *ls,
-                                 int warm, int64_t layer) {
+                                 int warm, int64_t layer, int video_unchecked) {
   const int64_t H = s->H, D = s->D, L = s->L, jobs = 2 * H;
   const int threads = ctx->threads > 0 ? ctx->threads : 1;
   const int side_by_side = threads > 1 && jobs >= 2 * (int64_t)threads;
@@ -279,20 +279,37 @@ static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                     ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
     if (keys)
       seed ^= 0x6b6579736b657973ull; /* "keys" */
-    /* finite_checked: the session checked q and k before this call */
-    stsa_kmeans_args a = {
-        x,          L,          (int)D, ld, keys ? s->KC : s->QC,       warm,
-        (int)iters, KMEANS_TOL, seed,   1,  side_by_side ? 1 : threads, &w->job_err[j]};
+    /* finite_checked: the session checked q and k before this call, or
+     * left their video rows to this k-means (env->video_unchecked) */
+    stsa_kmeans_args a = {x,
+                          L,
+                          (int)D,
+                          ld,
+                          keys ? s->KC : s->QC,
+                          warm,
+                          (int)iters,
+                          KMEANS_TOL,
+                          seed,
+                          !video_unchecked,
+                          side_by_side ? 1 : threads,
+                          &w->job_err[j]};
     float *cent = keys ? ls->kc + slot * s->KC * D : ls->qc + slot * s->QC * D;
     int32_t *labels = (keys ? w->lk : w->lq) + h * L;
     int64_t *sizes = keys ? w->k_sizes + h * s->KC : w->q_sizes + h * s->QC;
     w->job_status[j] = stsa_kmeans(ctx, &a, cent, labels, sizes, NULL);
   }
-  for (int64_t j = 0; j < jobs; j++)
-    if (w->job_status[j] != STSA_OK) { /* the first failure's message */
-      stsa_fail(&ctx->err, w->job_status[j], "%s", w->job_err[j].text);
-      return w->job_status[j];
+  for (int64_t j = 0; j < jobs; j++) {
+    if (w->job_status[j] == STSA_OK)
+      continue;
+    /* NaN/Inf in q or k: the message of the session's scan (the first bad
+     * row of q, then of k), not a k-means point's */
+    if (w->job_status[j] == STSA_ERR_NONFINITE && video_unchecked) {
+      STSA_TRY(stsa_check_finite_tokens(q, "q", 0, q->shape[1], threads, &ctx->err));
+      STSA_TRY(stsa_check_finite_tokens(k, "k", 0, k->shape[1], threads, &ctx->err));
     }
+    /* the first failure's message */
+    return stsa_fail(&ctx->err, w->job_status[j], "%s", w->job_err[j].text);
+  }
   return STSA_OK;
 }
 
@@ -459,7 +476,8 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
     stsa_geo geo;
     stsa_geo_init(&geo, &env->cfg->geometry);
     const double t0 = now_ms();
-    st = cluster_heads(ctx, s, env->cfg, &w, &geo, q, k, b, ls, warm, layer);
+    st = cluster_heads(ctx, s, env->cfg, &w, &geo, q, k, b, ls, warm, layer,
+                       env->video_unchecked);
     *cluster_ms += now_ms() - t0;
   }
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {

@@ -20,6 +20,9 @@ typedef struct stsa_svg2_env {
   const stsa_svg_config *cfg;
   const stsa_mask *mask_dense; /* the policy's dense mask (text rules) */
   int q_tile, kv_tile;         /* the session's tiles (the dense plan's) */
+  /* 1: the video rows of q and k are not yet checked for NaN/Inf (v and the
+   * text rows are): the k-means checks them (session.c: scan_inputs) */
+  int video_unchecked;
 } stsa_svg2_env;
 
 /* One head's outcome of a call. */
