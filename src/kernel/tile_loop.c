@@ -779,7 +779,7 @@ static void gather_tails(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
     src[i] = kv->kt + (sp[i].pack0 / nr + sp[i].n / nr) * step;
     n[i] = r;
     const float *v = kv->vp + (sp[i].pack0 + sp[i].n / nr * nr) * nr;
-    for (int j = 0; j < pb->D_pad / nr; j++)
+    for (int j = 0; r > 0 && j < pb->D_pad / nr; j++)
       memcpy(vdst + ((int64_t)j * pb->kv_tile + c) * nr, v + j * pb->Skv_pad * nr,
              sizeof(float) * (size_t)(r * nr));
   }
@@ -843,25 +843,23 @@ static void merged_pv(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   const int nr = pb->nr, ld_s = pb->kv_tile, panels = pb->D_pad / nr;
   const int64_t stride = pb->Skv_pad * nr, tail_stride = (int64_t)pb->kv_tile * nr;
   stsa_pv_seg seg[MERGED_MAX_TILES];
-  int nseg = 0;
-  for (int64_t i = 0; i < nt; i++)
-    if (sp[i].n >= nr)
-      seg[nseg++] =
-          (stsa_pv_seg){s + mc->col[i], kv->vp + sp[i].pack0 * nr, sp[i].n / nr * nr};
   for (int j = 0, take; j < panels; j += take) {
     take = stsa_panel_step(kern->pv2 != NULL, panels - j);
+    const float *vp = kv->vp + (int64_t)j * stride;
     float *oj = o + j * nr;
     const float *a = alpha;
+    int nseg = 0;
+    for (int64_t i = 0; i < nt; i++)
+      if (sp[i].n >= nr)
+        seg[nseg++] =
+            (stsa_pv_seg){s + mc->col[i], vp + sp[i].pack0 * nr, sp[i].n / nr * nr};
     if (nseg > 0 && take == 2 && kern->pv2_segs) {
-      stsa_pv_seg at[MERGED_MAX_TILES];
-      for (int x = 0; x < nseg; x++)
-        at[x] = (stsa_pv_seg){seg[x].p, seg[x].panel + j * stride, seg[x].n};
-      kern->pv2_segs(at, nseg, ld_s, stride, oj, pb->D_pad, a);
+      kern->pv2_segs(seg, nseg, ld_s, stride, oj, pb->D_pad, a);
       a = ones;
     } else {
       for (int x = 0; x < nseg; x++, a = ones)
-        stsa_pv_panels(kern, seg[x].p, ld_s, seg[x].n, seg[x].panel + j * stride, stride,
-                       take, oj, pb->D_pad, a);
+        stsa_pv_panels(kern, seg[x].p, ld_s, seg[x].n, seg[x].panel, stride, take, oj,
+                       pb->D_pad, a);
     }
     if (mc->tails)
       stsa_pv_panels(kern, s + mc->whole, ld_s, mc->tails, vp_tails + j * tail_stride,
