@@ -408,28 +408,32 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
  * k-means. Whatever is found gets the full scan's message (the first bad
  * row of q, then k, then v). */
 static stsa_status scan_inputs(const stsa_svg *svg, const stsa_tensor *q,
-                               const stsa_tensor *k, const stsa_tensor *v,
-                               const stsa_tensor *out, int defer, int *video_unchecked) {
+                               const stsa_tensor *k, const stsa_tensor *v, int defer,
+                               int *video_unchecked) {
   stsa_ctx *ctx = svg->ctx;
   const int threads = stsa_finite_threads(ctx);
   if (threads == 0)
     return STSA_OK;
-  if (!defer)
-    return stsa_check_attention(q, k, v, out, NULL, threads, &ctx->err);
   stsa_geo geo;
   stsa_geo_init(&geo, &svg->cfg.geometry);
-  const stsa_tensor *qk[2] = {q, k};
-  const char *names[2] = {"q", "k"};
-  stsa_status st = stsa_check_finite_tokens(v, "v", 0, geo.N, threads, &ctx->err);
-  for (int i = 0; i < 2 && st == STSA_OK; i++) { /* the text rows */
-    st = stsa_check_finite_tokens(qk[i], names[i], 0, geo.v0, threads, &ctx->err);
-    if (st == STSA_OK)
-      st = stsa_check_finite_tokens(qk[i], names[i], geo.v0 + geo.L, geo.N, threads,
-                                    &ctx->err);
+  const stsa_tensor *all[3] = {q, k, v};
+  const char *names[3] = {"q", "k", "v"};
+  stsa_status st = STSA_OK;
+  if (defer) {
+    st = stsa_check_finite_tokens(v, "v", 0, geo.N, threads, &ctx->err);
+    for (int i = 0; i < 2 && st == STSA_OK; i++) { /* the text rows */
+      st = stsa_check_finite_tokens(all[i], names[i], 0, geo.v0, threads, &ctx->err);
+      if (st == STSA_OK)
+        st = stsa_check_finite_tokens(all[i], names[i], geo.v0 + geo.L, geo.N, threads,
+                                      &ctx->err);
+    }
+    if (st == STSA_OK) {
+      *video_unchecked = 1;
+      return STSA_OK;
+    }
   }
-  if (st != STSA_OK)
-    return stsa_check_attention(q, k, v, out, NULL, threads, &ctx->err);
-  *video_unchecked = 1;
+  for (int i = 0; i < 3; i++) /* every row: the full scan's order and message */
+    STSA_TRY(stsa_check_finite_tokens(all[i], names[i], 0, geo.N, threads, &ctx->err));
   return STSA_OK;
 }
 
@@ -552,8 +556,7 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   const int64_t B = q->shape[0];
   const int dense = step < svg->cfg.dense_steps || layer < svg->cfg.dense_layers;
   int video_unchecked = 0;
-  STSA_TRY(
-      scan_inputs(svg, q, k, v, out, svg->svg2 && !dense && B == 1, &video_unchecked));
+  STSA_TRY(scan_inputs(svg, q, k, v, svg->svg2 && !dense && B == 1, &video_unchecked));
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)(B * H));
   float *mse = calloc((size_t)(2 * B * H), sizeof *mse);
   int64_t *rows = malloc(sizeof *rows * (size_t)R);
