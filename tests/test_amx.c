@@ -260,7 +260,7 @@ static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t
   stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, 64);
   const stsa_cluster_layout lay = {g, QC, KC, ql, kl, keep, 36, 64, STSA_BF16_KEY_BLOCK};
   stsa_plan *plan = NULL;
-  CHECK_STATUS(stsa_cluster_plan_build(pctx, &lay, mask, &plan), STSA_OK);
+  CHECK_STATUS(stsa_cluster_plan_build(pctx, &lay, mask, &plan, &pctx->err), STSA_OK);
   stsa_ctx_free(pctx);
   if (plan)
     check_sparse_plan(name, plan, mask, N, 1, D, 1);

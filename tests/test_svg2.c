@@ -124,7 +124,8 @@ static void check_plan(const char *what, const stsa_geometry *g, int64_t B, int6
     /* small tiles, so that clusters span several tiles of both kinds */
     stsa_cluster_layout lay = {g,      QC, KC, ql + h * N, kl + h * N, keep + h * QC * KC,
                                2 * mr, nr, 0};
-    CHECK_STATUS(stsa_cluster_plan_build(ctx, &lay, masks[h], &plans[h]), STSA_OK);
+    CHECK_STATUS(stsa_cluster_plan_build(ctx, &lay, masks[h], &plans[h], &ctx->err),
+                 STSA_OK);
     stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
     stsa_plan_get_stats(plans[h], &st);
     int64_t kept = 0;

@@ -161,9 +161,9 @@ static stsa_status fill_structure(stsa_plan *p, const stsa_cluster_layout *c,
   return STSA_OK;
 }
 
-stsa_status stsa_cluster_plan_build(stsa_ctx *ctx, const stsa_cluster_layout *c,
-                                    const stsa_mask *mask, stsa_plan **out) {
-  stsa_errbuf *err = &ctx->err;
+stsa_status stsa_cluster_plan_build(const stsa_ctx *ctx, const stsa_cluster_layout *c,
+                                    const stsa_mask *mask, stsa_plan **out,
+                                    stsa_errbuf *err) {
   const int nr = ctx->run->kern.nr, mr = ctx->run->kern.mr;
   STSA_RETURN_IF(c->q_tile < mr || c->q_tile % mr || c->kv_tile < nr || c->kv_tile % nr,
                  err, STSA_ERR_BAD_PARAM,

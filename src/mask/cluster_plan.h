@@ -33,8 +33,11 @@ typedef struct stsa_cluster_layout {
  * the keys of their cluster's kept key clusters and the real text; real
  * text sees every real token; padding text sees padding only (the text
  * rules of stsa_mask_text). `mask` is the same pattern as a mask (for NAIVE
- * mode and for checks); the plan takes a reference to it. */
-stsa_status stsa_cluster_plan_build(stsa_ctx *ctx, const stsa_cluster_layout *c,
-                                    const stsa_mask *mask, stsa_plan **out);
+ * mode and for checks); the plan takes a reference to it. Reads only the
+ * context's kernels, and a failure's message goes to err, so calls may run
+ * side by side on one context. */
+stsa_status stsa_cluster_plan_build(const stsa_ctx *ctx, const stsa_cluster_layout *c,
+                                    const stsa_mask *mask, stsa_plan **out,
+                                    stsa_errbuf *err);
 
 #endif

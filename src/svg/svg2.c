@@ -172,7 +172,8 @@ typedef struct call_work {
   int64_t *q_sizes, *k_sizes; /* [H][QC], [H][KC] */
   stsa_errbuf *job_err;       /* [2 H] each k-means' message */
   stsa_status *job_status;    /* [2 H] */
-  double *prob;               /* [QC][KC] */
+  double *prob;               /* [planning threads][QC][KC] */
+  int plan_threads;           /* threads over the heads' selections and plans */
   int32_t *q_label, *k_label; /* [H][N] labels by native token, -1 for text */
   uint8_t *keep;              /* [H][LADDER_MAX][QC][KC] per candidate */
   stsa_mask **mask;           /* [(1 + LADDER_MAX) * H]: dense, then the candidates */
@@ -196,8 +197,11 @@ static void work_free(call_work *w) {
   free(w->keep);
 }
 
-static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N) {
+/* The heads' selections and plans are independent: a thread a head, up
+ * to the context's threads (each holds its own [QC][KC] probabilities). */
+static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int threads) {
   memset(w, 0, sizeof *w);
+  w->plan_threads = (int)(threads < s->H ? threads : s->H);
   w->H = s->H;
   w->N = N;
   w->L = s->L;
@@ -209,7 +213,7 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N) {
   w->k_sizes = malloc(sizeof(int64_t) * H * (size_t)s->KC);
   w->job_err = calloc(2 * H, sizeof *w->job_err);
   w->job_status = calloc(2 * H, sizeof *w->job_status);
-  w->prob = malloc(sizeof(double) * (size_t)w->QK);
+  w->prob = malloc(sizeof(double) * (size_t)w->plan_threads * (size_t)w->QK);
   w->q_label = malloc(sizeof(int32_t) * HN);
   w->k_label = malloc(sizeof(int32_t) * HN);
   w->keep = malloc((size_t)(s->H * LADDER_MAX) * (size_t)w->QK);
@@ -222,6 +226,15 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N) {
 
 static uint8_t *keep_of(const call_work *w, int64_t h, int i) {
   return w->keep + (h * LADDER_MAX + i) * w->QK;
+}
+
+/* The first of jobs [0, count) that failed, its message copied to the
+ * context's (the jobs ran side by side, each with its own), or STSA_OK. */
+static stsa_status first_failure(stsa_ctx *ctx, const call_work *w, int64_t count) {
+  for (int64_t j = 0; j < count; j++)
+    if (w->job_status[j] != STSA_OK)
+      return stsa_fail(&ctx->err, w->job_status[j], "%s", w->job_err[j].text);
+  return STSA_OK;
 }
 
 /* Whether k-means cannot read t's rows in place: not f32 with unit
@@ -298,19 +311,16 @@ static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
     int64_t *sizes = keys ? w->k_sizes + h * s->KC : w->q_sizes + h * s->QC;
     w->job_status[j] = stsa_kmeans(ctx, &a, cent, labels, sizes, NULL);
   }
-  for (int64_t j = 0; j < jobs; j++) {
-    if (w->job_status[j] == STSA_OK)
-      continue;
-    /* NaN/Inf in q or k: the message of the session's scan (the first bad
-     * row of q, then of k), not a k-means point's */
-    if (w->job_status[j] == STSA_ERR_NONFINITE && video_unchecked) {
-      STSA_TRY(stsa_check_finite_tokens(q, "q", 0, q->shape[1], threads, &ctx->err));
-      STSA_TRY(stsa_check_finite_tokens(k, "k", 0, k->shape[1], threads, &ctx->err));
-    }
-    /* the first failure's message */
-    return stsa_fail(&ctx->err, w->job_status[j], "%s", w->job_err[j].text);
+  int64_t j = 0;
+  while (j < jobs && w->job_status[j] == STSA_OK)
+    j++;
+  /* NaN/Inf in q or k: the message of the session's scan (the first bad row
+   * of q, then of k), not a k-means point's */
+  if (j < jobs && w->job_status[j] == STSA_ERR_NONFINITE && video_unchecked) {
+    STSA_TRY(stsa_check_finite_tokens(q, "q", 0, q->shape[1], threads, &ctx->err));
+    STSA_TRY(stsa_check_finite_tokens(k, "k", 0, k->shape[1], threads, &ctx->err));
   }
-  return STSA_OK;
+  return first_failure(ctx, w, jobs);
 }
 
 /* Labels by native token: video tokens their cluster's, text -1. */
@@ -363,11 +373,11 @@ static stsa_select_args base_rule(const stsa_svg2 *s, const stsa_svg_config *cfg
 }
 
 /* Phase 1 for head h, after its clusters: the candidates' keep maps and
- * masks. */
-static stsa_status select_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state *ls,
-                               int64_t b, int64_t h, double budget, call_work *w,
-                               stsa_select_args *cand, int *ncand) {
-  stsa_ctx *ctx = env->ctx;
+ * masks, from the probabilities in prob ([QC][KC], the thread's). Failures
+ * go to err (heads run side by side). */
+static stsa_status select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
+                               const layer_state *ls, int64_t b, int64_t h, double budget,
+                               call_work *w, double *prob, stsa_errbuf *err) {
   const stsa_svg_config *cfg = env->cfg;
   const stsa_geometry *g = &cfg->geometry;
   stsa_geo geo;
@@ -381,21 +391,25 @@ static stsa_status select_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_sta
   base.qc = qc;
   base.kc = kc;
   base.kv_sizes = w->k_sizes + h * s->KC;
-  *ncand = ladder(s->L, budget, &base, cand);
-  STSA_RETURN_IF(stsa_select_probs(&base, w->prob) != 0, &ctx->err,
-                 STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  stsa_select_args cand[LADDER_MAX];
+  const int ncand = ladder(s->L, budget, &base, cand);
+  STSA_RETURN_IF(stsa_select_probs(&base, prob) != 0, err, STSA_ERR_OUT_OF_MEMORY,
+                 "svg2: out of memory");
   stsa_mask *text = NULL;
-  STSA_TRY(stsa_mask_text(g, &text));
+  stsa_status mst = stsa_mask_text(g, &text);
+  STSA_RETURN_IF(mst != STSA_OK, err, mst, "svg2: text mask: %s", stsa_status_str(mst));
   stsa_status st = STSA_OK;
-  for (int i = 0; i < *ncand && st == STSA_OK; i++) {
+  for (int i = 0; i < ncand && st == STSA_OK; i++) {
     stsa_mask *rect = NULL;
-    if (stsa_select_keep(&cand[i], w->prob, keep_of(w, h, i)) != 0)
-      st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+    if (stsa_select_keep(&cand[i], prob, keep_of(w, h, i)) != 0)
+      st = stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
     if (st == STSA_OK)
       st =
           stsa_mask_clusters(ql, geo.N, s->QC, kl, geo.N, s->KC, keep_of(w, h, i), &rect);
     if (st == STSA_OK)
       st = stsa_mask_or(rect, text, &w->mask[(1 + i) * H + h]);
+    if (st != STSA_OK && !err->text[0])
+      stsa_fail(err, st, "svg2: cluster mask: %s", stsa_status_str(st));
     stsa_mask_free(rect);
   }
   stsa_mask_free(text);
@@ -412,10 +426,10 @@ static uint64_t selection_sig(const call_work *w, int64_t h, const uint8_t *keep
 /* Phase 3 for head h: the first candidate within the budget (else dense),
  * and its plan, reused while labels and selection are those of the
  * layer's last call. */
-static stsa_status pick_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state *ls,
-                             int64_t b, int64_t h, const call_work *w,
+static stsa_status pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
+                             layer_state *ls, int64_t b, int64_t h, const call_work *w,
                              const stsa_select_args *cand, int n, const double *rel,
-                             double budget, stsa_svg2_head *res) {
+                             double budget, stsa_svg2_head *res, stsa_errbuf *err) {
   const stsa_geometry *g = &env->cfg->geometry;
   const int64_t slot = b * s->H + h, H = s->H, N = w->N;
   int pick = 0;
@@ -437,7 +451,8 @@ static stsa_status pick_head(stsa_svg2 *s, const stsa_svg2_env *env, layer_state
         g,    s->QC,       s->KC,        w->q_label + h * N, w->k_label + h * N,
         keep, env->q_tile, env->kv_tile, w->pack_align};
     stsa_plan *plan = NULL;
-    STSA_TRY(stsa_cluster_plan_build(env->ctx, &lay, w->mask[(1 + pick) * H + h], &plan));
+    STSA_TRY(
+        stsa_cluster_plan_build(env->ctx, &lay, w->mask[(1 + pick) * H + h], &plan, err));
     stsa_plan_free(ls->plans[slot]);
     ls->plans[slot] = plan;
     ls->sig[slot] = sig;
@@ -461,7 +476,9 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
   call_work w;
   double *rel = malloc(sizeof(double) * (size_t)(LADDER_MAX * H));
   stsa_status st =
-      work_alloc(&w, s, stsa_geometry_tokens(&env->cfg->geometry)) == 0 && rel
+      work_alloc(&w, s, stsa_geometry_tokens(&env->cfg->geometry),
+                 ctx->threads > 0 ? ctx->threads : 1) == 0 &&
+              rel
           ? STSA_OK
           : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   for (int64_t h = 0; h < H; h++)
@@ -470,8 +487,10 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
   w.pack_align = stsa_bf16_tiles_take(&ctx->run->kern, q->dtype, k->dtype, v->dtype)
                      ? STSA_BF16_KEY_BLOCK
                      : 0;
+  /* the candidates' rules (pick_head reads their top_p) are every head's */
+  const stsa_select_args rule = base_rule(s, env->cfg);
   stsa_select_args cand[LADDER_MAX];
-  int n = 0;
+  const int n = ladder(s->L, max_rel_error, &rule, cand);
   if (st == STSA_OK) {
     stsa_geo geo;
     stsa_geo_init(&geo, &env->cfg->geometry);
@@ -480,9 +499,17 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
                        env->video_unchecked);
     *cluster_ms += now_ms() - t0;
   }
-  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
-    w.mask[h] = (stsa_mask *)env->mask_dense; /* borrowed: never freed here */
-    st = select_head(s, env, ls, b, h, max_rel_error, &w, cand, &n);
+  if (st == STSA_OK) {
+    for (int64_t h = 0; h < H; h++) {
+      w.mask[h] = (stsa_mask *)env->mask_dense; /* borrowed: never freed here */
+      w.job_err[h].text[0] = '\0';
+    }
+#pragma omp parallel for num_threads(w.plan_threads) schedule(dynamic, 1)
+    for (int64_t h = 0; h < H; h++)
+      w.job_status[h] = select_head(s, env, ls, b, h, max_rel_error, &w,
+                                    w.prob + (size_t)omp_get_thread_num() * (size_t)w.QK,
+                                    &w.job_err[h]);
+    st = first_failure(ctx, &w, H);
   }
   /* Under a budget, every head's candidates in one pass over the heads' K/V.
    * Without one nothing needs the estimate (SVG2 itself does not profile):
@@ -493,8 +520,13 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
     st =
         stsa_svg_profile_heads(ctx, &env->cfg->geometry, (const stsa_mask *const *)w.mask,
                                1 + n, rows, nrows, q, k, v, b, rel);
-  for (int64_t h = 0; st == STSA_OK && h < H; h++)
-    st = pick_head(s, env, ls, b, h, &w, cand, n, rel, max_rel_error, &heads[h]);
+  if (st == STSA_OK) {
+#pragma omp parallel for num_threads(w.plan_threads) schedule(dynamic, 1)
+    for (int64_t h = 0; h < H; h++)
+      w.job_status[h] = pick_head(s, env, ls, b, h, &w, cand, n, rel, max_rel_error,
+                                  &heads[h], &w.job_err[h]);
+    st = first_failure(ctx, &w, H);
+  }
   work_free(&w);
   free(rel);
   if (st != STSA_OK) {
