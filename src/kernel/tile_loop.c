@@ -572,6 +572,25 @@ static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   return j;
 }
 
+/* The row maxima qk folded over a ragged span (n not a multiple of nr)
+ * also saw the last panel's padding columns, whose scores are 0 (zero K^T
+ * columns): each fold is max(true maximum, 0). A positive fold is then the
+ * true maximum; the rows whose fold is not (all their scores <= 0: rare)
+ * take it from their n scores. Makes tmax exact for the softmax, which
+ * then skips its pass over the scores, with the same maxima, so the same
+ * results. Only for spans whose scores hold no NaN (safe ones). */
+static void exact_ragged_max(const float *s, int ld_s, int rows, int n, float *tmax) {
+  for (int r = 0; r < rows; r++) {
+    if (tmax[r] > 0.0f)
+      continue;
+    const float *row = s + (int64_t)r * ld_s;
+    float mx = -INFINITY;
+    for (int c = 0; c < n; c++)
+      mx = row[c] > mx ? row[c] : mx;
+    tmax[r] = mx;
+  }
+}
+
 /* A FULL tile, one block of mr rows at a time: its scores (mr x n, 12 KB
  * for 12 rows of a 256-key tile), q rows and output rows stay in L1 from
  * Q.K^T through softmax to P.V, and only the K^T and V panels stream from
@@ -587,16 +606,18 @@ static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const fl
   const stsa_kernels *kern = pb->kern;
   const int D = pb->D, D_pad = pb->D_pad, nr = pb->nr, mr = pb->mr;
   const int npanels = (n + nr - 1) / nr;
-  /* the folded maxima saw the zero scores of padding columns when ragged,
-   * and kept -inf logits are marked below */
-  const int exact_max = n % nr == 0 && safe;
+  /* kept -inf logits are marked below, and the maxima do not see them */
+  const int exact_max = safe;
   for (int r = 0; r < rows_pad; r += mr) {
     float *s = sc->s, *tmax = sc->tile_max + r;
+    const int block_rows = rows - r < mr ? rows - r : mr;
     for (int i = 0; i < mr; i++)
       tmax[i] = -INFINITY;
     stsa_qk_panels(kern, sc->q + (int64_t)r * D, D, kt, npanels, s, ld_s, tmax);
     if (!safe)
-      mark_neg_inf_kept(s, ld_s, rows - r < mr ? rows - r : mr, n);
+      mark_neg_inf_kept(s, ld_s, block_rows, n);
+    else if (n % nr != 0)
+      exact_ragged_max(s, ld_s, block_rows, n, tmax);
     kern->softmax(s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r,
                   exact_max ? tmax : NULL);
     stsa_pv_panels(kern, s, ld_s, n, vp, ld_panel * nr, D_pad / nr,
@@ -873,8 +894,8 @@ static void merged_pv(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
  * ~kv_tile columns rather than per cluster, and one P.V sum (merged_pv). */
 static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                        const stsa_kv_list *list, const int64_t *kv_start,
-                       const int64_t *kv_pack, int64_t i0, int64_t i1, int rows_pad,
-                       stsa_tile_scratch *sc) {
+                       const int64_t *kv_pack, int64_t i0, int64_t i1, int rows,
+                       int rows_pad, stsa_tile_scratch *sc) {
   const stsa_kernels *kern = pb->kern;
   const int D = pb->D, D_pad = pb->D_pad, mr = pb->mr, ld_s = pb->kv_tile;
   stsa_kv_span sp[MERGED_MAX_TILES];
@@ -891,9 +912,9 @@ static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
     for (int x = 0; x < mr; x++)
       tmax[x] = -INFINITY;
     merged_qk(pb, kv, sp, nt, &mc, sc->kt_tails, sc->q + (int64_t)r * D, sc->s, tmax);
-    /* the folded maxima saw the zero scores of the last tail panel's padding */
-    kern->softmax(sc->s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r,
-                  n % pb->nr != 0 ? NULL : tmax);
+    if (n % pb->nr != 0) /* the last tail panel's padding */
+      exact_ragged_max(sc->s, ld_s, rows - r < mr ? rows - r : mr, n, tmax);
+    kern->softmax(sc->s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r, tmax);
     merged_pv(pb, kv, sp, nt, &mc, sc->vp_tails, sc->s, sc->o + (int64_t)r * D_pad,
               sc->alpha + r, sc->ones);
   }
@@ -930,7 +951,7 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
         if (pb->bf16_tiles)
           run_merged_bf16(pb, kv, list, kv_start, kv_pack, i, end, rows, rows_pad, sc);
         else
-          run_merged(pb, kv, list, kv_start, kv_pack, i, end, rows_pad, sc);
+          run_merged(pb, kv, list, kv_start, kv_pack, i, end, rows, rows_pad, sc);
         i = end - 1;
         continue;
       }
