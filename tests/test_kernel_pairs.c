@@ -4,7 +4,8 @@
  * table has them; qk2 on panels apart with overlapping outputs, pv2_segs
  * against one pv2; and stsa_qk_panels / stsa_pv_panels on odd panel counts,
  * where the last panel goes through the one-panel kernel; and gather_tails
- * against the columns it must copy. Outputs sit between guard bytes;
+ * against the columns it must copy; the half-height table against the
+ * full one's first rows. Outputs sit between guard bytes;
  * columns and rows a call must not write keep their sentinel.
  */
 #include <math.h>
@@ -207,6 +208,85 @@ static void check_pv2_segs(const stsa_kernels *k, const char *name, tu_rng *rng,
   free(p), free(vp), free(pc), free(vc);
 }
 
+/* Whether `half` (hm rows of ld floats) equals `full` on rows < hm and
+ * still holds `before` on rows hm..mr-1 (a half kernel's rows only). */
+static int half_rows_ok(const float *half, const float *full, const float *before, int ld,
+                        int hm, int mr) {
+  const size_t top = sizeof(float) * (size_t)hm * (size_t)ld;
+  return memcmp(half, full, top) == 0 &&
+         memcmp(half + (size_t)hm * ld, before + (size_t)hm * ld,
+                sizeof(float) * (size_t)(mr - hm) * (size_t)ld) == 0;
+}
+
+/* The half table (kernels.h: half) against the full one on the same
+ * operands: bitwise its first rows, scores, row maxima and outputs, and
+ * nothing written in the rows past its own (sentinels, guard bytes). */
+static void check_half(const stsa_kernels *k, const char *name, tu_rng *rng, int D,
+                       int n) {
+  const stsa_kernels *h = k->half;
+  CHECK(h->mr > 0 && h->mr < k->mr && h->nr == k->nr && h->qk && h->qk2 && h->pv &&
+            h->pv2 && h->pv2_segs && h->softmax,
+        "[%s] half table: mr %d (full %d), nr %d, entries missing", name, h->mr, k->mr,
+        h->nr);
+  const int mr = k->mr, hm = h->mr, nr = k->nr, ld = 2 * MAX_N + 8;
+  const int64_t step = (int64_t)D * nr, vstride = (int64_t)(n + 5) * nr;
+  float *q = aligned_floats((size_t)mr * D), *kt = aligned_floats((size_t)(2 * step));
+  float *p = aligned_floats((size_t)mr * ld), *vp = aligned_floats((size_t)(2 * vstride));
+  fill(rng, q, (size_t)mr * D);
+  fill(rng, kt, (size_t)(2 * step));
+  fill(rng, p, (size_t)mr * ld);
+  fill(rng, vp, (size_t)(2 * vstride));
+  const size_t bytes = sizeof(float) * (size_t)mr * ld;
+  float *full = tu_guarded_alloc(bytes), *half = tu_guarded_alloc(bytes),
+        *before = tu_guarded_alloc(bytes);
+  float alpha[16], max_full[16], max_half[16], max_before[16];
+  for (int r = 0; r < mr; r++)
+    alpha[r] = r == 1 ? 0.0f : (float)(0.5 + 0.5 * tu_rng_uniform(rng));
+  for (int step_kind = 0; step_kind < 5; step_kind++) {
+    for (int i = 0; i < mr * ld; i++)
+      before[i] = step_kind < 2 ? 12345.0f : (float)tu_rng_normal(rng);
+    memcpy(full, before, bytes);
+    memcpy(half, before, bytes);
+    for (int r = 0; r < mr; r++)
+      max_full[r] = max_half[r] = max_before[r] = -INFINITY;
+    const char *what = "";
+    if (step_kind == 0) {
+      what = "qk";
+      k->qk(q, D, kt + step, full, ld, max_full);
+      h->qk(q, D, kt + step, half, ld, max_half);
+    } else if (step_kind == 1) {
+      what = "qk2";
+      k->qk2(q, D, kt, kt + step, full, full + nr, ld, max_full, max_full);
+      h->qk2(q, D, kt, kt + step, half, half + nr, ld, max_half, max_half);
+    } else if (step_kind == 2) {
+      what = "pv";
+      k->pv(p, ld, n, vp, full, ld, alpha);
+      h->pv(p, ld, n, vp, half, ld, alpha);
+    } else if (step_kind == 3) {
+      what = "pv2";
+      k->pv2(p, ld, n, vp, vstride, full, ld, alpha);
+      h->pv2(p, ld, n, vp, vstride, half, ld, alpha);
+    } else {
+      what = "pv2_segs";
+      const stsa_pv_seg seg[2] = {{p, vp, n / 2},
+                                  {p + n / 2 + 3, vp + n / 2 * nr, n - n / 2}};
+      k->pv2_segs(seg, 2, ld, vstride, full, ld, alpha);
+      h->pv2_segs(seg, 2, ld, vstride, half, ld, alpha);
+    }
+    CHECK(half_rows_ok(half, full, before, ld, hm, mr),
+          "[%s] half %s, D %d, n %d: rows differ from the full kernel's, or rows past %d "
+          "written",
+          name, what, D, n, hm);
+    CHECK(half_rows_ok(max_half, max_full, max_before, 1, hm, mr),
+          "[%s] half %s, D %d: row maxima differ, or past row %d written", name, what, D,
+          hm);
+    CHECK(tu_guard_ok(full) && tu_guard_ok(half), "[%s] half %s: guard bytes", name,
+          what);
+  }
+  tu_guarded_free(full), tu_guarded_free(half), tu_guarded_free(before);
+  free(q), free(kt), free(p), free(vp);
+}
+
 /* gather_tails: tail i (its first n[i] columns of a K^T panel, depth rows
  * of nr) lands at columns c, c + 1, ... of the output panels, c counting
  * every earlier tail's columns; the last panel's other columns are zero,
@@ -282,6 +362,10 @@ int main(void) {
         nseg++;
       check_pv2_segs(k, name, &rng, segs[i], nseg);
     }
+    if (backends[bi] == STSA_BACKEND_AVX512)
+      CHECK(k->half != NULL, "[%s] has no half-height kernels", name);
+    for (size_t i = 0; k->half && i < sizeof dims / sizeof dims[0]; i++)
+      check_half(k, name, &rng, dims[i], lengths[i % (sizeof lengths / sizeof *lengths)]);
     CHECK(k->gather_tails != NULL, "[%s] has no gather_tails", name);
     const int depths[] = {40, 72, 128};
     for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {

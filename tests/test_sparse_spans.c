@@ -325,6 +325,7 @@ static void test_micro_tiles(void) {
     counted.qk = counting_qk;
     if (counted.qk2)
       counted.qk2 = counting_qk2;
+    counted.half = NULL; /* every block through the counted kernels */
     const int mr = counted.mr, nr = counted.nr;
     stsa_attn_problem pb_span, pb_whole;
     stsa_problem_init(&pb_span, &q, &k, &v, &o_span, NULL, q_tile, kv_tile, &counted);

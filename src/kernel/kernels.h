@@ -209,6 +209,13 @@ typedef struct stsa_kernels {
    * merged_cols). */
   void (*gather_tails)(const float *const *src, const int *n, int count, int depth,
                        int nr, float *dst);
+  /* Optional (NULL: none): the GEMM kernels for blocks of fewer rows, mr
+   * of the half table (< this mr), nr this table's: only its mr, nr, qk,
+   * qk2, pv, pv2, pv2_segs and softmax are set, and they read and write
+   * only its mr rows, bitwise as the full kernels do their first ones. A q
+   * tile's last block of no more rows runs them: SVG2's query clusters
+   * would otherwise pad ~2% of their rows to whole register tiles. */
+  const struct stsa_kernels *half;
 } stsa_kernels;
 
 /* Panels the next step of a loop over `left` panels takes: 2 where the table

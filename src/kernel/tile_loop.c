@@ -591,6 +591,13 @@ static void exact_ragged_max(const float *s, int ld_s, int rows, int n, float *t
   }
 }
 
+/* The kernels for a row block of `left` valid rows: the table's half ones
+ * where they fit (kernels.h: half), so a q tile's last block does not
+ * compute a whole register tile of padding rows. */
+static const stsa_kernels *block_kernels(const stsa_kernels *k, int left) {
+  return k->half && left <= k->half->mr ? k->half : k;
+}
+
 /* A FULL tile, one block of mr rows at a time: its scores (mr x n, 12 KB
  * for 12 rows of a 256-key tile), q rows and output rows stay in L1 from
  * Q.K^T through softmax to P.V, and only the K^T and V panels stream from
@@ -611,16 +618,17 @@ static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const fl
   for (int r = 0; r < rows_pad; r += mr) {
     float *s = sc->s, *tmax = sc->tile_max + r;
     const int block_rows = rows - r < mr ? rows - r : mr;
+    const stsa_kernels *bk = block_kernels(kern, block_rows);
     for (int i = 0; i < mr; i++)
       tmax[i] = -INFINITY;
-    stsa_qk_panels(kern, sc->q + (int64_t)r * D, D, kt, npanels, s, ld_s, tmax);
+    stsa_qk_panels(bk, sc->q + (int64_t)r * D, D, kt, npanels, s, ld_s, tmax);
     if (!safe)
       mark_neg_inf_kept(s, ld_s, block_rows, n);
     else if (n % nr != 0)
       exact_ragged_max(s, ld_s, block_rows, n, tmax);
-    kern->softmax(s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r,
-                  exact_max ? tmax : NULL);
-    stsa_pv_panels(kern, s, ld_s, n, vp, ld_panel * nr, D_pad / nr,
+    bk->softmax(s, ld_s, bk->mr, n, sc->m + r, sc->l + r, sc->alpha + r,
+                exact_max ? tmax : NULL);
+    stsa_pv_panels(bk, s, ld_s, n, vp, ld_panel * nr, D_pad / nr,
                    sc->o + (int64_t)r * D_pad, D_pad, sc->alpha + r);
   }
 }
@@ -833,12 +841,13 @@ static void pairs_add(panel_pairs *pp, const float *panel, float *out) {
   }
 }
 
-static void merged_qk(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                      const stsa_kv_span *sp, int64_t nt, const merged_cols *mc,
-                      const float *kt_tails, const float *q, float *s, float *tmax) {
+static void merged_qk(const stsa_attn_problem *pb, const stsa_kernels *kern,
+                      const stsa_kv_packed *kv, const stsa_kv_span *sp, int64_t nt,
+                      const merged_cols *mc, const float *kt_tails, const float *q,
+                      float *s, float *tmax) {
   const int nr = pb->nr;
   const int64_t step = (int64_t)pb->D * nr;
-  panel_pairs pp = {pb->kern, q, pb->D, pb->kv_tile, tmax, NULL, NULL};
+  panel_pairs pp = {kern, q, pb->D, pb->kv_tile, tmax, NULL, NULL};
   for (int64_t i = 0; i < nt; i++) {
     const float *kt = kv->kt + (sp[i].pack0 / nr) * step;
     for (int p = 0; p < sp[i].n / nr; p++)
@@ -847,7 +856,7 @@ static void merged_qk(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   for (int p = 0; p * nr < mc->tails; p++)
     pairs_add(&pp, kt_tails + p * step, s + mc->whole + p * nr);
   if (pp.held)
-    pb->kern->qk(q, pb->D, pp.held, pp.held_s, pb->kv_tile, tmax);
+    kern->qk(q, pb->D, pp.held, pp.held_s, pb->kv_tile, tmax);
 }
 
 /* P.V of a merged run for one block of mr rows: o = alpha o + the run's
@@ -856,11 +865,10 @@ static void merged_qk(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
  * where they are packed (a copy side by side cost ~6% of an SVG2 call);
  * then the tails from their copy (gather_tails). alpha applies to the first
  * sum, 1 to the later ones, which is exact. */
-static void merged_pv(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
-                      const stsa_kv_span *sp, int64_t nt, const merged_cols *mc,
-                      const float *vp_tails, const float *s, float *o, const float *alpha,
-                      const float *ones) {
-  const stsa_kernels *kern = pb->kern;
+static void merged_pv(const stsa_attn_problem *pb, const stsa_kernels *kern,
+                      const stsa_kv_packed *kv, const stsa_kv_span *sp, int64_t nt,
+                      const merged_cols *mc, const float *vp_tails, const float *s,
+                      float *o, const float *alpha, const float *ones) {
   const int nr = pb->nr, ld_s = pb->kv_tile, panels = pb->D_pad / nr;
   const int64_t stride = pb->Skv_pad * nr, tail_stride = (int64_t)pb->kv_tile * nr;
   stsa_pv_seg seg[MERGED_MAX_TILES];
@@ -909,13 +917,15 @@ static void run_merged(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
    * from Q.K^T to P.V, in the first mr rows of the score buffer */
   for (int r = 0; r < rows_pad; r += mr) {
     float *tmax = sc->tile_max + r;
+    const int block_rows = rows - r < mr ? rows - r : mr;
+    const stsa_kernels *bk = block_kernels(kern, block_rows);
     for (int x = 0; x < mr; x++)
       tmax[x] = -INFINITY;
-    merged_qk(pb, kv, sp, nt, &mc, sc->kt_tails, sc->q + (int64_t)r * D, sc->s, tmax);
+    merged_qk(pb, bk, kv, sp, nt, &mc, sc->kt_tails, sc->q + (int64_t)r * D, sc->s, tmax);
     if (n % pb->nr != 0) /* the last tail panel's padding */
-      exact_ragged_max(sc->s, ld_s, rows - r < mr ? rows - r : mr, n, tmax);
-    kern->softmax(sc->s, ld_s, mr, n, sc->m + r, sc->l + r, sc->alpha + r, tmax);
-    merged_pv(pb, kv, sp, nt, &mc, sc->vp_tails, sc->s, sc->o + (int64_t)r * D_pad,
+      exact_ragged_max(sc->s, ld_s, block_rows, n, tmax);
+    bk->softmax(sc->s, ld_s, bk->mr, n, sc->m + r, sc->l + r, sc->alpha + r, tmax);
+    merged_pv(pb, bk, kv, sp, nt, &mc, sc->vp_tails, sc->s, sc->o + (int64_t)r * D_pad,
               sc->alpha + r, sc->ones);
   }
 }

@@ -25,4 +25,5 @@ void stsa_kernels_init_portable(stsa_kernels *t) {
   t->load_row = load_row_generic;
   t->pack_panel = stsa_pack_panel_rows;
   t->gather_tails = stsa_gather_tails;
+  t->half = NULL; /* one height of register tile */
 }

@@ -26,9 +26,14 @@
 #include "kernel/kernels.h"
 #include "max_avx512.h" /* this folder */
 
-/* The register tile: 12 rows x 16 columns (one zmm per row). */
+/* The register tile: 12 rows x 16 columns (one zmm per row). The GEMM
+ * kernels also come HALF rows high (the table's `half`, kernels.h): every
+ * helper below takes the rows it handles as a constant that inlining
+ * resolves, so both heights are one piece of code. */
 #define MR 12
+#define HALF (MR / 2)
 #define NR 16
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 _Static_assert(NR <= STSA_MAX_NR, "a panel's keys fit stsa_panel_rows");
 
 /* max(a, b) of 4-float lanes taken from two vectors by the imm8 of
@@ -43,7 +48,8 @@ _Static_assert(NR <= STSA_MAX_NR, "a panel's keys fit stsa_panel_rows");
  * reduction per row takes about 100). After the levels, lane 4 j + i holds
  * row j + 4 i (row 8 + j again in the slot of the missing row 12 + j, whose
  * lanes are never stored). */
-static inline void fold_rowmax(const __m512 c[MR], float *rowmax) {
+static ALWAYS_INLINE void fold_rowmax_tree(const __m512 c[MR], float *rowmax,
+                                           const int rows) {
   /* 16 -> 8 lanes: [row a: 8 | row b: 8] */
   __m512 w01 = MAX_X4(c[0], c[1], 0x44, 0xEE), w23 = MAX_X4(c[2], c[3], 0x44, 0xEE);
   __m512 w45 = MAX_X4(c[4], c[5], 0x44, 0xEE), w67 = MAX_X4(c[6], c[7], 0x44, 0xEE);
@@ -58,12 +64,27 @@ static inline void fold_rowmax(const __m512 c[MR], float *rowmax) {
   /* lane r <- row r: row r sits at lane 4 (r % 4) + r / 4 */
   const __m512i to_rows =
       _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-  __m512 rows = _mm512_permutexvar_ps(to_rows, z);
-  const __mmask16 live = (1u << MR) - 1;
+  __m512 lanes = _mm512_permutexvar_ps(to_rows, z);
+  const __mmask16 live = (__mmask16)((1u << rows) - 1);
   __m512 old = _mm512_maskz_loadu_ps(live, rowmax);
   /* max_ps returns its second operand where one is NaN: a NaN score stays
    * out of rowmax, as in the AVX2 kernel's scalar compare */
-  _mm512_mask_storeu_ps(rowmax, live, _mm512_max_ps(rows, old));
+  _mm512_mask_storeu_ps(rowmax, live, _mm512_max_ps(lanes, old));
+}
+
+/* rowmax[r] = max(rowmax[r], lanes of c[r]) for r < rows (MR or HALF; a
+ * half tile's rows fill the tree twice, and only its own lanes are
+ * stored). */
+static ALWAYS_INLINE void fold_rowmax(const __m512 c[MR], float *rowmax, const int rows) {
+  if (rows == MR) {
+    fold_rowmax_tree(c, rowmax, MR);
+    return;
+  }
+  __m512 twice[MR];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++)
+    twice[r] = c[r % HALF];
+  fold_rowmax_tree(twice, rowmax, HALF);
 }
 
 /* c[r] += sum_{k < kdim} a[r][k] * panel[k][0..16) for r < 12, a rows lda
@@ -71,8 +92,8 @@ static inline void fold_rowmax(const __m512 c[MR], float *rowmax) {
  * how c starts and ends. The rows are read as base + {0, 1, 2} * lda from
  * four bases, which x86 addressing expresses directly: twelve row pointers
  * would not fit the general registers and spill inside the loop. */
-static inline void block_update(__m512 c[MR], const float *a, int64_t lda, int kdim,
-                                const float *panel) {
+static ALWAYS_INLINE void block_update(__m512 c[MR], const float *a, int64_t lda,
+                                       int kdim, const float *panel, const int rows) {
   const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
 #pragma GCC unroll 2
   for (int k = 0; k < kdim; k++) {
@@ -83,6 +104,8 @@ static inline void block_update(__m512 c[MR], const float *a, int64_t lda, int k
     c[3] = _mm512_fmadd_ps(_mm512_set1_ps(a3[k]), b, c[3]);
     c[4] = _mm512_fmadd_ps(_mm512_set1_ps(a3[k + lda]), b, c[4]);
     c[5] = _mm512_fmadd_ps(_mm512_set1_ps(a3[k + 2 * lda]), b, c[5]);
+    if (rows == HALF)
+      continue;
     c[6] = _mm512_fmadd_ps(_mm512_set1_ps(a6[k]), b, c[6]);
     c[7] = _mm512_fmadd_ps(_mm512_set1_ps(a6[k + lda]), b, c[7]);
     c[8] = _mm512_fmadd_ps(_mm512_set1_ps(a6[k + 2 * lda]), b, c[8]);
@@ -100,9 +123,9 @@ static inline void block_update(__m512 c[MR], const float *a, int64_t lda, int k
  * cycles. 24 accumulators, 2 panel vectors and the broadcast fit the 32
  * zmm registers. Each column's arithmetic is block_update's, in the same
  * order, so results are bitwise those of two single-panel calls. */
-static inline void block_update2(__m512 c0[MR], __m512 c1[MR], const float *a,
-                                 int64_t lda, int kdim, const float *panel0,
-                                 const float *panel1) {
+static ALWAYS_INLINE void block_update2(__m512 c0[MR], __m512 c1[MR], const float *a,
+                                        int64_t lda, int kdim, const float *panel0,
+                                        const float *panel1, const int rows) {
   const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
 #pragma GCC unroll 2
   for (int k = 0; k < kdim; k++) {
@@ -119,6 +142,8 @@ static inline void block_update2(__m512 c0[MR], __m512 c1[MR], const float *a,
     STSA_ROW2(3, a3[k])
     STSA_ROW2(4, a3[k + lda])
     STSA_ROW2(5, a3[k + 2 * lda])
+    if (rows == HALF)
+      continue;
     STSA_ROW2(6, a6[k])
     STSA_ROW2(7, a6[k + lda])
     STSA_ROW2(8, a6[k + 2 * lda])
@@ -129,41 +154,63 @@ static inline void block_update2(__m512 c0[MR], __m512 c1[MR], const float *a,
   }
 }
 
-static void qk_avx512(const float *q, int D, const float *panel, float *s, int ld_s,
-                      float *rowmax) {
+static ALWAYS_INLINE void qk_rows(const float *q, int D, const float *panel, float *s,
+                                  int ld_s, float *rowmax, const int rows) {
   __m512 c[MR];
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++)
+  for (int r = 0; r < rows; r++)
     c[r] = _mm512_setzero_ps();
-  block_update(c, q, D, D, panel);
+  block_update(c, q, D, D, panel, rows);
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++)
+  for (int r = 0; r < rows; r++)
     _mm512_storeu_ps(s + (int64_t)r * ld_s, c[r]);
-  fold_rowmax(c, rowmax);
+  fold_rowmax(c, rowmax, rows);
+}
+
+static void qk_avx512(const float *q, int D, const float *panel, float *s, int ld_s,
+                      float *rowmax) {
+  qk_rows(q, D, panel, s, ld_s, rowmax, MR);
+}
+
+static void qk_half_avx512(const float *q, int D, const float *panel, float *s, int ld_s,
+                           float *rowmax) {
+  qk_rows(q, D, panel, s, ld_s, rowmax, HALF);
 }
 
 /* qk on two K^T panels (kernels.h: qk2). */
-static void qk2_avx512(const float *q, int D, const float *panel0, const float *panel1,
-                       float *s0, float *s1, int ld_s, float *rowmax0, float *rowmax1) {
+static ALWAYS_INLINE void qk2_rows(const float *q, int D, const float *panel0,
+                                   const float *panel1, float *s0, float *s1, int ld_s,
+                                   float *rowmax0, float *rowmax1, const int rows) {
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++)
+  for (int r = 0; r < rows; r++)
     c0[r] = c1[r] = _mm512_setzero_ps();
-  block_update2(c0, c1, q, D, D, panel0, panel1);
+  block_update2(c0, c1, q, D, D, panel0, panel1, rows);
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++) { /* s0 before s1 in each row (kernels.h) */
+  for (int r = 0; r < rows; r++) { /* s0 before s1 in each row (kernels.h) */
     _mm512_storeu_ps(s0 + (int64_t)r * ld_s, c0[r]);
     _mm512_storeu_ps(s1 + (int64_t)r * ld_s, c1[r]);
   }
   if (rowmax1 != rowmax0) {
-    fold_rowmax(c0, rowmax0);
-    fold_rowmax(c1, rowmax1);
+    fold_rowmax(c0, rowmax0, rows);
+    fold_rowmax(c1, rowmax1, rows);
     return;
   }
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++)
+  for (int r = 0; r < rows; r++)
     c0[r] = _mm512_max_ps(c0[r], c1[r]);
-  fold_rowmax(c0, rowmax0);
+  fold_rowmax(c0, rowmax0, rows);
+}
+
+static void qk2_avx512(const float *q, int D, const float *panel0, const float *panel1,
+                       float *s0, float *s1, int ld_s, float *rowmax0, float *rowmax1) {
+  qk2_rows(q, D, panel0, panel1, s0, s1, ld_s, rowmax0, rowmax1, MR);
+}
+
+static void qk2_half_avx512(const float *q, int D, const float *panel0,
+                            const float *panel1, float *s0, float *s1, int ld_s,
+                            float *rowmax0, float *rowmax1) {
+  qk2_rows(q, D, panel0, panel1, s0, s1, ld_s, rowmax0, rowmax1, HALF);
 }
 
 static void softmax_avx512(float *s, int ld_s, int rows, int n, float *m, float *l,
@@ -211,27 +258,38 @@ static void softmax_avx512(float *s, int ld_s, int rows, int n, float *m, float 
   }
 }
 
-static void pv_avx512(const float *p, int ld_p, int n, const float *panel, float *o,
-                      int ld_o, const float *alpha) {
+static ALWAYS_INLINE void pv_rows(const float *p, int ld_p, int n, const float *panel,
+                                  float *o, int ld_o, const float *alpha,
+                                  const int rows) {
   __m512 c[MR];
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++)
+  for (int r = 0; r < rows; r++)
     c[r] = _mm512_setzero_ps();
-  block_update(c, p, ld_p, n, panel);
+  block_update(c, p, ld_p, n, panel, rows);
   /* the tile's sum joins o at the end (kernels.h) */
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++) {
+  for (int r = 0; r < rows; r++) {
     float *at = o + (int64_t)r * ld_o;
     _mm512_storeu_ps(
         at, _mm512_fmadd_ps(_mm512_set1_ps(alpha[r]), _mm512_loadu_ps(at), c[r]));
   }
 }
 
+static void pv_avx512(const float *p, int ld_p, int n, const float *panel, float *o,
+                      int ld_o, const float *alpha) {
+  pv_rows(p, ld_p, n, panel, o, ld_o, alpha, MR);
+}
+
+static void pv_half_avx512(const float *p, int ld_p, int n, const float *panel, float *o,
+                           int ld_o, const float *alpha) {
+  pv_rows(p, ld_p, n, panel, o, ld_o, alpha, HALF);
+}
+
 /* The end of pv2 and pv2_segs: o = alpha o + the sums. */
-static inline void pv2_store(const __m512 c0[MR], const __m512 c1[MR], float *o, int ld_o,
-                             const float *alpha) {
+static ALWAYS_INLINE void pv2_store(const __m512 c0[MR], const __m512 c1[MR], float *o,
+                                    int ld_o, const float *alpha, const int rows) {
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++) {
+  for (int r = 0; r < rows; r++) {
     float *at = o + (int64_t)r * ld_o;
     const __m512 a = _mm512_set1_ps(alpha[r]);
     _mm512_storeu_ps(at, _mm512_fmadd_ps(a, _mm512_loadu_ps(at), c0[r]));
@@ -240,28 +298,44 @@ static inline void pv2_store(const __m512 c0[MR], const __m512 c1[MR], float *o,
 }
 
 /* pv2 over a merged run's segments as one sum (kernels.h: pv2_segs). */
-static void pv2_segs_avx512(const stsa_pv_seg *seg, int nseg, int ld_p,
-                            int64_t panel_stride, float *o, int ld_o,
-                            const float *alpha) {
+static ALWAYS_INLINE void pv2_segs_rows(const stsa_pv_seg *seg, int nseg, int ld_p,
+                                        int64_t panel_stride, float *o, int ld_o,
+                                        const float *alpha, const int rows) {
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
-  for (int r = 0; r < MR; r++)
+  for (int r = 0; r < rows; r++)
     c0[r] = c1[r] = _mm512_setzero_ps();
   for (int i = 0; i < nseg; i++)
     block_update2(c0, c1, seg[i].p, ld_p, seg[i].n, seg[i].panel,
-                  seg[i].panel + panel_stride);
-  pv2_store(c0, c1, o, ld_o, alpha);
+                  seg[i].panel + panel_stride, rows);
+  pv2_store(c0, c1, o, ld_o, alpha, rows);
 }
 
-/* pv on two V panels, `panel` and `panel + panel_stride` (kernels.h: pv2). */
+static void pv2_segs_avx512(const stsa_pv_seg *seg, int nseg, int ld_p,
+                            int64_t panel_stride, float *o, int ld_o,
+                            const float *alpha) {
+  pv2_segs_rows(seg, nseg, ld_p, panel_stride, o, ld_o, alpha, MR);
+}
+
+static void pv2_segs_half_avx512(const stsa_pv_seg *seg, int nseg, int ld_p,
+                                 int64_t panel_stride, float *o, int ld_o,
+                                 const float *alpha) {
+  pv2_segs_rows(seg, nseg, ld_p, panel_stride, o, ld_o, alpha, HALF);
+}
+
+/* pv on two V panels, `panel` and `panel + panel_stride` (kernels.h: pv2):
+ * pv2_segs on one segment. */
 static void pv2_avx512(const float *p, int ld_p, int n, const float *panel,
                        int64_t panel_stride, float *o, int ld_o, const float *alpha) {
-  __m512 c0[MR], c1[MR];
-#pragma GCC unroll 12
-  for (int r = 0; r < MR; r++)
-    c0[r] = c1[r] = _mm512_setzero_ps();
-  block_update2(c0, c1, p, ld_p, n, panel, panel + panel_stride);
-  pv2_store(c0, c1, o, ld_o, alpha);
+  const stsa_pv_seg seg = {p, panel, n};
+  pv2_segs_rows(&seg, 1, ld_p, panel_stride, o, ld_o, alpha, MR);
+}
+
+static void pv2_half_avx512(const float *p, int ld_p, int n, const float *panel,
+                            int64_t panel_stride, float *o, int ld_o,
+                            const float *alpha) {
+  const stsa_pv_seg seg = {p, panel, n};
+  pv2_segs_rows(&seg, 1, ld_p, panel_stride, o, ld_o, alpha, HALF);
 }
 
 /* Contiguous f16 rows go through vcvtph2ps and bf16 rows through a 16-bit
@@ -451,6 +525,17 @@ static void gather_tails_avx512(const float *const *src, const int *n, int count
   }
 }
 
+/* The GEMM kernels HALF rows high (kernels.h: half). */
+static const stsa_kernels half_avx512 = {.name = "avx512",
+                                         .mr = HALF,
+                                         .nr = NR,
+                                         .qk = qk_half_avx512,
+                                         .softmax = softmax_avx512,
+                                         .pv = pv_half_avx512,
+                                         .qk2 = qk2_half_avx512,
+                                         .pv2 = pv2_half_avx512,
+                                         .pv2_segs = pv2_segs_half_avx512};
+
 void stsa_kernels_override_avx512(stsa_kernels *t) {
   t->name = "avx512";
   t->mr = MR;
@@ -464,5 +549,6 @@ void stsa_kernels_override_avx512(stsa_kernels *t) {
   t->load_row = load_row_avx512;
   t->pack_panel = pack_panel_avx512;
   t->gather_tails = gather_tails_avx512;
+  t->half = &half_avx512;
 }
 #endif /* x86 */
