@@ -367,8 +367,11 @@ static void run_probed(int threads, const stsa_kmeans_args *a,
 
 /* Centroids of x (cold, 10 iterations), then warm runs of iters 2..5 on x
  * moved by noise N(0, noise^2): the pruned assignments give bitwise the
- * result of full ones, on 1, 2 and 3 threads. Returns the points the second
- * assignment recomputed (iters 2, 1 thread). */
+ * result of full ones, on 1, 2 and 3 threads, and so do they with a hint
+ * (stsa_kmeans_args.hint): the cold run's labels, or labels unrelated to
+ * the points, each in the labels array itself as the SVG session passes
+ * them. Returns the points the second assignment recomputed (iters 2, 1
+ * thread, no hint). */
 static int64_t check_pruned(const char *what, float *x, int64_t n, int d, int64_t ld,
                             int64_t k, double noise, tu_rng *rng) {
   stsa_ctx *ctx = make_ctx(2);
@@ -402,6 +405,16 @@ static int64_t check_pruned(const char *what, float *x, int64_t n, int d, int64_
               (long long)recomputed[e]);
       if (iters == 2 && t == 1)
         second = recomputed[1];
+    }
+    for (int h = 0; h < 2; h++) {
+      for (int64_t i = 0; i < n; i++)
+        r.labels[i] = h == 0 ? seed.labels[i] : (int32_t)((i * 7 + 3) % k);
+      a.hint = r.labels;
+      run_probed(2, &a, &pruned, seed.cent, &r);
+      a.hint = NULL;
+      CHECK(same_result(&r, &ref, n, d, k),
+            "pruned %s: iters %d, %s hint: differs from full assignments", what, iters,
+            h == 0 ? "the last labels as" : "an unrelated");
     }
     result_free(&ref);
     result_free(&r);
@@ -647,35 +660,68 @@ static void test_bad_args(stsa_ctx *ctx) {
  * assignment's coarse pass reads every point) checks x there: a NaN or Inf
  * point fails the call before anything is written, naming the first bad
  * point; a finite point whose squared norm overflows does not. */
-static void test_warm_nonfinite(stsa_ctx *ctx) {
-  enum { N = 3000, D = 16, K = 300 };
-  tu_rng rng = {77};
-  float *x = random_points(&rng, N, D, D);
-  float *cent = malloc(sizeof(float) * K * D), *cent0 = malloc(sizeof(float) * K * D);
-  for (int64_t e = 0; e < (int64_t)K * D; e++)
-    cent[e] = cent0[e] = (float)tu_rng_normal(&rng);
-  int32_t *labels = malloc(sizeof(int32_t) * N), *labels0 = malloc(sizeof(int32_t) * N);
-  int64_t sizes[K], sizes0[K];
-  memset(labels, 0x5a, sizeof(int32_t) * N);
-  memcpy(labels0, labels, sizeof(int32_t) * N);
-  memset(sizes, 0x5a, sizeof sizes);
-  memcpy(sizes0, sizes, sizeof sizes);
-  int done = 77;
-  stsa_kmeans_args a = make_args(x, N, D, D, K, 1, 2, 0.0, 0);
-  x[2000 * D + 5] = NAN;
-  x[7 * D + 3] = INFINITY;
-  CHECK_STATUS(stsa_kmeans(ctx, &a, cent, labels, sizes, &done), STSA_ERR_NONFINITE);
+enum { NF_N = 3000, NF_D = 16, NF_K = 300 };
+
+/* Outputs and their state before a call that must not write them. */
+typedef struct nf_outputs {
+  float cent[NF_K * NF_D], cent0[NF_K * NF_D];
+  int32_t labels[NF_N], labels0[NF_N];
+  int64_t sizes[NF_K], sizes0[NF_K];
+  int done;
+} nf_outputs;
+
+/* x with a NaN at point 2000 and an Inf at point 7 fails a warm call whose
+ * labels start as `label0` (a hint, or a pattern no call writes): status
+ * and message name point 7, and no output is written. */
+static void check_nonfinite_call(stsa_ctx *ctx, stsa_kmeans_args *a, float *x,
+                                 nf_outputs *o, const char *what) {
+  memcpy(o->cent, o->cent0, sizeof o->cent);
+  memcpy(o->labels, o->labels0, sizeof o->labels);
+  memcpy(o->sizes, o->sizes0, sizeof o->sizes);
+  o->done = 77;
+  x[2000 * NF_D + 5] = NAN;
+  x[7 * NF_D + 3] = INFINITY;
+  CHECK_STATUS(stsa_kmeans(ctx, a, o->cent, o->labels, o->sizes, &o->done),
+               STSA_ERR_NONFINITE);
   CHECK(strstr(stsa_ctx_last_error(ctx), "point 7 of x") != NULL,
-        "warm NaN/Inf: the error reads \"%s\"", stsa_ctx_last_error(ctx));
-  CHECK(!memcmp(cent, cent0, sizeof(float) * K * D) &&
-            !memcmp(labels, labels0, sizeof(int32_t) * N) &&
-            !memcmp(sizes, sizes0, sizeof sizes) && done == 77,
-        "warm NaN/Inf: an output was written");
-  x[2000 * D + 5] = 0.5f;
-  x[7 * D + 3] = 0.5f;
-  x[11 * D] = 3e19f; /* finite; its squared norm is not */
-  CHECK_STATUS(stsa_kmeans(ctx, &a, cent, labels, sizes, &done), STSA_OK);
-  free(x), free(cent), free(cent0), free(labels), free(labels0);
+        "%s: the error reads \"%s\"", what, stsa_ctx_last_error(ctx));
+  CHECK(!memcmp(o->cent, o->cent0, sizeof o->cent) &&
+            !memcmp(o->labels, o->labels0, sizeof o->labels) &&
+            !memcmp(o->sizes, o->sizes0, sizeof o->sizes) && o->done == 77,
+        "%s: an output was written", what);
+  x[2000 * NF_D + 5] = 0.5f;
+  x[7 * NF_D + 3] = 0.5f;
+}
+
+static void test_warm_nonfinite(stsa_ctx *ctx) {
+  tu_rng rng = {77};
+  float *x = random_points(&rng, NF_N, NF_D, NF_D);
+  nf_outputs *o = malloc(sizeof *o);
+  for (int64_t e = 0; e < (int64_t)NF_K * NF_D; e++)
+    o->cent0[e] = (float)tu_rng_normal(&rng);
+  memset(o->labels0, 0x5a, sizeof o->labels0);
+  memset(o->sizes0, 0x5a, sizeof o->sizes0);
+  stsa_kmeans_args a = make_args(x, NF_N, NF_D, NF_D, NF_K, 1, 2, 0.0, 0);
+  check_nonfinite_call(ctx, &a, x, o, "warm NaN/Inf");
+  /* with a hint in the labels array (the NaN is then found in the
+   * assignment's own first pass): the same. A clean call first, so that
+   * norms left from it (in scratch that the next call may get again) would
+   * miss the NaN if that pass did not compute them afresh. */
+  CHECK_STATUS(stsa_kmeans(ctx, &a, o->cent, o->labels, o->sizes, &o->done), STSA_OK);
+  for (int64_t i = 0; i < NF_N; i++)
+    o->labels0[i] = (int32_t)(i % NF_K);
+  a.hint = o->labels;
+  check_nonfinite_call(ctx, &a, x, o, "warm NaN/Inf, hinted");
+  /* a hint out of range: refused before anything is read or written */
+  o->labels[123] = NF_K;
+  CHECK_STATUS(stsa_kmeans(ctx, &a, o->cent, o->labels, o->sizes, &o->done),
+               STSA_ERR_BAD_PARAM);
+  CHECK(strstr(stsa_ctx_last_error(ctx), "hint[123]") != NULL,
+        "bad hint: the error reads \"%s\"", stsa_ctx_last_error(ctx));
+  a.hint = NULL;
+  x[11 * NF_D] = 3e19f; /* finite; its squared norm is not */
+  CHECK_STATUS(stsa_kmeans(ctx, &a, o->cent, o->labels, o->sizes, &o->done), STSA_OK);
+  free(x), free(o);
 }
 
 /* One assignment (warm, iters 0) against argmin ||x - c||^2 in double:

@@ -149,7 +149,8 @@ static int64_t part_begin(const km *m, int part, int parts) {
 }
 
 /* sums[c] += sign * x_i over the d coordinates. */
-static void add_row(double *acc, const float *row, int d, double sign) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+add_row(double *acc, const float *row, int d, double sign) {
   for (int j = 0; j < d; j++)
     acc[j] += sign * (double)row[j];
 }
@@ -285,6 +286,10 @@ static stsa_status check_args(const stsa_kmeans_args *a, const float *centroids,
                  "stsa_kmeans: tol = %g, expected finite and >= 0", a->tol);
   STSA_RETURN_IF(a->warm != 0 && a->warm != 1, err, STSA_ERR_BAD_PARAM,
                  "stsa_kmeans: warm = %d, expected 0 or 1", a->warm);
+  for (int64_t i = 0; a->warm && a->hint && i < a->n; i++)
+    STSA_RETURN_IF(a->hint[i] < 0 || a->hint[i] >= a->k, err, STSA_ERR_BAD_PARAM,
+                   "stsa_kmeans: hint[%lld] = %d, expected 0..k-1 (%lld)", (long long)i,
+                   (int)a->hint[i], (long long)a->k - 1);
   return STSA_OK;
 }
 
@@ -336,6 +341,7 @@ stsa_status stsa_kmeans_probed(stsa_ctx *ctx, const stsa_kmeans_args *a,
                          ((int64_t)STSA_KM_CHUNK_BLOCKS * m.mr);
   m.threads = threads < chunks ? threads : (int)chunks;
   m.err = err;
+  m.hint = a->warm ? a->hint : NULL;
   void *block;
   choose_groups(&m);
   STSA_RETURN_IF(km_alloc(&m, &block) != 0, err, STSA_ERR_OUT_OF_MEMORY,

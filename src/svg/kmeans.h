@@ -76,6 +76,13 @@ typedef struct stsa_kmeans_args {
   stsa_errbuf *err; /* where a failure's message goes (NULL: the context's).
                      * With threads and err set, calls may run concurrently
                      * on one context: it is only read then. */
+  /* Warm calls only (NULL: none): hint[i], in 0..k-1, point i's label of
+   * the previous call (may be the labels array itself). The first
+   * assignment then starts each point at its hinted cluster's group of
+   * centroids rather than at the nearest group centre, which spares it a
+   * pass over x that found those. The labels are the same either way (the
+   * bounds decide them); only the work depends on the hint. */
+  const int32_t *hint;
 } stsa_kmeans_args;
 
 /* centroids [k][d] (rows d apart) in when warm, out always; labels [n] out;

@@ -38,8 +38,16 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed) 
     m->perm[c] = (int32_t)c;
   if (m->groups > 1) {
     /* the centroids of one coarse cluster together, in index order */
-    stsa_kmeans_args a = {centroids,   m->k, m->d, m->d, m->groups,  0,
-                          GROUP_ITERS, 0.0,  seed, 1,    m->threads, m->err};
+    stsa_kmeans_args a = {.x = centroids,
+                          .n = m->k,
+                          .d = m->d,
+                          .ld = m->d,
+                          .k = m->groups,
+                          .iters = GROUP_ITERS,
+                          .seed = seed,
+                          .finite_checked = 1,
+                          .threads = m->threads,
+                          .err = m->err};
     m->coarse_ok = stsa_kmeans(ctx, &a, m->gcent, m->glabel, NULL, NULL) == STSA_OK;
     if (m->coarse_ok) {
       int64_t at = 0;
@@ -394,21 +402,30 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
    * them: the full pass is as cheap */
   if (!stsa_km_first_checks_rows(m))
     return stsa_km_assign_full(m, centroids, labels);
-  /* 1. the coarse cluster of every point (a GEMM against G <= 16 centres),
-   * and the points' norms (step 3 reads them) */
-  float *panels = m->panels;
-  m->panels = m->cpanels;
-  stsa_km_pack_centres(m, m->gcent, m->d, NULL, G, 1);
-  m->norms_in_pass = 1;
-  stsa_km_gemm_pass(m, NULL, m->n, 0, G, NULL, coarse_visit, NULL);
-  m->norms_in_pass = 0;
-  m->panels = panels;
-  if (m->check_rows && (m->bad_row = first_bad_row(m)) >= 0)
-    return 0; /* no label written */
+  /* 1. the coarse cluster of every point: its hinted label's, or (a GEMM
+   * against G <= 16 centres) the nearest centre's, with the points' norms
+   * (step 3 reads them). A hint spares that pass: step 2, which reads
+   * every point once, takes the norms, and writes its labels to the
+   * scratch `summed` (free until the first update) so that none reaches
+   * `labels`, which may be the hint, before the NaN/Inf check. */
+  int32_t *lab = m->hint ? m->summed : labels;
+  if (m->hint) {
+    for (int64_t i = 0; i < m->n; i++)
+      m->coarse[i] = m->glabel[m->hint[i]];
+  } else {
+    float *panels = m->panels;
+    m->panels = m->cpanels;
+    stsa_km_pack_centres(m, m->gcent, m->d, NULL, G, 1);
+    m->norms_in_pass = 1;
+    stsa_km_gemm_pass(m, NULL, m->n, 0, G, NULL, coarse_visit, NULL);
+    m->norms_in_pass = 0;
+    m->panels = panels;
+    if (m->check_rows && (m->bad_row = first_bad_row(m)) >= 0)
+      return 0; /* no label written */
+  }
   pack_centroids(m, centroids);
   centroid_distances(m, centroids);
   /* 2. every point against the groups its coarse cluster's centroids lie in */
-  rows_reset(m, NULL, m->n, labels);
   for (int64_t i = 0; i < m->n; i++) {
     const int c = m->coarse[i];
     uint64_t mask = 0; /* none for an empty coarse cluster: then every group, below */
@@ -419,14 +436,21 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
     m->gmask[i] = mask;
     m->gdone[i] = mask;
   }
-  rows_by_coarse(m, labels);
+  rows_reset(m, NULL, m->n, lab);
+  /* with a hint, the norms here: this pass copies every point once (a
+   * hinted label's coarse cluster is never empty) */
+  m->norms_in_pass = m->hint != NULL;
+  rows_by_coarse(m, lab);
+  m->norms_in_pass = 0;
+  if (m->hint && m->check_rows && (m->bad_row = first_bad_row(m)) >= 0)
+    return 0; /* no label written */
   /* 3. the other groups, but those whose every centroid c is provably no
    * closer to x than the best a so far: d(x, c) >= d(a, c) - d(x, a) */
   int64_t ntodo = 0;
   for (int64_t i = 0; i < m->n; i++) {
     const double e = gemm_err(m, i), xn = (double)m->xnorm[i];
     const double u = sqrt(xn + (double)m->row_val[i] + e) * (1.0 + STSA_KM_BOUND_SLACK);
-    const double *cd = m->cd_low + (int64_t)m->pos[labels[i]] * G;
+    const double *cd = m->cd_low + (int64_t)m->pos[lab[i]] * G;
     uint64_t need = 0;
     for (int g = 0; g < G; g++) {
       if (m->gdone[i] >> g & 1)
@@ -442,8 +466,10 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
     if (need)
       m->todo[ntodo++] = (int32_t)i;
   }
-  rows_groups(m, m->todo, ntodo, labels);
-  rows_bounds(m, NULL, m->n, labels, m->gdone);
+  rows_groups(m, m->todo, ntodo, lab);
+  rows_bounds(m, NULL, m->n, lab, m->gdone);
+  if (lab != labels)
+    memcpy(labels, lab, sizeof(int32_t) * (size_t)m->n);
   return m->n;
 }
 

@@ -78,8 +78,9 @@ void stsa_km_gemm_pass(km *m, const int32_t *idx, int64_t nrows, int64_t col0,
             const int64_t pos = i0 + b * mr + r;
             memcpy(dst + r * depth, stsa_km_row(m, idx ? idx[pos] : pos),
                    sizeof(float) * (size_t)d);
-            if (m->norms_in_pass && !idx)
-              m->xnorm[pos] = stsa_km_dot(dst + r * depth, dst + r * depth, d);
+            if (m->norms_in_pass)
+              m->xnorm[idx ? idx[pos] : pos] =
+                  stsa_km_dot(dst + r * depth, dst + r * depth, d);
             if (depth > d)
               dst[r * depth + d] = 1.0f;
           } else

@@ -55,7 +55,7 @@ typedef struct km {
   float *row_val;   /* per point: best ||c||^2 - 2 x.c (Lloyd), or D^2 (k-means++) */
   float *row_val2;  /* per point: the runner-up ||c||^2 - 2 x.c (Lloyd) */
   float *xnorm;     /* ||x_i||^2 */
-  /* set: a gemm pass over every point (idx NULL) also writes xnorm, from
+  /* set: a gemm pass also writes the xnorm of the points it reads, from
    * each row while the pass has it in cache (a pass of its own over x,
    * which is larger than the caches, cost a warm k-means ~5%) */
   int norms_in_pass;
@@ -94,15 +94,17 @@ typedef struct km {
                     * (the visit's slow path) less often */
   /* The first assignment of a call (Elkan's lemma: no centroid c with
    * d(a, c) >= 2 d(x, a) beats a for x): */
-  int coarse_ok;   /* gcent, glabel hold the k-means of the centroids */
-  double *cd_low;  /* [k][groups] by packed position: <= the exact distance
-                    * from that centroid to every other one of each group */
-  int32_t *coarse; /* [n] each point's nearest centroid of the centroids */
-  int64_t *cstart; /* [groups + 1] packed columns of each coarse cluster */
-  float *cpanels;  /* gcent packed as augmented panels */
-  uint64_t *gdone; /* [n] the groups the first assignment computed */
-  /* set: the first assignment checks x for NaN/Inf through xnorm (the
-   * coarse pass reads every point) and leaves the first bad point in
+  int coarse_ok;       /* gcent, glabel hold the k-means of the centroids */
+  double *cd_low;      /* [k][groups] by packed position: <= the exact distance
+                        * from that centroid to every other one of each group */
+  int32_t *coarse;     /* [n] each point's coarse cluster: the nearest centroid
+                        * of the centroids, or that of its hinted label */
+  const int32_t *hint; /* stsa_kmeans_args.hint (warm calls), else NULL */
+  int64_t *cstart;     /* [groups + 1] packed columns of each coarse cluster */
+  float *cpanels;      /* gcent packed as augmented panels */
+  uint64_t *gdone;     /* [n] the groups the first assignment computed */
+  /* set: the first assignment checks x for NaN/Inf through xnorm (its
+   * first pass reads every point) and leaves the first bad point in
    * bad_row (else -1) before it writes a label */
   int check_rows;
   int64_t bad_row;
@@ -195,8 +197,10 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed);
  * assignments. Returns n. */
 int64_t stsa_km_assign_full(km *m, const float *centroids, int32_t *labels);
 
-/* Whether the first assignment takes the coarse pass over every point
- * (check_rows then works; it needs the grouping of stsa_km_group). */
+/* Whether the first assignment starts from coarse clusters, with a pass
+ * over every point (the coarse pass, or with a hint the first pass of the
+ * assignment itself) that computes the norms: check_rows then works (it
+ * needs the grouping of stsa_km_group). */
 int stsa_km_first_checks_rows(const km *m);
 
 /* The same labels as stsa_km_assign_full (and its bounds) for a call's

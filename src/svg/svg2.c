@@ -53,6 +53,8 @@ typedef struct layer_state {
   int valid;
   int64_t B;
   float *qc, *kc;    /* [B*H][QC][D], [B*H][KC][D] */
+  int32_t *lq, *lk;  /* [B*H][L] the video tokens' query and key labels of the
+                      * last call: a warm call's k-means starts from them */
   uint64_t *sig;     /* [B*H] signature of the cached plan's labels and selection */
   stsa_plan **plans; /* [B*H] the cached plans */
 } layer_state;
@@ -124,6 +126,8 @@ static void layer_clear(layer_state *ls, int64_t H) {
   free(ls->sig);
   free(ls->qc);
   free(ls->kc);
+  free(ls->lq);
+  free(ls->lk);
   memset(ls, 0, sizeof *ls);
 }
 
@@ -154,9 +158,11 @@ static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
   ls->B = B;
   ls->qc = malloc(sizeof(float) * heads * (size_t)(s->QC * s->D));
   ls->kc = malloc(sizeof(float) * heads * (size_t)(s->KC * s->D));
+  ls->lq = malloc(sizeof(int32_t) * heads * (size_t)s->L);
+  ls->lk = malloc(sizeof(int32_t) * heads * (size_t)s->L);
   ls->sig = calloc(heads, sizeof *ls->sig);
   ls->plans = calloc(heads, sizeof *ls->plans);
-  if (!ls->qc || !ls->kc || !ls->sig || !ls->plans) {
+  if (!ls->qc || !ls->kc || !ls->lq || !ls->lk || !ls->sig || !ls->plans) {
     layer_clear(ls, s->H);
     return NULL;
   }
@@ -168,7 +174,6 @@ static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
 typedef struct call_work {
   int64_t H, N, L, QK;
   float *xbuf;                /* [threads][L][D] video rows gathered as f32, if needed */
-  int32_t *lq, *lk;           /* [H][L] the heads' query and key labels */
   int64_t *q_sizes, *k_sizes; /* [H][QC], [H][KC] */
   stsa_errbuf *job_err;       /* [2 H] each k-means' message */
   stsa_status *job_status;    /* [2 H] */
@@ -187,8 +192,6 @@ static void work_free(call_work *w) {
   free(w->xbuf);
   free(w->job_err);
   free(w->job_status);
-  free(w->lq);
-  free(w->lk);
   free(w->q_sizes);
   free(w->k_sizes);
   free(w->prob);
@@ -206,9 +209,7 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int threads) 
   w->N = N;
   w->L = s->L;
   w->QK = s->QC * s->KC;
-  const size_t HL = (size_t)(s->H * s->L), HN = (size_t)(s->H * N), H = (size_t)s->H;
-  w->lq = malloc(sizeof(int32_t) * HL);
-  w->lk = malloc(sizeof(int32_t) * HL);
+  const size_t HN = (size_t)(s->H * N), H = (size_t)s->H;
   w->q_sizes = malloc(sizeof(int64_t) * H * (size_t)s->QC);
   w->k_sizes = malloc(sizeof(int64_t) * H * (size_t)s->KC);
   w->job_err = calloc(2 * H, sizeof *w->job_err);
@@ -218,8 +219,8 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int threads) 
   w->k_label = malloc(sizeof(int32_t) * HN);
   w->keep = malloc((size_t)(s->H * LADDER_MAX) * (size_t)w->QK);
   w->mask = calloc((size_t)((1 + LADDER_MAX) * s->H), sizeof *w->mask);
-  return w->lq && w->lk && w->q_sizes && w->k_sizes && w->job_err && w->job_status &&
-                 w->prob && w->q_label && w->k_label && w->keep && w->mask
+  return w->q_sizes && w->k_sizes && w->job_err && w->job_status && w->prob &&
+                 w->q_label && w->k_label && w->keep && w->mask
              ? 0
              : -1;
 }
@@ -305,9 +306,11 @@ static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                           seed,
                           !video_unchecked,
                           side_by_side ? 1 : threads,
-                          &w->job_err[j]};
+                          &w->job_err[j],
+                          NULL};
     float *cent = keys ? ls->kc + slot * s->KC * D : ls->qc + slot * s->QC * D;
-    int32_t *labels = (keys ? w->lk : w->lq) + h * L;
+    int32_t *labels = (keys ? ls->lk : ls->lq) + slot * L;
+    a.hint = warm ? labels : NULL; /* the layer's last labels, overwritten */
     int64_t *sizes = keys ? w->k_sizes + h * s->KC : w->q_sizes + h * s->QC;
     w->job_status[j] = stsa_kmeans(ctx, &a, cent, labels, sizes, NULL);
   }
@@ -385,8 +388,8 @@ static stsa_status select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   const int64_t slot = b * s->H + h, D = s->D, H = s->H;
   float *qc = ls->qc + slot * s->QC * D, *kc = ls->kc + slot * s->KC * D;
   int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
-  native_labels(&geo, w->lq + h * w->L, ql);
-  native_labels(&geo, w->lk + h * w->L, kl);
+  native_labels(&geo, ls->lq + slot * s->L, ql);
+  native_labels(&geo, ls->lk + slot * s->L, kl);
   stsa_select_args base = base_rule(s, cfg);
   base.qc = qc;
   base.kc = kc;
