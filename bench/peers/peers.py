@@ -3,7 +3,7 @@
 
     python bench/peers/peers.py --threads 2 > peers.jsonl
 
-Two parts, each a list of comparisons printed as JSON lines (stdout):
+Three parts, each a list of comparisons printed as JSON lines (stdout):
 
   dense   torch.nn.functional.scaled_dot_product_attention (SDPA), f32 and
           bf16, against stsa.attention on the same tensors ([B, H, S, D],
@@ -16,7 +16,13 @@ Two parts, each a list of comparisons printed as JSON lines (stdout):
           a band of 39% density, SVG's spatial mask (frame window + sink
           frame) and its temporal mask (position band + sink frame), and a
           whole stsa.SVG call (profiling, then each head's mask) against
-          FlexAttention running the masks that call chose.
+          FlexAttention running the masks that call chose;
+  gemm    (opt-in) a ceiling, not a rival: PyTorch's f32 GEMM (torch.matmul,
+          its BLAS) on a 4096^3 product and on one head's Q.K^T shape
+          (S x D times D x S), against stsa.attention (dense, f32) on
+          --gemm-shape, in GFLOP/s. What the vendor's GEMM reaches on the
+          machine bounds what an attention kernel, which adds a softmax and
+          K = D-deep products, can hope for (docs/benchmarks.md).
 
 Why interleaved: the machines are shared and their speed moves by 2x within
 minutes, so each round runs every contender once, and only ratios taken in
@@ -63,7 +69,11 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=2, help="threads for torch and stsa (2)")
     p.add_argument("--reps", type=int, default=3, help="timed rounds per comparison (3)")
     p.add_argument("--parts", default="dense,flex",
-                   help="comma list of dense, flex (default both)")
+                   help="comma list of dense, flex, gemm (default dense,flex)")
+    p.add_argument("--gemm-shape", type=parse_shape, default=(8192, 4, 128),
+                   help="stsa attention shape SxHxD of the gemm part (8192x4x128)")
+    p.add_argument("--gemm-n", type=int, default=4096,
+                   help="the square GEMM's size n (4096: n x n times n x n)")
     p.add_argument("--dense-shapes", type=lambda s: [parse_shape(x) for x in s.split(",")],
                    default=[(8192, 4, 128), (8192, 8, 64), (4096, 12, 80)],
                    help="dense shapes SxHxD, comma separated (8192x4x128,8192x8x64,4096x12x80)")
@@ -87,13 +97,13 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.parts = [x for x in args.parts.split(",") if x]
     args.masks = [x for x in args.masks.split(",") if x]
-    for what, got, known in (("--parts", args.parts, ("dense", "flex")),
+    for what, got, known in (("--parts", args.parts, ("dense", "flex", "gemm")),
                              ("--masks", args.masks, ("band", "spatial", "temporal", "svg"))):
         bad = [x for x in got if x not in known]
         if bad:
             p.error(f"{what}: unknown {', '.join(bad)} (known: {', '.join(known)})")
-    if args.threads < 1 or args.reps < 1:
-        p.error("--threads and --reps must be >= 1")
+    if args.threads < 1 or args.reps < 1 or args.gemm_n < 1:
+        p.error("--threads, --reps and --gemm-n must be >= 1")
     return args
 
 
@@ -243,6 +253,38 @@ def dense_part(args, torch, stsa, shapes):
                 "S": S, "H": H, "D": D, "dtype": dt, "threads": args.threads,
                 "max_abs_diff": max_abs(outs[a], outs[b]),
                 "err_stsa": errs[a], "err_peer": errs[b]}))
+
+
+# ------------------------------------------------------------------ gemm
+
+
+def gemm_part(args, torch, stsa):
+    """torch.matmul (f32) on an n^3 product and on S x D times D x S against
+    stsa.attention on [1, H, S, D], interleaved; best-of-reps GFLOP/s each
+    and stsa's as a fraction of each GEMM's (gflops_ratio)."""
+    g = torch.Generator().manual_seed(args.seed)
+    S, H, D = args.gemm_shape
+    n = args.gemm_n
+    q, k, v = (torch.randn(1, H, S, D, generator=g) for _ in range(3))
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    qa, kb = torch.randn(S, D, generator=g), torch.randn(D, S, generator=g)
+    fns = {"stsa_f32": lambda: stsa.attention(q, k, v, layout="bhsd", threads=args.threads),
+           "matmul_square": lambda: a @ b,
+           "matmul_qk": lambda: qa @ kb}
+    flops = {"stsa_f32": 4.0 * S * S * D * H, "matmul_square": 2.0 * n ** 3,
+             "matmul_qk": 2.0 * S * S * D}
+    _, times = interleaved(fns, args.reps)
+    gflops = {name: flops[name] / min(t) * 1e-9 for name, t in times.items()}
+    for peer, case in (("matmul_square", f"{n}x{n}x{n}"), ("matmul_qk", f"{S}x{D}x{S}")):
+        line = {"bench": "gemm", "case": case, "stsa": "stsa_f32", "peer": peer,
+                "S": S, "H": H, "D": D, "threads": args.threads,
+                "stsa_gflops": round(gflops["stsa_f32"], 2),
+                "peer_gflops": round(gflops[peer], 2),
+                "gflops_ratio": round(gflops["stsa_f32"] / gflops[peer], 3)}
+        emit(line)
+        print(f"gemm   {case:28s} {peer:12s} stsa attention {line['stsa_gflops']:8.1f} "
+              f"GFLOP/s  torch.matmul {line['peer_gflops']:8.1f} GFLOP/s  "
+              f"ratio {line['gflops_ratio']:.2f}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------ masks
@@ -476,6 +518,8 @@ def main(argv=None):
         if not args.no_video_dense:
             shapes.append((args.frames * args.height * args.width, args.heads, args.dim))
         dense_part(args, torch, stsa, shapes)
+    if "gemm" in args.parts:
+        gemm_part(args, torch, stsa)
     if "flex" in args.parts:
         if no_flex:
             print(f"peers: FlexAttention skipped: {no_flex}", file=sys.stderr)

@@ -94,6 +94,27 @@ def compile_table(runs):
     return out
 
 
+def gemm_table(runs):
+    """The gemm part: stsa's dense attention as a fraction of torch.matmul's
+    GFLOP/s in the same rounds, per run."""
+    cases = {}
+    for i, lines in enumerate(runs):
+        for ln in lines:
+            if ln["bench"] == "gemm":
+                cases.setdefault(ln["case"], [None] * len(runs))[i] = ln
+    if not cases:
+        return []
+    n = len(runs)
+    out = ["| torch.matmul f32 | " + " | ".join(
+        f"run {i + 1}: matmul / stsa attention GFLOP/s (ratio)" for i in range(n)) + " |",
+        "|" + "---|" * (n + 1)]
+    for case, lines in cases.items():
+        out.append(f"| {case} | " + " | ".join(
+            f"{ln['peer_gflops']:.0f} / {ln['stsa_gflops']:.0f} ({ln['gflops_ratio']:.2f})"
+            if ln else "—" for ln in lines) + " |")
+    return out
+
+
 def main(paths):
     if not paths:
         print(__doc__, file=sys.stderr)
@@ -107,10 +128,10 @@ def main(paths):
                   f"({m['torch_cpu_capability']}), stsa backend {m['stsa_backend']}")
     print()
     print("\n".join(ratio_table(runs)))
-    table = compile_table(runs)
-    if table:
-        print()
-        print("\n".join(table))
+    for table in (compile_table(runs), gemm_table(runs)):
+        if table:
+            print()
+            print("\n".join(table))
     return 0
 
 

@@ -54,6 +54,16 @@ def test_dense(peers, capsys, threads):
         check_comparison(ln, 1e-5 if ln["dtype"] == "f32" else 2e-2)
 
 
+def test_gemm(peers, capsys, threads):
+    lines = run(peers, capsys, "--parts", "gemm", "--gemm-shape", "96x2x32", "--gemm-n",
+                "64", "--reps", "2", "--threads", str(threads))
+    assert [(ln["case"], ln["peer"]) for ln in lines] == [
+        ("64x64x64", "matmul_square"), ("96x32x96", "matmul_qk")]
+    for ln in lines:
+        assert ln["stsa_gflops"] > 0 and ln["peer_gflops"] > 0, ln
+        assert abs(ln["gflops_ratio"] - ln["stsa_gflops"] / ln["peer_gflops"]) < 1e-2, ln
+
+
 def test_band_halfwidth(peers):
     import stsa
     for S, density in ((1000, 0.39), (32760, 0.39), (500, 0.12)):
