@@ -613,7 +613,9 @@ static void run_full_tile(const stsa_attn_problem *pb, const float *kt, const fl
   const stsa_kernels *kern = pb->kern;
   const int D = pb->D, D_pad = pb->D_pad, nr = pb->nr, mr = pb->mr;
   const int npanels = (n + nr - 1) / nr;
-  /* kept -inf logits are marked below, and the maxima do not see them */
+  /* the folded maxima are exact for a safe tile (a ragged one's once
+   * exact_ragged_max has looked again); an unsafe one may keep -inf logits,
+   * marked below, and the softmax finds its maxima itself */
   const int exact_max = safe;
   for (int r = 0; r < rows_pad; r += mr) {
     float *s = sc->s, *tmax = sc->tile_max + r;
