@@ -31,14 +31,20 @@ def worst(lines, key):
     return f"{max(values):.1e}" if values else "—"
 
 
-def comparisons(runs):
-    """(bench, case) -> one line per run, in first-seen order."""
+def by_case(runs, benches, key):
+    """key(line) -> one line per run (None where a run has none), for the
+    lines of the given bench kinds, in first-seen order."""
     rows = {}
     for i, lines in enumerate(runs):
         for ln in lines:
-            if ln["bench"] in ("dense", "flex"):
-                rows.setdefault((ln["bench"], ln["case"]), [None] * len(runs))[i] = ln
+            if ln["bench"] in benches:
+                rows.setdefault(key(ln), [None] * len(runs))[i] = ln
     return rows
+
+
+def comparisons(runs):
+    """(bench, case) -> one line per run, in first-seen order."""
+    return by_case(runs, ("dense", "flex"), lambda ln: (ln["bench"], ln["case"]))
 
 
 PEERS = {"sdpa_f32": "SDPA f32", "sdpa_bf16": "SDPA bf16", "flex": "FlexAttention"}
@@ -76,11 +82,7 @@ def compile_s(line):
 
 
 def compile_table(runs):
-    cases = {}
-    for i, lines in enumerate(runs):
-        for ln in lines:
-            if ln["bench"] == "flex_compile":
-                cases.setdefault(ln["case"], [None] * len(runs))[i] = ln
+    cases = by_case(runs, ("flex_compile",), lambda ln: ln["case"])
     if not cases:
         return []
     n = len(runs)
@@ -97,11 +99,7 @@ def compile_table(runs):
 def gemm_table(runs):
     """The gemm part: stsa's dense attention as a fraction of torch.matmul's
     GFLOP/s in the same rounds, per run."""
-    cases = {}
-    for i, lines in enumerate(runs):
-        for ln in lines:
-            if ln["bench"] == "gemm":
-                cases.setdefault(ln["case"], [None] * len(runs))[i] = ln
+    cases = by_case(runs, ("gemm",), lambda ln: ln["case"])
     if not cases:
         return []
     n = len(runs)
