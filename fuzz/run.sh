@@ -31,8 +31,8 @@ case $(uname -m) in
   x86_64 | i?86)
     for isa in avx2 avx512 amx; do
       flags="-mavx2 -mfma -mf16c"
-      [ "$isa" = avx512 ] && flags="$flags -mavx512f"
-      [ "$isa" = amx ] && flags="$flags -mavx512f -mavx512bw -mavx512bf16 -mamx-tile -mamx-bf16"
+      [ "$isa" = avx512 ] && flags="$flags -mavx512f -mavx512dq"
+      [ "$isa" = amx ] && flags="$flags -mavx512f -mavx512dq -mavx512bw -mavx512bf16 -mamx-tile -mamx-bf16"
       "$cc" -std=c11 -fsanitize=fuzzer-no-link $san -g -O1 -fopenmp $flags \
         -I"$root/include" -I"$root/src" \
         -c "$root/src/kernel/x86/microkernels_$isa.c" -o "$out/microkernels_$isa.o"

@@ -32,14 +32,16 @@ int stsa_cpu_has_avx2(void) {
   return (b & (1u << 5)) != 0; /* AVX2 */
 }
 
-/* AVX-512F from CPUID leaf 7, and the OS saving opmask and all 32 zmm
+/* AVX-512F and DQ from CPUID leaf 7, and the OS saving opmask and all 32 zmm
  * registers (XCR0 bits 5-7) besides xmm and ymm. */
 int stsa_cpu_has_avx512(void) {
   if (!stsa_cpu_has_avx2())
     return 0;
   unsigned a, b, c, d;
   __cpuid_count(7, 0, a, b, c, d);
-  if ((b & (1u << 16)) == 0) /* AVX512F */
+  /* AVX512F, and DQ for the kernels' exp2 (vreduceps; every AVX-512 CPU
+   * but the Xeon Phi has it) */
+  if ((b & (1u << 16)) == 0 || (b & (1u << 17)) == 0)
     return 0;
   unsigned xcr0_lo, xcr0_hi;
   __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
