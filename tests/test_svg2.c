@@ -128,8 +128,17 @@ static void check_plan(const char *what, const stsa_geometry *g, int64_t B, int6
     CHECK_STATUS(stsa_mask_text(g, &text), STSA_OK);
     masks[h] = tu_or_free(rect, text);
     /* small tiles, so that clusters span several tiles of both kinds */
-    stsa_cluster_layout lay = {
-        g, QC, KC, ql + h * N, kl + h * N, keep + h * QC * KC, 2 * mr, kv_panels * nr, 0};
+    /* bf16 spans on 32-key blocks, as the session packs them for bf16
+     * calls: the bf16 tiles (amx) take them */
+    stsa_cluster_layout lay = {g,
+                               QC,
+                               KC,
+                               ql + h * N,
+                               kl + h * N,
+                               keep + h * QC * KC,
+                               2 * mr,
+                               kv_panels * nr,
+                               dtype == STSA_BF16 ? STSA_BF16_KEY_BLOCK : 0};
     CHECK_STATUS(stsa_cluster_plan_build(ctx, &lay, masks[h], &plans[h], &ctx->err),
                  STSA_OK);
     stsa_plan_stats st = STSA_INIT(stsa_plan_stats);
@@ -240,6 +249,12 @@ static void test_cluster_plans(void) {
              &rng);
   check_plan("single tiles, logits near -400 (log2)", &none, 1, 1, 64, STSA_F32, 1, 48,
              &rng);
+  /* bf16 runs: clusters of ~33 keys (whole 32-key blocks and a rest) and of
+   * ~8 (rests only), whose rests share gathered blocks on amx */
+  const stsa_geometry wide = {3, 8, 12, 9, 9, STSA_TEXT_PREFIX};
+  check_plan("merged runs, bf16, D 80", &wide, 1, 2, 80, STSA_BF16, 8, 0, &rng);
+  check_plan("merged runs, bf16, small clusters, batch 2", &prefix, 2, 1, 128, STSA_BF16,
+             8, 0, &rng);
 }
 
 /* ---- the session ----------------------------------------------------------- */

@@ -87,6 +87,9 @@ typedef struct stsa_bf16_tile {
   const uint16_t *vb_raw;
   int64_t v_panel_raw;
   int D; /* the head dim: V columns past it are 0 */
+  /* full_run_bf16 only: scratch for the run's tails, gathered as K panels
+   * [ld_s / 16][D32 / 32][512] and V blocks [D_pad / 16][ld_s / 32][512] */
+  uint16_t *kb_tails, *vb_tails;
 } stsa_bf16_tile;
 
 /* The most tiles (segments) one pv2_segs or full_run_bf16 call takes. */
@@ -182,11 +185,12 @@ typedef struct stsa_kernels {
    * sum is p exactly, so P.V multiplies the f32 p as the f32 path does). */
   void (*full_tile_bf16)(const stsa_bf16_tile *t);
   /* Optional (NULL: one full_tile_bf16 per tile): FULL tiles whose logits
-   * are finite (safe), nseg of them side by side as one tile: each one's
-   * scores and probabilities from the column where the previous one's end,
-   * rounded up to 32 (their sum of rounded lengths <= ld_s), one softmax
-   * and one P.V sum for them all; nseg <= STSA_MAX_RUN_TILES. t's kb, vb,
-   * n, mask, span and nbad are not read; safe must be 1. */
+   * are finite (safe), nseg of them side by side as one tile: one softmax
+   * and one P.V sum for them all; each one's whole 32-key blocks in place,
+   * the rest of its keys gathered with the others' into t->kb_tails and
+   * t->vb_tails (the whole blocks and the tails rounded up to 32 <= ld_s);
+   * nseg <= STSA_MAX_RUN_TILES. t's kb, vb, n, mask, span and nbad are not
+   * read; safe must be 1. */
   void (*full_run_bf16)(const stsa_bf16_tile *t, const stsa_bf16_seg *seg, int nseg);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */

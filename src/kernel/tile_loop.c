@@ -314,24 +314,18 @@ static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOT
   const int bf16 = pb->bf16_tiles;
   const size_t pass = STSA_BF16_PASS_ROWS; /* full_tile_bf16's rows at once */
   const size_t s[SCRATCH_SLOTS] = {
-      align64(nq * (size_t)pb->D),
-      align64((bf16 && nq < pass ? pass : nq) * nkv),
-      align64(nq * (size_t)pb->D_pad),
-      align64(nq),
-      align64(nq),
-      align64(nq),
-      align64(nq),
-      align64((size_t)pb->D_pad),
-      align64(nkv * (size_t)pb->D_pad),
-      align64(nkv),
-      align64((nq * nkv + 3) / 4),
-      align64(2 * (nq / (size_t)pb->mr)),
-      align64((size_t)pb->mr),
-      bf16 ? align64(nq * (size_t)pb->D32 / 2) : 0,
+      align64(nq * (size_t)pb->D), align64((bf16 && nq < pass ? pass : nq) * nkv),
+      align64(nq * (size_t)pb->D_pad), align64(nq), align64(nq), align64(nq), align64(nq),
+      align64((size_t)pb->D_pad), align64(nkv * (size_t)pb->D_pad), align64(nkv),
+      align64((nq * nkv + 3) / 4), align64(2 * (nq / (size_t)pb->mr)),
+      align64((size_t)pb->mr), bf16 ? align64(nq * (size_t)pb->D32 / 2) : 0,
       bf16 ? align64(pass * nkv * 3 / 2) : 0,
       bf16 ? align64(pass * (size_t)pb->D_pad) : 0,
       bf16 ? align64(nkv * (size_t)pb->D_pad / 2) : 0,
-      pb->kv_tiles_max ? align64(nkv * (size_t)(pb->D + pb->D_pad)) : 0};
+      /* a merged run's tails: f32 K^T and V panels, or bf16 K and V blocks */
+      pb->kv_tiles_max ? align64(bf16 ? nkv * (size_t)(pb->D32 + pb->D_pad) / 2
+                                      : nkv * (size_t)(pb->D + pb->D_pad))
+                       : 0};
   memcpy(sizes, s, sizeof s);
 }
 
@@ -363,7 +357,15 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   sc->qb = (uint16_t *)(void *)qb;
   sc->pbf = (uint16_t *)(void *)pbf;
   sc->vb_safe = (uint16_t *)(void *)vb_safe;
-  sc->vp_tails = sc->kt_tails ? sc->kt_tails + (size_t)pb->kv_tile * (size_t)pb->D : NULL;
+  const int tails = pb->kv_tiles_max != 0;
+  sc->vp_tails = tails && !pb->bf16_tiles
+                     ? sc->kt_tails + (size_t)pb->kv_tile * (size_t)pb->D
+                     : NULL;
+  sc->kb_tails = tails && pb->bf16_tiles ? (uint16_t *)(void *)sc->kt_tails : NULL;
+  sc->vb_tails =
+      sc->kb_tails ? sc->kb_tails + (size_t)pb->kv_tile * (size_t)pb->D32 : NULL;
+  if (pb->bf16_tiles)
+    sc->kt_tails = NULL;
   for (int r = 0; r < pb->mr; r++)
     sc->ones[r] = 1.0f;
   sc->q_max = 0;
@@ -546,28 +548,31 @@ static int mergeable(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
          (double)sc->q_max * kv->k_max[tile] * pb->D < LOGIT_SAFE;
 }
 
-/* The listed entries from i on that fit one score buffer side by side
- * (columns packed without gaps, each tile's panels and the softmax's
- * rounding inside kv_tile columns): the end of the run. bf16 tiles sit on
- * 32-key blocks (full_run_bf16), f32 ones right after the previous tile's
- * valid columns; f32 runs then place their whole panels first and their
- * tails after them (merged_cols), which must fit too. */
+/* The listed entries from i on that fit one score buffer side by side:
+ * the end of the run. A run places each tile's whole blocks first and
+ * their tails after them, sharing blocks (f32: merged_cols, panels of nr;
+ * bf16: full_run_bf16, 32-key blocks), inside kv_tile columns. f32 runs
+ * also keep the earlier rule, each tile's panels and the softmax's rounding
+ * inside kv_tile with the tiles packed without gaps: dropping it would
+ * merge other runs and so change the order of f32 sums. */
 static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           const stsa_kv_list *list, const int64_t *kv_start,
                           const int64_t *kv_pack, int64_t i, int64_t ntiles,
                           const stsa_tile_scratch *sc) {
-  const int nr = pb->nr;
+  /* the unit a run's whole blocks and shared tails come in: an f32 panel,
+   * a bf16 tile multiply's 32 keys (full_run_bf16) */
+  const int bf16 = pb->bf16_tiles, nr = pb->nr, block = bf16 ? STSA_BF16_KEY_BLOCK : nr;
   int64_t c = 0, whole = 0, tails = 0, j = i;
   for (; j < ntiles; j++) {
     const int64_t tile = list->tiles[j];
     const stsa_kv_span sp = stsa_kv_span_of(pb, kv_start, kv_pack, tile);
-    const int64_t width = pb->bf16_tiles ? round_up(sp.n, STSA_BF16_KEY_BLOCK) : sp.n;
-    const int64_t w = whole + sp.n / nr * nr, t = tails + sp.n % nr;
-    if (j - i == MERGED_MAX_TILES || c + round_up(sp.n, nr) > pb->kv_tile ||
-        round_up(c + width, nr) > pb->kv_tile || w + round_up(t, nr) > pb->kv_tile ||
+    const int64_t w = whole + sp.n / block * block, t = tails + sp.n % block;
+    if (j - i == MERGED_MAX_TILES || w + round_up(t, block) > pb->kv_tile ||
+        (!bf16 && (c + round_up(sp.n, nr) > pb->kv_tile ||
+                   round_up(c + sp.n, nr) > pb->kv_tile)) ||
         !mergeable(pb, kv, list, j, tile, sc))
       break;
-    c += width, whole = w, tails = t;
+    c += sp.n, whole = w, tails = t;
   }
   return j;
 }
@@ -715,7 +720,9 @@ static stsa_bf16_tile bf16_tile_of(const stsa_attn_problem *pb, int rows, int ro
                           .alpha = sc->alpha,
                           .rows = rows,
                           .bad_keys = sc->bad_keys,
-                          .D = pb->D};
+                          .D = pb->D,
+                          .kb_tails = sc->kb_tails,
+                          .vb_tails = sc->vb_tails};
 }
 
 /* Kv tile `tile` through full_tile_bf16 (kernels.h): FULL (mask NULL) or

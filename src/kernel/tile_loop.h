@@ -161,6 +161,10 @@ typedef struct stsa_tile_scratch {
    * merged_cols), as K^T panels [kv_tile / nr][D][nr] and V panels
    * [D_pad / nr][kv_tile][nr] */
   float *kt_tails, *vp_tails;
+  /* ... and with pb->bf16_tiles (the f32 ones then NULL), as K panels
+   * [kv_tile / 16][D32 / 32][512] and V blocks [D_pad / 16][kv_tile / 32][512]
+   * (kernels.h: stsa_bf16_tile) */
+  uint16_t *kb_tails, *vb_tails;
   float q_max; /* max |element| of the scaled q tile; +inf if NaN/Inf */
   /* Only for a PARTIAL tile whose V holds NaN/Inf: */
   float *v_safe;     /* [D_pad/nr][kv_tile][nr] its V panels, NaN/Inf -> 0 */

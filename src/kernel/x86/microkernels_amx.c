@@ -82,13 +82,14 @@ static void configure_tiles(int rows0, int rows1) {
   _tile_loadconfig(&cfg);
 }
 
-/* One tile's keys in a pass: its K and V blocks, its n keys, the column
- * of the score and probability rows where they start (a multiple of 32:
- * 0 for one tile, the tiles side by side for a run), and the columns
- * [lo, hi) of the tile the pass computes (stsa_bf16_tile: span; else
- * [0, n)). */
+/* One tile's keys in a pass: its K and V blocks (v_panel uint16 between
+ * V column panels), its n keys, the column of the score and probability
+ * rows where they start (a multiple of 32: 0 for one tile, the tiles side
+ * by side for a run), and the columns [lo, hi) of the tile the pass
+ * computes (stsa_bf16_tile: span; else [0, n)). */
 typedef struct seg {
   const uint16_t *kb, *vb;
+  int64_t v_panel;
   int n, off, lo, hi;
 } seg;
 
@@ -366,7 +367,8 @@ static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
       _tile_zero(3);
     }
     for (int g = 0; g < ps->nseg; g++) { /* one sum over a run's tiles */
-      const uint16_t *v0 = ps->seg[g].vb + j * t->v_panel, *v1 = v0 + t->v_panel;
+      const uint16_t *v0 = ps->seg[g].vb + j * ps->seg[g].v_panel,
+                     *v1 = v0 + ps->seg[g].v_panel;
       const uint16_t *pg = t->p + ps->seg[g].off;
       for (int k = ps->seg[g].lo / 32; k < seg_end32(&ps->seg[g]) / 32; k++) {
         _tile_loadd(6, v0 + k * 512, 64);
@@ -461,7 +463,8 @@ static void full_tile_amx(const stsa_bf16_tile *t) {
   int configured[2] = {-1, -1};
   for (int r0 = 0; r0 < t->rows_pad; r0 += PASS) {
     const int32_t *span = t->span ? t->span + 2 * (r0 / PASS) : NULL;
-    const seg g = {t->kb, t->vb, t->n, 0, span ? span[0] : 0, span ? span[1] : t->n};
+    const seg g = {
+        t->kb, t->vb, t->v_panel, t->n, 0, span ? span[0] : 0, span ? span[1] : t->n};
     const pass ps = pass_at(t, r0, &g, 1, configured);
     if (g.lo >= g.hi)
       continue; /* the mask keeps nothing of these rows: m, l, o stay (alpha 1) */
@@ -479,17 +482,134 @@ static void full_tile_amx(const stsa_bf16_tile *t) {
   _tile_release();
 }
 
+/* The K blocks of keys [0, n) of the 16-key panels at src (n < 32: one
+ * panel, two past 16) into key positions [at, at + n) of the panels at
+ * dst, nch depth chunks each. A key is one 32-bit column of every 64-byte
+ * row of its panel's blocks: a permute of the two source rows puts the
+ * keys in their destination columns, and a masked store writes only those
+ * (the keys already there stay). */
+static void gather_k_keys(const uint16_t *src, int n, int nch, uint16_t *dst, int at) {
+  const int first = at / 16, last = (at + n - 1) / 16;
+  __m512i idx[3];
+  __mmask16 keep[3];
+  for (int p = first; p <= last; p++) {
+    const int from = 16 * p - at; /* the source key of the panel's column 0 */
+    idx[p - first] = _mm512_add_epi32(
+        _mm512_set1_epi32(from),
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+    uint32_t bits = 0;
+    for (int x = 0; x < 16; x++)
+      bits |= (uint32_t)(from + x >= 0 && from + x < n) << x;
+    keep[p - first] = (__mmask16)bits;
+  }
+  const int64_t panel = (int64_t)nch * 512;
+  for (int64_t row = 0; row < panel; row += 32) { /* every chunk's 16 rows */
+    const __m512i s0 = _mm512_loadu_si512(src + row),
+                  s1 = n > 16 ? _mm512_loadu_si512(src + panel + row)
+                              : _mm512_setzero_si512();
+    for (int p = first; p <= last; p++)
+      _mm512_mask_storeu_epi32(dst + p * panel + row, keep[p - first],
+                               _mm512_permutex2var_epi32(s0, idx[p - first], s1));
+  }
+}
+
+/* The V blocks of keys [0, n) (n < 32) of the 32-key block at src into key
+ * positions [at, at + n) of the blocks at dst, for each of `panels` column
+ * panels (src_panel and dst_panel uint16 apart). Keys pair up in 64-byte
+ * rows ([key / 2][column][key % 2]) and a block's rows follow the previous
+ * block's, so position p is word p % 2 of row p / 2 counted from dst. From
+ * an odd `at` each destination row takes its first key from the second
+ * word of one source row and its second from the first word of the next:
+ * one word permute of the two. */
+static void gather_v_keys(const uint16_t *src, int64_t src_panel, int n, int panels,
+                          uint16_t *dst, int64_t dst_panel, int at) {
+  const int odd = at % 2;
+  /* word 2c + i of a destination row: column c of key 2 row + i - at */
+  __m512i shift_one = _mm512_setzero_si512();
+  if (odd) {
+    uint16_t w[32];
+    for (int c = 0; c < 16; c++)
+      w[2 * c] = (uint16_t)(2 * c + 1), w[2 * c + 1] = (uint16_t)(32 + 2 * c);
+    shift_one = _mm512_loadu_si512(w);
+  }
+  for (int row = at / 2; row <= (at + n - 1) / 2; row++) {
+    const int key0 = 2 * row - at; /* the source key of word 0 */
+    const uint32_t lanes = (key0 >= 0 && key0 < n ? 0x55555555u : 0) |
+                           (key0 + 1 >= 0 && key0 + 1 < n ? 0xAAAAAAAAu : 0);
+    for (int j = 0; j < panels; j++) {
+      const uint16_t *s = src + j * src_panel;
+      __m512i v;
+      if (!odd) {
+        v = _mm512_loadu_si512(s + key0 / 2 * 32);
+      } else { /* rows (key0 - 1) / 2 and the next; none before the first */
+        const int r = (key0 - 1) / 2;
+        const __m512i a =
+            key0 >= 1 ? _mm512_loadu_si512(s + r * 32) : _mm512_setzero_si512();
+        const __m512i b =
+            key0 + 1 < n ? _mm512_loadu_si512(s + (r + 1) * 32) : _mm512_setzero_si512();
+        v = _mm512_permutex2var_epi16(a, shift_one, b);
+      }
+      _mm512_mask_storeu_epi16(dst + j * dst_panel + row * 32, (__mmask32)lanes, v);
+    }
+  }
+}
+
+/* Zeros keys [from, to) of the K panels and V blocks of the run's tails
+ * (the padding a pass reads up to its next 32-key block). */
+static void zero_tail_keys(const stsa_bf16_tile *t, int from, int to) {
+  const __m512i zero = _mm512_setzero_si512();
+  const int64_t panel = (int64_t)t->D32 / 32 * 512, v_panel = (int64_t)t->ld_s / 32 * 512;
+  for (int p = from / 16; p < (to + 15) / 16; p++) {
+    uint32_t bits = 0;
+    for (int x = 0; x < 16; x++)
+      bits |= (uint32_t)(16 * p + x >= from && 16 * p + x < to) << x;
+    for (int64_t row = 0; row < panel; row += 32)
+      _mm512_mask_storeu_epi32(t->kb_tails + p * panel + row, (__mmask16)bits, zero);
+  }
+  for (int row = from / 2; row < (to + 1) / 2; row++) {
+    const int key0 = 2 * row;
+    const uint32_t lanes = (key0 >= from && key0 < to ? 0x55555555u : 0) |
+                           (key0 + 1 >= from && key0 + 1 < to ? 0xAAAAAAAAu : 0);
+    for (int j = 0; j < t->D_pad / NR; j++)
+      _mm512_mask_storeu_epi16(t->vb_tails + j * v_panel + row * 32, (__mmask32)lanes,
+                               zero);
+  }
+}
+
 /* A run of FULL, safe tiles as one (kernels.h: full_run_bf16): the passes
  * of full_tile_amx over every tile's keys, which share the softmax and
  * whose P.V accumulates in the tile registers across the tiles, rather
- * than adding each tile's sum to o. */
+ * than adding each tile's sum to o. The tiles are clusters of tens of
+ * keys, and a 32-key block is what P.V multiplies at once: each tile's
+ * whole blocks go side by side, and its last n % 32 keys join the other
+ * tiles' in gathered blocks, so that the run pads once rather than once a
+ * tile (Wan 480p's ~33-key clusters padded ~45% more keys). */
 static void full_run_amx(const stsa_bf16_tile *t, const stsa_bf16_seg *in, int nseg) {
-  seg g[STSA_MAX_RUN_TILES];
-  for (int i = 0, off = 0; i < nseg; off += (in[i].n + 31) / 32 * 32, i++)
-    g[i] = (seg){in[i].kb, in[i].vb, in[i].n, off, 0, in[i].n};
+  seg g[STSA_MAX_RUN_TILES + 1];
+  const int nch = t->D32 / 32;
+  const int64_t v_tails = (int64_t)t->ld_s / 32 * 512; /* uint16 between panels */
+  int count = 0, off = 0, tails = 0;
+  for (int i = 0; i < nseg; i++) {
+    const int whole = in[i].n / 32 * 32, rest = in[i].n - whole;
+    if (whole > 0) {
+      g[count++] = (seg){in[i].kb, in[i].vb, t->v_panel, whole, off, 0, whole};
+      off += whole;
+    }
+    if (rest > 0) {
+      gather_k_keys(in[i].kb + (int64_t)whole / 16 * nch * 512, rest, nch, t->kb_tails,
+                    tails);
+      gather_v_keys(in[i].vb + (int64_t)whole / 32 * 512, t->v_panel, rest, t->D_pad / NR,
+                    t->vb_tails, v_tails, tails);
+      tails += rest;
+    }
+  }
+  if (tails > 0) {
+    zero_tail_keys(t, tails, (tails + 31) / 32 * 32);
+    g[count++] = (seg){t->kb_tails, t->vb_tails, v_tails, tails, off, 0, tails};
+  }
   int configured[2] = {-1, -1};
   for (int r0 = 0; r0 < t->rows_pad; r0 += PASS) {
-    const pass ps = pass_at(t, r0, g, nseg, configured);
+    const pass ps = pass_at(t, r0, g, count, configured);
     pass_scores(t, &ps);
     pass_softmax(t, &ps);
     pass_pv(t, &ps);
