@@ -127,6 +127,16 @@ typedef struct stsa_panel_rows {
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);
 } stsa_panel_rows;
 
+/* Sixteen keys for pack_bf16 (one K panel of the bf16 blocks, eight
+ * pair rows of a V block; kernels.h: stsa_bf16_tile's kb, vb): key c's
+ * bf16 K and V rows (k[c] NULL: a padding key, zeros in both), their
+ * element strides, the head dim D and its roundings. */
+typedef struct stsa_bf16_rows {
+  const void *k[16], *v[16];
+  int64_t k_stride, v_stride;
+  int D, D32, D_pad;
+} stsa_bf16_rows;
+
 typedef struct stsa_kernels {
   const char *name; /* of the ISA whose entries won ("portable", "avx2", ...) */
   int mr;           /* rows of q handled by one qk / pv call */
@@ -205,6 +215,16 @@ typedef struct stsa_kernels {
    * in registers. */
   void (*pack_panel)(const stsa_panel_rows *rows, float *kt, float *vp, int64_t vp_stride,
                      uint32_t abs_bits[2]);
+  /* Optional (NULL: stsa_pack_bf16_rows): sixteen keys into the bf16
+   * blocks, zeros past D (to D32 in K, D_pad in V): kb is their K panel
+   * (D32 / 32 chunks of [16 pairs][16 keys][2]), vb their first pair row
+   * in the V block (column panel j v_panel uint16 on: [8 pairs][16
+   * columns][2]). Folds max |K| and max |V| as bf16 bits without the sign
+   * (NaN and Inf from 0x7f80 up) into abs_bits[0] and abs_bits[1].
+   * Scalar, a key's words went 64 bytes apart one at a time (~5% of an
+   * SVG2 call on bf16); the amx backend transposes them in registers. */
+  void (*pack_bf16)(const stsa_bf16_rows *rows, uint16_t *kb, uint16_t *vb,
+                    int64_t v_panel, uint32_t abs_bits[2]);
   /* The tails of a merged run's tiles side by side as K^T panels: tail i
    * is the first n[i] < nr columns of the K^T panel src[i] (depth rows of
    * nr floats, nr the table's); they go, in order, into the panels at dst ([ceil(sum n /
@@ -260,6 +280,10 @@ static inline void stsa_pv_panels(const stsa_kernels *k, const float *p, int ld_
  * pack_panel hands it the rows it does not take (strided ones). */
 void stsa_pack_panel_rows(const stsa_panel_rows *rows, float *kt, float *vp,
                           int64_t vp_stride, uint32_t abs_bits[2]);
+
+/* The portable pack_bf16 (any strides). */
+void stsa_pack_bf16_rows(const stsa_bf16_rows *rows, uint16_t *kb, uint16_t *vb,
+                         int64_t v_panel, uint32_t abs_bits[2]);
 
 /* The portable gather_tails. */
 void stsa_gather_tails(const float *const *src, const int *n, int count, int depth,

@@ -1,5 +1,5 @@
 /* pack_panel.c — the portable packing of K^T / V panels (kernels.h):
- * pack_panel, and gather_tails between packed panels. */
+ * pack_panel and pack_bf16, and gather_tails between packed panels. */
 #include <string.h>
 
 #include "core/tensor.h"
@@ -43,6 +43,49 @@ void stsa_pack_panel_rows(const stsa_panel_rows *pr, float *kt, float *vp,
         dst[e] = src[e];
     }
   }
+}
+
+/* Element d of a bf16 row of stride `stride` (0 past D or for no row). */
+static uint32_t bf16_at(const uint16_t *row, int64_t stride, int d, int D) {
+  return row && d < D ? row[d * stride] : 0u;
+}
+
+/* m with the magnitudes (bits without the sign) of the two bf16 values of
+ * a 32-bit word folded in. */
+static uint32_t fold_abs_bf16_pair(uint32_t m, uint32_t w) {
+  const uint32_t lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
+  m = lo > m ? lo : m;
+  return hi > m ? hi : m;
+}
+
+/* The blocks hold bf16 pairs, so the keys are written in 32-bit words: K's
+ * pair (d, d + 1) of a key is one word, V's column of keys (2 i, 2 i + 1)
+ * another. */
+void stsa_pack_bf16_rows(const stsa_bf16_rows *rows, uint16_t *kb_u16, uint16_t *vb_u16,
+                         int64_t v_panel, uint32_t abs_bits[2]) {
+  const int D = rows->D, D32 = rows->D32, D_pad = rows->D_pad;
+  uint32_t *kb = (uint32_t *)(void *)kb_u16, *vb = (uint32_t *)(void *)vb_u16;
+  uint32_t k_max = abs_bits[0], v_max = abs_bits[1];
+  for (int c = 0; c < 16; c++)
+    for (int d = 0; d < D32; d += 2) {
+      const uint16_t *k = rows->k[c];
+      const uint32_t w =
+          bf16_at(k, rows->k_stride, d, D) | bf16_at(k, rows->k_stride, d + 1, D) << 16;
+      k_max = fold_abs_bf16_pair(k_max, w);
+      kb[(d / 32) * 256 + (d % 32) / 2 * 16 + c] = w;
+    }
+  for (int i = 0; i < 8; i++) {
+    const uint16_t *v0 = rows->k[2 * i] ? rows->v[2 * i] : NULL,
+                   *v1 = rows->k[2 * i + 1] ? rows->v[2 * i + 1] : NULL;
+    for (int c = 0; c < D_pad; c++) {
+      const uint32_t w =
+          bf16_at(v0, rows->v_stride, c, D) | bf16_at(v1, rows->v_stride, c, D) << 16;
+      v_max = fold_abs_bf16_pair(v_max, w);
+      vb[(c / 16) * (v_panel / 2) + i * 16 + c % 16] = w;
+    }
+  }
+  abs_bits[0] = k_max;
+  abs_bits[1] = v_max;
 }
 
 void stsa_gather_tails(const float *const *src, const int *n, int count, int depth,

@@ -151,96 +151,18 @@ static float abs_max_value(uint32_t bits) {
   return bits < 0x7f800000u ? x : INFINITY;
 }
 
-/* Row p of a kv tile span: its token's row of t (NULL past the span's n). */
-static const uint16_t *span_row(const stsa_tensor *t, int64_t b, int64_t h,
-                                const stsa_kv_span *sp, const int64_t *kv_rows, int p) {
-  if (p >= sp->n)
-    return NULL;
-  const int64_t pos = sp->k0 + p;
-  return stsa_tensor_row(t, b, kv_rows ? kv_rows[pos] : pos, h);
-}
-
-/* Element d of a bf16 row of stride `stride` (0 past D or for no row). */
-static uint32_t bf16_at(const uint16_t *row, int64_t stride, int d, int D) {
-  return row && d < D ? row[d * stride] : 0u;
-}
-
-/* m with the magnitudes (bits without the sign) of the two bf16 values of
- * a 32-bit word folded in. */
-static uint32_t fold_abs_bf16_pair(uint32_t m, uint32_t w) {
-  const uint32_t lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
-  m = lo > m ? lo : m;
-  return hi > m ? hi : m;
-}
-
-/* A kv tile of a problem with bf16 tiles: K and V straight from the bf16
- * tensors into the bf16 blocks (stsa_kv_packed: kb, vb), zeros past n and
- * past D, and the tile's max |K| and V's non-finite flag from the bits
- * (|x| orders as its bits without the sign, NaN and Inf at 0x7f80 up). The
- * blocks hold bf16 pairs, so the tile is written in 32-bit words: K's pair
- * (d, d + 1) of a key is one word, V's column of keys (r, r + 1) another
- * (rows go in pairs: spans are multiples of 32 keys). */
-static void pack_bf16_span(const stsa_attn_problem *pb, int64_t b, int64_t h,
-                           int64_t tile, const stsa_kv_span *sp, const int64_t *kv_rows,
-                           stsa_kv_packed *dst) {
-  const int D = pb->D, D32 = pb->D32, D_pad = pb->D_pad;
-  const int64_t chunks = D32 / 32, v_panel = pb->Skv_pad / 32 * 256; /* in words */
-  const int64_t ks = pb->k->stride[3], vs = pb->v->stride[3];
-  uint32_t *kb = (uint32_t *)(void *)dst->kb, *vb = (uint32_t *)(void *)dst->vb;
-  uint32_t k_max = 0, v_max = 0;
-  for (int p = 0; p < sp->len; p += 2) {
-    const int64_t r = sp->pack0 + p; /* even */
-    const uint16_t *v0 = span_row(pb->v, b, h, sp, kv_rows, p),
-                   *v1 = span_row(pb->v, b, h, sp, kv_rows, p + 1);
-    for (int i = 0; i < 2; i++) {
-      const uint16_t *k = span_row(pb->k, b, h, sp, kv_rows, p + i);
-      uint32_t *at = kb + ((r + i) / 16) * chunks * 256 + (r + i) % 16;
-      if (k && ks == 1 && D == D32) { /* the common row: its pairs are words */
-        for (int d = 0; d < D32; d += 2) {
-          uint32_t w;
-          memcpy(&w, k + d, sizeof w);
-          k_max = fold_abs_bf16_pair(k_max, w);
-          at[(d / 32) * 256 + (d % 32) / 2 * 16] = w;
-        }
-        continue;
-      }
-      for (int d = 0; d < D32; d += 2) {
-        const uint32_t w = bf16_at(k, ks, d, D) | bf16_at(k, ks, d + 1, D) << 16;
-        k_max = fold_abs_bf16_pair(k_max, w);
-        at[(d / 32) * 256 + (d % 32) / 2 * 16] = w;
-      }
-    }
-    uint32_t *at = vb + (r / 32) * 256 + (r % 32) / 2 * 16;
-    if (v0 && v1 && vs == 1 && D == D_pad) { /* two whole rows */
-      for (int c = 0; c < D_pad; c++) {
-        const uint32_t w = v0[c] | (uint32_t)v1[c] << 16;
-        v_max = fold_abs_bf16_pair(v_max, w);
-        at[(c / 16) * v_panel + c % 16] = w;
-      }
-      continue;
-    }
-    for (int c = 0; c < D_pad; c++) {
-      const uint32_t w = bf16_at(v0, vs, c, D) | bf16_at(v1, vs, c, D) << 16;
-      v_max = fold_abs_bf16_pair(v_max, w);
-      at[(c / 16) * v_panel + c % 16] = w;
-    }
-  }
-  dst->k_max[tile] = abs_max_value(k_max << 16);
-  dst->v_nonfinite[tile] = v_max >= 0x7f80u;
-}
-
-/* The K and V rows of the panel of span positions [p0, p0 + nr) (NULL
- * past the span's n keys). */
-static void panel_rows(const stsa_attn_problem *pb, int64_t b, int64_t h,
-                       const stsa_kv_span *sp, const int64_t *kv_rows, int p0,
-                       stsa_panel_rows *rows) {
-  for (int c = 0; c < pb->nr; c++) {
+/* The K and V rows of span positions [p0, p0 + count) (NULL past the
+ * span's n keys). */
+static void span_rows(const stsa_attn_problem *pb, int64_t b, int64_t h,
+                      const stsa_kv_span *sp, const int64_t *kv_rows, int p0, int count,
+                      const void **k, const void **v) {
+  for (int c = 0; c < count; c++) {
     const int p = p0 + c;
-    rows->k[c] = rows->v[c] = NULL;
+    k[c] = v[c] = NULL;
     if (p < sp->n) {
       const int64_t pos = sp->k0 + p, tok = kv_rows ? kv_rows[pos] : pos;
-      rows->k[c] = stsa_tensor_row(pb->k, b, tok, h);
-      rows->v[c] = stsa_tensor_row(pb->v, b, tok, h);
+      k[c] = stsa_tensor_row(pb->k, b, tok, h);
+      v[c] = stsa_tensor_row(pb->v, b, tok, h);
     }
   }
 }
@@ -253,14 +175,54 @@ static void prefetch_bytes(const void *row, int64_t bytes) {
   STSA_PREFETCH(at + bytes - 1);
 }
 
-/* The panel's K and V rows (the first element of strided ones). */
-static void prefetch_rows(const stsa_panel_rows *rows, const stsa_attn_problem *pb) {
-  const int64_t k_bytes = rows->k_stride == 1 ? pb->D * stsa_dtype_size(pb->k->dtype) : 1,
-                v_bytes = rows->v_stride == 1 ? pb->D * stsa_dtype_size(pb->v->dtype) : 1;
-  for (int c = 0; c < pb->nr && rows->k[c]; c++) {
-    prefetch_bytes(rows->k[c], k_bytes);
-    prefetch_bytes(rows->v[c], v_bytes);
+/* The next keys' K and V rows (up to the first NULL), while the current
+ * ones pack: a permuted span (clusters, position-major heads) reads rows
+ * from anywhere in the tensor, which the hardware prefetcher does not
+ * follow (without this the packing waited on its V loads). Strided rows:
+ * their first element. */
+static void prefetch_key_rows(const stsa_attn_problem *pb, const void *const *k,
+                              const void *const *v, int count) {
+  const int64_t k_bytes =
+                    pb->k->stride[3] == 1 ? pb->D * stsa_dtype_size(pb->k->dtype) : 1,
+                v_bytes =
+                    pb->v->stride[3] == 1 ? pb->D * stsa_dtype_size(pb->v->dtype) : 1;
+  for (int c = 0; c < count && k[c]; c++) {
+    prefetch_bytes(k[c], k_bytes);
+    prefetch_bytes(v[c], v_bytes);
   }
+}
+
+/* A kv tile of a problem with bf16 tiles: K and V straight from the bf16
+ * tensors into the bf16 blocks (stsa_kv_packed: kb, vb) sixteen keys at a
+ * time (kernels.h: pack_bf16), zeros past n and past D, and the tile's max
+ * |K| and V's non-finite flag from the bits (|x| orders as its bits without
+ * the sign, NaN and Inf at 0x7f80 up). */
+static void pack_bf16_span(const stsa_attn_problem *pb, int64_t b, int64_t h,
+                           int64_t tile, const stsa_kv_span *sp, const int64_t *kv_rows,
+                           stsa_kv_packed *dst) {
+  const int64_t chunks = pb->D32 / 32, v_panel = pb->Skv_pad / 32 * 512;
+  void (*pack)(const stsa_bf16_rows *, uint16_t *, uint16_t *, int64_t, uint32_t *) =
+      pb->kern->pack_bf16 ? pb->kern->pack_bf16 : stsa_pack_bf16_rows;
+  stsa_bf16_rows rows[2] = {{.k_stride = pb->k->stride[3],
+                             .v_stride = pb->v->stride[3],
+                             .D = pb->D,
+                             .D32 = pb->D32,
+                             .D_pad = pb->D_pad}};
+  rows[1] = rows[0];
+  uint32_t abs_bits[2] = {0, 0};
+  span_rows(pb, b, h, sp, kv_rows, 0, 16, rows[0].k, rows[0].v);
+  /* pack0 and len are multiples of 32 */
+  for (int p0 = 0, i = 0; p0 < sp->len; p0 += 16, i ^= 1) {
+    if (p0 + 16 < sp->len) {
+      span_rows(pb, b, h, sp, kv_rows, p0 + 16, 16, rows[i ^ 1].k, rows[i ^ 1].v);
+      prefetch_key_rows(pb, rows[i ^ 1].k, rows[i ^ 1].v, 16);
+    }
+    const int64_t r = sp->pack0 + p0;
+    pack(&rows[i], dst->kb + r / 16 * chunks * 512,
+         dst->vb + r / 32 * 512 + r % 32 / 2 * 32, v_panel, abs_bits);
+  }
+  dst->k_max[tile] = abs_max_value(abs_bits[0] << 16);
+  dst->v_nonfinite[tile] = abs_bits[1] >= 0x7f80u;
 }
 
 void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
@@ -281,16 +243,12 @@ void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
                               .load_row = pb->kern->load_row}};
   rows[1] = rows[0];
   uint32_t abs_bits[2] = {0, 0};
-  panel_rows(pb, b, h, sp, kv_rows, 0, &rows[0]);
+  span_rows(pb, b, h, sp, kv_rows, 0, nr, rows[0].k, rows[0].v);
   /* pack0 and len are multiples of nr */
   for (int p0 = 0, i = 0; p0 < sp->len; p0 += nr, i ^= 1) {
-    /* The next panel's rows load while this one packs: a permuted span
-     * (clusters, position-major heads) reads rows from anywhere in the
-     * tensor, which the hardware prefetcher does not follow (without this
-     * the packing waited on its V loads). */
     if (p0 + nr < sp->len) {
-      panel_rows(pb, b, h, sp, kv_rows, p0 + nr, &rows[i ^ 1]);
-      prefetch_rows(&rows[i ^ 1], pb);
+      span_rows(pb, b, h, sp, kv_rows, p0 + nr, nr, rows[i ^ 1].k, rows[i ^ 1].v);
+      prefetch_key_rows(pb, rows[i ^ 1].k, rows[i ^ 1].v, nr);
     }
     const int64_t r = sp->pack0 + p0;
     pb->kern->pack_panel(&rows[i], dst->kt + (r / nr) * pb->D * nr, dst->vp + r * nr,

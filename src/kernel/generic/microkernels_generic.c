@@ -24,6 +24,7 @@ void stsa_kernels_init_portable(stsa_kernels *t) {
   t->full_run_bf16 = NULL;
   t->load_row = load_row_generic;
   t->pack_panel = stsa_pack_panel_rows;
+  t->pack_bf16 = NULL; /* stsa_pack_bf16_rows */
   t->gather_tails = stsa_gather_tails;
   t->half = NULL; /* one height of register tile */
 }

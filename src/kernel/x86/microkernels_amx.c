@@ -44,7 +44,8 @@
 
 #include "exp2_avx512.h" /* this folder */
 #include "kernel/kernels.h"
-#include "max_avx512.h" /* this folder */
+#include "max_avx512.h"       /* this folder */
+#include "transpose_avx512.h" /* this folder */
 
 #define BLOCK 16                 /* rows of an A or C tile */
 #define PASS STSA_BF16_PASS_ROWS /* two blocks */
@@ -617,10 +618,77 @@ static void full_run_amx(const stsa_bf16_tile *t, const stsa_bf16_seg *in, int n
   _tile_release();
 }
 
+/* Words [0, n) of the 32 at a row (n <= 0: none): the lanes a masked load
+ * reads, zeros past D without reading there. */
+static inline __mmask32 words_below(int n) {
+  return n >= 32 ? ~(__mmask32)0 : n > 0 ? (__mmask32)((1u << n) - 1) : 0;
+}
+
+/* The largest of the 16-bit lanes of m. */
+static inline uint32_t max_u16_lane(__m512i m) {
+  const __m512i lo = _mm512_and_si512(m, _mm512_set1_epi32(0xFFFF));
+  return _mm512_reduce_max_epu32(_mm512_max_epu32(lo, _mm512_srli_epi32(m, 16)));
+}
+
+/* pack_bf16 (kernels.h) on contiguous rows; strided ones go the portable
+ * way. K: each depth chunk of the sixteen keys is a 16 x 16 matrix of
+ * 32-bit pairs, transposed in registers into the chunk's sixteen pair rows.
+ * V: the words of two keys' rows interleave, 32 columns per permute. */
+static void pack_bf16_amx(const stsa_bf16_rows *rows, uint16_t *kb, uint16_t *vb,
+                          int64_t v_panel, uint32_t abs_bits[2]) {
+  if (rows->k_stride != 1 || rows->v_stride != 1) {
+    stsa_pack_bf16_rows(rows, kb, vb, v_panel, abs_bits);
+    return;
+  }
+  const int D = rows->D, panels = rows->D_pad / 16;
+  const __m512i magnitude = _mm512_set1_epi16(0x7fff), zero = _mm512_setzero_si512();
+  __m512i k_max = zero, v_max = zero;
+  for (int c = 0; c < rows->D32 / 32; c++) {
+    const __mmask32 live = words_below(D - 32 * c);
+    __m512 r[16];
+    for (int key = 0; key < 16; key++) {
+      const uint16_t *k = rows->k[key];
+      const __m512i x = k ? _mm512_maskz_loadu_epi16(live, k + 32 * c) : zero;
+      k_max = _mm512_max_epu16(k_max, _mm512_and_si512(x, magnitude));
+      r[key] = _mm512_castsi512_ps(x);
+    }
+    transpose16(r);
+    for (int pair = 0; pair < 16; pair++)
+      _mm512_storeu_ps(kb + c * 512 + pair * 32, r[pair]);
+  }
+  /* word 2 e + i of a pair row: column e of key i; lo: columns 0-15, hi:
+   * 16-31 of the 32 loaded (a's words 0-31, b's 32-63) */
+  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41,
+                                      9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2,
+                                      33, 1, 32, 0),
+                hi = _mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57,
+                                      25, 56, 24, 55, 23, 54, 22, 53, 21, 52, 20, 51, 19,
+                                      50, 18, 49, 17, 48, 16);
+  for (int i = 0; i < 8; i++) {
+    const uint16_t *v0 = rows->k[2 * i] ? rows->v[2 * i] : NULL,
+                   *v1 = rows->k[2 * i + 1] ? rows->v[2 * i + 1] : NULL;
+    for (int j = 0; j < panels; j += 2) {
+      const __mmask32 live = words_below(D - 16 * j);
+      const __m512i a = v0 ? _mm512_maskz_loadu_epi16(live, v0 + 16 * j) : zero,
+                    b = v1 ? _mm512_maskz_loadu_epi16(live, v1 + 16 * j) : zero;
+      v_max = _mm512_max_epu16(v_max, _mm512_max_epu16(_mm512_and_si512(a, magnitude),
+                                                       _mm512_and_si512(b, magnitude)));
+      _mm512_storeu_si512(vb + j * v_panel + i * 32, _mm512_permutex2var_epi16(a, lo, b));
+      if (j + 1 < panels)
+        _mm512_storeu_si512(vb + (j + 1) * v_panel + i * 32,
+                            _mm512_permutex2var_epi16(a, hi, b));
+    }
+  }
+  const uint32_t kb_max = max_u16_lane(k_max), vb_max = max_u16_lane(v_max);
+  abs_bits[0] = kb_max > abs_bits[0] ? kb_max : abs_bits[0];
+  abs_bits[1] = vb_max > abs_bits[1] ? vb_max : abs_bits[1];
+}
+
 void stsa_kernels_override_amx(stsa_kernels *t) {
   stsa_kernels_override_avx512(t);
   t->name = "amx";
   t->full_tile_bf16 = full_tile_amx;
   t->full_run_bf16 = full_run_amx;
+  t->pack_bf16 = pack_bf16_amx;
 }
 #endif /* x86-64 */

@@ -24,7 +24,8 @@
 #include "core/convert.h"
 #include "exp2_avx512.h" /* this folder */
 #include "kernel/kernels.h"
-#include "max_avx512.h" /* this folder */
+#include "max_avx512.h"       /* this folder */
+#include "transpose_avx512.h" /* this folder */
 
 /* The register tile: 12 rows x 16 columns (one zmm per row). The GEMM
  * kernels also come HALF rows high (the table's `half`, kernels.h): every
@@ -378,32 +379,6 @@ static inline __m512 load16(const void *row, int dtype, int d0, int dn) {
   if (dtype == STSA_F16)
     return _mm512_cvtph_ps(w);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(w), 16));
-}
-
-/* r[c] lane e -> r[e] lane c: pairs of rows interleaved, then groups of
- * four within 128-bit lanes (t[4 g + i] lane L: element 4 L + i of rows
- * 4 g .. 4 g + 3), then the 128-bit lanes of the four groups. */
-static inline void transpose16(__m512 r[NR]) {
-  __m512 t[NR];
-  for (int g = 0; g < 4; g++) {
-    const __m512 a = r[4 * g], b = r[4 * g + 1], c = r[4 * g + 2], d = r[4 * g + 3];
-    const __m512 lo_ab = _mm512_unpacklo_ps(a, b), hi_ab = _mm512_unpackhi_ps(a, b);
-    const __m512 lo_cd = _mm512_unpacklo_ps(c, d), hi_cd = _mm512_unpackhi_ps(c, d);
-    t[4 * g] = _mm512_shuffle_ps(lo_ab, lo_cd, 0x44);
-    t[4 * g + 1] = _mm512_shuffle_ps(lo_ab, lo_cd, 0xEE);
-    t[4 * g + 2] = _mm512_shuffle_ps(hi_ab, hi_cd, 0x44);
-    t[4 * g + 3] = _mm512_shuffle_ps(hi_ab, hi_cd, 0xEE);
-  }
-  for (int i = 0; i < 4; i++) {
-    const __m512 a01 = _mm512_shuffle_f32x4(t[i], t[4 + i], 0x44),
-                 a23 = _mm512_shuffle_f32x4(t[i], t[4 + i], 0xEE),
-                 b01 = _mm512_shuffle_f32x4(t[8 + i], t[12 + i], 0x44),
-                 b23 = _mm512_shuffle_f32x4(t[8 + i], t[12 + i], 0xEE);
-    r[i] = _mm512_shuffle_f32x4(a01, b01, 0x88);
-    r[4 + i] = _mm512_shuffle_f32x4(a01, b01, 0xDD);
-    r[8 + i] = _mm512_shuffle_f32x4(a23, b23, 0x88);
-    r[12 + i] = _mm512_shuffle_f32x4(a23, b23, 0xDD);
-  }
 }
 
 static inline __m512i abs_bits_max(__m512i m, __m512 x) {
