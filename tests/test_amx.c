@@ -129,6 +129,44 @@ static void check_case(const amx_case *c) {
   tu_guarded_free(ref_lse);
 }
 
+/* Scores that climb (or fall) steeply along the keys: q[.][0] = 16 and k's
+ * first element a ramp over [-60, 60], some 11 log2 units a 32-key tile
+ * and 350 over the row. Climbing, every tile's weights against the row's
+ * earlier maximum sum past the lazy rescale's bound and the rows are done
+ * again against their new maxima (kept against the first tile's, they
+ * would overflow f32); falling, every tile keeps the earlier maximum. Both
+ * against the reference, as close as the f32 path. */
+static void check_lazy_rescale(void) {
+  for (int climb = 0; climb <= 1; climb++) {
+    const amx_case c = {1, 50, 1000, 1, 64, 48, 32, 1.0};
+    tu_rng rng = {(uint64_t)(9 + climb)};
+    stsa_tensor q = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, c.Sq, 1, c.D, 0.3);
+    stsa_tensor k = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, c.Skv, 1, c.D, 0.3);
+    stsa_tensor v = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, c.Skv, 1, c.D, 1.0);
+    for (int64_t i = 0; i < c.Sq; i++)
+      tu_store(q.data, STSA_BF16, tu_offset(&q, 0, i, 0, 0), 16.0);
+    for (int64_t j = 0; j < c.Skv; j++) {
+      const double ramp = -60.0 + 120.0 * (double)j / (double)(c.Skv - 1);
+      tu_store(k.data, STSA_BF16, tu_offset(&k, 0, j, 0, 0), climb ? ramp : -ramp);
+    }
+    stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, c.Sq, 1, c.D);
+    stsa_tensor f32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, c.Sq, 1, c.D);
+    stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, c.Sq, 1, c.D);
+    run(STSA_BACKEND_REF, 1, &c, 0, &q, &k, &v, &ref, NULL);
+    run(STSA_BACKEND_AVX512, 1, &c, 0, &q, &k, &v, &f32, NULL);
+    run(STSA_BACKEND_AMX, 2, &c, 3, &q, &k, &v, &out, NULL);
+    double scale, f32_err = tu_max_abs_diff(&f32, &ref, &scale);
+    const double err = tu_max_abs_diff(&out, &ref, NULL);
+    CHECK(err <= f32_err + 1e-7 * scale,
+          "scores %s: max abs err %.3g, the f32 path's %.3g",
+          climb ? "climbing" : "falling", err, f32_err);
+    CHECK(tu_guard_ok(out.data), "scores %s: guard bytes",
+          climb ? "climbing" : "falling");
+    tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+    tu_free_tensor(&ref), tu_free_tensor(&f32), tu_free_tensor(&out);
+  }
+}
+
 /* out = sparse attention under `plan` on `backend` in `mode`. */
 static void run_sparse(stsa_backend backend, int terms, const stsa_plan *plan,
                        stsa_sparse_mode mode, const stsa_tensor *q, const stsa_tensor *k,
@@ -475,5 +513,6 @@ int main(void) {
   check_svg2_session();
   check_neg_inf_logits();
   check_nan_logits();
+  check_lazy_rescale();
   return tu_finish("test_amx");
 }

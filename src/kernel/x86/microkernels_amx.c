@@ -279,48 +279,76 @@ static inline __m512 emit_terms(__m512 p[2], const int terms, uint16_t *hi, uint
   return _mm512_add_ps(sum, _mm512_add_ps(p[0], p[1]));
 }
 
-/* Online softmax of the pass's rows (kernels.h: softmax): p = exp2(logit -
- * m_new) for each tile's n keys, 0 past them up to the next multiple of 32
- * (the key chunk P.V reads), written to t->p as t->terms bf16 terms. NaN
- * and +inf logits make l NaN as in the f32 path (exp2 keeps NaN; inf -
- * inf). */
+/* p = exp2(logit - base) for each tile's n keys of a score row, 0 past
+ * them up to the next multiple of 32 (the key chunk P.V reads), written at
+ * hi (mid, lo) as `terms` bf16 terms; returns the lanes of the row sum. */
+static inline __attribute__((always_inline)) __m512
+row_terms(const stsa_bf16_tile *t, const pass *ps, const float *row, float base,
+          uint16_t *hi, uint16_t *mid, uint16_t *lo, const int terms) {
+  const __m512 vscale = _mm512_set1_ps(t->score_scale), vneg = _mm512_set1_ps(-base);
+  __m512 sum = _mm512_setzero_ps();
+  for (int g = 0; g < ps->nseg; g++) {
+    const int n = seg_end(&ps->seg[g]), off = ps->seg[g].off;
+    const float *at = row + off;
+    int c = ps->seg[g].lo / 32 * 32;
+    /* the same arithmetic on safe and unsafe tiles (whether a row's tile
+     * is safe depends on the other rows' values), -inf giving 0 */
+    for (; c + 32 <= n; c += 32) {
+      __m512 p[2] = {
+          exp2_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(at + c), vscale, vneg)),
+          exp2_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(at + c + 16), vscale, vneg))};
+      sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
+    }
+    if (c < n) { /* the last, partial block: lanes past n give 0 */
+      __m512 p[2];
+      for (int i = 0; i < 2; i++) {
+        const __mmask16 live = valid_lanes(c + 16 * i, n);
+        const __m512 x =
+            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, at + c + 16 * i), vscale, vneg);
+        p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
+      }
+      sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
+    }
+  }
+  return sum;
+}
+
+/* Online softmax of the pass's rows (kernels.h: softmax), written to t->p
+ * as t->terms bf16 terms. NaN and +inf logits make l NaN as in the f32
+ * path (exp2 keeps NaN; inf - inf).
+ *
+ * A lazy rescale: a row that has a maximum m from earlier tiles first
+ * takes its weights against m itself, without a pass for the tile's
+ * maximum, and keeps them (m stays, alpha = 1) when they sum to at most
+ * ld_s (kv_tile), the bound the weights (<= 1) of a rescaled tile keep, so
+ * o and l grow no further than there; otherwise (scores well above m, NaN
+ * or +inf) the row is done again against its new maximum. The bound is
+ * the call's, not the pass's: a tile's passes over the columns its mask
+ * keeps and over all of them (the masked ones adding exact zeros) then
+ * decide alike, and FULL tiles, PARTIAL ones and runs keep their bitwise
+ * agreement. */
 static inline __attribute__((always_inline)) void
 softmax_terms(const stsa_bf16_tile *t, const pass *ps, const int terms) {
   const int r0 = ps->r0;
-  const __m512 vscale = _mm512_set1_ps(t->score_scale);
   for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
     const float *row = t->s + (int64_t)r * t->ld_s;
     uint16_t *hi = t->p + (int64_t)r * t->ld_s, *mid = hi + (int64_t)PASS * t->ld_s,
              *lo = mid + (int64_t)PASS * t->ld_s;
-    const float tile_max = row_max(t, ps, row), m = t->m[r0 + r];
+    const float m = t->m[r0 + r];
+    if (m > -FLT_MAX) {
+      const float sum =
+          _mm512_reduce_add_ps(row_terms(t, ps, row, m, hi, mid, lo, terms));
+      if (sum <= (float)t->ld_s) {
+        t->alpha[r0 + r] = 1.0f;
+        t->l[r0 + r] += sum;
+        continue;
+      }
+    }
+    const float tile_max = row_max(t, ps, row);
     const float mx = tile_max > m ? tile_max : m;
     /* nothing kept so far: subtract 0 so that p = exp2(-inf) = 0, no NaN */
     const float base = mx == -INFINITY ? 0.0f : mx;
-    const __m512 vneg = _mm512_set1_ps(-base);
-    __m512 sum = _mm512_setzero_ps();
-    for (int g = 0; g < ps->nseg; g++) {
-      const int n = seg_end(&ps->seg[g]), off = ps->seg[g].off;
-      const float *at = row + off;
-      int c = ps->seg[g].lo / 32 * 32;
-      /* the same arithmetic on safe and unsafe tiles (whether a row's tile
-       * is safe depends on the other rows' values), -inf giving 0 */
-      for (; c + 32 <= n; c += 32) {
-        __m512 p[2] = {
-            exp2_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(at + c), vscale, vneg)),
-            exp2_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(at + c + 16), vscale, vneg))};
-        sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
-      }
-      if (c < n) { /* the last, partial block: lanes past n give 0 */
-        __m512 p[2];
-        for (int i = 0; i < 2; i++) {
-          const __mmask16 live = valid_lanes(c + 16 * i, n);
-          const __m512 x =
-              _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, at + c + 16 * i), vscale, vneg);
-          p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
-        }
-        sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
-      }
-    }
+    const __m512 sum = row_terms(t, ps, row, base, hi, mid, lo, terms);
     const float a = _mm512_cvtss_f32(exp2_avx512(_mm512_set1_ps(m - base)));
     t->alpha[r0 + r] = a;
     t->l[r0 + r] = a * t->l[r0 + r] + _mm512_reduce_add_ps(sum);
