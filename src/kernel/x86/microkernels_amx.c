@@ -553,14 +553,11 @@ static void gather_k_keys(const uint16_t *src, int n, int nch, uint16_t *dst, in
 static void gather_v_keys(const uint16_t *src, int64_t src_panel, int n, int panels,
                           uint16_t *dst, int64_t dst_panel, int at) {
   const int odd = at % 2;
-  /* word 2c + i of a destination row: column c of key 2 row + i - at */
-  __m512i shift_one = _mm512_setzero_si512();
-  if (odd) {
-    uint16_t w[32];
-    for (int c = 0; c < 16; c++)
-      w[2 * c] = (uint16_t)(2 * c + 1), w[2 * c + 1] = (uint16_t)(32 + 2 * c);
-    shift_one = _mm512_loadu_si512(w);
-  }
+  /* word 2 c of a destination row: word 2 c + 1 of the first source row
+   * (column c of the odd key), word 2 c + 1: word 2 c of the second */
+  const __m512i shift_one =
+      _mm512_set_epi16(62, 31, 60, 29, 58, 27, 56, 25, 54, 23, 52, 21, 50, 19, 48, 17, 46,
+                       15, 44, 13, 42, 11, 40, 9, 38, 7, 36, 5, 34, 3, 32, 1);
   for (int row = at / 2; row <= (at + n - 1) / 2; row++) {
     const int key0 = 2 * row - at; /* the source key of word 0 */
     const uint32_t lanes = (key0 >= 0 && key0 < n ? 0x55555555u : 0) |
@@ -612,7 +609,8 @@ static void zero_tail_keys(const stsa_bf16_tile *t, int from, int to) {
  * keys, and a 32-key block is what P.V multiplies at once: each tile's
  * whole blocks go side by side, and its last n % 32 keys join the other
  * tiles' in gathered blocks, so that the run pads once rather than once a
- * tile (Wan 480p's ~33-key clusters padded ~45% more keys). */
+ * tile (counted over a Wan-480p call's runs: 19% of the keys computed were
+ * padding, 3.9% this way). */
 static void full_run_amx(const stsa_bf16_tile *t, const stsa_bf16_seg *in, int nseg) {
   seg g[STSA_MAX_RUN_TILES + 1];
   const int nch = t->D32 / 32;
