@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel/dispatch.h"
 #include "kernel/kernels.h"
+#include "kernel_util.h"
 #include "testutil.h"
 
 enum { MAX_D = 128, MAX_N = 300, MAX_PANELS = 5 };
@@ -329,9 +329,7 @@ int main(void) {
   tu_rng rng = {2024};
   int with_pairs = 0;
   for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
-    stsa_backend_choice choice;
-    stsa_errbuf err;
-    CHECK(stsa_backend_choose(backends[bi], &choice, &err) == STSA_OK, "%s", err.text);
+    const stsa_backend_choice choice = tu_choose_backend(backends[bi]);
     const stsa_kernels *k = &choice.kern;
     const char *name = stsa_backend_name(backends[bi]);
     CHECK(!k->qk2 == !k->pv2, "[%s] has one of qk2 and pv2 only", name);

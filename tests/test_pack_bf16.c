@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "core/convert.h"
-#include "kernel/dispatch.h"
 #include "kernel/kernels.h"
+#include "kernel_util.h"
 #include "testutil.h"
 
 enum { SENTINEL = 0xABCD, MAX_D = 160 };
@@ -136,9 +136,7 @@ int main(void) {
   int with_entry = 0;
   stsa_backend backends[TU_MAX_BACKENDS];
   for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
-    stsa_backend_choice choice;
-    stsa_errbuf err;
-    CHECK(stsa_backend_choose(backends[bi], &choice, &err) == STSA_OK, "%s", err.text);
+    const stsa_backend_choice choice = tu_choose_backend(backends[bi]);
     if (!choice.kern.pack_bf16)
       continue;
     with_entry++;

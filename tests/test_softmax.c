@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel/dispatch.h"
 #include "kernel/kernels.h"
+#include "kernel_util.h"
 #include "testutil.h"
 
 /* Relative error allowed against exp2 in double: the worst exp2 of any
@@ -100,9 +100,7 @@ static void check_table(const stsa_kernels *k, const char *name, int n) {
 int main(void) {
   stsa_backend backends[TU_MAX_BACKENDS];
   for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
-    stsa_backend_choice choice;
-    stsa_errbuf err;
-    CHECK(stsa_backend_choose(backends[bi], &choice, &err) == STSA_OK, "%s", err.text);
+    const stsa_backend_choice choice = tu_choose_backend(backends[bi]);
     const stsa_kernels *k = &choice.kern;
     const char *name = stsa_backend_name(backends[bi]);
     const int lengths[] = {16, 37, 200, 256, 301};

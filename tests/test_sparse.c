@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel/dispatch.h"
 #include "kernel/tile_loop.h"
+#include "kernel_util.h"
 #include "testutil.h"
 
 typedef struct sparse_case {
@@ -503,9 +503,7 @@ static void test_compaction(void) {
   stsa_backend backends[TU_MAX_BACKENDS];
   for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
     stsa_attn_problem pb_all, pb_compact;
-    stsa_backend_choice choice;
-    stsa_errbuf err;
-    CHECK(stsa_backend_choose(backends[bi], &choice, &err) == STSA_OK, "%s", err.text);
+    const stsa_backend_choice choice = tu_choose_backend(backends[bi]);
     stsa_problem_init(&pb_all, &q, &k, &v, &o_all, NULL, 48, 64, &choice.kern);
     stsa_problem_init(&pb_compact, &q, &k, &v, &o_compact, NULL, 48, 64, &choice.kern);
     float *mem = aligned_alloc(64, stsa_kv_packed_floats(&pb_all) * sizeof(float));

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel/dispatch.h"
 #include "kernel/tile_loop.h"
+#include "kernel_util.h"
 #include "mask/plan.h"
 #include "testutil.h"
 
@@ -317,9 +317,7 @@ static void test_micro_tiles(void) {
     stsa_plan *plan = NULL;
     CHECK_STATUS(stsa_plan_build(ctx, &desc, &plan), STSA_OK);
     const stsa_block_sparse *bs = &plan->parts[0].bs;
-    stsa_backend_choice choice;
-    stsa_errbuf err;
-    CHECK(stsa_backend_choose(backends[bi], &choice, &err) == STSA_OK, "%s", err.text);
+    const stsa_backend_choice choice = tu_choose_backend(backends[bi]);
     stsa_kernels counted = choice.kern;
     inner = &choice.kern;
     counted.qk = counting_qk;
