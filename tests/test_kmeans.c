@@ -1,7 +1,8 @@
 /*
  * test_kmeans.c — the SVG2 k-means (src/svg/kmeans.c): planted blobs
  * recovered exactly, k-means++ leaving no cluster empty, a cost that never
- * rises, warm starts, determinism across threads / runs / seeds, pruned
+ * rises, warm starts, determinism across threads / runs / seeds, scratch
+ * kept between calls, pruned
  * (Hamerly) assignments equal to full ones, edge cases,
  * bad arguments writing nothing, and one assignment against a
  * double-precision brute force.
@@ -350,6 +351,59 @@ static void test_determinism(void) {
   stsa_ctx_free(ctx);
   for (int t = 0; t < 4; t++)
     result_free(&r[t]);
+  free(x);
+}
+
+/* A scratch workspace (stsa_kmeans_args.scratch) kept between calls gives
+ * bitwise the results of per-call scratch: first grown by a larger call,
+ * then reused, cold and warm (with a hint, the first assignment's coarse
+ * path: 300 centroids in 10 groups), also after its bytes are overwritten
+ * with NaN patterns, as memory a caller reuses may hold. */
+static void test_scratch_reuse(void) {
+  tu_rng rng = {53};
+  const int64_t n = 4000, k = 300, big_n = 6000;
+  const int d = 48;
+  float *x = random_points(&rng, big_n, d, d);
+  stsa_ctx *ctx = make_ctx(2);
+  stsa_workspace ws = {NULL, 0};
+  stsa_kmeans_args a = make_args(x, n, d, d, k, 0, 6, 0.0, 61);
+  result ref = result_alloc(n, d, k), warm_ref = result_alloc(n, d, k);
+  result r = result_alloc(n, d, k), big = result_alloc(big_n, d, k);
+  run(ctx, &a, &ref);
+  memcpy(warm_ref.cent, ref.cent, sizeof(float) * (size_t)(k * d));
+  memcpy(warm_ref.labels, ref.labels, sizeof(int32_t) * (size_t)n);
+  stsa_kmeans_args w = a;
+  w.warm = 1;
+  w.iters = 2;
+  w.hint = warm_ref.labels;
+  run(ctx, &w, &warm_ref);
+  stsa_kmeans_args b = make_args(x, big_n, d, d, k, 0, 3, 0.0, 62);
+  b.scratch = &ws;
+  run(ctx, &b, &big);
+  const size_t grown = ws.bytes;
+  CHECK(ws.mem && grown > 0, "scratch: the workspace was not used");
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1)
+      memset(ws.mem, 0xff, ws.bytes); /* NaN in every float, -1 in every int */
+    a.scratch = &ws;
+    run(ctx, &a, &r);
+    CHECK(same_result(&r, &ref, n, d, k), "scratch: a reused workspace (pass %d) differs",
+          pass);
+    memcpy(r.labels, ref.labels, sizeof(int32_t) * (size_t)n);
+    w.scratch = &ws;
+    w.hint = r.labels;
+    run(ctx, &w, &r);
+    CHECK(same_result(&r, &warm_ref, n, d, k),
+          "scratch: a warm call on a reused workspace (pass %d) differs", pass);
+  }
+  CHECK(ws.bytes == grown, "scratch: a smaller call grew the workspace (%zu -> %zu)",
+        grown, ws.bytes);
+  stsa_workspace_release(&ws);
+  result_free(&ref);
+  result_free(&warm_ref);
+  result_free(&r);
+  result_free(&big);
+  stsa_ctx_free(ctx);
   free(x);
 }
 
@@ -803,6 +857,7 @@ int main(void) {
   test_centroids_are_means();
   test_warm_start(ctx);
   test_determinism();
+  test_scratch_reuse();
   test_pruned_equals_full();
   test_edges(ctx);
   test_bad_args(ctx);

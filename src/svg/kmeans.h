@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "core/context.h"
+#include "core/workspace.h"
 #include "stsa.h"
 
 /* Points: x[i * ld + j] for i < n, j < d (f32). */
@@ -83,14 +84,20 @@ typedef struct stsa_kmeans_args {
    * pass over x that found those. The labels are the same either way (the
    * bounds decide them); only the work depends on the hint. */
   const int32_t *hint;
+  /* NULL: the scratch is allocated and freed by each call. Else it is kept
+   * in this workspace between calls (grown when a call needs more), for a
+   * caller whose calls repeat the same sizes: the scratch (megabytes at
+   * video token counts) is then not mapped and zeroed by the kernel again
+   * on every call. One call at a time uses a workspace. */
+  stsa_workspace *scratch;
 } stsa_kmeans_args;
 
 /* centroids [k][d] (rows d apart) in when warm, out always; labels [n] out;
  * sizes [k] out (may be NULL); *iters_done out (may be NULL): the Lloyd
  * iterations run. Returns STSA_OK, or STSA_ERR_NULL_ARG / STSA_ERR_BAD_PARAM
  * (nothing written) / STSA_ERR_OUT_OF_MEMORY (nothing written) with a
- * message in ctx->err. Scratch is allocated per call: O(n + k d) floats
- * plus O(d) per thread. */
+ * message in ctx->err. Scratch: O(n + k d) floats plus O(d) per thread,
+ * per call or in a->scratch. */
 stsa_status stsa_kmeans(stsa_ctx *ctx, const stsa_kmeans_args *a, float *centroids,
                         int32_t *labels, int64_t *sizes, int *iters_done);
 

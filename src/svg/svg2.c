@@ -63,6 +63,14 @@ struct stsa_svg2 {
   int64_t QC, KC, H, D, L;
   layer_state *layers;
   int64_t nlayers;
+  /* Kept between calls (each call needs the same sizes): the k-means'
+   * scratch, one per k-means running at once, and the video rows gathered
+   * as f32 for them. Allocated per call, they were mapped and zeroed by the
+   * kernel again each time: a warm Wan-480p call 0.5% slower (its k-means
+   * 2.5%), a few calls far more. */
+  stsa_workspace *km_scratch;
+  int km_slots;
+  stsa_workspace xbuf;
 };
 
 static double now_ms(void) {
@@ -136,6 +144,10 @@ void stsa_svg2_free(stsa_svg2 *s) {
     return;
   for (int64_t l = 0; l < s->nlayers; l++)
     layer_clear(&s->layers[l], s->H);
+  for (int i = 0; i < s->km_slots; i++)
+    stsa_workspace_release(&s->km_scratch[i]);
+  free(s->km_scratch);
+  stsa_workspace_release(&s->xbuf);
   free(s->layers);
   free(s);
 }
@@ -173,7 +185,8 @@ static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
  * selection leaves for the profiling pass and its plan. */
 typedef struct call_work {
   int64_t H, N, L, QK;
-  float *xbuf;                /* [threads][L][D] video rows gathered as f32, if needed */
+  float *xbuf;                /* [threads][L][D] video rows gathered as f32, if needed
+                               * (the session's workspace) */
   int64_t *q_sizes, *k_sizes; /* [H][QC], [H][KC] */
   stsa_errbuf *job_err;       /* [2 H] each k-means' message */
   stsa_status *job_status;    /* [2 H] */
@@ -189,7 +202,6 @@ static void work_free(call_work *w) {
   for (int64_t i = w->H; w->mask && i < (1 + LADDER_MAX) * w->H; i++)
     stsa_mask_free(w->mask[i]);
   free(w->mask);
-  free(w->xbuf);
   free(w->job_err);
   free(w->job_status);
   free(w->q_sizes);
@@ -259,14 +271,26 @@ static const float *video_rows(const stsa_tensor *t, int64_t b, int64_t h,
   return buf;
 }
 
+/* The session's k-means scratch for `slots` k-means at once. */
+static int reserve_km_slots(stsa_svg2 *s, int slots) {
+  if (slots <= s->km_slots)
+    return 0;
+  stsa_workspace *grown = realloc(s->km_scratch, sizeof *grown * (size_t)slots);
+  if (!grown)
+    return -1;
+  memset(grown + s->km_slots, 0, sizeof *grown * (size_t)(slots - s->km_slots));
+  s->km_scratch = grown;
+  s->km_slots = slots;
+  return 0;
+}
+
 /* Clusters every head's queries and keys (warm from the layer's centroids):
  * 2 H independent k-means, each deterministic on any thread count. With
  * enough of them to keep the threads balanced (2 a thread), they run side
  * by side on one thread each, keys (the larger) first: no k-means has a
  * serial step then. Else they run one after another on every thread. */
-static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
-                                 const stsa_svg_config *cfg, call_work *w,
-                                 const stsa_geo *geo, const stsa_tensor *q,
+static stsa_status cluster_heads(stsa_ctx *ctx, stsa_svg2 *s, const stsa_svg_config *cfg,
+                                 call_work *w, const stsa_geo *geo, const stsa_tensor *q,
                                  const stsa_tensor *k, int64_t b, layer_state *ls,
                                  int warm, int64_t layer, int video_unchecked) {
   const int64_t H = s->H, D = s->D, L = s->L, jobs = 2 * H;
@@ -274,10 +298,12 @@ static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   const int side_by_side = threads > 1 && jobs >= 2 * (int64_t)threads;
   const int gathers = needs_gather(q, D) || needs_gather(k, D);
   if (gathers) {
-    w->xbuf =
-        malloc(sizeof(float) * (size_t)(side_by_side ? threads : 1) * (size_t)(L * D));
+    w->xbuf = stsa_workspace_get(
+        &s->xbuf, sizeof(float) * (size_t)(side_by_side ? threads : 1) * (size_t)(L * D));
     STSA_RETURN_IF(!w->xbuf, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   }
+  STSA_RETURN_IF(reserve_km_slots(s, side_by_side ? threads : 1) != 0, &ctx->err,
+                 STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   const int64_t iters =
       warm ? (cfg->kmeans_iters_warm ? cfg->kmeans_iters_warm : DEFAULT_ITERS_WARM)
            : (cfg->kmeans_iters_cold ? cfg->kmeans_iters_cold : DEFAULT_ITERS_COLD);
@@ -286,7 +312,8 @@ static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
     const int keys = j < H;
     const int64_t h = keys ? j : j - H, slot = b * H + h;
     const stsa_tensor *t = keys ? k : q;
-    float *buf = gathers ? w->xbuf + (int64_t)omp_get_thread_num() * L * D : NULL;
+    const int slot_of_thread = side_by_side ? omp_get_thread_num() : 0;
+    float *buf = gathers ? w->xbuf + (int64_t)slot_of_thread * L * D : NULL;
     int64_t ld = 0;
     const float *x = video_rows(t, b, h, geo, D, buf, &ld);
     uint64_t seed = cfg->seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
@@ -307,7 +334,8 @@ static stsa_status cluster_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                           !video_unchecked,
                           side_by_side ? 1 : threads,
                           &w->job_err[j],
-                          NULL};
+                          NULL,
+                          &s->km_scratch[slot_of_thread]};
     float *cent = keys ? ls->kc + slot * s->KC * D : ls->qc + slot * s->QC * D;
     int32_t *labels = (keys ? ls->lk : ls->lq) + slot * L;
     a.hint = warm ? labels : NULL; /* the layer's last labels, overwritten */
