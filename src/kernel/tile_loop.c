@@ -425,7 +425,8 @@ static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       float inv = 1.0f / l;
       for (int d = 0; d < pb->D; d++)
         sc->row[d] = o[d] * inv;
-      lse = (float)(LN2 * ((double)m + log2((double)l)));
+      /* only when asked: a log2 per row was 0.2% of an SVG2 call */
+      lse = pb->lse ? (float)(LN2 * ((double)m + log2((double)l))) : 0.0f;
     }
     int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
     stsa_store_row(sc->row, pb->D, stsa_tensor_row(out, b, tok, h), out->dtype,

@@ -25,10 +25,10 @@ typedef struct grouping {
  * label out of range. */
 static int64_t group_of(const stsa_geo *geo, const int32_t *label, int64_t clusters,
                         int64_t i) {
-  stsa_tok t = stsa_geo_token(geo, i);
-  if (t.kind == STSA_TOK_VIDEO)
+  const stsa_tok_kind kind = stsa_geo_kind(geo, i);
+  if (kind == STSA_TOK_VIDEO)
     return label[i] >= 0 && label[i] < clusters ? label[i] : -1;
-  return t.kind == STSA_TOK_TEXT_REAL ? clusters : clusters + 1;
+  return kind == STSA_TOK_TEXT_REAL ? clusters : clusters + 1;
 }
 
 /* Counting sort of the tokens by group (stable), then each group cut into

@@ -53,19 +53,23 @@ int64_t stsa_geometry_tokens(const stsa_geometry *g) {
   return geo.N;
 }
 
-stsa_tok stsa_geo_token(const stsa_geo *geo, int64_t native) {
-  stsa_tok t = {STSA_TOK_NONE, 0, 0, 0, 0};
+stsa_tok_kind stsa_geo_kind(const stsa_geo *geo, int64_t native) {
   if (native < 0 || native >= geo->N)
-    return t;
-  int64_t v = native - geo->v0;
-  if (v >= 0 && v < geo->L) {
-    t.kind = STSA_TOK_VIDEO;
+    return STSA_TOK_NONE;
+  const int64_t v = native - geo->v0;
+  if (v >= 0 && v < geo->L)
+    return STSA_TOK_VIDEO;
+  return native - geo->t0 < geo->R ? STSA_TOK_TEXT_REAL : STSA_TOK_TEXT_PAD;
+}
+
+stsa_tok stsa_geo_token(const stsa_geo *geo, int64_t native) {
+  stsa_tok t = {stsa_geo_kind(geo, native), 0, 0, 0, 0};
+  if (t.kind == STSA_TOK_VIDEO) {
+    const int64_t v = native - geo->v0;
     t.f = v / geo->P;
     t.p = v % geo->P;
     t.y = t.p / geo->Wp;
     t.x = t.p % geo->Wp;
-  } else {
-    t.kind = native - geo->t0 < geo->R ? STSA_TOK_TEXT_REAL : STSA_TOK_TEXT_PAD;
   }
   return t;
 }

@@ -48,6 +48,9 @@ void stsa_geo_init(stsa_geo *geo, const stsa_geometry *g);
 int stsa_geometry_same(const stsa_geometry *a, const stsa_geometry *b);
 
 stsa_tok stsa_geo_token(const stsa_geo *geo, int64_t native);
+/* The kind of stsa_geo_token alone (no divisions: for loops over every
+ * token that need no coordinates). */
+stsa_tok_kind stsa_geo_kind(const stsa_geo *geo, int64_t native);
 
 /* Offset, inside the video block, of video token (f, p) in `order`. */
 int64_t stsa_geo_video_pos(const stsa_geo *geo, stsa_order order, int64_t f, int64_t p);
