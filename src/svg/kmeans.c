@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/per_isa.h"
 #include "core/prefetch.h"
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
@@ -152,18 +153,9 @@ static int64_t part_begin(const km *m, int part, int parts) {
   return lo;
 }
 
-/* Built for the widest vectors the CPU has, picked when the library loads
- * (x86-64 Linux, whose loader resolves the clones): add_row's sums are the
- * same in any width (each element its own), ~1 ms of a warm Wan-480p call
- * in SSE2. */
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#define PER_ISA __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PER_ISA
-#endif
-
-/* sums[c] += sign * x_i over the d coordinates. */
-PER_ISA static void add_row(double *acc, const float *row, int d, double sign) {
+/* sums[c] += sign * x_i over the d coordinates (the same in any vector
+ * width, each element its own: SSE2 cost a warm Wan-480p call ~1 ms). */
+STSA_PER_ISA static void add_row(double *acc, const float *row, int d, double sign) {
   for (int j = 0; j < d; j++)
     acc[j] += sign * (double)row[j];
 }
