@@ -121,7 +121,8 @@ void stsa_store_row(const float *src, int64_t n, void *dst, stsa_dtype dtype,
  * NaN/Inf: rows are short (a head dim), finite inputs are the case to make
  * fast, and the loops then vectorise (in the CPU's widest vectors: a scan
  * of every V row in SSE2 was ~0.5% of a Wan-480p SVG2 call). */
-STSA_PER_ISA int stsa_row_is_finite(const void *src, stsa_dtype dtype, int64_t stride, int64_t n) {
+STSA_PER_ISA int stsa_row_is_finite(const void *src, stsa_dtype dtype, int64_t stride,
+                                    int64_t n) {
   unsigned bad = 0;
   if (dtype == STSA_F32) {
     const float *s = src; /* exponent all ones: NaN or Inf */
