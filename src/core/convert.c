@@ -121,8 +121,8 @@ void stsa_store_row(const float *src, int64_t n, void *dst, stsa_dtype dtype,
  * NaN/Inf: rows are short (a head dim), finite inputs are the case to make
  * fast, and the loops then vectorise (in the CPU's widest vectors: a scan
  * of every V row in SSE2 was ~0.5% of a Wan-480p SVG2 call). */
-STSA_PER_ISA int stsa_row_is_finite(const void *src, stsa_dtype dtype, int64_t stride,
-                                    int64_t n) {
+STSA_PER_ISA static int row_is_finite(const void *src, stsa_dtype dtype, int64_t stride,
+                                      int64_t n) {
   unsigned bad = 0;
   if (dtype == STSA_F32) {
     const float *s = src; /* exponent all ones: NaN or Inf */
@@ -144,4 +144,10 @@ STSA_PER_ISA int stsa_row_is_finite(const void *src, stsa_dtype dtype, int64_t s
     for (int64_t i = 0; i < n; i++)
       bad |= (s[i * stride] & mask) == mask;
   return !bad;
+}
+
+/* The clones behind a static function: clang resolves those of an external
+ * one only where every caller's declaration carries the attribute. */
+int stsa_row_is_finite(const void *src, stsa_dtype dtype, int64_t stride, int64_t n) {
+  return row_is_finite(src, dtype, stride, n);
 }
