@@ -162,8 +162,8 @@ stsa_status stsa_check_finite_tokens(const stsa_tensor *t, const char *name, int
   int64_t first_bad = rows;
   const int64_t most = rows / SCAN_ROWS_PER_THREAD;
   const int nth = threads < 1 ? 1 : most < threads ? (most > 1 ? (int)most : 1) : threads;
-  /* by token, its heads inside: the row's indices without three divisions
-   * per row, which cost as much as scanning it */
+  /* by token, its heads inside: a division per token for the rows'
+   * indices, not three per row */
 #pragma omp parallel for num_threads(nth) schedule(static) reduction(min : first_bad)
   for (int64_t tk = 0; tk < tokens; tk++) {
     if (tk * H > first_bad) /* this thread found one before: the rest cannot win */
