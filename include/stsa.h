@@ -631,7 +631,9 @@ typedef struct stsa_svg_config {
   /* Lloyd iterations: the first call of a layer (k-means++ seeding) and
    * later calls warm-started from that layer's centroids; 0 = 50 and 2. The
    * session keeps (q_clusters + kv_clusters) * head_dim floats per (layer,
-   * batch entry, head): 27 MB per layer at Wan 720p's 40 heads */
+   * batch entry, head): 27 MB per layer at Wan 720p's 40 heads; and, for
+   * all layers, the scratch of each k-means that runs at once (one per
+   * thread): about 10 MB at Wan 480p, 25 MB at 720p */
   int64_t kmeans_iters_cold, kmeans_iters_warm;
   /* ---- both methods ---- */
   /* default error budget of stsa_svg_attention (stsa_svg_call.max_rel_error) */
