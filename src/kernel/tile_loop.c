@@ -346,7 +346,7 @@ void stsa_tile_scratch_free(stsa_tile_scratch *sc) {
 
 /* Rows of a permuted q tile prefetched ahead of the one loading: they come
  * from anywhere in q (clusters), which the hardware prefetcher does not
- * follow (0.5% of a warm Wan-480p SVG2 call). */
+ * follow (a warm Wan-480p SVG2 call 0.5% faster in f32, 1.5% in bf16). */
 #define QROW_AHEAD 8
 
 /* Loads the q tile's rows, scaled into log2 units; padding rows are zero.
@@ -387,8 +387,14 @@ static float load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
   float row[STSA_MAX_HEAD_DIM];
   uint32_t q_max = 0;
   memset(qb, 0, sizeof(uint16_t) * (size_t)rows_pad * (size_t)pb->D32);
+  const int64_t q_bytes =
+      pb->q->stride[3] == 1 ? pb->D * stsa_dtype_size(pb->q->dtype) : 1;
+  for (int r = 0; q_rows && r < QROW_AHEAD && r < rows; r++)
+    prefetch_bytes(stsa_tensor_row(pb->q, b, q_rows[q0 + r], h), q_bytes);
   for (int r = 0; r < rows; r++) {
     const int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
+    if (q_rows && r + QROW_AHEAD < rows)
+      prefetch_bytes(stsa_tensor_row(pb->q, b, q_rows[q0 + r + QROW_AHEAD], h), q_bytes);
     pb->kern->load_row(stsa_tensor_row(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3],
                        pb->D, row);
     const uint32_t qm = stsa_abs_max_bits(row, pb->D);
