@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "core/per_isa.h"
-#include "core/prefetch.h"
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
 #include "svg/kmeans_internal.h"
@@ -185,11 +184,8 @@ static void sum_members(const km *m, int64_t c_lo, int64_t c_end) {
     memset(acc, 0, sizeof(double) * (size_t)d);
     const int64_t j0 = m->start[c], j1 = m->start[c + 1];
     for (int64_t j = j0; j < j1; j++) {
-      if (j + SUM_AHEAD < end) {
-        const float *next = stsa_km_row(m, m->members[j + SUM_AHEAD]);
-        for (int e = 0; e < d; e += 16)
-          STSA_PREFETCH(next + e);
-      }
+      if (j + SUM_AHEAD < end)
+        stsa_km_prefetch_row(m, m->members[j + SUM_AHEAD]);
       add_row(acc, stsa_km_row(m, m->members[j]), d, 1.0);
     }
   }

@@ -13,6 +13,7 @@
 
 #include "core/context.h"
 #include "core/error.h"
+#include "core/prefetch.h"
 #include "kernel/kernels.h"
 
 /* Row blocks of mr rows that one thread takes at a time: every K^T panel
@@ -127,6 +128,23 @@ static inline size_t stsa_km_floats64(size_t floats) { return (floats + 15) / 16
 
 static inline const float *stsa_km_row(const km *m, int64_t i) {
   return m->x + i * m->ld;
+}
+
+/* Prefetches point i's row, for passes that gather rows in an order the
+ * hardware prefetcher cannot follow (by label, by coarse cluster). */
+static inline void stsa_km_prefetch_row(const km *m, int64_t i) {
+  const float *row = stsa_km_row(m, i);
+  for (int e = 0; e < m->d; e += 16) /* a 64-byte line */
+    STSA_PREFETCH(row + e);
+}
+
+/* Prefetches what an assignment's visit reads and writes of point i: its
+ * group minima, best and runner-up scores (scattered, as the points of a
+ * gathered pass are). */
+static inline void stsa_km_prefetch_assign_state(const km *m, int64_t i) {
+  STSA_PREFETCH(m->gmin + i * m->groups);
+  STSA_PREFETCH(m->row_val + i);
+  STSA_PREFETCH(m->row_val2 + i);
 }
 
 /* Whether a row holds NaN or Inf (exponent bits all ones): integer compares,
