@@ -25,6 +25,14 @@ void stsa_load_row_rest(const void *src, int dtype, int64_t stride, int64_t from
 /* dst[i * stride] = src[i] converted to dtype, i < n. */
 void stsa_store_row(const float *src, int64_t n, void *dst, stsa_dtype dtype,
                     int64_t stride);
+/* The same, for rows the caller will not read again soon: bypasses the
+ * caches where the CPU can (x86-64: unit stride, 16-byte aligned rows of
+ * 16-byte multiples). Call stsa_store_fence before other threads or the
+ * caller read such rows. */
+void stsa_store_row_streaming(const float *src, int64_t n, void *dst, stsa_dtype dtype,
+                              int64_t stride);
+/* Orders the streaming stores before the stores after it. */
+void stsa_store_fence(void);
 /* 1 if all n elements (stride apart) are finite. */
 int stsa_row_is_finite(const void *src, stsa_dtype dtype, int64_t stride, int64_t n);
 

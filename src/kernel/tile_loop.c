@@ -419,10 +419,13 @@ static float load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
   return abs_max_value(q_max) * pb->qscale;
 }
 
-/* Normalises the finished rows and writes them in the caller's layout. */
+/* Normalises the finished rows and writes them in the caller's layout:
+ * rows of a permuted tile (q_rows) scattered, by streaming stores. */
 static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
                        int rows, const int64_t *q_rows, const stsa_tile_scratch *sc) {
   const stsa_tensor *out = pb->out;
+  void (*store)(const float *, int64_t, void *, stsa_dtype, int64_t) =
+      q_rows ? stsa_store_row_streaming : stsa_store_row;
   for (int r = 0; r < rows; r++) {
     const float *o = sc->o + (int64_t)r * pb->D_pad;
     float l = sc->l[r], m = sc->m[r];
@@ -445,11 +448,12 @@ static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       lse = pb->lse ? (float)(LN2 * ((double)m + log2((double)l))) : 0.0f;
     }
     int64_t tok = q_rows ? q_rows[q0 + r] : q0 + r;
-    stsa_store_row(sc->row, pb->D, stsa_tensor_row(out, b, tok, h), out->dtype,
-                   out->stride[3]);
+    store(sc->row, pb->D, stsa_tensor_row(out, b, tok, h), out->dtype, out->stride[3]);
     if (pb->lse)
       pb->lse[(b * pb->H + h) * pb->Sq + tok] = lse;
   }
+  if (q_rows)
+    stsa_store_fence();
 }
 
 /* Marks every -inf score of the tile kept (see KEPT_NEG_INF); the mask then
