@@ -57,6 +57,7 @@ static int km_alloc(km *m, stsa_workspace *ws, void **block) {
       stsa_km_floats64(STSA_KM_PENDING_MAX),            /* pending */
       stsa_km_floats64(k),                              /* perm */
       stsa_km_floats64(k),                              /* pos */
+      stsa_km_floats64(k),                              /* cgroup */
       stsa_km_floats64(2 * n * G),                      /* glow */
       stsa_km_floats64(n * G),                          /* gmin */
       stsa_km_floats64(2 * n),                          /* gmask */
@@ -107,21 +108,22 @@ static int km_alloc(km *m, stsa_workspace *ws, void **block) {
   m->pending = at[15];
   m->perm = at[16];
   m->pos = at[17];
-  m->glow = at[18];
-  m->gmin = at[19];
-  m->gmask = at[20];
-  m->glist = at[21];
-  m->gcount = at[22];
-  m->gshift = at[23];
-  m->gcent = at[24];
-  m->glabel = at[25];
-  m->spread = at[26];
-  m->cd_low = at[27];
-  m->coarse = at[28];
-  m->cstart = at[29];
-  m->cpanels = at[30];
-  m->gdone = at[31];
-  m->thread_mem = at[32];
+  m->cgroup = at[18];
+  m->glow = at[19];
+  m->gmin = at[20];
+  m->gmask = at[21];
+  m->glist = at[22];
+  m->gcount = at[23];
+  m->gshift = at[24];
+  m->gcent = at[25];
+  m->glabel = at[26];
+  m->spread = at[27];
+  m->cd_low = at[28];
+  m->coarse = at[29];
+  m->cstart = at[30];
+  m->cpanels = at[31];
+  m->gdone = at[32];
+  m->thread_mem = at[33];
   return 0;
 }
 

@@ -62,8 +62,10 @@ void stsa_km_group(stsa_ctx *ctx, km *m, const float *centroids, uint64_t seed) 
       stsa_err_clear(m->err); /* out of memory: index order serves too */
     }
   }
-  for (int64_t v = 0; v < m->k; v++)
+  for (int64_t v = 0; v < m->k; v++) {
     m->pos[m->perm[v]] = (int32_t)v;
+    m->cgroup[m->perm[v]] = group_of_column(m, v);
+  }
   /* the full pass's panel order: strided by about sqrt(panels), so that
    * panels of similar centroids (neighbours in the packed order) are far
    * apart in the visit */
@@ -255,7 +257,7 @@ static void rows_bounds(km *m, const int32_t *idx, int64_t nrows, const int32_t 
     const double e = gemm_err(m, i), xn = (double)m->xnorm[i];
     const double runner_up = lower_of(xn, m->row_val2[i], e);
     m->upper[i] = sqrt(xn + (double)m->row_val[i] + e) * (1.0 + STSA_KM_BOUND_SLACK);
-    const int own = group_of_column(m, m->pos[labels[i]]);
+    const int own = m->cgroup[labels[i]];
     const uint64_t computed = done ? done[i] : m->gmask[i];
     for (int g = 0; g < G; g++)
       if (computed >> g & 1)
@@ -425,16 +427,17 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
   }
   pack_centroids(m, centroids);
   centroid_distances(m, centroids);
-  /* 2. every point against the groups its coarse cluster's centroids lie in */
-  for (int64_t i = 0; i < m->n; i++) {
-    const int c = m->coarse[i];
-    uint64_t mask = 0; /* none for an empty coarse cluster: then every group, below */
+  /* 2. every point against the groups its coarse cluster's centroids lie in
+   * (none for an empty coarse cluster: then every group, below) */
+  uint64_t cmask[STSA_KM_MAX_GROUPS] = {0};
+  for (int c = 0; c < G; c++)
     if (m->cstart[c + 1] > m->cstart[c])
       for (int g = group_of_column(m, m->cstart[c]);
            g <= group_of_column(m, m->cstart[c + 1] - 1); g++)
-        mask |= (uint64_t)1 << g;
-    m->gmask[i] = mask;
-    m->gdone[i] = mask;
+        cmask[c] |= (uint64_t)1 << g;
+  for (int64_t i = 0; i < m->n; i++) {
+    m->gmask[i] = cmask[m->coarse[i]];
+    m->gdone[i] = cmask[m->coarse[i]];
   }
   rows_reset(m, NULL, m->n, lab);
   /* with a hint, the norms here: this pass copies every point once (a
@@ -494,7 +497,7 @@ int64_t stsa_km_assign_pruned(km *m, const float *centroids, int32_t *labels) {
   for (int64_t i = 0; i < m->n; i++) {
     const double u = m->upper[i] + m->shift[labels[i]] * grow;
     const double e = gemm_err(m, i);
-    const int own = group_of_column(m, m->pos[labels[i]]);
+    const int own = m->cgroup[labels[i]];
     uint64_t need = (uint64_t)1 << own;
     for (int g = 0; g < G; g++) {
       double *low = m->glow + i * G + g;

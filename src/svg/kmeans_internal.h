@@ -80,6 +80,7 @@ typedef struct km {
   int gp, groups;
   int32_t *perm;   /* [k] packed position -> centroid */
   int32_t *pos;    /* [k] centroid -> packed position */
+  int32_t *cgroup; /* [k] centroid -> its group (no divisions per point) */
   double *glow;    /* [n][groups] per point: <= its exact distance to every
                     * centroid of the group but its own */
   float *gmin;     /* [n][groups] a pass's lower bound of each group's scores */
