@@ -759,13 +759,14 @@ static void run_merged_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *k
   pb->kern->full_run_bf16(&t, seg, (int)(i1 - i0));
 }
 
-/* An f32 merged run's columns. Variable tiles are clusters of tens of
- * keys, and each one's last K^T panel was mostly padding: a run of ~76-key
- * tiles computed ~10% more scores than it kept (7.2% more panels than the
- * layout here at Wan 480p). Here every tile's whole panels (n / nr of them)
- * come first, side by side from column 0, and the tails (the n % nr keys
- * after them) share panels from column `whole` on, copied for the run
- * (gather_tails), so a run pads once. */
+/* The columns of f32 spans computed together (run_spans). Variable tiles
+ * are clusters of tens of keys, and each one's last K^T panel was mostly
+ * padding: a run of ~76-key tiles computed ~10% more scores than it kept
+ * (7.2% more panels than the layout here at Wan 480p). Here every span's
+ * whole panels (n / nr of them) come first, side by side from column 0, and
+ * the tails (the n % nr keys after them) share panels from column `whole`
+ * on, copied (gather_tails), so the spans pad once. The tile loop hands it
+ * whole panels only (run_merged) or tails only (a q tile's tail runs). */
 typedef struct merged_cols {
   int whole;                      /* columns of whole panels */
   int tails;                      /* tail columns, after them */
