@@ -140,11 +140,10 @@ void stsa_store_row_streaming(const float *src, int64_t n, void *dst, stsa_dtype
         _mm_stream_ps((float *)dst + i, _mm_loadu_ps(src + i));
       return;
     }
-    uint16_t half[STSA_MAX_HEAD_DIM];
+    __m128i half[STSA_MAX_HEAD_DIM / 8]; /* the row converted, 16-byte aligned */
     stsa_store_row(src, n, half, dtype, 1);
-    for (int64_t i = 0; i < n; i += 8)
-      _mm_stream_si128((__m128i *)dst + i / 8,
-                       _mm_loadu_si128((const __m128i *)(half + i)));
+    for (int64_t i = 0; i < n / 8; i++)
+      _mm_stream_si128((__m128i *)dst + i, half[i]);
     return;
   }
 #endif
