@@ -81,8 +81,8 @@ void stsa_km_gemm_pass(km *m, const int32_t *idx, int64_t nrows, int64_t col0,
         for (int64_t r = 0; r < mr; r++) {
           if (r < brows) {
             const int64_t pos = i0 + b * mr + r;
-            if (idx) { /* a gathered pass: an assignment's (rows_groups, rows_by_coarse)
-                        */
+            /* a gathered pass is an assignment's (rows_groups, rows_by_coarse) */
+            if (idx) {
               if (pos + GATHER_AHEAD < nrows)
                 stsa_km_prefetch_row(m, idx[pos + GATHER_AHEAD]);
               stsa_km_prefetch_assign_state(m, idx[pos]); /* 0.3-0.5%, paired */
