@@ -132,7 +132,7 @@ void stsa_store_row(const float *src, int64_t n, void *dst, stsa_dtype dtype,
 void stsa_store_row_streaming(const float *src, int64_t n, void *dst, stsa_dtype dtype,
                               int64_t stride) {
 #ifdef STSA_STREAM_STORES
-  const int64_t bytes = n * (dtype == STSA_F32 ? 4 : 2);
+  const int64_t bytes = n * (int64_t)stsa_dtype_size(dtype);
   if (stride == 1 && bytes % 16 == 0 && ((uintptr_t)dst & 15) == 0 &&
       n <= STSA_MAX_HEAD_DIM) {
     if (dtype == STSA_F32) {

@@ -350,6 +350,16 @@ static void coarse_visit(km *m, void *ud, int64_t i0, int rows, int64_t c0, int 
   }
 }
 
+/* The groups [*g0, *g1] that coarse cluster c's centroids lie in; 0 when
+ * it has none. */
+static int coarse_groups(const km *m, int c, int *g0, int *g1) {
+  if (m->cstart[c + 1] == m->cstart[c])
+    return 0;
+  *g0 = group_of_column(m, m->cstart[c]);
+  *g1 = group_of_column(m, m->cstart[c + 1] - 1);
+  return 1;
+}
+
 /* Step 2 of the first assignment: every point against the groups its
  * coarse cluster's centroids lie in (gmask, set by the caller; none for an
  * empty coarse cluster). The points of one coarse cluster need the same
@@ -372,10 +382,9 @@ static void rows_by_coarse(km *m, int32_t *labels) {
     m->todo[fill[m->coarse[i]]++] = (int32_t)i;
   assign_rows ar = {labels, NULL};
   for (int c = 0; c < G; c++) {
-    if (first[c + 1] == first[c] || m->cstart[c + 1] == m->cstart[c])
+    int g0, g1;
+    if (first[c + 1] == first[c] || !coarse_groups(m, c, &g0, &g1))
       continue;
-    const int g0 = group_of_column(m, m->cstart[c]);
-    const int g1 = group_of_column(m, m->cstart[c + 1] - 1);
     const int64_t col0 = group_first(m, g0);
     ar.idx = m->todo + first[c];
     stsa_km_gemm_pass(m, ar.idx, first[c + 1] - first[c], col0,
@@ -430,11 +439,12 @@ int64_t stsa_km_assign_first(km *m, const float *centroids, int32_t *labels) {
   /* 2. every point against the groups its coarse cluster's centroids lie in
    * (none for an empty coarse cluster: then every group, below) */
   uint64_t cmask[STSA_KM_MAX_GROUPS] = {0};
-  for (int c = 0; c < G; c++)
-    if (m->cstart[c + 1] > m->cstart[c])
-      for (int g = group_of_column(m, m->cstart[c]);
-           g <= group_of_column(m, m->cstart[c + 1] - 1); g++)
+  for (int c = 0; c < G; c++) {
+    int g0, g1;
+    if (coarse_groups(m, c, &g0, &g1))
+      for (int g = g0; g <= g1; g++)
         cmask[c] |= (uint64_t)1 << g;
+  }
   for (int64_t i = 0; i < m->n; i++) {
     m->gmask[i] = cmask[m->coarse[i]];
     m->gdone[i] = cmask[m->coarse[i]];
