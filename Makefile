@@ -41,6 +41,7 @@ RUN_PY_TESTS = rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
   && $(VENV)/bin/pytest python/tests $(PYTEST_FLAGS) --junitxml=$(PY_RESULTS)
 
 .PHONY: all build demo test test-c deps sanitize fuzz format format-check clean test-python \
+        test-amx-emulated \
         test-diffusers check-install check-cross build-aarch64 test-aarch64
 
 all: build
@@ -71,6 +72,20 @@ test: build
 test-c: build
 	@rm -f $(C_RESULTS)
 	$(RUN_C_TESTS)
+
+# The kernel tests with the amx backend's tile unit emulated in C
+# (src/kernel/x86/amx_emulation.h), where the CPU has the rest of its ISA
+# (AVX-512 with AVX512-BF16: Zen 4 and later, Cooper Lake and later) but no
+# AMX; elsewhere the amx backend is unavailable and those tests skip it.
+AMX_EMULATED_TESTS = amx|finite_range|nonfinite|run_info|dense|sparse|svg|kernel|pack|rows|plan_kv
+test-amx-emulated: deps
+	@cmake -S . -B build-amxemu -DCMAKE_BUILD_TYPE=Release -DSTSA_AMX_EMULATION=ON \
+	  -DSTSA_WERROR=ON $(QUIET_FLAGS) >/dev/null
+	@cmake --build build-amxemu -j$(JOBS) $(BUILD_TOOL_FLAGS)
+	@build-amxemu/stsa --help | grep -q 'runs:.* amx;' || \
+	  echo "test-amx-emulated: this CPU lacks AVX512-BF16: the amx backend is not tested"
+	cd build-amxemu && ctest --output-on-failure -j$(JOBS) -R '$(AMX_EMULATED_TESTS)' \
+	  --output-junit $(abspath build-amxemu)/results-c.xml
 
 # The same tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize:
@@ -127,6 +142,6 @@ format-check:
 -include bench/peers/peers.mk
 
 clean:
-	rm -rf build build-asan build-fuzz build-aarch64 $(VENV) $(DIFFUSERS_VENV) python/build \
+	rm -rf build build-asan build-amxemu build-fuzz build-aarch64 $(VENV) $(DIFFUSERS_VENV) python/build \
 	  build-venv-ggml build-venv-peers \
 	  python/src/stsa/_lib

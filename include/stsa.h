@@ -150,8 +150,9 @@ STSA_API stsa_tensor stsa_tensor_shd(void *data, stsa_dtype dtype, int64_t S, in
 typedef struct stsa_ctx stsa_ctx;
 
 /* Creates a context with defaults: all online CPUs, backend AUTO, finite
- * checks on. The environment variable STSA_BACKEND=auto|ref|portable|avx2|
- * neon (read here, once; unset or empty means auto) overrides the backend;
+ * checks on. The environment variable STSA_BACKEND (any name of
+ * stsa_backend_name: auto, ref, portable, avx2, avx512, amx, neon; read
+ * here, once; unset or empty means auto) overrides the backend;
  * STSA_FORCE_PORTABLE=1 is a synonym for STSA_BACKEND=portable and wins over
  * it. Any other STSA_BACKEND value fails with STSA_ERR_BAD_PARAM, and a
  * backend this build or CPU does not run (avx2 without AVX2/FMA/F16C, neon
@@ -228,9 +229,46 @@ STSA_API stsa_status stsa_param_bounds(stsa_param param, int64_t *lo, int64_t *h
 
 /* The backend a call on this context actually runs (AUTO resolved). */
 STSA_API stsa_backend stsa_ctx_backend(const stsa_ctx *ctx);
+
+/* The arithmetic of a call's tiles (stsa_run_info). */
+typedef enum stsa_arith {
+  STSA_ARITH_F64 = 0, /* the ref backend: every row in double */
+  STSA_ARITH_F32 = 1, /* q, k and v converted to f32 as they load; f32 products,
+                         sums and softmax (every tiled backend) */
+  /* the amx backend on bf16 q, k and v: exact bf16 products summed in f32 on
+   * the tile unit, the softmax in f32, each probability entering P.V as
+   * bf16_terms bf16 terms (STSA_PARAM_BF16_TERMS) */
+  STSA_ARITH_BF16_TILES = 2,
+  STSA_ARITH_COUNT_
+} stsa_arith;
+/* "f64", "f32", "bf16-tiles"; "unknown" for any other value. */
+STSA_API const char *stsa_arith_name(stsa_arith arith);
+
+/* What an attention call ran: no path is taken silently. */
+typedef struct stsa_run_info {
+  size_t size;          /* sizeof this struct, as compiled (see "Extensible structs") */
+  stsa_backend backend; /* the context's backend, AUTO resolved */
+  stsa_arith arith;
+  int bf16_terms; /* STSA_ARITH_BF16_TILES: terms per probability, 1..3; else 0 */
+  /* "" when the call ran the fastest arithmetic its backend has; else why it
+   * could not, e.g. "kv tiles of 240 keys: the bf16 tiles take multiples of
+   * 32" or "q, k and v are f16, f16 and f16: the bf16 tiles take bf16 only".
+   * NUL-terminated. */
+  char why[192];
+} stsa_run_info;
+
+/* What the last attention call on ctx that succeeded ran: stsa_attention,
+ * stsa_sparse_attention, part 0 of their partitioned forms, or the attention
+ * proper of stsa_svg_attention (every head of a call runs one arithmetic;
+ * its profiling and k-means run in f32, on gathered rows). Fails with
+ * STSA_ERR_BAD_PARAM before the first. */
+STSA_API stsa_status stsa_ctx_last_run(const stsa_ctx *ctx, stsa_run_info *info);
 /* ------------------------------------------------------------------------ */
 /* Dense attention                                                           */
 /* ------------------------------------------------------------------------ */
+/* The largest head dimension D any call takes (the kernels' limit). */
+#define STSA_MAX_HEAD_DIM 512
+
 /*
  * out[b,s,h,:] = softmax(scale * q[b,s,h,:] . k[b,:,h,:]^T) v[b,:,h,:]
  *
@@ -246,9 +284,15 @@ STSA_API stsa_backend stsa_ctx_backend(const stsa_ctx *ctx);
  * Finite range: the f32 backends compute scale * log2(e) * q_i . k_j, and
  * no logit or partial sum of it overflows while scale * |q_i| * |k_j| < 1e38
  * (Euclidean norms; so |scale * q_i . k_j| < 1e38 too). Inside it every
- * backend computes the same softmax, however large the logits. Beyond it a
- * logit may overflow f32 to +-inf or NaN, and the rules below then apply to
- * that logit (the reference, in double, does not overflow there).
+ * backend computes the same softmax, however large the logits, and V may
+ * hold any finite values up to the largest of its dtype: for finite q, k
+ * and v in that range every backend, dense, sparse and SVG alike, returns
+ * finite rows within f32's rounding of the exact result (the logits' own
+ * f32 rounding, a few ulps of scale |q_i| |k_j|, included; the amx
+ * backend's tile unit takes bf16 values below 2^-126 as zero, as the
+ * hardware does). Beyond it a logit may overflow f32 to +-inf or NaN, and
+ * the rules below then apply to that logit (the reference, in double, does
+ * not overflow there).
  *
  * Non-finite inputs (with STSA_PARAM_CHECK_FINITE = 0; the default rejects
  * them) follow PyTorch SDPA's math, alike in every backend, dense and
@@ -615,13 +659,20 @@ typedef struct stsa_svg_config {
    * (q tile and kv tile dividing Hp*Wp, so frame windows have no partial
    * tiles) when such sizes exist in [96, 240] x [128, 320], else the
    * context's; for SVG2 at most 256 x 512 (the largest multiples of the
-   * kernels' register tile), whose tiles follow clusters */
+   * kernels' register tile), whose tiles follow clusters. kv_tile must be a
+   * multiple of 16; q_tile is rounded up to a multiple of the backend's
+   * register-tile rows (12 on avx512 and amx, 6 on the others): by the plans
+   * at create for SVG, at each call for SVG2 (stsa_svg_get_windows gives
+   * the rounded tiles then) */
   int q_tile, kv_tile;
   /* ---- Sparse VideoGen 2 (method = STSA_SVG_METHOD_SVG2) ---- */
   int method; /* stsa_svg_method; 0 = SVG */
   /* k-means clusters of the video queries and keys per (batch, head); 0 =
    * automatic: the published 300 / 1000 at 75,600 video tokens (Wan 2.1
-   * 720p), scaled with the video token count, at least 8 tokens each */
+   * 720p), scaled with the video token count, at least 8 tokens each. At
+   * most 2^22 (4,194,304) pairs q_clusters x kv_clusters, as each call's
+   * scratch grows with them: more is refused at create, and automatic
+   * counts shrink to fit (from about 280,000 video tokens on) */
   int64_t q_clusters, kv_clusters;
   /* key clusters kept per query cluster: in descending centroid probability
    * until the cumulative probability reaches top_p (0 = use `density`
@@ -630,10 +681,13 @@ typedef struct stsa_svg_config {
   double top_p, min_kv_fraction;
   /* Lloyd iterations: the first call of a layer (k-means++ seeding) and
    * later calls warm-started from that layer's centroids; 0 = 50 and 2. The
-   * session keeps (q_clusters + kv_clusters) * head_dim floats per (layer,
-   * batch entry, head): 27 MB per layer at Wan 720p's 40 heads; and, for
-   * all layers, the scratch of each k-means that runs at once (one per
-   * thread): about 10 MB at Wan 480p, 25 MB at 720p */
+   * session keeps, per (layer, batch entry, head) of each layer called
+   * (whatever its number: memory follows the layers called), the centroids,
+   * (q_clusters + kv_clusters) * head_dim floats, the labels, 2 int32 per
+   * video token, and the last cluster plan: 51 MB a layer at Wan 720p's 40
+   * heads before the plans; and, for all layers, the scratch of each k-means
+   * that runs at once (one per thread): about 10 MB at Wan 480p, 25 MB at
+   * 720p */
   int64_t kmeans_iters_cold, kmeans_iters_warm;
   /* ---- both methods ---- */
   /* default error budget of stsa_svg_attention (stsa_svg_call.max_rel_error) */
@@ -703,6 +757,10 @@ typedef struct stsa_svg_report {
   int64_t q_clusters, kv_clusters; /* SVG2: clusters per head (0 for SVG) */
   double cluster_ms;               /* SVG2: time spent in k-means (inside profile_ms) */
   int cold;                        /* SVG2: 1 if this call seeded its layer's clusters */
+  /* ---- since the run info ---- */
+  /* optional: what the call's attention ran (stsa_ctx_last_run), its size
+   * field set by the caller */
+  stsa_run_info *run;
 } stsa_svg_report;
 
 /* What the error budget did to a head (stsa_svg_report.budget). */

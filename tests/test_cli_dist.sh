@@ -9,7 +9,9 @@
 # a different --density, an option value out of range) stop every rank with
 # that rank's message, a non-zero exit and no file written; so does one
 # rank given a dump of other shapes. --max-error and --mode svg2 are usage
-# errors with --dist. Skips (exit 0,
+# errors with --dist, and so is bench svg's --dtype. The report and the
+# summary say what each rank ran (a rank without heads named, its entry
+# null), and the distributed bench what every rank and one process ran. Skips (exit 0,
 # a "skipped" line) when the binary was built without MPI or there is no
 # mpirun. Prints "test_cli_dist: N passed, M failed".
 set -euo pipefail
@@ -155,7 +157,30 @@ expect_ok report.dist python3 helper.py check-json ulysses.3.svg.json --single o
   "r['dist']['imbalance'] >= 0" \
   "set(r) - set(s) == {'dist'} and set(s) <= set(r)" \
   "[h['kind'] for h in r['per_head']] == [h['kind'] for h in s['per_head']]" \
-  "r['density'] == s['density'] and r['dense_call'] == s['dense_call']"
+  "r['density'] == s['density'] and r['dense_call'] == s['dense_call']" \
+  "r['ran'] == s['ran'] and r['dist']['ran'] == [s['ran']] * 3 and 'ran_note' not in r"
+
+# what ran, per rank: 2 heads over 3 ranks leave one rank without heads,
+# which the report and the summary name (its entry null), rather than a guess
+python3 helper.py gen heads2.safetensors bshd 1 $F $HP $WP $C 2 $D 5
+expect_ok ran.np3 "${MPIRUN[@]}" -np 3 "$STSA" run --in heads2.safetensors --layout bshd \
+  --frames $F --height $HP --width $WP --text $C --text-pos prefix --mode dense \
+  --compare-dense --dist ulysses --report ran.np3.json
+expect_ok ran.np3.report python3 helper.py check-json ran.np3.json --single one.dense.json \
+  "r['ran'] == r['dense_ran'] == s['ran']" \
+  "r['ran_note'] == r['dense_ran_note'] and 'computed no heads of the call' in r['ran_note']" \
+  "[x is None for x in r['dist']['ran']] == [n == 0 for n in r['dist']['local_heads']]" \
+  "r['dist']['dense_ran'] == r['dist']['ran'] and r['dist']['ran'].count(None) == 1"
+if grep -q "^  ran: [a-z0-9]*, f32 on every rank with heads; rank [0-9] computed no heads" \
+  ran.np3.stdout; then ok; else bad "ran.np3: the summary: $(head -c 600 ran.np3.stdout)"; fi
+# the distributed bench: every rank's and the one-process call's
+expect_ok bench.ran "${MPIRUN[@]}" -np 2 "$STSA" bench svg --preset wan21-480p --frames 2 \
+  --height 6 --width 8 --heads 2 --threads 1 --dist ulysses --json
+head -n1 bench.ran.stdout >bench.ran.json
+expect_ok bench.ran.fields python3 helper.py check-json bench.ran.json \
+  "r['bench'] == 'svg_dist' and r['tokens'] == 96" \
+  "r['ran'] == r['ran_1rank'] and r['ran_ranks'] == [r['ran']] * 2" \
+  "r['ran']['arithmetic'] == 'f32' and 'ran_note' not in r"
 
 # ring and hybrid:2: close to it
 for mode in dense sparse svg; do
@@ -236,5 +261,7 @@ expect_usage svg2 "--mode svg2 does not run with --dist" \
 
 expect_fail_all bench-permute "does not apply with --dist" \
   "${MPIRUN[@]}" -np 2 "$STSA" bench svg --preset wan21-480p --dist ring --compare-permute
+expect_fail_all bench-dtype "does not run with --dist yet" \
+  "${MPIRUN[@]}" -np 2 "$STSA" bench svg --preset wan21-480p --dist ring --dtype bf16
 
 finish

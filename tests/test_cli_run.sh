@@ -5,7 +5,11 @@
 # only), runs `stsa run` in every layout and compares the output with plain
 # softmax attention computed here in float64; checks the SVG report, the error
 # paths (non-zero exit, a message on stderr, no output file) and that the
-# plots are valid PNGs. Prints "test_cli_run: N passed, M failed".
+# plots are valid PNGs; and that the summary and the report say what each
+# call ran (backend, arithmetic, bf16 terms, why): the automatic backend,
+# STSA_BACKEND=portable and ref, and bf16 inputs whose SVG tiles of 240 keys
+# the amx backend's bf16 tiles cannot take (checked where this stsa runs
+# amx). Prints "test_cli_run: N passed, M failed".
 set -euo pipefail
 
 . "$(dirname "$0")/cli_common.sh" test_cli_run "$@"
@@ -205,6 +209,25 @@ def cmd_poison(args):
     write_st(args[1], {n: (t[n][0], t[n][1]) for n in 'qkv'}, dt)
 
 
+def cmd_gen_bf16(args):
+    """gen-bf16 FILE S H D SEED: q, k, v of [1, S, H, D] random bf16 values."""
+    path, (S, H, D, seed) = args[0], map(int, args[1:5])
+    rnd = random.Random(seed)
+    hdr, blobs, off = {}, [], 0
+    for name in 'qkv':
+        bits = [struct.unpack('<I', struct.pack('<f', rnd.gauss(0, 1)))[0] >> 16
+                for _ in range(S * H * D)]
+        b = struct.pack('<%dH' % len(bits), *bits)
+        hdr[name] = {'dtype': 'BF16', 'shape': [1, S, H, D],
+                     'data_offsets': [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(hdr).encode()
+    h += b' ' * (-len(h) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+
+
 def cmd_check_json(args):
     """check-json FILE EXPR...: every Python expression holds for r = the JSON."""
     r = json.load(open(args[0]))
@@ -215,7 +238,7 @@ def cmd_check_json(args):
 if __name__ == '__main__':
     cmds = {'gen': cmd_gen, 'check-out': cmd_check_out, 'check-report': cmd_check_report,
             'png': cmd_png, 'truncate': cmd_truncate, 'bench': cmd_bench,
-            'poison': cmd_poison, 'check-json': cmd_check_json}
+            'poison': cmd_poison, 'check-json': cmd_check_json, 'gen-bf16': cmd_gen_bf16}
     try:
         cmds[sys.argv[1]](sys.argv[2:])
     except AssertionError as e:
@@ -298,6 +321,12 @@ expect_fail report-unwritable "no-such-dir" err.safetensors \
   --report no-such-dir/r.json
 expect_fail layer-in-dense "apply to --mode svg and svg2 only" err.safetensors \
   "$STSA" run --in bshd.t0.safetensors "${base[@]}" --layer 3 --out err.safetensors
+# a head dim past the kernels' limit is named with the limit
+python3 helper.py gen d513 bshd 1 2 2 0 none 1 513 F32 3
+for mode in dense svg; do
+  expect_fail "d513.$mode" "513.*512" err.safetensors "$STSA" run --in d513.safetensors \
+    --layout bshd --frames 1 --height 2 --width 2 --mode "$mode" --out err.safetensors
+done
 # an existing --out stays as it was when the run fails late (report unwritable)
 echo previous >kept.safetensors
 if "$STSA" run --in bshd.t0.safetensors "${base[@]}" --out kept.safetensors \
@@ -338,6 +367,10 @@ expect_ok nowarn-report python3 helper.py check-json nowarn.json "r['warnings'] 
   "not any(h['warning'] for h in r['per_head'])" "r['warn_rel_l2'] == 1e9"
 if grep -q warning nowarn.stderr; then bad "nowarn: a warning on stderr"; else ok; fi
 expect_grep nowarn-label nowarn.stdout "sparse [0-9.]*x \(faster\|slower\) than dense"
+# the threshold as given, not rounded to the 0.1 it is not
+expect_ok warn-digits "$STSA" run --in bshd.t0.safetensors "${base[@]}" --mode sparse \
+  --density 0.6 --compare-dense --warn-rel-l2 0.10000001 --report warn-digits.json
+expect_grep warn-digits-stdout warn-digits.stdout "above --warn-rel-l2 0.10000001$"
 expect_ok default-warn "$STSA" run --in bshd.t0.safetensors "${base[@]}" --compare-dense \
   --report default-warn.json --quiet
 # dense mode, B = 1: compute_ms is exactly the timed heads (the warm-up apart)
@@ -365,6 +398,57 @@ expect_ok kind-sparse "$STSA" run --in bshd.t0.safetensors "${base[@]}" --mode s
 expect_grep kind-sparse-stdout kind-sparse.stdout "0 spatial, 2 temporal, 0 dense"
 "$STSA" run --help >run-help.txt
 expect_grep run-help-heads run-help.txt "a preset's head count is"
+
+# ------------------------------------------------------------- what ran
+# the report's "ran" (and "dense_ran" of --compare-dense) and the summary's
+# "ran:" lines name the backend and the arithmetic of the calls; f32 inputs
+# run f32 on every tiled backend (the amx backend says why not its bf16 tiles)
+KEYS="{'backend', 'arithmetic', 'bf16_terms', 'why'}"
+expect_ok ran-auto "$STSA" run --in bshd.t0.safetensors "${base[@]}" --mode svg \
+  --density 0.6 --compare-dense --report ran-auto.json
+expect_ok ran-auto-report python3 helper.py check-json ran-auto.json \
+  "set(r['ran']) == $KEYS and set(r['dense_ran']) == $KEYS" \
+  "r['ran']['backend'] == r['dense_ran']['backend'] == r['backend']" \
+  "r['ran']['arithmetic'] == 'f32' and r['ran']['bf16_terms'] == 0" \
+  "(r['ran']['why'] == '') == (r['backend'] != 'amx')" \
+  "'ran_note' not in r and all('ran' not in h for h in r['per_head'])"
+expect_grep ran-auto-text ran-auto.stdout "^  ran: [a-z0-9]*, f32"
+expect_grep ran-auto-dense-text ran-auto.stdout "^  dense reference ran: [a-z0-9]*, f32"
+for want in portable:f32 ref:f64; do
+  backend=${want%:*} arith=${want#*:}
+  for mode in dense sparse svg; do
+    name=ran-$backend-$mode
+    expect_ok "$name" env STSA_BACKEND="$backend" "$STSA" run --in bshd.t0.safetensors \
+      "${base[@]}" --mode "$mode" --density 0.6 --compare-dense --report "$name.json"
+    expect_ok "$name-report" python3 helper.py check-json "$name.json" \
+      "r['ran'] == r['dense_ran'] == {'backend': '$backend', 'arithmetic': '$arith', 'bf16_terms': 0, 'why': ''}"
+    expect_grep "$name-text" "$name.stdout" "^  ran: $backend, $arith$"
+    expect_grep "$name-dense-text" "$name.stdout" "^  dense reference ran: $backend, $arith$"
+  done
+done
+# bf16 inputs in frames of 12 x 20 tokens: the session's frame-aligned tiles
+# are 240 keys (Wan 720p's case). The amx backend's bf16 tiles take multiples
+# of 32: the SVG call runs f32 and says why, while the dense reference (f32
+# out, 256-key tiles) runs the tiles with 3 bf16 terms. Elsewhere f32, no why.
+python3 helper.py gen-bf16 bf16.safetensors 480 2 64 11
+bf16_geo=(--in bf16.safetensors --layout bshd --frames 2 --height 12 --width 20
+  --density 0.5 --compare-dense)
+if "$STSA" --help | grep -q "this machine runs:.* amx"; then
+  expect_ok ran-amx env STSA_BACKEND=amx "$STSA" run "${bf16_geo[@]}" --report ran-amx.json
+  expect_ok ran-amx-report python3 helper.py check-json ran-amx.json \
+    "r['svg']['kv_tile'] == 240 and r['ran']['backend'] == 'amx'" \
+    "r['ran']['arithmetic'] == 'f32' and r['ran']['bf16_terms'] == 0" \
+    "'kv tiles of 240 keys: the bf16 tiles take multiples of 32' in r['ran']['why']" \
+    "r['dense_ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+  expect_grep ran-amx-text ran-amx.stdout \
+    "^  ran: amx, f32 (kv tiles of 240 keys: the bf16 tiles take multiples of 32)$"
+  expect_grep ran-amx-dense-text ran-amx.stdout \
+    "^  dense reference ran: amx, bf16-tiles (3 bf16 terms a probability)$"
+else
+  expect_ok ran-bf16 "$STSA" run "${bf16_geo[@]}" --report ran-bf16.json
+  expect_ok ran-bf16-report python3 helper.py check-json ran-bf16.json \
+    "r['ran'] == r['dense_ran'] == {'backend': r['backend'], 'arithmetic': 'f64' if r['backend'] == 'ref' else 'f32', 'bf16_terms': 0, 'why': ''}"
+fi
 
 # ------------------------------------------------------------- pictures
 expect_ok plot-plan "$STSA" plot plan --frames 5 --height 6 --width 8 --text 16 \

@@ -50,7 +50,14 @@ expect_ok svg2.fields check svg2.json "r['mode'] == 'svg2' and r['svg']['method'
   "all(x['kind'] == 'semantic' for x in h)" \
   "all(0 < x['density'] <= 1 and x['est_error'] is None for x in h)" \
   "all(x['budget'] == 'none' and abs(x['top_p'] - 0.9) < 1e-6 for x in h)" \
-  "all(x['rel_l2'] >= 0 for x in h) and 0 < r['density'] <= 1"
+  "all(x['rel_l2'] >= 0 for x in h) and 0 < r['density'] <= 1" \
+  "r['ran']['backend'] == r['dense_ran']['backend'] == r['backend']" \
+  "r['ran']['arithmetic'] == r['dense_ran']['arithmetic'] == 'f32'" \
+  "set(r['ran']) == {'backend', 'arithmetic', 'bf16_terms', 'why'}"
+if grep -q "^  ran: [a-z0-9]*, f32" svg2.stdout &&
+  grep -q "^  dense reference ran: [a-z0-9]*, f32" svg2.stdout; then ok; else
+  bad "svg2: the summary does not say what ran: $(head -c 600 svg2.stdout)"
+fi
 if grep -q "est_err *rel_l2 budget *top_p" svg2.stdout &&
   grep -q "query x .* key clusters per head" svg2.stdout; then ok; else
   bad "svg2: the summary lacks the per-head table or the clusters: $(head -c 600 svg2.stdout)"
@@ -77,6 +84,22 @@ expect_ok preset.small.fields check small.json \
 expect_ok preset.small.q "$STSA" run "${small[@]}" --q-clusters 5 --report small5.json
 expect_ok preset.small.q.fields check small5.json "r['svg']['q_clusters'] == 5" \
   "r['svg']['kv_clusters'] < 1000"
+
+# ------------------------------------------- any layer and any q tile (issue 30)
+# the largest --layer (the session's per-layer state grew with the index:
+# out of memory here), and a q tile the backend's register tile (6 or 12
+# rows) rounds up, as SVG and block-sparse plans do (each call failed)
+tiny=(--workload --frames 2 --height 4 --width 8 --heads 1 --head-dim 16 --threads 2
+  --mode svg2 --compare-dense --quiet)
+expect_ok layer.huge "$STSA" run "${tiny[@]}" --layer 2147483647 --report layer.json
+expect_ok layer.huge.fields check layer.json "r['cold'] is True" \
+  "all(x['rel_l2'] >= 0 for x in h)"
+expect_ok layer.int64 "$STSA" run "${tiny[@]}" --layer 9223372036854775807 \
+  --step 9223372036854775807 --report layer64.json
+expect_ok layer.int64.fields check layer64.json "r['layer'] == 9223372036854775807"
+expect_ok q-tile.6 "$STSA" run "${tiny[@]}" --q-tile 6 --report qtile.json
+expect_ok q-tile.6.fields check qtile.json "r['svg']['q_tile'] in (6, 12)" \
+  "all(x['rel_l2'] >= 0 for x in h)"
 
 # ------------------------------------------- --max-error: a tiny budget runs every head dense
 # (6 frames: the sparse plans keep less than everything there)
@@ -115,7 +138,8 @@ expect_ok bench.fields check bench.json "r['bench'] == 'svg2' and r['tokens'] ==
   "0 < r['density'] <= 1 and abs(r['ideal_speedup'] - 1 / r['density']) < 0.01 * r['ideal_speedup']" \
   "abs(r['speedup'] - r['dense_ms'] / r['warm_ms']) < 0.01 * r['speedup'] + 1e-3" \
   "abs(r['efficiency'] - r['speedup'] / r['ideal_speedup']) < 0.01" \
-  "0 <= r['cluster_share'] <= 1 and r['kinds'] == 'semantic'"
+  "0 <= r['cluster_share'] <= 1 and r['kinds'] == 'semantic'" \
+  "r['ran'] == r['cold_ran'] and r['ran']['arithmetic'] == r['dense_ran']['arithmetic'] == 'f32'"
 
 # ------------------------------------------- plot pareto on a tiny geometry
 expect_ok pareto "$STSA" plot pareto --frames 4 --height 8 --width 16 --heads-per-kind 1 \

@@ -126,6 +126,34 @@ else
   bad "demo --quick failed: $(head -c 400 demo.err)"
 fi
 
+# ------------ a refused value is shown as typed, a size with its limit
+# expect_refused NAME PATTERN CMD...: exit status 2 and PATTERN (fixed) on stderr
+expect_refused() {
+  local name=$1 pattern=$2 rc=0
+  shift 2
+  "$@" >/dev/null 2>"$name.err" || rc=$?
+  if [ "$rc" = 2 ] && grep -qF -- "$pattern" "$name.err"; then ok; else
+    bad "$name: exit $rc, stderr lacks '$pattern': $(head -c 300 "$name.err")"
+  fi
+}
+wl=(run --workload --frames 2 --height 4 --width 4 --heads 1 --report w.json --quiet)
+expect_refused top-p "--top-p = 1.0000001 is out of range [1e-06, 1]" \
+  "$STSA" "${wl[@]}" --mode svg2 --top-p 1.0000001
+expect_refused density "--density = 1.0000000000000002 is out of range" \
+  "$STSA" "${wl[@]}" --density 1.0000000000000002
+expect_refused density-typed "--density = 1e-7 is out of range [1e-06, 1]" \
+  "$STSA" "${wl[@]}" --density=1e-7
+expect_refused max-error "--max-error = -0.0000001 is out of range [0, 1e+300]" \
+  "$STSA" "${wl[@]}" --max-error -0.0000001
+expect_refused densities "--densities = 1.00000001 is out of range [1e-06, 1]" \
+  "$STSA" plot pareto --densities 0.5,1.00000001
+expect_refused drift "--drift = 1.0000000001 is out of range [0, 1]" \
+  "$STSA" bench svg2 --preset wan21-480p --drift 1.0000000001
+expect_refused head-dim "--head-dim = 513 is out of range [1, 512]" \
+  "$STSA" "${wl[@]}" --head-dim 513
+expect_refused too-many-tokens "more than 2^40 tokens" \
+  "$STSA" run --workload --frames 100000000 --height 100000 --width 100000 --report w.json
+
 # ------------- item 12: an unknown STSA_BACKEND fails with the library's message
 rc=0
 STSA_BACKEND=gpu "$STSA" demo --quick >/dev/null 2>backend.err || rc=$?

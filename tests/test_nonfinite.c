@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_oracle.h"
 #include "testutil.h"
 
 enum { B = 1, H = 2, MAX_BACKENDS = 1 + TU_MAX_BACKENDS };
@@ -47,75 +48,13 @@ static int all_backends(stsa_backend out[MAX_BACKENDS]) {
   return 1 + tu_tiled_backends(out + 1);
 }
 
-/* ---- the oracle: SDPA's math in double ----------------------------------- */
-/* out[(h * S_q + i) * D + d] and lse[h * S_q + i] of softmax(s) V over the
- * keys keep[i * S_kv + j] != 0 (keep NULL: all), s_ij = scale * q_i . k_j:
- *   no kept key                               -> 0, lse -inf
- *   a kept NaN or +inf logit, or all -inf     -> NaN row, lse NaN
- *   otherwise weights exp(s - max) (-inf -> 0) and sum_j p_j v_j over every
- *   kept j, so a NaN in a kept v_j reaches the row even with weight 0. */
+/* The oracle (attention_oracle.h) with one keep matrix for every head
+ * (NULL: dense). */
 static void oracle_attention(const stsa_tensor *q, const stsa_tensor *k,
                              const stsa_tensor *v, const uint8_t *keep, double scale,
                              double *out, double *lse) {
-  const int64_t Sq = q->shape[1], Skv = k->shape[1], D = q->shape[3];
-  double *s = malloc(sizeof(double) * (size_t)Skv);
-  double *qd = malloc(sizeof(double) * (size_t)(Sq * D));
-  double *kd = malloc(sizeof(double) * (size_t)(Skv * D));
-  double *vd = malloc(sizeof(double) * (size_t)(Skv * D));
-  for (int64_t h = 0; h < H; h++) {
-    for (int64_t j = 0; j < Sq * D; j++)
-      qd[j] = tu_load(q->data, q->dtype, tu_offset(q, 0, j / D, h, j % D));
-    for (int64_t j = 0; j < Skv * D; j++) {
-      kd[j] = tu_load(k->data, k->dtype, tu_offset(k, 0, j / D, h, j % D));
-      vd[j] = tu_load(v->data, v->dtype, tu_offset(v, 0, j / D, h, j % D));
-    }
-    for (int64_t i = 0; i < Sq; i++) {
-      double *o = out + (h * Sq + i) * D;
-      int64_t kept = 0;
-      int nan_row = 0;
-      double mx = -INFINITY;
-      for (int64_t j = 0; j < Skv; j++) {
-        if (keep && !keep[i * Skv + j])
-          continue;
-        kept++;
-        double dot = 0;
-        for (int64_t d = 0; d < D; d++)
-          dot += qd[i * D + d] * kd[j * D + d];
-        s[j] = dot * scale;
-        if (isnan(s[j]) || s[j] == INFINITY)
-          nan_row = 1;
-        else if (s[j] > mx)
-          mx = s[j];
-      }
-      if (kept == 0) {
-        for (int64_t d = 0; d < D; d++)
-          o[d] = 0;
-        lse[h * Sq + i] = -INFINITY;
-        continue;
-      }
-      if (nan_row || mx == -INFINITY) {
-        for (int64_t d = 0; d < D; d++)
-          o[d] = NAN;
-        lse[h * Sq + i] = NAN;
-        continue;
-      }
-      double sum = 0;
-      for (int64_t d = 0; d < D; d++)
-        o[d] = 0;
-      for (int64_t j = 0; j < Skv; j++) {
-        if (keep && !keep[i * Skv + j])
-          continue;
-        double p = exp(s[j] - mx);
-        sum += p;
-        for (int64_t d = 0; d < D; d++)
-          o[d] += p * vd[j * D + d];
-      }
-      for (int64_t d = 0; d < D; d++)
-        o[d] /= sum;
-      lse[h * Sq + i] = mx + log(sum);
-    }
-  }
-  free(s), free(qd), free(kd), free(vd);
+  const uint8_t *keeps[H] = {keep, keep};
+  tu_oracle_attention(q, k, v, keep ? keeps : NULL, scale, out, lse);
 }
 
 /* ---- one run of a backend ------------------------------------------------ */

@@ -43,10 +43,11 @@ typedef struct timing {
 
 /* Times several configurations (plan NULL: dense) in interleaved rounds,
  * after one warm-up each, so that a slow spell of the shared machine hits
- * all of them alike instead of one: out[c] for plans[c] with opts[c]. */
+ * all of them alike instead of one: out[c] for plans[c] with opts[c], and
+ * what its last call ran in ran[c] (stsa_ctx_last_run). */
 void bench_time_interleaved(bench_data *bd, int reps, int n,
                             const stsa_plan *const *plans, const stsa_sparse_opts *opts,
-                            timing *out);
+                            timing *out, stsa_run_info *ran);
 
 /* `stsa bench sparse` with parsed options. */
 int bench_sparse(const bench_opts *o);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli_ran.h"
 #include "cli_util.h"
 
 /* A JSON number, or null for what was not measured (NaN). */
@@ -68,26 +69,35 @@ int bench_sparse(const bench_opts *o) {
   stsa_sparse_opts opts[MAXC] = {{0}};
   int64_t changed[MAXC] = {0};
   timing times[MAXC];
+  stsa_run_info ran[MAXC]; /* what each configuration's calls ran */
   for (int mi = 0; mi < o->n_modes; mi++) {
     plans[1 + mi] = plan;
     opts[1 + mi] = (stsa_sparse_opts){sizeof(stsa_sparse_opts), 0.0f, NULL, o->modes[mi],
                                       &changed[1 + mi],         0};
   }
   if (o->no_dense) {
-    bench_time_interleaved(&bd, o->reps, o->n_modes, plans + 1, opts + 1, times + 1);
+    bench_time_interleaved(&bd, o->reps, o->n_modes, plans + 1, opts + 1, times + 1,
+                           ran + 1);
     times[0] = (timing){NAN, NAN};
   } else {
-    bench_time_interleaved(&bd, o->reps, o->n_modes + 1, plans, opts, times);
+    bench_time_interleaved(&bd, o->reps, o->n_modes + 1, plans, opts, times, ran);
   }
   const timing dense = times[0];
-  if (!o->json)
+  const stsa_run_info *dense_ran = o->no_dense ? NULL : &ran[0];
+  char rt[512], rj[512], drj[512];
+  if (!o->json) {
     printf(
         "sparse %s: S=%lld H=%lld D=%lld, %d threads, tiles %lld x %lld, plan %.2f ms\n"
-        "  density %.4f (kept pairs), tiles visited %.4f, of them partial %.4f\n"
-        "  dense: median %.2f ms, best %.2f ms\n",
+        "  density %.4f (kept pairs), tiles visited %.4f, of them partial %.4f\n",
         BENCH_MASK_NAMES[o->mask], (long long)o->seq, (long long)o->heads,
         (long long)o->dim, bd.threads, (long long)q_tile, (long long)kv_tile, plan_ms,
-        density, visited, partial, dense.median_ms, dense.best_ms);
+        density, visited, partial);
+    if (dense_ran)
+      printf("  dense: median %.2f ms, best %.2f ms; ran %s\n", dense.median_ms,
+             dense.best_ms, cli_ran_text(dense_ran, rt, sizeof rt));
+    else
+      printf("  dense: not run (--no-dense)\n");
+  }
   for (int mi = 0; mi < o->n_modes; mi++) {
     const timing sparse = times[1 + mi];
     const int64_t n_changed = changed[1 + mi];
@@ -102,19 +112,21 @@ int bench_sparse(const bench_opts *o) {
              "\"speedup\": %s, \"ideal_speedup\": %.3f, \"efficiency\": %s, "
              "\"density\": %.5f, \"tiles_visited\": %.5f, \"tiles_partial\": %.5f, "
              "\"pairs_changed\": %lld, \"plan_ms\": %.3f, \"q_tile\": %lld, \"kv_tile\": "
-             "%lld}\n",
+             "%lld, \"ran\": %s, \"dense_ran\": %s}\n",
              BENCH_MASK_NAMES[o->mask], mode, (long long)o->seq, (long long)o->heads,
              (long long)o->dim, bd.threads, (long long)w, sparse.median_ms,
              sparse.best_ms, json_num(j1, sizeof j1, dense.median_ms),
              json_num(j2, sizeof j2, dense.best_ms), json_num(j3, sizeof j3, speedup),
              1.0 / density, json_num(j4, sizeof j4, efficiency), density, visited,
              partial, (long long)n_changed, plan_ms, (long long)q_tile,
-             (long long)kv_tile);
+             (long long)kv_tile, cli_ran_json(&ran[1 + mi], rj, sizeof rj),
+             cli_ran_json(dense_ran, drj, sizeof drj));
     else
       printf("  %-12s median %.2f ms, best %.2f ms: speed-up %.2fx (ideal %.2fx, "
-             "efficiency %.2f)%s\n",
+             "efficiency %.2f); ran %s%s\n",
              mode, sparse.median_ms, sparse.best_ms, speedup, 1.0 / density, efficiency,
-             o->modes[mi] == STSA_SPARSE_TILE_ROUNDED ? " lossy:" : "");
+             cli_ran_text(&ran[1 + mi], rt, sizeof rt),
+             o->modes[mi] == STSA_SPARSE_TILE_ROUNDED ? "; lossy:" : "");
     if (o->modes[mi] == STSA_SPARSE_TILE_ROUNDED && !o->json)
       printf("               pairs changed by rounding: %lld (%.2f%% of kept)\n",
              (long long)n_changed, 100.0 * (double)n_changed / (double)st.pairs_kept);

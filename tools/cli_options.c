@@ -30,8 +30,13 @@ double cli_parse_double(const char *name, const char *s, double lo, double hi) {
   double v = strtod(s, &end);
   if (errno || *end || end == s || !isfinite(v))
     cli_die("%s expects a number, got '%s'", name, s);
-  if (v < lo || v > hi)
-    cli_die("%s = %g is out of range [%g, %g]", name, v, lo, hi);
+  if (v < lo || v > hi) {
+    /* the value as typed: printed as a double, 1.0000001 would read as the
+     * bound 1 it exceeds */
+    char a[32], b[32];
+    cli_die("%s = %s is out of range [%s, %s]", name, s, cli_real(a, sizeof a, lo, 1, lo),
+            cli_real(b, sizeof b, hi, 1, hi));
+  }
   return v;
 }
 

@@ -57,6 +57,16 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+const char *cli_real(char *buf, size_t len, double v, int min_digits, double bound) {
+  for (int digits = min_digits > 1 ? min_digits : 1; digits <= 17; digits++) {
+    snprintf(buf, len, "%.*g", digits, v);
+    const double p = strtod(buf, NULL);
+    if (!isfinite(v) || ((p > bound) == (v > bound) && (p < bound) == (v < bound)))
+      break;
+  }
+  return buf;
+}
+
 double cli_median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);

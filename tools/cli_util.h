@@ -32,6 +32,13 @@ double cli_now(void); /* seconds, monotonic */
 /* " a b c\n": the names of the SVG presets, after a "presets:" of the caller. */
 void cli_print_presets(void);
 
+/* A real number for a message, in the fewest significant digits (at least
+ * min_digits) that read back on the same side of `bound` as v does, so that
+ * a value past a bound never prints as the bound (0.1000001 above 0.1 is not
+ * "0.1", as %g would have it). bound = v: the shortest text that reads back
+ * as v ("1e-06", "0.1", "1e+300"). Writes buf (32 bytes do) and returns it. */
+const char *cli_real(char *buf, size_t len, double v, int min_digits, double bound);
+
 /* Median of n values (sorts the array). */
 double cli_median(double *v, int n);
 double cli_min(const double *v, int n);

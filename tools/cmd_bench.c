@@ -16,6 +16,7 @@
 
 #include "bench.h"
 #include "cli_options.h"
+#include "cli_ran.h"
 #include "cli_util.h"
 #include "commands.h"
 
@@ -230,8 +231,9 @@ static void run_once(bench_data *bd, const stsa_plan *plan, const stsa_sparse_op
               "attention");
 }
 
+/* ran: what the last call ran. */
 static timing time_reps(bench_data *bd, int reps, const stsa_plan *plan,
-                        const stsa_sparse_opts *so) {
+                        const stsa_sparse_opts *so, stsa_run_info *ran) {
   double *ms = malloc(sizeof(double) * (size_t)reps);
   if (!ms)
     cli_die("out of memory");
@@ -241,6 +243,7 @@ static timing time_reps(bench_data *bd, int reps, const stsa_plan *plan,
     run_once(bd, plan, so);
     ms[r] = (cli_now() - t0) * 1e3;
   }
+  *ran = cli_ran(bd->ctx, plan ? "sparse attention" : "attention");
   timing t = {cli_median(ms, reps), cli_min(ms, reps)};
   free(ms);
   return t;
@@ -248,7 +251,7 @@ static timing time_reps(bench_data *bd, int reps, const stsa_plan *plan,
 
 void bench_time_interleaved(bench_data *bd, int reps, int n,
                             const stsa_plan *const *plans, const stsa_sparse_opts *opts,
-                            timing *out) {
+                            timing *out, stsa_run_info *ran) {
   double *ms = malloc(sizeof(double) * (size_t)(reps * n));
   if (!ms)
     cli_die("out of memory");
@@ -259,6 +262,8 @@ void bench_time_interleaved(bench_data *bd, int reps, int n,
       double t0 = cli_now();
       run_once(bd, plans[c], &opts[c]);
       ms[c * reps + r] = (cli_now() - t0) * 1e3;
+      if (r == reps - 1)
+        ran[c] = cli_ran(bd->ctx, plans[c] ? "sparse attention" : "attention");
     }
   for (int c = 0; c < n; c++)
     out[c] = (timing){cli_median(ms + c * reps, reps), cli_min(ms + c * reps, reps)};
@@ -274,39 +279,44 @@ static int bench_dense(const bench_opts *o) {
   bench_data bd;
   bench_setup(o, &bd);
   double peak = cli_fma_peak(bd.threads);
-  timing t = time_reps(&bd, o->reps, NULL, NULL);
+  stsa_run_info ran;
+  timing t = time_reps(&bd, o->reps, NULL, NULL, &ran);
   double peak_after = cli_fma_peak(bd.threads);
   peak = peak_after > peak ? peak_after : peak;
   double gflops = dense_flops(o) / (t.best_ms * 1e-3) * 1e-9;
   double gflops_med = dense_flops(o) / (t.median_ms * 1e-3) * 1e-9;
   double pct = peak > 0 ? 100.0 * gflops / peak : 0.0; /* 0: no peak measured here */
-  const char *backend = stsa_backend_name(stsa_ctx_backend(bd.ctx));
-  /* the amx backend runs bf16 calls on the tile multiply, which the f32 FMA
-   * peak does not bound: the percentage then compares, not measures */
-  const int tiles = stsa_ctx_backend(bd.ctx) == STSA_BACKEND_AMX &&
-                    o->dtype == STSA_BF16 && o->kv_dtype == STSA_BF16;
+  const char *backend = stsa_backend_name(ran.backend);
+  /* the calls that ran on the amx tile multiply (what they recorded), which
+   * the f32 FMA peak does not bound: the percentage then compares, not
+   * measures */
+  const int tiles = cli_ran_tiles(&ran);
+  char ran_text[512];
   if (o->json)
     printf(
-        "{\"bench\": \"dense\", \"backend\": \"%s\", \"bf16_tiles\": %s, \"seq\": %lld, "
+        "{\"bench\": \"dense\", \"backend\": \"%s\", \"bf16_tiles\": %s, \"ran\": %s, "
+        "\"seq\": %lld, "
         "\"seq_kv\": %lld, "
         "\"heads\": %lld, \"dim\": %lld, \"batch\": %lld, \"threads\": %d, "
         "\"dtype\": \"%s\", \"kv_dtype\": \"%s\", \"out_dtype\": \"%s\", \"reps\": %d, "
         "\"ms\": %.3f, \"best_ms\": %.3f, \"gflops\": %.2f, \"gflops_median\": %.2f, "
         "\"peak_gflops\": %.2f, \"peak_isa\": \"%s\", \"pct_peak\": %.2f}\n",
-        backend, tiles ? "true" : "false", (long long)o->seq, (long long)o->seq_kv,
-        (long long)o->heads, (long long)o->dim, (long long)o->batch, bd.threads,
-        stsa_dtype_name(o->dtype), stsa_dtype_name(o->kv_dtype),
-        stsa_dtype_name(o->out_dtype), o->reps, t.median_ms, t.best_ms, gflops,
-        gflops_med, peak, cli_fma_peak_isa(), pct);
+        backend, tiles ? "true" : "false", cli_ran_json(&ran, ran_text, sizeof ran_text),
+        (long long)o->seq, (long long)o->seq_kv, (long long)o->heads, (long long)o->dim,
+        (long long)o->batch, bd.threads, stsa_dtype_name(o->dtype),
+        stsa_dtype_name(o->kv_dtype), stsa_dtype_name(o->out_dtype), o->reps, t.median_ms,
+        t.best_ms, gflops, gflops_med, peak, cli_fma_peak_isa(), pct);
   else {
     printf("dense %s: S_q=%lld S_kv=%lld H=%lld D=%lld B=%lld, q %s, kv %s, out %s, "
            "%d threads\n"
+           "  ran: %s\n"
            "  median %.2f ms, best %.2f ms (%d reps)\n"
            "  %.1f GFLOP/s best (%.1f median)",
            backend, (long long)o->seq, (long long)o->seq_kv, (long long)o->heads,
            (long long)o->dim, (long long)o->batch, stsa_dtype_name(o->dtype),
            stsa_dtype_name(o->kv_dtype), stsa_dtype_name(o->out_dtype), bd.threads,
-           t.median_ms, t.best_ms, o->reps, gflops, gflops_med);
+           cli_ran_text(&ran, ran_text, sizeof ran_text), t.median_ms, t.best_ms, o->reps,
+           gflops, gflops_med);
     if (peak > 0)
       printf(
           " = %.1f%% of the measured %s FMA peak (%.1f GFLOP/s)%s\n", pct,

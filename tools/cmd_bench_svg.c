@@ -13,6 +13,7 @@
 
 #include "bench_svg.h"
 #include "cli_options.h"
+#include "cli_ran.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "dist_cli.h"
@@ -46,6 +47,13 @@ static const cli_opt SVG_BENCH_OPTIONS[] = {
      .metavar = "N",
      CLI_INT(svg_bench_opts, reps, 1, 1000),
      .help = "dense and SVG calls, alternating; best of each (default 1)"},
+    {.name = "--frames",
+     .metavar = "F",
+     CLI_I64(svg_bench_opts, frames, 1, 1 << 20),
+     .help = "override the preset's geometry (video, no text): frames of\n"
+             "Hp x Wp tokens set the session's frame-aligned tiles"},
+    {.name = "--height", .metavar = "Hp", CLI_I64(svg_bench_opts, height, 1, 1 << 20)},
+    {.name = "--width", .metavar = "Wp", CLI_I64(svg_bench_opts, width, 1, 1 << 20)},
     {.name = "--compare-permute",
      CLI_FLAG(svg_bench_opts, compare_permute),
      .help = "also time temporal heads with the permutation fused\n"
@@ -67,6 +75,7 @@ static void usage(void) {
   printf(
       "usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
       "                      [--q-tile N] [--kv-tile N] [--reps N] [--compare-permute]\n"
+      "                      [--frames F --height Hp --width Wp] [--dtype DT]\n"
       "                      [--json] [--dist ulysses|ring|hybrid[:U]]\n"
       "One SVG call (profiling and sparse attention) against dense attention on the\n"
       "same workload, at a preset's geometry and density.\n"
@@ -156,8 +165,14 @@ static void compare_permute(stsa_ctx *ctx, const stsa_svg_config *cfg, svg_workl
 }
 
 int bench_svg(int argc, char **argv) {
-  svg_bench_opts o = {
-      .heads = 2, .reps = 1, .seed = 1, .dtype = STSA_F32, .dist = CLI_DIST_NONE};
+  svg_bench_opts o = {.heads = 2,
+                      .frames = -1,
+                      .height = -1,
+                      .width = -1,
+                      .reps = 1,
+                      .seed = 1,
+                      .dtype = STSA_F32,
+                      .dist = CLI_DIST_NONE};
   static const cli_command cmd = {"bench svg", "stsa bench svg --help", usage};
   const cli_opt_set set = {SVG_BENCH_OPTIONS, &o};
   const int dist = cli_dist_start(&set, 1, argc, argv, 2);
@@ -169,6 +184,15 @@ int bench_svg(int argc, char **argv) {
     cli_die("bench svg: unknown preset '%s' (see stsa bench svg --help)", o.preset);
   cfg.heads = o.heads;
   cfg.seed = o.seed;
+  const int64_t dims[3] = {o.frames, o.height, o.width};
+  if ((dims[0] > 0) != (dims[1] > 0) || (dims[1] > 0) != (dims[2] > 0))
+    cli_die("bench svg: give all of --frames, --height and --width, or none");
+  if (dims[0] > 0) { /* a video of that size: the preset's policy and density */
+    cfg.geometry = (stsa_geometry){o.frames, o.height, o.width, 0, 0, STSA_TEXT_NONE};
+    const int64_t L = o.frames * o.height * o.width;
+    cfg.sample_rows = cfg.sample_rows < L ? cfg.sample_rows : L;
+    cfg.sink_frames = cfg.sink_frames < o.frames ? cfg.sink_frames : o.frames;
+  }
   if (dist) {
     cfg.q_tile = o.q_tile;
     cfg.kv_tile = o.kv_tile;
@@ -203,12 +227,16 @@ int bench_svg(int argc, char **argv) {
    * machine then hits both alike */
   double dense_ms = INFINITY, svg_ms = INFINITY;
   stsa_svg_report rep = {.size = sizeof(stsa_svg_report)}, best = {0};
+  /* what the dense and the SVG calls ran (every rep runs the same) */
+  stsa_run_info dense_ran, svg_ran = {.size = sizeof svg_ran};
   for (int r = 0; r < o.reps; r++) {
     t0 = cli_now();
     cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,
               "dense attention");
     dense_ms = fmin(dense_ms, (cli_now() - t0) * 1e3);
+    dense_ran = cli_ran(ctx, "dense attention");
     rep.kinds = kinds;
+    rep.run = &svg_ran;
     t0 = cli_now();
     /* the first step and layer past the preset's dense ones: a sparse call */
     cli_check(stsa_svg_attention(svg, cfg.dense_layers, cfg.dense_steps, &w.q, &w.k, &w.v,
@@ -242,6 +270,7 @@ int bench_svg(int argc, char **argv) {
   double accuracy = clear ? (double)right / clear : 1.0;
   double rel_sp = n_kind[0] ? rel_kind[0] / n_kind[0] : 0;
   double rel_tm = n_kind[1] ? rel_kind[1] / n_kind[1] : 0;
+  char ran[512], dran[512];
   if (o.json)
     printf(
         "{\"bench\": \"svg\", \"preset\": \"%s\", \"dtype\": \"%s\", \"tokens\": %lld, "
@@ -252,12 +281,14 @@ int bench_svg(int argc, char **argv) {
         "\"temporal_fused_ms\": %.3f, \"temporal_copy_ms\": %.3f, \"density\": %.5f, "
         "\"rel_l2\": %.5f, \"rel_l2_spatial\": %.5f, \"rel_l2_temporal\": %.5f, "
         "\"min_cosine\": %.6f, \"kind_accuracy\": %.4f, \"spatial_heads\": %d, "
-        "\"temporal_heads\": %d, \"setup_ms\": %.3f, \"q_tile\": %d, \"kv_tile\": %d}\n",
+        "\"temporal_heads\": %d, \"setup_ms\": %.3f, \"q_tile\": %d, \"kv_tile\": %d, "
+        "\"ran\": %s, \"dense_ran\": %s}\n",
         o.preset, stsa_dtype_name(o.dtype), (long long)N, (long long)H,
         (long long)cfg.head_dim, (long long)threads, dense_ms, svg_ms, speedup, ideal,
         speedup / ideal, rep.profile_ms, rep.attention_ms, permute_ms, fused_ms, copy_ms,
         rep.density, rel_all, rel_sp, rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1],
-        setup_ms, win.q_tile, win.kv_tile);
+        setup_ms, win.q_tile, win.kv_tile, cli_ran_json(&svg_ran, ran, sizeof ran),
+        cli_ran_json(&dense_ran, dran, sizeof dran));
   else {
     printf("svg %s: %lld tokens, %lld heads x %lld, %lld threads\n", o.preset,
            (long long)N, (long long)H, (long long)cfg.head_dim, (long long)threads);
@@ -265,6 +296,8 @@ int bench_svg(int argc, char **argv) {
         "  dense %.1f ms | SVG %.1f ms (profiling %.1f ms = %.1f%%, attention %.1f ms)\n",
         dense_ms, svg_ms, rep.profile_ms, 100 * rep.profile_ms / svg_ms,
         rep.attention_ms);
+    printf("  ran: SVG %s; dense %s\n", cli_ran_text(&svg_ran, ran, sizeof ran),
+           cli_ran_text(&dense_ran, dran, sizeof dran));
     printf("  speed-up %.2fx, ideal %.2fx at density %.3f (efficiency %.2f)\n", speedup,
            ideal, rep.density, speedup / ideal);
     printf("  heads: %d spatial, %d temporal; kind accuracy %.0f%%; rel L2 %.4f (spatial "

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "cli_options.h"
+#include "cli_ran.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "svg_eval.h"
@@ -140,6 +141,8 @@ typedef struct svg2_times {
   double dense_ms, cold_ms, cold_cluster_ms, warm_ms, warm_cluster_ms, profile_ms,
       attention_ms, density, rel_l2;
   int64_t q_clusters, kv_clusters;
+  /* what the calls ran: the last dense call, the cold and the last warm one */
+  stsa_run_info dense_ran, cold_ran, warm_ran;
 } svg2_times;
 
 static double elapsed_ms(double t0) { return (cli_now() - t0) * 1e3; }
@@ -205,12 +208,16 @@ static void time_calls(stsa_ctx *ctx, stsa_svg *svg, const stsa_svg_config *cfg,
     double t0 = cli_now();
     cli_check(stsa_attention(ctx, &in.q, &in.k, &in.v, &w->ref, NULL), ctx, "dense");
     dense[r] = elapsed_ms(t0);
+    t->dense_ran = cli_ran(ctx, "dense");
     stsa_svg_report rep = STSA_INIT(stsa_svg_report);
+    stsa_run_info ran = STSA_INIT(stsa_run_info);
+    rep.run = &ran;
     t0 = cli_now();
     cli_check(
         stsa_svg_attention(svg, layer, step0 + r, &in.q, &in.k, &in.v, &w->out, &rep),
         ctx, "SVG2 attention");
     const double ms = elapsed_ms(t0);
+    *(r == 0 ? &t->cold_ran : &t->warm_ran) = ran;
     if (r == 0) {
       t->cold_ms = ms, t->cold_cluster_ms = rep.cluster_ms;
       if (!rep.cold)
@@ -237,6 +244,7 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
   const double ideal = 1.0 / t->density, speedup = t->dense_ms / t->warm_ms;
   const char *budget = cfg->top_p > 0 ? "top_p" : "density";
   const double budget_value = cfg->top_p > 0 ? cfg->top_p : cfg->density;
+  char ran[3][512];
   if (o->json) {
     printf("{\"bench\": \"svg2\", \"mode\": \"svg2\", \"preset\": \"%s\", \"dtype\": "
            "\"%s\", \"tokens\": "
@@ -248,7 +256,7 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
            "\"profile_ms\": %.3f, \"attention_ms\": %.3f, \"density\": %.5f, "
            "\"ideal_speedup\": %.3f, \"speedup\": %.3f, \"efficiency\": %.3f, "
            "\"cluster_share\": %.4f, \"rel_l2\": %.5f, \"drift\": %g, \"warm_iters\": "
-           "%lld}\n",
+           "%lld, \"ran\": %s, \"cold_ran\": %s, \"dense_ran\": %s}\n",
            o->preset, stsa_dtype_name(o->dtype), (long long)N, (long long)cfg->heads,
            (long long)cfg->head_dim, (long long)threads, KINDS_NAMES[o->kinds], budget,
            cfg->top_p, cfg->top_p > 0 ? 0.0 : cfg->density, (long long)t->q_clusters,
@@ -256,7 +264,10 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
            t->cold_cluster_ms, t->warm_ms, t->warm_cluster_ms, t->profile_ms,
            t->attention_ms, t->density, ideal, speedup, speedup / ideal,
            t->warm_cluster_ms / t->warm_ms, t->rel_l2, o->drift,
-           (long long)cfg->kmeans_iters_warm);
+           (long long)cfg->kmeans_iters_warm,
+           cli_ran_json(&t->warm_ran, ran[0], sizeof ran[0]),
+           cli_ran_json(&t->cold_ran, ran[1], sizeof ran[1]),
+           cli_ran_json(&t->dense_ran, ran[2], sizeof ran[2]));
     return;
   }
   printf("svg2 %s: %lld tokens (%s), %lld %s heads x %lld, %lld threads; %s %g, %lld "
@@ -274,6 +285,15 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
   printf("  density %.4f: ideal %.2fx, warm speed-up %.2fx (efficiency %.2f); rel L2 "
          "%.4f against dense\n",
          t->density, ideal, speedup, speedup / ideal, t->rel_l2);
+  if (cli_ran_same(&t->cold_ran, &t->warm_ran))
+    printf("  ran: SVG2 %s; dense %s\n",
+           cli_ran_text(&t->warm_ran, ran[0], sizeof ran[0]),
+           cli_ran_text(&t->dense_ran, ran[2], sizeof ran[2]));
+  else
+    printf("  ran: SVG2 warm %s, cold %s; dense %s\n",
+           cli_ran_text(&t->warm_ran, ran[0], sizeof ran[0]),
+           cli_ran_text(&t->cold_ran, ran[1], sizeof ran[1]),
+           cli_ran_text(&t->dense_ran, ran[2], sizeof ran[2]));
 }
 
 int bench_svg2(int argc, char **argv) {

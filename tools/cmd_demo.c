@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli_options.h"
+#include "cli_ran.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "progress.h"
@@ -150,6 +151,10 @@ int cmd_demo(int argc, char **argv) {
   /* worst head of the whole trace (every sparse call), where it happened */
   double worst_rel = -1, lowest_cos = 2;
   int64_t worst_at[3] = {0, 0, 0}, lowest_at[3] = {0, 0, 0};
+  /* what the last dense call and the last sparse SVG call ran */
+  stsa_run_info dense_ran = {.size = sizeof dense_ran},
+                svg_ran = {.size = sizeof svg_ran}, ran = {.size = sizeof ran};
+  int svg_ran_known = 0;
   progress bar;
   progress_start(&bar, "denoising", o.steps * o.layers, o.quiet);
   for (int64_t step = 0; step < o.steps; step++)
@@ -172,8 +177,10 @@ int cmd_demo(int argc, char **argv) {
       cli_check(stsa_attention(ctx, &w.q, &w.k, &w.v, &w.ref, NULL), ctx,
                 "dense attention");
       double dense_ms = (cli_now() - t0) * 1e3;
+      dense_ran = cli_ran(ctx, "dense attention");
       stsa_svg_report rep = {.size = sizeof(stsa_svg_report)};
       rep.kinds = kinds, rep.mse_spatial = mse_s, rep.mse_temporal = mse_t;
+      rep.run = &ran;
       t0 = cli_now();
       cli_check(stsa_svg_attention(svg, layer, step, &w.q, &w.k, &w.v, &w.out, &rep), ctx,
                 "SVG attention");
@@ -181,6 +188,8 @@ int cmd_demo(int argc, char **argv) {
       dense_total += dense_ms;
       svg_total += svg_ms;
       if (!rep.dense) {
+        svg_ran = ran;
+        svg_ran_known = 1;
         dense_sparse_calls += dense_ms;
         svg_sparse_calls += svg_ms;
         profile_total += rep.profile_ms;
@@ -256,6 +265,11 @@ int cmd_demo(int argc, char **argv) {
          "%.2fx %s than dense\n",
          dense_total, svg_total, trace_ratio >= 1 ? trace_ratio : 1 / trace_ratio,
          trace_ratio >= 1 ? "faster" : "slower");
+  char dt[256], st[256];
+  printf("ran: dense calls %s; sparse SVG calls %s\n",
+         cli_ran_text(&dense_ran, dt, sizeof dt),
+         svg_ran_known ? cli_ran_text(&svg_ran, st, sizeof st)
+                       : "none (all dense by policy)");
   /* a sparse mask can only skip whole key tiles: with few of them there is
    * little to skip, and profiling and planning cost the same as ever */
   const int64_t kv_tiles = (N + win.kv_tile - 1) / win.kv_tile;

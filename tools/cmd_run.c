@@ -78,10 +78,10 @@ static const cli_opt RUN_OPTIONS[] = {
      .help = "spatial (default) or temporal (--mode sparse)"},
     {.name = "--layer",
      .metavar = "L",
-     CLI_I64(run_opts, layer, 0, INT32_MAX),
+     CLI_I64(run_opts, layer, 0, INT64_MAX),
      .help = "the call's layer and step (--mode svg and svg2; default:\n"
              "the first call the policy runs sparse)"},
-    {.name = "--step", .metavar = "S", CLI_I64(run_opts, step, 0, INT32_MAX)},
+    {.name = "--step", .metavar = "S", CLI_I64(run_opts, step, 0, INT64_MAX)},
     {.name = "--max-error",
      .metavar = "E",
      CLI_DOUBLE(run_opts, max_error, 0.0, 1e300),
@@ -259,6 +259,8 @@ int cmd_run(int argc, char **argv) {
   free(s.truth);
   free(s.res);
   free(s.out_data);
+  run_ran_free(&s.ran);
+  run_ran_free(&s.dense_ran);
   run_free_qkv(&s.qkv);
   stsa_ctx_free(s.ctx);
   return 0;

@@ -74,7 +74,8 @@ void run_resolve_config(const run_geo_opts *o, int64_t heads, int64_t head_dim,
             "(latent frames and tokens per frame side) or --preset NAME");
   resolve_text(o, g);
   if (stsa_geometry_tokens(g) < 0)
-    cli_die("geometry %lld x %lld x %lld with %lld text tokens is too large",
+    cli_die("geometry %lld x %lld x %lld with %lld text tokens is too large: more than "
+            "2^40 tokens (the library's limit)",
             (long long)g->frames, (long long)g->height, (long long)g->width,
             (long long)g->text);
   c.density = o->density > 0 ? o->density : c.density;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_ran.h"
 #include "cli_util.h"
 #include "dist_cli.h"
 #include "run_report.h"
@@ -137,6 +138,15 @@ static void describe_inputs(const run_qkv *x, char *buf, size_t len) {
 
 /* ---- one rank's part --------------------------------------------------------- */
 
+/* What a rank's local attention ran in a distributed call: the last call its
+ * context recorded (stsa_ctx_last_run), taken only when the rank computed
+ * heads of that call (else it would be an earlier call's). known: a
+ * CLI_RAN_*. */
+typedef struct rank_ran {
+  stsa_run_info info;
+  int known;
+} rank_ran;
+
 typedef struct dist_run {
   run_state *s;
   stsa_dist *dist;
@@ -147,7 +157,16 @@ typedef struct dist_run {
   stsa_dist_report rep; /* of the mode's call */
   run_dist_info info;   /* rank 0 */
   double *all;          /* rank 0: [4 * P], every rank's figures (gather_times) */
+  rank_ran mine[2];     /* the mode's call, the dense reference's (--compare-dense) */
+  rank_ran *all_ran;    /* rank 0: [2 * P], every rank's (gather_ran) */
 } dist_run;
+
+/* mine: what this rank's part of the call just made ran (report: of that call). */
+static void take_ran(dist_run *r, rank_ran *mine, const stsa_dist_report *report) {
+  mine->known = report->local_heads <= 0               ? CLI_RAN_NONE
+                : cli_last_run(r->s->ctx, &mine->info) ? CLI_RAN_KNOWN
+                                                       : CLI_RAN_UNKNOWN;
+}
 
 static void *alloc_or_die(size_t bytes, const char *what) {
   void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -164,8 +183,12 @@ static void take_shard(dist_run *r) {
     r->all = malloc(sizeof *r->all * 4 * (size_t)r->P);
     r->info.comm_ms = malloc(sizeof(double) * 2 * (size_t)r->P);
     r->info.tokens = malloc(sizeof(int64_t) * 3 * (size_t)r->P);
-    if (!r->all || !r->info.comm_ms || !r->info.tokens)
+    r->all_ran = malloc(sizeof *r->all_ran * 2 * (size_t)r->P);
+    if (!r->all || !r->info.comm_ms || !r->info.tokens || !r->all_ran)
       cli_die("out of memory");
+    run_ran_alloc(&r->s->ran, r->P);
+    if (r->s->o.compare_dense)
+      run_ran_alloc(&r->s->dense_ran, r->P);
   }
   const int64_t off = r->offs[r->rank], len = r->offs[r->rank + 1] - off;
   r->q = cli_shard_view(&s->qkv.t[0], off, len);
@@ -336,7 +359,9 @@ static void compare_dense(dist_run *r) {
     cli_die("out of memory");
   cli_dist_checkpoint();
   const stsa_tensor ref = stsa_tensor_bshd(ref_data, STSA_F32, s->B, len, s->H, s->D);
-  s->dense_ms = warm_then_time(r, call_dense, NULL, &ref, "dense attention");
+  stsa_dist_report rep = {.size = sizeof rep};
+  s->dense_ms = warm_then_time(r, call_dense, &rep, &ref, "dense attention");
+  take_ran(r, &r->mine[1], &rep);
   for (int64_t b = 0; b < s->B; b++)
     for (int64_t h = 0; h < s->H; h++)
       run_compare_sums(&r->out, &ref, b, h, rows, rows + s->D, sums + 4 * (b * s->H + h));
@@ -414,6 +439,27 @@ static void gather_times(dist_run *r) {
   r->s->dist = d;
 }
 
+/* What each rank ran, into rank 0's s->ran and s->dense_ran (into room
+ * take_shard made). */
+static void gather_ran(dist_run *r) {
+  const int bytes = (int)sizeof r->mine;
+  cli_dist_mpi_check(MPI_Gather(r->mine, bytes, MPI_BYTE, r->all_ran, bytes, MPI_BYTE, 0,
+                                cli_dist_comm()),
+                     "MPI_Gather (what the ranks ran)");
+  if (r->rank != 0)
+    return;
+  run_state *s = r->s;
+  for (int p = 0; p < r->P; p++) {
+    const rank_ran *m = &r->all_ran[2 * p];
+    s->ran.info[p] = m[0].info;
+    s->ran.known[p] = (unsigned char)m[0].known;
+    if (s->o.compare_dense) {
+      s->dense_ran.info[p] = m[1].info;
+      s->dense_ran.known[p] = (unsigned char)m[1].known;
+    }
+  }
+}
+
 /* ---- the run ------------------------------------------------------------------------
  */
 
@@ -450,11 +496,13 @@ void run_dist(run_state *s) {
     mode_sparse(&r);
   else
     mode_svg(&r);
+  take_ran(&r, &r.mine[0], &r.rep);
   if (s->o.compare_dense)
     compare_dense(&r);
   progress_finish(&s->bar);
   cli_dist_checkpoint(); /* before the gathers, which no failing rank would join */
   gather_times(&r);
+  gather_ran(&r);
   gather_output(&r); /* rank 0 places the shards last: the next meeting agrees */
 
   if (r.rank == 0) {
@@ -468,6 +516,9 @@ void run_dist(run_state *s) {
   }
   cli_dist_checkpoint(); /* rank 0 wrote the files: every rank succeeds */
   free(r.all);
+  free(r.all_ran);
+  run_ran_free(&s->ran);
+  run_ran_free(&s->dense_ran);
   free(r.info.comm_ms);
   free(r.info.tokens);
   free(r.offs);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_ran.h"
 #include "cli_util.h"
 #include "core/convert.h"
 #include "core/tensor.h"
@@ -89,9 +90,31 @@ void run_alloc_out(run_state *s) {
   s->out.data = s->out_data;
 }
 
-/* Dense attention head by head into out; returns the timed total in ms.
- * One untimed warm-up call on head 0 first (threads started, caches warm). */
-static double run_dense_heads(run_state *s, const stsa_tensor *out, double *ms) {
+void run_ran_alloc(run_ran *r, int64_t n) {
+  r->n = n;
+  r->info = calloc((size_t)n, sizeof *r->info);
+  r->known = calloc((size_t)n, 1);
+  if (!r->info || !r->known)
+    cli_die("out of memory");
+}
+
+void run_ran_free(run_ran *r) {
+  free(r->info);
+  free(r->known);
+  *r = (run_ran){0};
+}
+
+/* What the call of head h that just succeeded ran, into ran's entry h. */
+static void record_head(run_state *s, run_ran *ran, int64_t h, const char *what) {
+  ran->info[h] = cli_ran(s->ctx, what);
+  ran->known[h] = CLI_RAN_KNOWN;
+}
+
+/* Dense attention head by head into out; returns the timed total in ms, and
+ * what each head's call ran in ran. One untimed warm-up call on head 0
+ * first (threads started, caches warm). */
+static double run_dense_heads(run_state *s, const stsa_tensor *out, double *ms,
+                              run_ran *ran) {
   double total = 0;
   for (int64_t h = -1; h < s->H; h++) {
     const int64_t hh = h < 0 ? 0 : h;
@@ -106,6 +129,7 @@ static double run_dense_heads(run_state *s, const stsa_tensor *out, double *ms) 
     }
     ms[h] = dt;
     total += dt;
+    record_head(s, ran, h, "dense attention");
     run_tick(s);
   }
   return total;
@@ -115,7 +139,7 @@ static void run_mode_dense(run_state *s) {
   double *ms = malloc(sizeof *ms * (size_t)s->H);
   if (!ms)
     cli_die("out of memory");
-  s->compute_ms = run_dense_heads(s, &s->out, ms);
+  s->compute_ms = run_dense_heads(s, &s->out, ms, &s->ran);
   for (int64_t b = 0; b < s->B; b++)
     for (int64_t h = 0; h < s->H; h++)
       s->res[b * s->H + h] =
@@ -170,6 +194,7 @@ static void run_mode_sparse(run_state *s) {
       continue;
     }
     s->compute_ms += ms;
+    record_head(s, &s->ran, h, "block-sparse attention");
     for (int64_t b = 0; b < s->B; b++)
       s->res[b * s->H + h] =
           (head_result){.kind = s->o.head_kind, .density = density, .ms = ms};
@@ -269,6 +294,8 @@ static void run_mode_svg(run_state *s) {
     }
     const head_views x = views_of(s, &s->out, hh);
     stsa_svg_report rep = run_svg_report_of(&a, s->B);
+    stsa_run_info ran = {.size = sizeof ran};
+    rep.run = &ran; /* what the call's attention ran */
     double t1 = cli_now();
     check_head(s,
                stsa_svg_attention_ex(svg, s->layer, s->step, &x.q, &x.k, &x.v, &x.o,
@@ -280,6 +307,8 @@ static void run_mode_svg(run_state *s) {
       continue;
     }
     s->compute_ms += ms;
+    s->ran.info[h] = ran;
+    s->ran.known[h] = CLI_RAN_KNOWN;
     s->svg_dense_call = rep.dense;
     s->profile_ms += rep.profile_ms;
     s->attention_ms += rep.attention_ms;
@@ -329,7 +358,7 @@ static void compare_dense(run_state *s) {
   if (!ref_data || !rows || !ms)
     cli_die("out of memory for the dense reference (%zu floats)", n);
   stsa_tensor ref = stsa_tensor_bshd(ref_data, STSA_F32, s->B, s->N, s->H, s->D);
-  s->dense_ms = run_dense_heads(s, &ref, ms);
+  s->dense_ms = run_dense_heads(s, &ref, ms, &s->dense_ran);
   for (int64_t b = 0; b < s->B; b++)
     for (int64_t h = 0; h < s->H; h++) {
       head_result *r = &s->res[b * s->H + h];
@@ -380,6 +409,9 @@ void run_setup(run_state *s) {
 }
 
 void run_compute(run_state *s) {
+  run_ran_alloc(&s->ran, s->H);
+  if (s->o.compare_dense)
+    run_ran_alloc(&s->dense_ran, s->H);
   progress_start(&s->bar, "stsa run", s->H * (s->o.compare_dense ? 2 : 1), s->o.quiet);
   if (s->o.mode == RUN_MODE_DENSE)
     run_mode_dense(s);

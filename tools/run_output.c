@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli_files.h"
+#include "cli_ran.h"
 #include "cli_util.h"
 #include "io/io_common.h"
 #include "run_report.h"
@@ -119,6 +120,26 @@ static void print_heads(const run_state *s) {
            (long long)(n - TABLE_ROWS));
 }
 
+/* "  <label>: avx512, f32": what every head (or rank) ran, else why not and
+ * each one's. */
+static void print_ran(const run_state *s, const run_ran *r, const char *label) {
+  char note[160], text[256];
+  const int64_t common = run_ran_common(s, r, note, sizeof note);
+  if (common >= 0) {
+    printf("  %s: %s%s%s%s\n", label, cli_ran_text(&r->info[common], text, sizeof text),
+           s->dist ? " on every rank" : "", note[0] ? " with heads; " : "", note);
+    return;
+  }
+  printf("  %s: %s\n", label, note);
+  for (int64_t i = 0; i < r->n && i < TABLE_ROWS; i++)
+    printf("    %s %lld: %s\n", s->dist ? "rank" : "head", (long long)i,
+           r->known[i] == CLI_RAN_KNOWN  ? cli_ran_text(&r->info[i], text, sizeof text)
+           : r->known[i] == CLI_RAN_NONE ? "no heads of the call"
+                                         : "not known");
+  if (r->n > TABLE_ROWS)
+    printf("    ... %lld more in --report\n", (long long)(r->n - TABLE_ROWS));
+}
+
 void run_print_summary(const run_state *s) {
   const stsa_geometry *g = &s->cfg.geometry;
   printf(
@@ -153,6 +174,7 @@ void run_print_summary(const run_state *s) {
            run_top_p_budget(s) ? s->cfg.top_p : s->cfg.density);
   printf("  density %.4f (%s), attention %.2f ms (after one untimed warm-up call)\n",
          run_mean_density(s), target, s->compute_ms);
+  print_ran(s, &s->ran, "ran");
   if (s->dist)
     print_dist(s->dist);
   if (run_mode_is_svg(s->o.mode))
@@ -166,10 +188,15 @@ void run_print_summary(const run_state *s) {
     printf("  dense reference %.2f ms: %s %.2fx %s than dense\n", s->dense_ms,
            RUN_MODE_NAMES[s->o.mode], ratio >= 1 ? ratio : 1 / ratio,
            ratio >= 1 ? "faster" : "slower");
-    printf(
-        "  against dense: worst head rel L2 %.4g, lowest cosine %.6f; %d head(s) above "
-        "--warn-rel-l2 %g\n",
-        worst, cmin, s->n_warn, s->o.warn_rel_l2);
+    print_ran(s, &s->dense_ran, "dense reference ran");
+    /* the worst head at 4 digits, or more where it exceeds the threshold by
+     * less than that shows */
+    char w[32], x[32];
+    const double warn = s->o.warn_rel_l2;
+    printf("  against dense: worst head rel L2 %s, lowest cosine %.6f; %d head(s) above "
+           "--warn-rel-l2 %s\n",
+           cli_real(w, sizeof w, worst, 4, warn), cmin, s->n_warn,
+           cli_real(x, sizeof x, warn, 1, warn));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_ran.h"
 #include "cli_util.h"
 #include "run_state.h"
 
@@ -34,6 +35,43 @@ static const char *text_pos_name(stsa_text_pos p) {
                                       [STSA_TEXT_PREFIX] = "prefix",
                                       [STSA_TEXT_SUFFIX] = "suffix"};
   return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "unknown";
+}
+
+int64_t run_ran_common(const run_state *s, const run_ran *r, char *note, size_t len) {
+  return cli_ran_common(r->info, r->known, r->n, s->dist ? "rank" : "head", note, len);
+}
+
+/* {"backend", "arithmetic", "bf16_terms", "why"} of a record (NULL: null). */
+static json_t *jran(const stsa_run_info *r) {
+  if (!r)
+    return json_null();
+  return json_pack("{s:s, s:s, s:i, s:s}", "backend", stsa_backend_name(r->backend),
+                   "arithmetic", stsa_arith_name(r->arith), "bf16_terms", r->bf16_terms,
+                   "why", r->why);
+}
+
+/* key: what every head or rank ran, or null and key_note saying why not
+ * (key_note also names ranks that computed no heads); returns whether they
+ * differ or are not known (the entries then go per head or per rank). */
+static int report_ran(json_t *root, const run_state *s, const run_ran *r,
+                      const char *key) {
+  char note[160], note_key[32];
+  const int64_t i = run_ran_common(s, r, note, sizeof note);
+  json_object_set_new(root, key, jran(i >= 0 ? &r->info[i] : NULL));
+  if (note[0]) {
+    snprintf(note_key, sizeof note_key, "%s_note", key);
+    json_object_set_new(root, note_key, json_string(note));
+  }
+  return i < 0;
+}
+
+/* The entries of r as an array (null for a rank that computed no heads, or
+ * whose run is not known). */
+static json_t *ran_array(const run_ran *r) {
+  json_t *arr = json_array();
+  for (int64_t i = 0; i < r->n; i++)
+    json_array_append_new(arr, jran(r->known[i] == CLI_RAN_KNOWN ? &r->info[i] : NULL));
+  return arr;
 }
 
 static json_t *report_geometry(const run_state *s) {
@@ -108,7 +146,8 @@ static json_t *report_svg(const run_state *s) {
   return j;
 }
 
-static json_t *report_heads(const run_state *s) {
+/* per_head; ran, dense_ran: give each head what it ran (the heads differ). */
+static json_t *report_heads(const run_state *s, int ran, int dense_ran) {
   json_t *arr = json_array();
   for (int64_t i = 0; i < s->B * s->H; i++) {
     const head_result *r = &s->res[i];
@@ -134,6 +173,11 @@ static json_t *report_heads(const run_state *s) {
       json_object_set_new(j, "cosine", jreal(r->cosine));
       json_object_set_new(j, "warning", json_boolean(r->warn));
     }
+    const int64_t h = i % s->H;
+    if (ran)
+      json_object_set_new(j, "ran", jran(&s->ran.info[h]));
+    if (dense_ran)
+      json_object_set_new(j, "dense_ran", jran(&s->dense_ran.info[h]));
     json_array_append_new(arr, j);
   }
   return arr;
@@ -162,7 +206,7 @@ static json_t *per_rank(int n, const double *real, const int64_t *ints) {
   return arr;
 }
 
-static json_t *report_dist(const run_dist_info *d) {
+static json_t *report_dist(const run_state *s, const run_dist_info *d) {
   json_t *j =
       json_pack("{s:s, s:i, s:i, s:i}", "scheme", d->scheme, "ranks", d->ranks,
                 "ulysses_degree", d->ulysses_degree, "ring_degree", d->ring_degree);
@@ -172,6 +216,9 @@ static json_t *report_dist(const run_dist_info *d) {
   json_object_set_new(j, "compute_ms", per_rank(d->ranks, d->compute_ms, NULL));
   json_object_set_new(j, "pairs_skipped", per_rank(d->ranks, NULL, d->pairs_skipped));
   json_object_set_new(j, "imbalance", jreal(d->imbalance));
+  json_object_set_new(j, "ran", ran_array(&s->ran));
+  if (s->o.compare_dense)
+    json_object_set_new(j, "dense_ran", ran_array(&s->dense_ran));
   return j;
 }
 
@@ -196,11 +243,13 @@ static json_t *report_timing(const run_state *s) {
 
 void run_warning_text(const run_state *s, int64_t i, char *buf, size_t len) {
   const head_result *r = &s->res[i];
+  char err[40], warn[40]; /* digits enough to tell the error from the bound */
   snprintf(buf, len,
-           "batch %lld head %lld (%s): relative L2 %.4g against dense exceeds "
-           "--warn-rel-l2 %g (cosine %.4f)",
+           "batch %lld head %lld (%s): relative L2 %s against dense exceeds "
+           "--warn-rel-l2 %s (cosine %.4f)",
            (long long)(i / s->H), (long long)(i % s->H), run_kind_name(r->kind),
-           r->rel_l2, s->o.warn_rel_l2, r->cosine);
+           cli_real(err, sizeof err, r->rel_l2, 4, s->o.warn_rel_l2),
+           cli_real(warn, sizeof warn, s->o.warn_rel_l2, 1, s->o.warn_rel_l2), r->cosine);
 }
 
 static json_t *report_warnings(const run_state *s) {
@@ -245,6 +294,11 @@ char *run_report_build(const run_state *s) {
                       s->o.mode == RUN_MODE_DENSE ? json_null() : report_svg(s));
   json_object_set_new(root, "backend",
                       json_string(stsa_backend_name(stsa_ctx_backend(s->ctx))));
+  /* what the calls ran: per head (one process) where the heads differ, per
+   * rank under --dist (in "dist") */
+  const int heads_differ = report_ran(root, s, &s->ran, "ran") && !s->dist;
+  const int dense_differ =
+      s->o.compare_dense && report_ran(root, s, &s->dense_ran, "dense_ran") && !s->dist;
   json_object_set_new(root, "threads", json_integer(threads));
   json_object_set_new(root, "compare_dense", json_boolean(s->o.compare_dense));
   if (s->o.compare_dense)
@@ -252,10 +306,10 @@ char *run_report_build(const run_state *s) {
   if (s->o.mode == RUN_MODE_SVG2)
     json_object_set_new(root, "cold", json_boolean(s->cold_calls > 0));
   json_object_set_new(root, "warnings", report_warnings(s));
-  json_object_set_new(root, K_PER_HEAD, report_heads(s));
+  json_object_set_new(root, K_PER_HEAD, report_heads(s, heads_differ, dense_differ));
   json_object_set_new(root, "timing", report_timing(s));
   if (s->dist)
-    json_object_set_new(root, "dist", report_dist(s->dist));
+    json_object_set_new(root, "dist", report_dist(s, s->dist));
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   json_decref(root);
   if (!text)

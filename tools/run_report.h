@@ -32,6 +32,14 @@ int run_top_p_budget(const struct run_state *s);
 /* The error budget of the svg modes' calls (0: none). */
 double run_max_error(const struct run_state *s);
 
+struct run_ran;
+/* The entry of r that every entry shares (its index: what every head, or
+ * under --dist every rank, ran), or -1 with why not in note: "the heads
+ * differ", "the ranks differ", "not known: rank R computed no heads of the
+ * call". */
+int64_t run_ran_common(const struct run_state *s, const struct run_ran *r, char *note,
+                       size_t len);
+
 /* The text of the warning about result i (rel L2 above --warn-rel-l2). */
 void run_warning_text(const struct run_state *s, int64_t i, char *buf, size_t len);
 

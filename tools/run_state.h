@@ -61,6 +61,19 @@ typedef struct head_result {
   int budget;
 } head_result;
 
+/* What the calls of a run ran (stsa_ctx_last_run, cli_ran.h): one entry per
+ * head in one process (it calls the library head by head), one per rank
+ * under --dist (the rank's last local attention call). */
+typedef struct run_ran {
+  int64_t n;
+  stsa_run_info *info;  /* [n] */
+  unsigned char *known; /* [n]: a CLI_RAN_* (cli_ran.h): none, known or not known */
+} run_ran;
+
+/* Room for n entries, none known yet. */
+void run_ran_alloc(run_ran *r, int64_t n);
+void run_ran_free(run_ran *r);
+
 /* What a --dist run adds to the report and the summary (run_dist.c). */
 typedef struct run_dist_info {
   const char *scheme; /* "ulysses", "ring" or "hybrid" */
@@ -95,6 +108,9 @@ typedef struct run_state {
   progress bar;
   int64_t units_done;
   const run_dist_info *dist; /* a --dist run (on rank 0); NULL otherwise */
+  /* what the mode's calls and (--compare-dense) the dense reference's ran:
+   * per head, or per rank under --dist (run_dist.c) */
+  run_ran ran, dense_ran;
 } run_state;
 
 /* ---- run_exec.c ------------------------------------------------------------ */

@@ -22,8 +22,20 @@ static void usage(FILE *f) {
       "Every command answers -h/--help; options take their value as --opt VALUE or\n"
       "--opt=VALUE.\n"
       "\n"
-      "environment: STSA_BACKEND=ref|portable|avx2 forces a backend,\n"
-      "             STSA_FORCE_PORTABLE=1 forces the portable C path.\n");
+      "environment: STSA_BACKEND=<backend> forces a backend, one of:\n"
+      "            ");
+  for (int b = 0; b < STSA_BACKEND_COUNT_; b++)
+    fprintf(f, " %s%s", stsa_backend_name((stsa_backend)b),
+            b + 1 < STSA_BACKEND_COUNT_ ? "," : "\n");
+  fprintf(f, "             (this machine runs:");
+  for (int b = 0; b < STSA_BACKEND_COUNT_; b++)
+    if (stsa_backend_available((stsa_backend)b))
+      fprintf(f, " %s", stsa_backend_name((stsa_backend)b));
+#ifdef STSA_AMX_EMULATION
+  fprintf(f, "; amx: the tile unit emulated in C, a test build");
+#endif
+  fprintf(f, ")\n"
+             "             STSA_FORCE_PORTABLE=1 forces the portable C path.\n");
 }
 
 int main(int argc, char **argv) {

@@ -275,7 +275,8 @@ def test_out_overlapping_an_input():
 
 def test_negative_scale():
     q, k, v = qkv("bshd", np.float32)
-    with pytest.raises(ValueError, match=r"^scale = -1 must be finite and >= 0"):
+    with pytest.raises(ValueError, match=r"^scale = -1\.0 must be a positive finite number "
+                                         r"\(None: 1/sqrt\(D\)\)"):
         stsa.attention(q, k, v, scale=-1.0, layout="bshd")
 
 

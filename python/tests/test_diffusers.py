@@ -68,6 +68,11 @@ def test_dense_mode_matches_diffusers_attention():
     err = rel_max(got, want)
     print(f"dense stsa vs diffusers: max abs diff / max abs = {err:.2e}")
     assert err < 1e-4
+    # what each layer's self-attention ran (this thread's default context)
+    backend = stsa.default_context().backend
+    assert sorted(ctl.ran) == [0, 1]
+    assert all(r["backend"] == backend and r["arithmetic"] in ("f64", "f32")
+               for r in ctl.ran.values()), ctl.ran
     ctl.remove()
     assert not isinstance(model.blocks[0].attn1.processor, stsa.diffusers.SVGAttnProcessor)
     assert torch.equal(run(model, kw), want)
@@ -115,6 +120,9 @@ def test_svg_mode_steps_and_error():
     assert torch.isfinite(got).all()
     assert infos[0].dense and not infos[1].dense and infos[1].step == 5
     assert 0 < err < 0.5
+    # what each layer's self-attention ran, in its info and on the processor
+    assert ctl.ran == {layer: info.ran for layer, info in infos.items()}
+    assert ctl.ran[1]["backend"] == ctl.svg.context.backend
     # the pipeline callback advances the step
     assert ctl.callback_on_step_end(None, 7, None, {"x": 1}) == {"x": 1}
     assert ctl.step == 8 and all(p.step == 8 for p in ctl.processors)

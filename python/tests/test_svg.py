@@ -106,9 +106,9 @@ def test_presets_and_errors(data):
     svg.close()
     with pytest.raises(ValueError, match="unknown SVG preset"):
         stsa.SVG("wan99")
-    with pytest.raises(ValueError, match=r"^svg: density = 1\.5 is the KEPT fraction"):
+    with pytest.raises(ValueError, match=r"^stsa\.SVG: density = 1\.5 is the KEPT fraction"):
         stsa.SVG(g, heads=H, head_dim=D, density=1.5)
-    with pytest.raises(ValueError, match=r"^svg: density = 1\.5 is the KEPT fraction"):
+    with pytest.raises(ValueError, match=r"^stsa\.SVG: density = 1\.5 is the KEPT fraction"):
         stsa.SVG(g, density=1.5)  # settings are checked at construction, heads or not
 
 

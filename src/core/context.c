@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sized.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
@@ -71,18 +73,26 @@ int stsa_cpu_has_amx(void) {
     return 0;
   unsigned a, b, c, d;
   __cpuid_count(7, 0, a, b, c, d);
-  const unsigned amx_bf16 = 1u << 22, amx_tile = 1u << 24;
-  if ((d & (amx_bf16 | amx_tile)) != (amx_bf16 | amx_tile) || (b & (1u << 30)) == 0)
+  const unsigned amx = (1u << 22) | (1u << 24);
+  const int tile_unit = (d & amx) == amx;
+  if ((b & (1u << 30)) == 0)
     return 0;
   __cpuid_count(7, 1, a, b, c, d);
   if ((a & (1u << 5)) == 0)
     return 0;
+#ifdef STSA_AMX_EMULATION
+  /* a test build: the tile instructions run in C (kernel/x86/amx_emulation.h)
+   * and the CPU needs only the rest of the backend's ISA, checked above */
+  (void)tile_unit;
+  return 1;
+#else
   unsigned xcr0_lo, xcr0_hi;
   __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   (void)xcr0_hi;
-  if ((xcr0_lo & (3u << 17)) != (3u << 17))
+  if (!tile_unit || (xcr0_lo & (3u << 17)) != (3u << 17))
     return 0;
   return syscall(SYS_arch_prctl, STSA_ARCH_REQ_XCOMP_PERM, STSA_XFEATURE_XTILEDATA) == 0;
+#endif
 }
 #else
 int stsa_cpu_has_amx(void) { return 0; }
@@ -94,6 +104,31 @@ void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg) {
     ;
   memcpy(c->err.text, msg->text, sizeof c->err.text);
   atomic_flag_clear_explicit(&c->err_lock, memory_order_release);
+}
+
+void stsa_ctx_record_run(const stsa_ctx *ctx, const stsa_run_info *run) {
+  stsa_ctx *c = (stsa_ctx *)ctx; /* created writable by stsa_ctx_create */
+  while (atomic_flag_test_and_set_explicit(&c->err_lock, memory_order_acquire))
+    ;
+  c->last_run = *run;
+  c->last_run.size = sizeof c->last_run;
+  atomic_flag_clear_explicit(&c->err_lock, memory_order_release);
+}
+
+stsa_status stsa_ctx_last_run(const stsa_ctx *ctx, stsa_run_info *info) {
+  if (!ctx || !info)
+    return STSA_ERR_NULL_ARG;
+  stsa_errbuf err;
+  STSA_TRY(STSA_SIZED_CHECK_OUT(info, stsa_run_info, &err));
+  stsa_ctx *c = (stsa_ctx *)ctx;
+  while (atomic_flag_test_and_set_explicit(&c->err_lock, memory_order_acquire))
+    ;
+  const stsa_run_info last = c->last_run;
+  atomic_flag_clear_explicit(&c->err_lock, memory_order_release);
+  if (last.size == 0)
+    return STSA_ERR_BAD_PARAM; /* no call yet: nothing ran */
+  stsa_sized_write(info, &last, sizeof last);
+  return STSA_OK;
 }
 
 void stsa_ctx_free(stsa_ctx *ctx) {

@@ -28,12 +28,19 @@ struct stsa_ctx {
   struct stsa_plan_cache *plans;
   void (*plans_destroy)(struct stsa_plan_cache *plans);
   stsa_workspace packed; /* packed K/V, reused across calls */
+  /* What the last successful attention call ran (stsa_ctx_last_run); size
+   * 0 until then. Written under err_lock (stsa_ctx_record_run). */
+  stsa_run_info last_run;
 };
 
 /* Copies a failure's message into ctx->err under a lock, for entry points
  * that only read the context and may fail on several threads at once
  * (stsa_attention_part). */
 void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg);
+
+/* Records what a call ran (stsa_ctx_last_run), under the same lock: part 0
+ * of a partitioned call writes it while other parts may fail. */
+void stsa_ctx_record_run(const stsa_ctx *ctx, const stsa_run_info *run);
 
 /* The threads stsa_check_attention scans inputs on for a call that owns
  * its threads: the context's, or 0 when check_finite is off. */

@@ -27,6 +27,16 @@ stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...)
 stsa_status stsa_err_copy(const stsa_errbuf *err, stsa_status code, char *msg,
                           size_t msg_len);
 
+/* A floating value for a message: the fewest significant digits that read
+ * back as v (as a float when is_float), so that a refused value never reads
+ * as its bound ("1.0000001", where %g writes "1"). The text lives in the
+ * returned struct until the end of the full expression that calls it:
+ *   STSA_RETURN_IF(bad, err, code, "x = %s, expected ...", stsa_real_str(x, 0).s); */
+typedef struct stsa_real_text {
+  char s[32];
+} stsa_real_text;
+stsa_real_text stsa_real_str(double v, int is_float);
+
 /* Forgets the previous failure: every entry point taking a context starts
  * with it, so stsa_ctx_last_error never shows a stale message. */
 static inline void stsa_err_clear(stsa_errbuf *err) { err->text[0] = '\0'; }

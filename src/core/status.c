@@ -1,6 +1,8 @@
 /* status.c — status names, dtype facts, version, error recording. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/error.h"
 
@@ -54,6 +56,16 @@ const char *stsa_dtype_name(stsa_dtype dtype) {
   return (unsigned)dtype < STSA_DTYPE_COUNT_ ? DTYPES[dtype].name : "unknown";
 }
 
+static const char *const ARITH_NAMES[STSA_ARITH_COUNT_] = {
+    [STSA_ARITH_F64] = "f64",
+    [STSA_ARITH_F32] = "f32",
+    [STSA_ARITH_BF16_TILES] = "bf16-tiles",
+};
+
+const char *stsa_arith_name(stsa_arith arith) {
+  return (unsigned)arith < STSA_ARITH_COUNT_ ? ARITH_NAMES[arith] : "unknown";
+}
+
 stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...) {
   if (err) {
     va_list ap;
@@ -69,4 +81,18 @@ stsa_status stsa_err_copy(const stsa_errbuf *err, stsa_status code, char *msg,
   if (msg && msg_len > 0)
     snprintf(msg, msg_len, "%s", code == STSA_OK ? "" : err->text);
   return code;
+}
+
+stsa_real_text stsa_real_str(double v, int is_float) {
+  stsa_real_text t;
+  const int most = is_float ? 9 : 17; /* digits that always read back */
+  for (int digits = 1;; digits++) {
+    snprintf(t.s, sizeof t.s, "%.*g", digits, v);
+    if (digits >= most || !isfinite(v))
+      break;
+    const double back = strtod(t.s, NULL);
+    if (is_float ? (float)back == (float)v : back == v)
+      break;
+  }
+  return t;
 }

@@ -83,7 +83,9 @@ stsa_status stsa_check_tensor(const stsa_tensor *t, const char *name, stsa_errbu
     span += (double)(t->shape[d] - 1) * (double)t->stride[d];
   }
   STSA_RETURN_IF(span * (double)esize > (double)((uint64_t)1 << 52), err,
-                 STSA_ERR_BAD_SHAPE, "%s: tensor spans more than 2^52 bytes", name);
+                 STSA_ERR_BAD_SHAPE,
+                 "%s: tensor spans %.0f bytes, more than the limit of 2^52 (%llu)", name,
+                 span * (double)esize, (unsigned long long)1 << 52);
   return STSA_OK;
 }
 
@@ -219,8 +221,8 @@ stsa_status stsa_check_attention(const stsa_tensor *q, const stsa_tensor *k,
   if (opts) {
     STSA_TRY(STSA_SIZED_CHECK(opts, stsa_attn_opts, err));
     STSA_RETURN_IF(!isfinite(opts->scale) || opts->scale < 0, err, STSA_ERR_BAD_PARAM,
-                   "scale = %g must be finite and >= 0 (0 selects 1/sqrt(D))",
-                   (double)opts->scale);
+                   "scale = %s must be finite and >= 0 (0 selects 1/sqrt(D))",
+                   stsa_real_str(opts->scale, 1).s);
     if (opts->lse) {
       STSA_RETURN_IF((uintptr_t)opts->lse % sizeof(float) != 0, err, STSA_ERR_MISALIGNED,
                      "lse pointer is not aligned to float");

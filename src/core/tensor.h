@@ -8,9 +8,6 @@
 #include "core/error.h"
 #include "stsa.h"
 
-/* Largest supported head dimension. */
-#define STSA_MAX_HEAD_DIM 512
-
 /* Address of row (b, s, h) of a checked tensor: its D elements start there,
  * stride[3] elements apart. The one place the B, S, H strides are applied;
  * indices are not checked. */

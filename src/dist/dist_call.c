@@ -103,6 +103,12 @@ stsa_status dist_run(stsa_dist *d, dist_layout *l, const stsa_tensor *q,
     const size_t stage = (size_t)(q->shape[1] * q->shape[2] * D + 1) * esize;
     st = vb && dist_buffer(d, BUF_STAGE, stage) ? STSA_OK : STSA_ERR_OUT_OF_MEMORY;
   }
+  /* the ring's buffers too: a member without them fails here, named in the
+   * agreement, rather than inside the ring its peers wait in */
+  ring_bufs rb;
+  ring_bufs_clear(&rb);
+  if (st == STSA_OK && l->R > 1 && n > 0)
+    st = ring_bufs_alloc(d, l, B, n, D, k->dtype, v->dtype, &rb);
   st = dist_agree(d, st);
   dist_local loc = {*q, *k, *v, {0}, l->group_heads + l->head_ptr[l->u], n};
   if (st == STSA_OK && l->U > 1) {
@@ -126,9 +132,10 @@ stsa_status dist_run(stsa_dist *d, dist_layout *l, const stsa_tensor *q,
       st = c->run(c->self, d, l, &loc, &loc.k, &loc.v, 0, &loc.out, NULL, &skip);
       compute += dist_now_ms() - t0;
     } else {
-      st = ring_run(d, l, &loc, c, &comm, &compute, &skipped);
+      st = ring_run(d, l, &loc, c, &rb, &comm, &compute, &skipped);
     }
   }
+  ring_bufs_free(&rb);
   /* nothing is written until every rank has computed its part */
   st = dist_agree(d, st);
   if (st == STSA_OK) {

@@ -168,11 +168,35 @@ typedef struct dist_compute {
   void *self;
 } dist_compute;
 
-/* Ring over the R groups: partial results of every kv chunk merged by
- * log-sum-exp into loc->out. */
+/* The ring's buffers: the key/value chunk a round computes on and the one
+ * it receives, the running result and a round's (f32, with their lse), and
+ * the MPI row types of k and v. */
+typedef struct ring_bufs {
+  void *k[2], *v[2];
+  float *acc, *acc_lse, *part, *part_lse;
+  MPI_Datatype krow, vrow;
+} ring_bufs;
+
+/* No buffers (what ring_bufs_free leaves). */
+static inline void ring_bufs_clear(ring_bufs *r) {
+  *r = (ring_bufs){.krow = MPI_DATATYPE_NULL, .vrow = MPI_DATATYPE_NULL};
+}
+
+/* Allocates the cleared r for this rank's place in l: n local heads of
+ * head dim D, batch B, k and v in those dtypes. Local: called before the
+ * agreement that precedes the ring (dist_run), so a member that gets no
+ * memory fails there, named, and no ring starts. */
+stsa_status ring_bufs_alloc(stsa_dist *d, const dist_layout *l, int64_t B, int64_t n,
+                            int64_t D, stsa_dtype k_dtype, stsa_dtype v_dtype,
+                            ring_bufs *r);
+/* Frees and clears r. */
+void ring_bufs_free(ring_bufs *r);
+
+/* Ring over the R groups in the buffers r (from ring_bufs_alloc): partial
+ * results of every kv chunk merged by log-sum-exp into loc->out. */
 stsa_status ring_run(stsa_dist *d, const dist_layout *l, const dist_local *loc,
-                     const dist_compute *c, double *comm_ms, double *compute_ms,
-                     int64_t *skipped);
+                     const dist_compute *c, const ring_bufs *r, double *comm_ms,
+                     double *compute_ms, int64_t *skipped);
 
 /* Runs one call end to end: exchange, compute (directly or on the ring),
  * agreement, exchange back; fills the report. */

@@ -22,7 +22,8 @@ void stsa_dist_svg_free(stsa_dist_svg *s) {
   for (int64_t n = 0; s->by_heads && n <= s->cfg.heads; n++)
     stsa_svg_free(s->by_heads[n]);
   free(s->by_heads);
-  free(s->last_kinds);
+  free(s->kind_layer);
+  free(s->kinds);
   free(s);
 }
 
@@ -93,7 +94,7 @@ stsa_status stsa_dist_svg_create(stsa_dist *d, const stsa_svg_config *cfg,
   if (st == STSA_OK && (cfg->method != STSA_SVG_METHOD_SVG || cfg->max_rel_error != 0))
     st = dist_fail(
         d, STSA_ERR_UNSUPPORTED,
-        "dist: SVG2 (method %d) and the error budget (max_rel_error %g) are not "
+        "dist: SVG2 (method %d) and the error budget (max_rel_error %.17g) are not "
         "distributed: use method 0 and max_rel_error 0",
         cfg->method, cfg->max_rel_error);
   if (st == STSA_OK) {
@@ -138,16 +139,62 @@ stsa_status stsa_dist_svg_create(stsa_dist *d, const stsa_svg_config *cfg,
   return STSA_OK;
 }
 
+/* The slot of `layer` in a table of `slots` (a power of two, not full), or
+ * the empty slot where it goes. Layers are hashed (splitmix64's finaliser):
+ * consecutive ones would otherwise fill one run of slots. */
+static int64_t kind_slot(const int64_t *kind_layer, int64_t slots, int64_t layer) {
+  uint64_t x = (uint64_t)layer + 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  const uint64_t mask = (uint64_t)slots - 1;
+  for (uint64_t i = x & mask;; i = (i + 1) & mask)
+    if (kind_layer[i] == layer || kind_layer[i] < 0)
+      return (int64_t)i;
+}
+
+/* The kinds remembered for `layer`, or NULL. */
+static const signed char *kinds_of(const stsa_dist_svg *s, int64_t layer) {
+  if (!s->kind_slots)
+    return NULL;
+  const int64_t i = kind_slot(s->kind_layer, s->kind_slots, layer);
+  return s->kind_layer[i] == layer ? s->kinds + i * s->cfg.heads : NULL;
+}
+
+/* Doubles the table of kinds (8 slots at first), moving every layer's. */
+static int kinds_grow(stsa_dist_svg *s) {
+  const int64_t H = s->cfg.heads, slots = s->kind_slots ? 2 * s->kind_slots : 8;
+  int64_t *layer = malloc(sizeof *layer * (size_t)slots);
+  signed char *kinds = malloc((size_t)slots * (size_t)H);
+  if (!layer || !kinds) {
+    free(layer);
+    free(kinds);
+    return -1;
+  }
+  for (int64_t i = 0; i < slots; i++)
+    layer[i] = -1;
+  for (int64_t i = 0; i < s->kind_slots; i++)
+    if (s->kind_layer[i] >= 0) {
+      const int64_t j = kind_slot(layer, slots, s->kind_layer[i]);
+      layer[j] = s->kind_layer[i];
+      memcpy(kinds + j * H, s->kinds + i * H, (size_t)H);
+    }
+  free(s->kind_layer);
+  free(s->kinds);
+  s->kind_layer = layer;
+  s->kinds = kinds;
+  s->kind_slots = slots;
+  return 0;
+}
+
 /* The cost of each head: its kind's density in the previous call of this
  * layer (unknown or dense calls: all equal). */
 static stsa_status svg_costs(stsa_dist_svg *s, int64_t layer, int dense, double *cost) {
   const int64_t H = s->cfg.heads;
   for (int64_t h = 0; h < H; h++)
     cost[h] = 1.0;
-  if (dense || layer >= s->layers_cap)
-    return STSA_OK;
-  const signed char *k = s->last_kinds + layer * H;
-  for (int64_t h = 0; h < H; h++)
+  const signed char *k = dense ? NULL : kinds_of(s, layer);
+  for (int64_t h = 0; k && h < H; h++)
     cost[h] = k[h] == STSA_HEAD_SPATIAL    ? s->windows.density_spatial
               : k[h] == STSA_HEAD_TEMPORAL ? s->windows.density_temporal
                                            : 1.0;
@@ -157,17 +204,16 @@ static stsa_status svg_costs(stsa_dist_svg *s, int64_t layer, int dense, double 
 static stsa_status remember_kinds(stsa_dist_svg *s, int64_t layer,
                                   const stsa_head_kind *kinds) {
   const int64_t H = s->cfg.heads;
-  if (layer >= s->layers_cap) {
-    int64_t cap = layer + 1 > 2 * s->layers_cap ? layer + 1 : 2 * s->layers_cap;
-    signed char *grown = realloc(s->last_kinds, (size_t)(cap * H));
-    if (!grown)
+  int64_t i = s->kind_slots ? kind_slot(s->kind_layer, s->kind_slots, layer) : -1;
+  if (i < 0 || s->kind_layer[i] != layer) {
+    if (2 * (s->kind_count + 1) > s->kind_slots && kinds_grow(s) != 0)
       return dist_fail(s->d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
-    memset(grown + s->layers_cap * H, -1, (size_t)((cap - s->layers_cap) * H));
-    s->last_kinds = grown;
-    s->layers_cap = cap;
+    i = kind_slot(s->kind_layer, s->kind_slots, layer);
+    s->kind_layer[i] = layer;
+    s->kind_count++;
   }
   for (int64_t h = 0; h < H; h++) /* batch entry 0 stands for the call */
-    s->last_kinds[layer * H + h] = (signed char)kinds[h];
+    s->kinds[i * H + h] = (signed char)kinds[h];
   return STSA_OK;
 }
 

@@ -13,9 +13,14 @@ struct stsa_dist_svg {
   int64_t tokens;
   stsa_svg **by_heads; /* [heads + 1]: sessions by local head count, lazily */
   stsa_svg_windows windows;
-  double density_dense;    /* kept fraction of the policy's dense calls */
-  signed char *last_kinds; /* [layers_cap * heads]: kinds of the last call, -1 none */
-  int64_t layers_cap;
+  double density_dense; /* kept fraction of the policy's dense calls */
+  /* Each layer's head kinds of its last sparse call (batch entry 0), for
+   * balancing, by layer: open addressing with linear probing, a power-of-two
+   * number of slots at most half full, so memory follows the distinct layers
+   * called, not the largest one (any layer in [0, INT64_MAX]). */
+  int64_t *kind_layer; /* [kind_slots] the layer of each slot, -1: empty */
+  signed char *kinds;  /* [kind_slots * heads] */
+  int64_t kind_slots, kind_count;
 };
 
 /* The session for n local heads (created on first use). */

@@ -76,10 +76,12 @@ static stsa_status ring_init(dist_svg_call *c, const dist_layout *l,
   DIST_TRY(dist_svg_session(c->s, c->s->cfg.heads, &full));
   static const stsa_head_kind kinds[KIND_MASKS] = {STSA_HEAD_SPATIAL, STSA_HEAD_TEMPORAL,
                                                    STSA_HEAD_MIXED};
-  for (int i = 0; i < KIND_MASKS; i++)
-    if (stsa_svg_kind_mask(full, kinds[i], &r->mask[i], &r->q_order[i],
-                           &r->kv_order[i]) != STSA_OK)
-      return dist_fail(d, STSA_ERR_BAD_PARAM, "dist: svg masks");
+  for (int i = 0; i < KIND_MASKS; i++) {
+    const stsa_status st =
+        stsa_svg_kind_mask(full, kinds[i], &r->mask[i], &r->q_order[i], &r->kv_order[i]);
+    if (st != STSA_OK) /* the session's message is on the context */
+      return dist_fail_ctx(d, st, "dist: svg masks");
+  }
   const int64_t go = layout_group_off(l, l->g), S = layout_group_len(l, l->g);
   int64_t smax = 0;
   for (int g = 0; g < l->R; g++)

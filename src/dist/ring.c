@@ -17,6 +17,11 @@
  * round computes, so they move meanwhile; otherwise they move when the
  * round ends. A round waits for what it receives only; its sends must have
  * completed before their buffer is received into again, a round later.
+ *
+ * The buffers are allocated before the ring starts, ahead of the call's
+ * agreement (dist_run), so that a member short of memory fails where every
+ * rank learns which one it was and why, as under Ulysses; in the ring, a
+ * failed member could only leave its peers waiting.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -90,13 +95,7 @@ static void poller_stop(poller *p) {
   p->running = 0;
 }
 
-typedef struct ring_bufs {
-  void *k[2], *v[2];
-  float *acc, *acc_lse, *part, *part_lse;
-  MPI_Datatype krow, vrow;
-} ring_bufs;
-
-static void bufs_free(ring_bufs *r) {
+void ring_bufs_free(ring_bufs *r) {
   for (int i = 0; i < 2; i++) {
     free(r->k[i]);
     free(r->v[i]);
@@ -109,6 +108,7 @@ static void bufs_free(ring_bufs *r) {
     MPI_Type_free(&r->krow);
   if (r->vrow != MPI_DATATYPE_NULL)
     MPI_Type_free(&r->vrow);
+  ring_bufs_clear(r);
 }
 
 static int row_type(int64_t D, stsa_dtype dt, MPI_Datatype *t) {
@@ -116,64 +116,59 @@ static int row_type(int64_t D, stsa_dtype dt, MPI_Datatype *t) {
   return rc == MPI_SUCCESS ? MPI_Type_commit(t) : rc;
 }
 
-static stsa_status bufs_init(stsa_dist *d, const dist_layout *l, const dist_local *loc,
-                             ring_bufs *r) {
-  memset(r, 0, sizeof *r);
-  r->krow = r->vrow = MPI_DATATYPE_NULL;
-  const int64_t B = loc->q.shape[0], n = loc->n, D = loc->q.shape[3];
+stsa_status ring_bufs_alloc(stsa_dist *d, const dist_layout *l, int64_t B, int64_t n,
+                            int64_t D, stsa_dtype k_dtype, stsa_dtype v_dtype,
+                            ring_bufs *r) {
   const int64_t S = layout_group_len(l, l->g);
   int64_t smax = 0;
   for (int g = 0; g < l->R; g++)
     if (layout_group_len(l, g) > smax)
       smax = layout_group_len(l, g);
   const size_t kv_rows = (size_t)(B * smax * n), rows = (size_t)(B * S * n);
+  const size_t k_bytes = kv_rows * (size_t)D * stsa_dtype_size(k_dtype),
+               v_bytes = kv_rows * (size_t)D * stsa_dtype_size(v_dtype),
+               out_bytes = rows * (size_t)D * sizeof(float),
+               lse_bytes = rows * sizeof(float);
   for (int i = 0; i < 2; i++) {
-    r->k[i] = malloc(kv_rows * (size_t)D * stsa_dtype_size(loc->k.dtype));
-    r->v[i] = malloc(kv_rows * (size_t)D * stsa_dtype_size(loc->v.dtype));
+    r->k[i] = malloc(k_bytes);
+    r->v[i] = malloc(v_bytes);
   }
   r->acc = calloc(rows * (size_t)D, sizeof *r->acc);
-  r->part = malloc(rows * (size_t)D * sizeof *r->part);
-  r->acc_lse = malloc(rows * sizeof *r->acc_lse);
-  r->part_lse = malloc(rows * sizeof *r->part_lse);
+  r->part = malloc(out_bytes);
+  r->acc_lse = malloc(lse_bytes);
+  r->part_lse = malloc(lse_bytes);
   if (!r->k[0] || !r->k[1] || !r->v[0] || !r->v[1] || !r->acc || !r->part ||
       !r->acc_lse || !r->part_lse)
-    return dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory (ring buffers)");
+    return dist_fail(d, STSA_ERR_OUT_OF_MEMORY,
+                     "dist: out of memory (ring buffers: %zu bytes)",
+                     2 * (k_bytes + v_bytes) + 2 * (out_bytes + lse_bytes));
   for (size_t i = 0; i < rows; i++)
     r->acc_lse[i] = -INFINITY;
-  int rc = row_type(D, loc->k.dtype, &r->krow);
+  int rc = row_type(D, k_dtype, &r->krow);
   if (rc == MPI_SUCCESS)
-    rc = row_type(D, loc->v.dtype, &r->vrow);
+    rc = row_type(D, v_dtype, &r->vrow);
   return rc == MPI_SUCCESS ? STSA_OK : dist_fail_mpi(d, rc, "MPI_Type_contiguous");
 }
 
 stsa_status ring_run(stsa_dist *d, const dist_layout *l, const dist_local *loc,
-                     const dist_compute *c, double *comm_ms, double *compute_ms,
-                     int64_t *skipped) {
+                     const dist_compute *c, const ring_bufs *r, double *comm_ms,
+                     double *compute_ms, int64_t *skipped) {
   const int R = l->R, g = l->g;
   const int64_t B = loc->q.shape[0], n = loc->n, D = loc->q.shape[3];
   const int64_t S = layout_group_len(l, g);
-  ring_bufs r;
-  stsa_status st = bufs_init(d, l, loc, &r);
-  /* every member of the ring must have its buffers before any transfer (a
-   * member that has none would leave the others waiting) */
-  int bad = st != STSA_OK, any = 0;
-  if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, d->rcomm) != MPI_SUCCESS || any) {
-    if (st == STSA_OK)
-      st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: another rank of the ring failed");
-    bufs_free(&r);
-    return st;
-  }
-  if (st == STSA_OK) { /* the own chunk, contiguous, starts the ring */
-    stsa_tensor k0 = stsa_tensor_bshd(r.k[0], loc->k.dtype, B, S, n, D);
-    stsa_tensor v0 = stsa_tensor_bshd(r.v[0], loc->v.dtype, B, S, n, D);
-    if (stsa_tensor_copy(&loc->k, &k0) != STSA_OK ||
-        stsa_tensor_copy(&loc->v, &v0) != STSA_OK)
-      st = dist_fail(d, STSA_ERR_BAD_SHAPE, "dist: copying the key/value chunk failed");
-  }
-  const int next = (g + 1) % R, prev = (g + R - 1) % R;
+  stsa_status st = STSA_OK;
   /* a failed compute keeps passing chunks on (the peers wait for them) and
    * reports at the end; a failed transfer ends the ring */
-  stsa_status compute_st = st;
+  stsa_status compute_st = STSA_OK;
+  { /* the own chunk, contiguous, starts the ring */
+    stsa_tensor k0 = stsa_tensor_bshd(r->k[0], loc->k.dtype, B, S, n, D);
+    stsa_tensor v0 = stsa_tensor_bshd(r->v[0], loc->v.dtype, B, S, n, D);
+    if (stsa_tensor_copy(&loc->k, &k0) != STSA_OK ||
+        stsa_tensor_copy(&loc->v, &v0) != STSA_OK)
+      compute_st =
+          dist_fail(d, STSA_ERR_BAD_SHAPE, "dist: copying the key/value chunk failed");
+  }
+  const int next = (g + 1) % R, prev = (g + R - 1) % R;
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
   const int polling = level >= MPI_THREAD_SERIALIZED;
@@ -190,32 +185,33 @@ stsa_status ring_run(stsa_dist *d, const dist_layout *l, const dist_local *loc,
       const int sendn = (int)(B * len * n), recvn = (int)(B * nlen * n);
       rc = MPI_Waitall(2, sends, MPI_STATUSES_IGNORE); /* cur ^ 1 was sent from */
       if (rc == MPI_SUCCESS)
-        rc = MPI_Irecv(r.k[cur ^ 1], recvn, r.krow, prev, 2 * t, d->rcomm, &recvs[0]);
+        rc = MPI_Irecv(r->k[cur ^ 1], recvn, r->krow, prev, 2 * t, d->rcomm, &recvs[0]);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Irecv(r.v[cur ^ 1], recvn, r.vrow, prev, 2 * t + 1, d->rcomm, &recvs[1]);
+        rc = MPI_Irecv(r->v[cur ^ 1], recvn, r->vrow, prev, 2 * t + 1, d->rcomm,
+                       &recvs[1]);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Isend(r.k[cur], sendn, r.krow, next, 2 * t, d->rcomm, &sends[0]);
+        rc = MPI_Isend(r->k[cur], sendn, r->krow, next, 2 * t, d->rcomm, &sends[0]);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Isend(r.v[cur], sendn, r.vrow, next, 2 * t + 1, d->rcomm, &sends[1]);
+        rc = MPI_Isend(r->v[cur], sendn, r->vrow, next, 2 * t + 1, d->rcomm, &sends[1]);
     }
     *comm_ms += dist_now_ms() - t0;
     if (rc != MPI_SUCCESS) {
       st = dist_fail_mpi(d, rc, "MPI_Isend/MPI_Irecv (ring)");
       break;
     }
-    stsa_tensor kt = stsa_tensor_bshd(r.k[cur], loc->k.dtype, B, len, n, D);
-    stsa_tensor vt = stsa_tensor_bshd(r.v[cur], loc->v.dtype, B, len, n, D);
-    stsa_tensor pt = stsa_tensor_bshd(r.part, STSA_F32, B, S, n, D);
+    stsa_tensor kt = stsa_tensor_bshd(r->k[cur], loc->k.dtype, B, len, n, D);
+    stsa_tensor vt = stsa_tensor_bshd(r->v[cur], loc->v.dtype, B, len, n, D);
+    stsa_tensor pt = stsa_tensor_bshd(r->part, STSA_F32, B, S, n, D);
     int skip = 0;
     const double t1 = dist_now_ms();
     poller pl;
     poller_start(&pl, req, 4, polling);
     if (compute_st == STSA_OK)
       compute_st = c->run(c->self, d, l, loc, &kt, &vt, layout_group_off(l, cg), &pt,
-                          r.part_lse, &skip);
+                          r->part_lse, &skip);
     poller_stop(&pl);
     if (compute_st == STSA_OK && !skip)
-      merge(r.acc, r.acc_lse, r.part, r.part_lse, B, S, n, D);
+      merge(r->acc, r->acc_lse, r->part, r->part_lse, B, S, n, D);
     *skipped += skip;
     *compute_ms += dist_now_ms() - t1;
     const double t2 = dist_now_ms();
@@ -231,10 +227,9 @@ stsa_status ring_run(stsa_dist *d, const dist_layout *l, const dist_local *loc,
   if (st == STSA_OK)
     st = compute_st;
   if (st == STSA_OK) {
-    stsa_tensor acc = stsa_tensor_bshd(r.acc, STSA_F32, B, S, n, D);
+    stsa_tensor acc = stsa_tensor_bshd(r->acc, STSA_F32, B, S, n, D);
     if (stsa_tensor_copy(&acc, &loc->out) != STSA_OK)
       st = dist_fail(d, STSA_ERR_BAD_SHAPE, "dist: storing the ring's output failed");
   }
-  bufs_free(&r);
   return st;
 }

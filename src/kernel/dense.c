@@ -40,6 +40,7 @@ stsa_status stsa_attention(stsa_ctx *ctx, const stsa_tensor *q, const stsa_tenso
   stsa_work w = dense_work(ctx, &pb, q, k, v, out, opts);
   STSA_RETURN_IF(stsa_work_run(&w, ctx->threads, &ctx->packed) != STSA_OK, &ctx->err,
                  STSA_ERR_OUT_OF_MEMORY, "attention: out of memory for packed K/V");
+  stsa_problem_record_run(&pb, ctx);
   return STSA_OK;
 }
 
@@ -79,7 +80,10 @@ static stsa_status attention_part(const stsa_ctx *ctx, const stsa_tensor *q,
   STSA_TRY(stsa_check_attention(q, k, v, out, opts, ctx->check_finite ? 1 : 0, err));
   stsa_attn_problem pb;
   stsa_work w = dense_work(ctx, &pb, q, k, v, out, opts);
-  return stsa_parts_run(&w, ith, nth, wdata, wsize, "attention part", err);
+  STSA_TRY(stsa_parts_run(&w, ith, nth, wdata, wsize, "attention part", err));
+  if (ith == 0) /* every part runs the same arithmetic: one records it */
+    stsa_problem_record_run(&pb, ctx);
+  return STSA_OK;
 }
 
 /* Parts run concurrently on one context: a failure's message goes in under

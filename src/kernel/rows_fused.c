@@ -57,18 +57,15 @@ static fused_scratch fused_scratch_at(const stsa_rows_fused *f, float *mem) {
     mem += sz[i];
   }
   const int rp = f->pb->q_tile;
-  fused_scratch sc = {{p[0], p[1], p[2], (uint8_t *)(p[2] + 4), NULL, NULL},
-                      p[3],
-                      p[4],
-                      p[5],
-                      p[6],
-                      p[7],
-                      p[8],
-                      p[8] + rp,
-                      p[8] + 2 * rp,
-                      p[9],
-                      p[10],
-                      (int32_t *)(void *)p[11]};
+  /* one tile's pack: its panels, then k_max, v_max and v_nonfinite in piece 2 */
+  const stsa_kv_packed kv = {.kt = p[0],
+                             .vp = p[1],
+                             .k_max = p[2],
+                             .v_max = p[2] + 1,
+                             .v_nonfinite = (uint8_t *)(p[2] + 4)};
+  fused_scratch sc = {
+      kv,   p[3],      p[4],          p[5], p[6],  p[7],
+      p[8], p[8] + rp, p[8] + 2 * rp, p[9], p[10], (int32_t *)(void *)p[11]};
   for (int r = 0; r < f->pb->mr; r++)
     sc.ones[r] = 1.0f;
   return sc;
@@ -191,7 +188,8 @@ static int run_tile(const stsa_rows_fused *f, const stsa_attn_problem *pt, int64
   stsa_kv_span sp = stsa_kv_span_of(pb, NULL, NULL, kt);
   sp.pack0 = 0;
   stsa_pack_kv_span(pt, 0, h, 0, &sp, NULL, &sc->kv);
-  if (!((double)q_max * sc->kv.k_max[0] * D < LOGIT_SAFE) || sc->kv.v_nonfinite[0])
+  if (!((double)q_max * sc->kv.k_max[0] * D < LOGIT_SAFE) || sc->kv.v_nonfinite[0] ||
+      stsa_v_exp_for(pb, sc->kv.v_max[0]) != 0) /* V the tile loop must scale */
     return -1;
   const int n = sp.n, npanels = (n + nr - 1) / nr;
   for (int r = 0; r < rp; r++)

@@ -129,21 +129,41 @@ static int head_used(const stsa_work *w, int64_t head, uint8_t *used) {
   return 1;
 }
 
+static stsa_kv_layout kv_layout_of(const stsa_work *w, int64_t head) {
+  return w->ops && w->ops->kv_layout ? w->ops->kv_layout(w->ud, head)
+                                     : (stsa_kv_layout){0};
+}
+
 /* Packs kv tile t of `head` into `pack` if the head visits it. */
 static void pack_tile(const stsa_work *w, int64_t head, int64_t t, int has_used,
                       const uint8_t *used, stsa_kv_packed *pack) {
   if (has_used && !used[t])
     return;
-  const stsa_kv_layout lay =
-      w->ops && w->ops->kv_layout ? w->ops->kv_layout(w->ud, head) : (stsa_kv_layout){0};
+  const stsa_kv_layout lay = kv_layout_of(w, head);
   const stsa_kv_span sp = stsa_kv_span_of(w->pb, lay.kv_start, lay.kv_pack, t);
   stsa_pack_kv_span(w->pb, head / w->pb->H, head % w->pb->H, t, &sp, lay.kv_rows, pack);
+}
+
+/* Once every tile `head` visits is packed: V scaled into the range where
+ * no P.V sum overflows (tile_loop.h: STSA_V_SUM_LIMIT), for a V with
+ * values near FLT_MAX only; every other head keeps v_exp = 0 and its
+ * bytes. */
+static void fit_v_range(const stsa_work *w, int64_t head, int has_used,
+                        const uint8_t *used, stsa_kv_packed *pack) {
+  pack->v_exp = stsa_kv_v_exp(w->pb, pack, has_used ? used : NULL);
+  const stsa_kv_layout lay = kv_layout_of(w, head);
+  for (int64_t t = 0; pack->v_exp && t < stsa_kv_tiles(w->pb); t++)
+    if (!has_used || used[t]) {
+      const stsa_kv_span sp = stsa_kv_span_of(w->pb, lay.kv_start, lay.kv_pack, t);
+      stsa_kv_scale_v_span(w->pb, pack, &sp);
+    }
 }
 
 static void pack_head(const stsa_work *w, int64_t head, slice_view *s) {
   const int has_used = head_used(w, head, s->used);
   for (int64_t t = 0; t < stsa_kv_tiles(w->pb); t++)
     pack_tile(w, head, t, has_used, s->used, &s->pack);
+  fit_v_range(w, head, has_used, s->used, &s->pack);
 }
 
 /* Units [u0, u1); *packed is the head s->pack holds (-1: none). */
@@ -245,9 +265,14 @@ static void run_head_by_head(const stsa_work *w, int threads, char *mem) {
         pack_shared(w, head, cur);
       /* next's pack last served head - 1, whose units are all done */
       const int64_t more = npacks == 2 && head + 1 < w->heads ? nkt : 0;
+      /* cur is packed (the barrier of the loop before); one thread fits its
+       * V range while the others wait at the single's end */
 #pragma omp single
-      if (more)
-        next->has_used = head_used(w, head + 1, next->used);
+      {
+        fit_v_range(w, head, cur->has_used, cur->used, &cur->pack);
+        if (more)
+          next->has_used = head_used(w, head + 1, next->used);
+      }
       s.pack = cur->pack;
       int64_t packed = head;
       /* dynamic hands out iterations in order: every unit before any tile */

@@ -3,9 +3,11 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/context.h"
 #include "core/convert.h"
 #include "core/prefetch.h"
 #include "core/tensor.h"
@@ -77,6 +79,36 @@ void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
   pb->bf16_score_scale = pb->qscale / pb->bf16_q_pow2;
 }
 
+void stsa_problem_run_info(const stsa_attn_problem *pb, int ref, stsa_run_info *info) {
+  info->arith = ref              ? STSA_ARITH_F64
+                : pb->bf16_tiles ? STSA_ARITH_BF16_TILES
+                                 : STSA_ARITH_F32;
+  info->bf16_terms = info->arith == STSA_ARITH_BF16_TILES ? pb->bf16_terms : 0;
+  info->why[0] = '\0';
+  if (ref || pb->bf16_tiles || !pb->kern->full_tile_bf16)
+    return; /* the backend's own arithmetic */
+  const stsa_dtype qt = pb->q->dtype, kt = pb->k->dtype, vt = pb->v->dtype;
+  if (qt != STSA_BF16 || kt != STSA_BF16 || vt != STSA_BF16)
+    snprintf(info->why, sizeof info->why,
+             "q, k and v are %s, %s and %s: the bf16 tiles take bf16 only",
+             stsa_dtype_name(qt), stsa_dtype_name(kt), stsa_dtype_name(vt));
+  else if (pb->kv_tile % STSA_BF16_KEY_BLOCK != 0)
+    snprintf(info->why, sizeof info->why,
+             "kv tiles of %d keys: the bf16 tiles take multiples of %d", pb->kv_tile,
+             STSA_BF16_KEY_BLOCK);
+  else
+    snprintf(info->why, sizeof info->why,
+             "a plan of variable tiles packed at %d-key boundaries: the bf16 tiles take "
+             "spans on %d-key blocks (plans built for this backend have them)",
+             pb->nr, STSA_BF16_KEY_BLOCK);
+}
+
+void stsa_problem_record_run(const stsa_attn_problem *pb, const stsa_ctx *ctx) {
+  stsa_run_info info = {.size = sizeof info, .backend = ctx->run->id};
+  stsa_problem_run_info(pb, ctx->run->ref, &info);
+  stsa_ctx_record_run(ctx, &info);
+}
+
 void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *heads,
                               int64_t H) {
   const int64_t fixed_q = (pb->Sq + pb->q_tile - 1) / pb->q_tile,
@@ -117,21 +149,23 @@ static size_t bf16_blocks_floats(const stsa_attn_problem *pb) {
 
 size_t stsa_kv_packed_floats(const stsa_attn_problem *pb) {
   size_t tiles = (size_t)stsa_kv_tiles(pb);
-  return f32_panels_floats(pb) + align64(tiles) + align64((tiles + 3) / 4) +
+  return f32_panels_floats(pb) + 2 * align64(tiles) + align64((tiles + 3) / 4) +
          bf16_blocks_floats(pb);
 }
 
 stsa_kv_packed stsa_kv_packed_at(const stsa_attn_problem *pb, float *mem) {
   size_t tiles = (size_t)stsa_kv_tiles(pb);
-  stsa_kv_packed p = {NULL, NULL, NULL, NULL, NULL, NULL};
+  stsa_kv_packed p;
+  memset(&p, 0, sizeof p);
   if (!pb->bf16_tiles) {
     p.kt = mem;
     p.vp = p.kt + (size_t)pb->Skv_pad * (size_t)pb->D;
   }
   p.k_max = mem + f32_panels_floats(pb);
-  p.v_nonfinite = (uint8_t *)(p.k_max + align64(tiles));
+  p.v_max = p.k_max + align64(tiles);
+  p.v_nonfinite = (uint8_t *)(p.v_max + align64(tiles));
   if (pb->bf16_tiles) {
-    p.kb = (uint16_t *)(void *)(p.k_max + align64(tiles) + align64((tiles + 3) / 4));
+    p.kb = (uint16_t *)(void *)(p.v_max + align64(tiles) + align64((tiles + 3) / 4));
     p.vb = p.kb + (size_t)pb->Skv_pad * (size_t)pb->D32;
   }
   return p;
@@ -226,6 +260,7 @@ static void pack_bf16_span(const stsa_attn_problem *pb, int64_t b, int64_t h,
          dst->vb + r / 32 * 512 + r % 32 / 2 * 32, v_panel, abs_bits);
   }
   dst->k_max[tile] = abs_max_value(abs_bits[0] << 16);
+  dst->v_max[tile] = abs_max_value(abs_bits[1] << 16);
   dst->v_nonfinite[tile] = abs_bits[1] >= 0x7f80u;
 }
 
@@ -259,7 +294,45 @@ void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
                          pb->Skv_pad * nr, abs_bits);
   }
   dst->k_max[tile] = abs_max_value(abs_bits[0]);
+  dst->v_max[tile] = abs_max_value(abs_bits[1]);
   dst->v_nonfinite[tile] = abs_bits[1] >= 0x7f800000u;
+}
+
+int stsa_v_exp_for(const stsa_attn_problem *pb, float v_max) {
+  const double reach = (double)v_max * (double)pb->Skv_pad;
+  if (!(reach >= STSA_V_SUM_LIMIT) || isinf(v_max))
+    return 0;
+  int e;
+  (void)frexp(reach / STSA_V_SUM_LIMIT, &e); /* reach / 2^e < limit */
+  return e;
+}
+
+int stsa_kv_v_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                  const uint8_t *used) {
+  float most = 0.0f;
+  for (int64_t t = 0; t < stsa_kv_tiles(pb); t++)
+    if (!used || used[t])
+      most = kv->v_max[t] > most ? kv->v_max[t] : most;
+  return stsa_v_exp_for(pb, most);
+}
+
+void stsa_kv_scale_v_span(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                          const stsa_kv_span *sp) {
+  const float f = ldexpf(1.0f, -kv->v_exp);
+  if (pb->bf16_tiles) { /* spans of whole 32-key blocks (stsa_bf16_tile: vb) */
+    const int64_t v_panel = pb->Skv_pad / 32 * 512;
+    for (int64_t j = 0; j < pb->D_pad / 16; j++) {
+      uint16_t *at = kv->vb + j * v_panel + sp->pack0 / 32 * 512;
+      for (int64_t i = 0; i < (int64_t)sp->len / 32 * 512; i++)
+        at[i] = stsa_f32_to_bf16(stsa_bf16_to_f32(at[i]) * f);
+    }
+    return;
+  }
+  for (int64_t j = 0; j < pb->D_pad / pb->nr; j++) {
+    float *at = kv->vp + (j * pb->Skv_pad + sp->pack0) * pb->nr;
+    for (int64_t i = 0; i < (int64_t)sp->len * pb->nr; i++)
+      at[i] *= f;
+  }
 }
 
 void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
@@ -422,7 +495,8 @@ static float load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
 /* Normalises the finished rows and writes them in the caller's layout:
  * rows of a permuted tile (q_rows) scattered, by streaming stores. */
 static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
-                       int rows, const int64_t *q_rows, const stsa_tile_scratch *sc) {
+                       int rows, const int64_t *q_rows, int v_exp,
+                       const stsa_tile_scratch *sc) {
   const stsa_tensor *out = pb->out;
   void (*store)(const float *, int64_t, void *, stsa_dtype, int64_t) =
       q_rows ? stsa_store_row_streaming : stsa_store_row;
@@ -444,6 +518,12 @@ static void store_rows(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
       float inv = 1.0f / l;
       for (int d = 0; d < pb->D; d++)
         sc->row[d] = o[d] * inv;
+      /* V was scaled down (stsa_kv_packed): back, and a mean of V a rounding
+       * put past FLT_MAX back to it */
+      for (int d = 0; v_exp && d < pb->D; d++) {
+        const float x = ldexpf(sc->row[d], v_exp);
+        sc->row[d] = isinf(x) ? copysignf(FLT_MAX, x) : x;
+      }
       /* only when asked: a log2 per row was 0.2% of an SVG2 call */
       lse = pb->lse ? (float)(LN2 * ((double)m + log2((double)l))) : 0.0f;
     }
@@ -1084,5 +1164,5 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
       add_nonfinite_v(pb, kv, sp.pack0, rows, nbad, ld_s, sc);
   }
   run_tails(pb, kv, &ts, rows, rows_pad, sc);
-  store_rows(pb, b, h, q0, rows, q_rows, sc);
+  store_rows(pb, b, h, q0, rows, q_rows, kv->v_exp, sc);
 }

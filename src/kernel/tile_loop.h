@@ -65,6 +65,13 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
  * Call after stsa_problem_fit_layouts, before sizing packs and scratch. */
 void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms);
 
+/* What pb's tiles run, after stsa_problem_use_bf16_tiles: the arithmetic
+ * (f64 when `ref`), the bf16 terms, and why not the bf16 tiles when the
+ * table has them (stsa.h: stsa_run_info; backend left to the caller). */
+void stsa_problem_run_info(const stsa_attn_problem *pb, int ref, stsa_run_info *info);
+/* Records that on ctx (stsa_ctx_last_run): after a call of pb succeeded. */
+void stsa_problem_record_run(const stsa_attn_problem *pb, const struct stsa_ctx *ctx);
+
 /* Sizes pb for the heads' layouts: with some variable tiles, the unit count,
  * the per-tile arrays and the pack become the maximum over the heads (every
  * head of a call packs into the same slice). Nothing changes when every
@@ -125,7 +132,11 @@ typedef struct stsa_kv_packed {
   float *kt;            /* [Skv_pad/nr][D][nr]; NULL with pb->bf16_tiles */
   float *vp;            /* [D_pad/nr][Skv_pad][nr]; NULL with pb->bf16_tiles */
   float *k_max;         /* [kv tiles] max |K element| of the tile; +inf if NaN/Inf */
+  float *v_max;         /* [kv tiles] max |V element| of the tile; +inf if NaN/Inf */
   uint8_t *v_nonfinite; /* [kv tiles] 1 if a V row of the tile holds NaN or Inf */
+  /* V is packed times 2^-v_exp and the rows stored times 2^v_exp
+   * (stsa_kv_fit_v_range); 0 for every V whose P.V sums cannot overflow */
+  int v_exp;
   /* Only with pb->bf16_tiles (else NULL), in 1 KB blocks of 16 x 32 bf16
    * (kernels.h: stsa_bf16_tile):
    *   kb[(r / 16) D32 / 32 + d / 32][(d % 32) / 2][r % 16][d % 2] = K[r][d]
@@ -147,6 +158,26 @@ void stsa_pack_kv_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
 void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t tile,
                        const stsa_kv_span *sp, const int64_t *kv_rows,
                        stsa_kv_packed *dst);
+
+/* The finite range of V. A row's P.V sum adds weights of at most 1 (of at
+ * most kv_tile a tile on the lazy bf16 path, so again at most one a key)
+ * times V: no partial sum passes S_kv_pad max|V|, and below V_SUM_LIMIT
+ * none overflows f32. A head whose V reaches further (values near FLT_MAX,
+ * which the output itself holds: it is a weighted mean of V) has its packed
+ * V scaled down by a power of two, exactly, and its rows scaled back at the
+ * store. */
+#define STSA_V_SUM_LIMIT 0x1p126
+/* The exponent v_exp for V values up to v_max (+inf: NaN/Inf, which follow
+ * stsa.h's rules unscaled: 0). */
+int stsa_v_exp_for(const stsa_attn_problem *pb, float v_max);
+/* After every kv tile a head visits is packed (used[t] != 0, or all when
+ * used is NULL): the head's v_exp from the tiles' v_max. The caller then
+ * scales each visited tile (stsa_kv_scale_v_span) when it is not 0. */
+int stsa_kv_v_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                  const uint8_t *used);
+/* Multiplies the packed V rows of the tile at sp by 2^-kv->v_exp. */
+void stsa_kv_scale_v_span(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                          const stsa_kv_span *sp);
 
 /* Per-thread working memory for one q tile. */
 typedef struct stsa_tile_scratch {

@@ -174,7 +174,8 @@ stsa_status stsa_cluster_plan_build(const stsa_ctx *ctx, const stsa_cluster_layo
                  c->pack_align, nr);
   STSA_RETURN_IF(c->q_clusters < 1 || c->kv_clusters < 1 || c->q_clusters > INT32_MAX ||
                      c->kv_clusters > INT32_MAX,
-                 err, STSA_ERR_BAD_PARAM, "cluster plan: %lld x %lld clusters",
+                 err, STSA_ERR_BAD_PARAM,
+                 "cluster plan: %lld x %lld clusters, expected 1..2^31 - 1 each",
                  (long long)c->q_clusters, (long long)c->kv_clusters);
   stsa_geo geo;
   stsa_geo_init(&geo, c->g);

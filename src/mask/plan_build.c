@@ -611,7 +611,12 @@ stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
   const stsa_geometry *g = d->geometry;
   if (g) {
     const char *why = stsa_geo_check(g);
-    STSA_RETURN_IF(why, err, STSA_ERR_BAD_SHAPE, "plan geometry: %s", why);
+    STSA_RETURN_IF(
+        why, err, STSA_ERR_BAD_SHAPE,
+        "plan geometry %lld x %lld x %lld (frames x height x width) with %lld text "
+        "tokens (%lld real): %s",
+        (long long)g->frames, (long long)g->height, (long long)g->width,
+        (long long)g->text, (long long)g->text_real, why);
     int64_t n = stsa_geometry_tokens(g);
     STSA_RETURN_IF((!d->q_rows && d->s_q != n) ||
                        (d->kv_rows ? d->s_kv > n : d->s_kv != n),
@@ -661,9 +666,14 @@ stsa_status stsa_plan_validate(stsa_ctx *ctx, const stsa_plan_desc *d) {
 
 static stsa_status check_grid(stsa_ctx *ctx, const stsa_plan_desc *d, int q_tile,
                               int kv_tile) {
-  STSA_RETURN_IF((d->s_kv + kv_tile - 1) / kv_tile > INT32_MAX ||
-                     (d->s_q + q_tile - 1) / q_tile > INT32_MAX,
-                 &ctx->err, STSA_ERR_BAD_SHAPE, "plan: more than 2^31 tiles");
+  const int64_t q_tiles = (d->s_q + q_tile - 1) / q_tile,
+                kv_tiles = (d->s_kv + kv_tile - 1) / kv_tile;
+  STSA_RETURN_IF(
+      kv_tiles > INT32_MAX || q_tiles > INT32_MAX, &ctx->err, STSA_ERR_BAD_SHAPE,
+      "plan: %lld x %lld tiles (s_q = %lld in tiles of %d, s_kv = %lld in tiles "
+      "of %d), more than the limit of 2^31 - 1 on a side",
+      (long long)q_tiles, (long long)kv_tiles, (long long)d->s_q, q_tile,
+      (long long)d->s_kv, kv_tile);
   return STSA_OK;
 }
 

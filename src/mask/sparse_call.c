@@ -291,6 +291,7 @@ stsa_status stsa_sparse_attention_heads(stsa_ctx *ctx, const stsa_plan *const *p
   call_free(&p.call);
   STSA_RETURN_IF(st != STSA_OK, err, st,
                  "sparse attention: out of memory for packed K/V");
+  stsa_problem_record_run(&p.pb, ctx);
   return STSA_OK;
 }
 
@@ -362,6 +363,8 @@ static stsa_status sparse_part(const stsa_ctx *ctx, const stsa_plan *plan,
       if (ith == 0)
         report_pairs_changed(o.plans, o.heads, q, opts);
       st = stsa_parts_run(&p.work, ith, nth, wdata, *wsize, what, err);
+      if (st == STSA_OK && ith == 0) /* one part records what they all ran */
+        stsa_problem_record_run(&p.pb, ctx);
     } else {
       *wsize = stsa_parts_wsize(&p.work, nth);
     }

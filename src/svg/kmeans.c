@@ -291,7 +291,8 @@ static stsa_status check_args(const stsa_kmeans_args *a, const float *centroids,
   STSA_RETURN_IF(a->iters < 0, err, STSA_ERR_BAD_PARAM,
                  "stsa_kmeans: iters = %d, expected >= 0", a->iters);
   STSA_RETURN_IF(!(a->tol >= 0.0) || !isfinite(a->tol), err, STSA_ERR_BAD_PARAM,
-                 "stsa_kmeans: tol = %g, expected finite and >= 0", a->tol);
+                 "stsa_kmeans: tol = %s, expected finite and >= 0",
+                 stsa_real_str(a->tol, 0).s);
   STSA_RETURN_IF(a->warm != 0 && a->warm != 1, err, STSA_ERR_BAD_PARAM,
                  "stsa_kmeans: warm = %d, expected 0 or 1", a->warm);
   for (int64_t i = 0; a->warm && a->hint && i < a->n; i++)

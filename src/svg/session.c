@@ -187,20 +187,24 @@ static stsa_status check_config(const stsa_svg_config *c, int mr, int nr,
                  "svg: head_dim = %lld, expected 1..%d (the kernel's limit)",
                  (long long)c->head_dim, STSA_MAX_HEAD_DIM);
   STSA_RETURN_IF(!(c->density > 0 && c->density <= 1), err, STSA_ERR_BAD_PARAM,
-                 "svg: density = %g is the KEPT fraction and must be in (0, 1]",
-                 c->density);
+                 "svg: density = %s is the KEPT fraction and must be in (0, 1]",
+                 stsa_real_str(c->density, 0).s);
   STSA_RETURN_IF(c->dense_steps < 0 || c->dense_layers < 0, err, STSA_ERR_BAD_PARAM,
-                 "svg: dense_steps and dense_layers must be >= 0");
+                 "svg: dense_steps = %lld and dense_layers = %lld, expected >= 0",
+                 (long long)c->dense_steps, (long long)c->dense_layers);
   /* the sampled rows are one q tile: at most 4096 rows, a multiple of mr */
   const int64_t max_rows = 4096 / mr * mr;
-  STSA_RETURN_IF(c->sample_rows < 1 || c->sample_rows > geo.L ||
-                     c->sample_rows > max_rows,
-                 err, STSA_ERR_BAD_PARAM,
-                 "svg: sample_rows = %lld must be in [1, min(video tokens, %lld)]",
-                 (long long)c->sample_rows, (long long)max_rows);
+  STSA_RETURN_IF(
+      c->sample_rows < 1 || c->sample_rows > geo.L || c->sample_rows > max_rows, err,
+      STSA_ERR_BAD_PARAM,
+      "svg: sample_rows = %lld, expected 1..%lld (the smaller of the %lld "
+      "video tokens and %lld, one q tile)",
+      (long long)c->sample_rows, (long long)(geo.L < max_rows ? geo.L : max_rows),
+      (long long)geo.L, (long long)max_rows);
   STSA_RETURN_IF(c->sink_frames < 0 || c->sink_frames > g->frames, err,
-                 STSA_ERR_BAD_PARAM, "svg: sink_frames = %lld must be in [0, F]",
-                 (long long)c->sink_frames);
+                 STSA_ERR_BAD_PARAM,
+                 "svg: sink_frames = %lld, expected 0..%lld (the frames)",
+                 (long long)c->sink_frames, (long long)g->frames);
   STSA_RETURN_IF(
       c->q_tile < 0 || c->q_tile > 4096 || c->kv_tile < 0 || c->kv_tile > 4096 ||
           c->kv_tile % nr != 0,
@@ -213,8 +217,8 @@ static stsa_status check_config(const stsa_svg_config *c, int mr, int nr,
                  c->method);
   STSA_RETURN_IF(!(c->max_rel_error >= 0 && c->max_rel_error < INFINITY), err,
                  STSA_ERR_BAD_PARAM,
-                 "svg: max_rel_error = %g, expected 0 (no budget) or a positive bound",
-                 c->max_rel_error);
+                 "svg: max_rel_error = %s, expected 0 (no budget) or a positive bound",
+                 stsa_real_str(c->max_rel_error, 0).s);
   if (c->method == STSA_SVG_METHOD_SVG2)
     STSA_TRY(stsa_svg2_check(c, err));
   return STSA_OK;
@@ -285,7 +289,10 @@ stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out) {
     return STSA_ERR_NULL_ARG;
   stsa_errbuf err;
   STSA_TRY(STSA_SIZED_CHECK_OUT(out, stsa_svg_windows, &err));
-  stsa_sized_write(out, &svg->windows, sizeof *out);
+  stsa_svg_windows w = svg->windows;
+  if (svg->svg2) /* the tiles its calls run on the context's backend now */
+    stsa_svg2_tiles(svg->ctx, w.q_tile, w.kv_tile, &w.q_tile, &w.kv_tile);
+  stsa_sized_write(out, &w, sizeof *out);
   return STSA_OK;
 }
 
@@ -534,6 +541,8 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   stsa_svg_report rep = STSA_INIT(stsa_svg_report);
   if (report)
     STSA_TRY(report_read(report, &rep, err));
+  if (rep.run)
+    STSA_TRY(STSA_SIZED_CHECK_OUT(rep.run, stsa_run_info, err));
   stsa_svg_call opts = {sizeof opts, -1.0};
   if (call)
     STSA_TRY(
@@ -541,7 +550,8 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   const double budget =
       opts.max_rel_error < 0 ? svg->cfg.max_rel_error : opts.max_rel_error;
   STSA_RETURN_IF(!(budget < INFINITY), err, STSA_ERR_BAD_PARAM,
-                 "svg: max_rel_error = %g, expected a finite bound (0: none)", budget);
+                 "svg: max_rel_error = %s, expected a finite bound (0: none)",
+                 stsa_real_str(budget, 0).s);
   STSA_RETURN_IF(q->shape[1] != svg->tokens || k->shape[1] != svg->tokens ||
                      q->shape[2] != H || q->shape[3] != svg->cfg.head_dim,
                  err, STSA_ERR_BAD_SHAPE,
@@ -606,6 +616,8 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
       rep.q_clusters = dense ? 0 : svg->svg2_q_clusters;
       rep.kv_clusters = dense ? 0 : svg->svg2_kv_clusters;
     }
+    if (rep.run) /* what run_heads' attention recorded */
+      stsa_sized_write(rep.run, &ctx->last_run, sizeof ctx->last_run);
     report_write(report, &rep, B * H, kinds, mse, H, run);
   }
   for (int64_t i = 0; run && i < B * H; i++)

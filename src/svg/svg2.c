@@ -50,6 +50,7 @@ static const double TOP_P_LADDER[] = {0.95, 0.98, 0.995};
 #define LADDER_MAX 3 /* candidates per head: the profiling pass takes 4 masks */
 
 typedef struct layer_state {
+  int64_t layer; /* the key; -1: an empty slot of the store */
   int valid;
   int64_t B;
   float *qc, *kc;    /* [B*H][QC][D], [B*H][KC][D] */
@@ -61,8 +62,13 @@ typedef struct layer_state {
 
 struct stsa_svg2 {
   int64_t QC, KC, H, D, L;
+  /* The layers called so far, by layer: open addressing with linear
+   * probing, a power-of-two number of slots at most half full. Memory
+   * follows the distinct layers called, not the largest one: any layer in
+   * [0, INT64_MAX] is a key (an array indexed by the layer took 6.4 GB at
+   * layer 1e8, and its size wrapped at 2^58). */
   layer_state *layers;
-  int64_t nlayers;
+  int64_t layer_slots, layer_count;
   /* Kept between calls (each call needs the same sizes): the k-means'
    * scratch, one per k-means running at once, and the video rows gathered
    * as f32 for them. Allocated per call, they were mapped and zeroed by the
@@ -79,18 +85,38 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* Largest a with a * b <= cap (b >= 1), at least 1. */
+static int64_t fit_under(int64_t b, int64_t cap) { return cap / b > 0 ? cap / b : 1; }
+
 void stsa_svg2_clusters(const stsa_svg_config *cfg, int64_t *q_clusters,
                         int64_t *kv_clusters) {
   const stsa_geometry *g = &cfg->geometry;
   const int64_t L = g->frames * g->height * g->width;
+  const int64_t cap = STSA_SVG2_MAX_CLUSTER_PAIRS;
   int64_t most = L / MIN_CLUSTER_TOKENS > 0 ? L / MIN_CLUSTER_TOKENS : 1;
   int64_t qc = cfg->q_clusters, kc = cfg->kv_clusters;
   if (!qc)
     qc = (int64_t)llround(REF_Q_CLUSTERS * (double)L / REF_TOKENS);
   if (!kc)
     kc = (int64_t)llround(REF_KV_CLUSTERS * (double)L / REF_TOKENS);
-  *q_clusters = cfg->q_clusters ? qc : qc < 1 ? 1 : qc > most ? most : qc;
-  *kv_clusters = cfg->kv_clusters ? kc : kc < 1 ? 1 : kc > most ? most : kc;
+  qc = cfg->q_clusters ? qc : qc < 1 ? 1 : qc > most ? most : qc;
+  kc = cfg->kv_clusters ? kc : kc < 1 ? 1 : kc > most ? most : kc;
+  /* Automatic counts give way to the cap on the pairs (from ~280,000 video
+   * tokens on): both shrink by the same factor, or the automatic one alone
+   * next to an explicit one. Explicit counts past it are the check's. */
+  if (qc > cap / kc) {
+    if (!cfg->q_clusters && !cfg->kv_clusters) {
+      const double f = sqrt((double)cap / ((double)qc * (double)kc));
+      qc = (int64_t)((double)qc * f) > 1 ? (int64_t)((double)qc * f) : 1;
+      kc = fit_under(qc, cap) < kc ? fit_under(qc, cap) : kc;
+    } else if (!cfg->q_clusters) {
+      qc = fit_under(kc, cap);
+    } else if (!cfg->kv_clusters) {
+      kc = fit_under(qc, cap);
+    }
+  }
+  *q_clusters = qc;
+  *kv_clusters = kc;
 }
 
 stsa_status stsa_svg2_check(const stsa_svg_config *c, stsa_errbuf *err) {
@@ -101,11 +127,18 @@ stsa_status stsa_svg2_check(const stsa_svg_config *c, stsa_errbuf *err) {
                  "svg2: %lld query and %lld key clusters, expected 0 (automatic) or "
                  "1..%lld (the video tokens)",
                  (long long)c->q_clusters, (long long)c->kv_clusters, (long long)L);
+  int64_t qc = 0, kc = 0;
+  stsa_svg2_clusters(c, &qc, &kc);
+  STSA_RETURN_IF(qc > STSA_SVG2_MAX_CLUSTER_PAIRS / kc, err, STSA_ERR_BAD_PARAM,
+                 "svg2: %lld query x %lld key clusters, expected at most %lld cluster "
+                 "pairs (2^22, e.g. 2048 x 2048; each call's scratch grows with them)",
+                 (long long)qc, (long long)kc, (long long)STSA_SVG2_MAX_CLUSTER_PAIRS);
   STSA_RETURN_IF(!(c->top_p >= 0 && c->top_p <= 1), err, STSA_ERR_BAD_PARAM,
-                 "svg2: top_p = %g, expected 0 (use density) or (0, 1]", c->top_p);
+                 "svg2: top_p = %s, expected 0 (use density) or (0, 1]",
+                 stsa_real_str(c->top_p, 0).s);
   STSA_RETURN_IF(!(c->min_kv_fraction >= 0 && c->min_kv_fraction <= 1), err,
-                 STSA_ERR_BAD_PARAM, "svg2: min_kv_fraction = %g, expected [0, 1]",
-                 c->min_kv_fraction);
+                 STSA_ERR_BAD_PARAM, "svg2: min_kv_fraction = %s, expected [0, 1]",
+                 stsa_real_str(c->min_kv_fraction, 0).s);
   STSA_RETURN_IF(c->kmeans_iters_cold < 0 || c->kmeans_iters_cold > 10000 ||
                      c->kmeans_iters_warm < 0 || c->kmeans_iters_warm > 10000,
                  err, STSA_ERR_BAD_PARAM,
@@ -127,6 +160,7 @@ stsa_status stsa_svg2_create(const stsa_svg_config *cfg, stsa_svg2 **out) {
   return STSA_OK;
 }
 
+/* Frees a layer's state; the slot keeps its layer. */
 static void layer_clear(layer_state *ls, int64_t H) {
   for (int64_t i = 0; ls->plans && i < ls->B * H; i++)
     stsa_plan_free(ls->plans[i]);
@@ -136,14 +170,15 @@ static void layer_clear(layer_state *ls, int64_t H) {
   free(ls->kc);
   free(ls->lq);
   free(ls->lk);
-  memset(ls, 0, sizeof *ls);
+  *ls = (layer_state){.layer = ls->layer};
 }
 
 void stsa_svg2_free(stsa_svg2 *s) {
   if (!s)
     return;
-  for (int64_t l = 0; l < s->nlayers; l++)
-    layer_clear(&s->layers[l], s->H);
+  for (int64_t i = 0; i < s->layer_slots; i++)
+    if (s->layers[i].layer >= 0)
+      layer_clear(&s->layers[i], s->H);
   for (int i = 0; i < s->km_slots; i++)
     stsa_workspace_release(&s->km_scratch[i]);
   free(s->km_scratch);
@@ -152,17 +187,47 @@ void stsa_svg2_free(stsa_svg2 *s) {
   free(s);
 }
 
-/* The state of `layer` for B batch entries; a new batch size starts cold. */
+/* The slot of `layer` in a table of `slots` (a power of two, not full), or
+ * the empty slot where it goes. Layers are hashed: consecutive ones would
+ * otherwise fill one run of slots. */
+static layer_state *layer_slot(layer_state *table, int64_t slots, int64_t layer) {
+  const uint64_t mask = (uint64_t)slots - 1;
+  for (uint64_t i = stsa_hash_mix(0x6c61796572ull, (uint64_t)layer) & mask;;
+       i = (i + 1) & mask)
+    if (table[i].layer == layer || table[i].layer < 0)
+      return &table[i];
+}
+
+/* Doubles the layer store (8 slots at first), moving every state. */
+static int layers_grow(stsa_svg2 *s) {
+  const int64_t slots = s->layer_slots ? 2 * s->layer_slots : 8;
+  layer_state *table = malloc(sizeof *table * (size_t)slots);
+  if (!table)
+    return -1;
+  for (int64_t i = 0; i < slots; i++)
+    table[i] = (layer_state){.layer = -1};
+  for (int64_t i = 0; i < s->layer_slots; i++)
+    if (s->layers[i].layer >= 0)
+      *layer_slot(table, slots, s->layers[i].layer) = s->layers[i];
+  free(s->layers);
+  s->layers = table;
+  s->layer_slots = slots;
+  return 0;
+}
+
+/* The state of `layer` (>= 0) for B batch entries; a new layer or batch
+ * size starts cold. */
 static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
-  if (layer >= s->nlayers) {
-    layer_state *grown = realloc(s->layers, sizeof *grown * (size_t)(layer + 1));
-    if (!grown)
-      return NULL;
-    memset(grown + s->nlayers, 0, sizeof *grown * (size_t)(layer + 1 - s->nlayers));
-    s->layers = grown;
-    s->nlayers = layer + 1;
+  layer_state *ls = s->layers ? layer_slot(s->layers, s->layer_slots, layer) : NULL;
+  if (!ls || ls->layer < 0) {
+    if (2 * (s->layer_count + 1) > s->layer_slots) {
+      if (layers_grow(s) != 0)
+        return NULL;
+      ls = layer_slot(s->layers, s->layer_slots, layer);
+    }
+    ls->layer = layer;
+    s->layer_count++;
   }
-  layer_state *ls = &s->layers[layer];
   if (ls->qc && ls->B == B)
     return ls;
   layer_clear(ls, s->H);
@@ -175,7 +240,7 @@ static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
   ls->sig = calloc(heads, sizeof *ls->sig);
   ls->plans = calloc(heads, sizeof *ls->plans);
   if (!ls->qc || !ls->kc || !ls->lq || !ls->lk || !ls->sig || !ls->plans) {
-    layer_clear(ls, s->H);
+    layer_clear(ls, s->H); /* the slot stays, empty: the next call retries */
     return NULL;
   }
   return ls;
@@ -494,12 +559,25 @@ static stsa_status pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   return STSA_OK;
 }
 
-stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t layer,
-                                 int64_t B, int64_t b, const int64_t *rows, int64_t nrows,
-                                 const stsa_tensor *q, const stsa_tensor *k,
-                                 const stsa_tensor *v, double max_rel_error,
-                                 stsa_svg2_head *heads, double *cluster_ms, int *cold) {
-  stsa_ctx *ctx = env->ctx;
+void stsa_svg2_tiles(const stsa_ctx *ctx, int q_tile, int kv_tile, int *q_run,
+                     int *kv_run) {
+  const int mr = ctx->run->kern.mr, nr = ctx->run->kern.nr;
+  *q_run = (q_tile + mr - 1) / mr * mr;
+  *kv_run = (kv_tile + nr - 1) / nr * nr;
+}
+
+stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
+                                 int64_t layer, int64_t B, int64_t b, const int64_t *rows,
+                                 int64_t nrows, const stsa_tensor *q,
+                                 const stsa_tensor *k, const stsa_tensor *v,
+                                 double max_rel_error, stsa_svg2_head *heads,
+                                 double *cluster_ms, int *cold) {
+  stsa_ctx *ctx = session_env->ctx;
+  /* the session's tiles on the backend the context has now */
+  stsa_svg2_env run_env = *session_env;
+  stsa_svg2_tiles(ctx, session_env->q_tile, session_env->kv_tile, &run_env.q_tile,
+                  &run_env.kv_tile);
+  const stsa_svg2_env *env = &run_env;
   const int64_t H = s->H;
   layer_state *ls = layer_for(s, layer, B);
   STSA_RETURN_IF(!ls, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");

@@ -19,7 +19,7 @@ typedef struct stsa_svg2_env {
   stsa_ctx *ctx;
   const stsa_svg_config *cfg;
   const stsa_mask *mask_dense; /* the policy's dense mask (text rules) */
-  int q_tile, kv_tile;         /* the session's tiles (the dense plan's) */
+  int q_tile, kv_tile;         /* the session's tiles (stsa_svg2_tiles rounds them) */
   /* 1: the video rows of q and k are not yet checked for NaN/Inf (v and the
    * text rows are): the k-means checks them (session.c: scan_inputs) */
   int video_unchecked;
@@ -34,16 +34,33 @@ typedef struct stsa_svg2_head {
   uint8_t budget;  /* stsa_budget_action */
 } stsa_svg2_head;
 
+/* The most (query cluster, key cluster) pairs a session takes. A call's
+ * scratch holds per pair a probability per planning thread (8 bytes) and,
+ * per head, a keep flag and a mask byte per candidate of the budget ladder
+ * (1 to 3): 12,288 x 12,288 clusters took 2.2 GB and 22 s a call; this cap
+ * (2048 x 2048, 10x the published 400 x 1000) bounds it to 64 MiB at two
+ * planning threads plus 8-24 MiB a head. Automatic counts shrink to fit
+ * it; explicit ones past it are refused at create. */
+#define STSA_SVG2_MAX_CLUSTER_PAIRS ((int64_t)1 << 22)
+
 /* Cluster counts a config resolves to (automatic ones scaled with the
- * video tokens). */
+ * video tokens, and shrunk to the cap on the pairs). */
 void stsa_svg2_clusters(const stsa_svg_config *cfg, int64_t *q_clusters,
                         int64_t *kv_clusters);
 
-/* Checks the SVG2 fields of a config (message into err). */
+/* Checks the SVG2 fields of a config, the cap on the cluster pairs
+ * included (message into err). */
 stsa_status stsa_svg2_check(const stsa_svg_config *cfg, stsa_errbuf *err);
 
 stsa_status stsa_svg2_create(const stsa_svg_config *cfg, stsa_svg2 **out);
 void stsa_svg2_free(stsa_svg2 *s);
+
+/* The tiles a call on ctx runs for the session's q_tile x kv_tile: each
+ * rounded up to the backend's register tile (mr x nr), as block-sparse
+ * plans round theirs. Asked at the call: the context's backend may change
+ * after the session is created. */
+void stsa_svg2_tiles(const stsa_ctx *ctx, int q_tile, int kv_tile, int *q_run,
+                     int *kv_run);
 
 /* Plans every head of batch entry b (of B) of call (layer, step): clusters
  * (cold on a layer's first call, warm after), selects, estimates on the

@@ -10,7 +10,9 @@ refused. Shapes are checked here first (rank, an empty dimension, D = 0), so
 that the message names the problem rather than a stride or a NULL pointer.
 """
 
+import math
 import operator
+import struct
 import sys
 import threading
 import weakref
@@ -98,10 +100,63 @@ def as_int(value, name, bounds=INT64):
     return n
 
 
+def given(value):
+    """A value as the caller gave it, for a message (a huge integer shortened)."""
+    text = str(value)
+    if isinstance(value, int) and len(text) > 40:
+        return f"{text[:24]}... ({len(text.lstrip('-'))} digits)"
+    return text
+
+
+def as_real(value, name):
+    """value as a Python float (a C double holds it exactly), or a TypeError
+    naming the argument for what is not one real number (a str, a bool, a
+    complex, a sequence or an array of more than one element: float() would
+    parse a str and give cffi's or numpy's message for the rest), and an
+    stsa.Error naming the value for an integer too large for a double."""
+    if isinstance(value, (str, bytes, bool, np.bool_)) or getattr(value, "ndim", 0) != 0:
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        pass  # raised below, outside the handler: no chained OverflowError
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}") from None
+    raise_status(lib.STSA_ERR_BAD_PARAM, f"{name} = {given(value)} is too large for a float")
+
+
+def choice(value, choices, name):
+    """value if it is one of the str keys of `choices`, else a ValueError
+    naming them (a non-str, unhashable or not, is not one of them either)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+# ------------------------------------------------------------------ native handles
+
+
+class NativeHandle:
+    """Base of the classes that own a handle of the C library (a context, a
+    session, a plan, a mask): they cannot be pickled or copied. A copy would
+    share the handle, which the original frees when it goes (a use after
+    free), and the C state has no serialised form."""
+
+    __slots__ = ()
+
+    def _no_copy(self, *args):
+        raise TypeError(f"cannot pickle or copy an stsa.{type(self).__name__}: it owns "
+                        f"native state (a handle of the C library, freed with the object) "
+                        f"that cannot be shared or serialised; create a new one with the "
+                        f"same arguments")
+
+    __reduce_ex__ = __reduce__ = __copy__ = __deepcopy__ = _no_copy
+
+
 # ------------------------------------------------------------------ contexts
 
 
-class Context:
+class Context(NativeHandle):
     """An stsa_ctx: thread count, backend, tile sizes, finite checks.
 
     A context is used by one call at a time: calls on one Context from
@@ -148,7 +203,7 @@ class Context:
         inputs; 0 by the output dtype, 1 as PyTorch's bf16 SDPA rounds).
         Integers outside the library's bounds (stsa_param_bounds) are
         refused with the range."""
-        if name not in _lib.PARAMS:
+        if not isinstance(name, str) or name not in _lib.PARAMS:
             raise ValueError(f"unknown parameter {name!r}; expected one of "
                              f"{', '.join(_lib.PARAMS)}")
         if name == "backend" and isinstance(value, str):
@@ -162,8 +217,9 @@ class Context:
                   f"stsa_ctx_set({name})")
 
     def get(self, name):
-        if name not in _lib.PARAMS:
-            raise ValueError(f"unknown parameter {name!r}")
+        if not isinstance(name, str) or name not in _lib.PARAMS:
+            raise ValueError(f"unknown parameter {name!r}; expected one of "
+                             f"{', '.join(_lib.PARAMS)}")
         value = ffi.new("int64_t *")
         with self.lock:
             check(lib.stsa_ctx_get(self.handle, _lib.PARAMS[name], value), self.handle,
@@ -181,6 +237,23 @@ class Context:
         with self.lock:
             return _lib.string(lib.stsa_ctx_last_error(self.handle)) or ""
 
+    @property
+    def last_run(self):
+        """What the last attention call on this context that succeeded ran
+        (stsa_ctx_last_run), as a dict: "backend" ('avx512', ...),
+        "arithmetic" ('f64' for ref, 'f32', or 'bf16-tiles': the amx
+        backend's bf16 tile multiply), "bf16_terms" (bf16 terms per
+        probability with 'bf16-tiles', else 0) and "why" ('' when the call
+        ran the fastest arithmetic its backend has, else the reason, e.g.
+        'kv tiles of 240 keys: the bf16 tiles take multiples of 32'). None
+        before the first successful call. Dense, block-sparse and the
+        attention proper of an SVG call (every head of a call runs one
+        arithmetic)."""
+        info = _lib.new("stsa_run_info")
+        with self.lock:
+            status = lib.stsa_ctx_last_run(self.handle, info)
+        return run_info(info) if status == lib.STSA_OK else None
+
     def close(self):
         """Frees the context now (otherwise when it is garbage collected).
         Waits for a call in flight on another thread; calls after close()
@@ -194,6 +267,14 @@ class Context:
         if not self._finalizer.alive:
             return "stsa.Context(closed)"
         return f"stsa.Context(threads={self.get('threads')}, backend={self.backend!r})"
+
+
+def run_info(info):
+    """The dict of an stsa_run_info: backend, arithmetic, bf16_terms, why."""
+    return {"backend": _lib.string(lib.stsa_backend_name(info.backend)),
+            "arithmetic": _lib.string(lib.stsa_arith_name(info.arith)),
+            "bf16_terms": int(info.bf16_terms),
+            "why": ffi.string(info.why).decode(errors="replace")}
 
 
 def _free_context(handle, lock):
@@ -211,6 +292,15 @@ def param_bounds(name):
 
 
 _local = threading.local()
+
+
+def context(ctx):
+    """ctx, or this thread's default context when it is None."""
+    if ctx is None:
+        return default_context()
+    if not isinstance(ctx, Context):
+        raise TypeError(f"ctx must be an stsa.Context, got {type(ctx).__name__}")
+    return ctx
 
 
 def default_context():
@@ -291,7 +381,7 @@ def check_layout(layout, who="stsa"):
     if layout is REQUIRED:
         raise TypeError(f"{who}: layout= is required: say how the arrays are laid out, "
                         f"one of {LAYOUT_CHOICES}")
-    if layout not in LAYOUTS:
+    if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout {layout!r} is not one of {LAYOUT_CHOICES}")
     return LAYOUTS[layout]
 
@@ -370,16 +460,33 @@ def _descriptor(ptr, code, shape, strides_el, axes):
     return t
 
 
+def check_array(x, name):
+    """Refuses what is neither a numpy array nor a torch tensor."""
+    if not (isinstance(x, np.ndarray) or is_torch(x)):
+        raise TypeError(f"{name} must be a numpy array or a CPU torch tensor, "
+                        f"got {type(x).__name__}")
+
+
+def _refuse_output(name, ptr, itemsize, dtype, strides):
+    """The ValueError of an output stsa cannot write in place: a misaligned
+    pointer, or strides (as the caller's array states them)."""
+    if ptr % itemsize:
+        raise ValueError(f"{name}: data pointer {ptr:#x} is not aligned to its "
+                         f"{itemsize}-byte {dtype} elements: stsa cannot write into it in "
+                         f"place; pass an aligned array (numpy and torch allocate aligned "
+                         f"ones)")
+    raise ValueError(f"{name}: strides {strides} cannot be written in place: stsa needs "
+                     f"positive strides of whole elements")
+
+
 def view(x, name, layout, output=False):
     """Describes array x (numpy or CPU torch) in `layout` as an stsa_tensor.
 
     Inputs the C API cannot describe are copied; outputs are refused."""
     rank, axes = check_layout(layout, name)
+    check_array(x, name)
     if is_torch(x):
         return _view_torch(x, name, layout, rank, axes, output)
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array or a CPU torch tensor, "
-                        f"got {type(x).__name__}")
     code = _numpy_code(x.dtype)
     if code is None:
         raise TypeError(f"{name}: dtype {x.dtype} is not supported; stsa takes float32, "
@@ -388,9 +495,10 @@ def view(x, name, layout, output=False):
     copied = False
     if not _strides_ok(x.shape, x.strides, x.itemsize, x.ctypes.data):
         if output:
-            raise ValueError(f"{name}: strides {x.strides} (bytes) cannot be written in "
-                             f"place: stsa needs positive strides of whole elements")
-        x = np.ascontiguousarray(x)
+            _refuse_output(name, x.ctypes.data, x.itemsize, x.dtype, f"{x.strides} (bytes)")
+        # a new array, so aligned: np.ascontiguousarray would return a
+        # contiguous but misaligned array as it is
+        x = np.array(x, order="C")
         copied = True
     if output and not x.flags.writeable:
         raise ValueError(f"{name} is read-only")
@@ -429,9 +537,11 @@ def _view_torch(x, name, layout, rank, axes, output):
     strides_b = [s * itemsize for s in x.stride()]
     if not _strides_ok(x.shape, strides_b, itemsize, x.data_ptr()):
         if output:
-            raise ValueError(f"{name}: strides {tuple(x.stride())} cannot be written in "
-                             f"place: stsa needs positive strides")
-        x = x.contiguous()
+            _refuse_output(name, x.data_ptr(), itemsize, x.dtype,
+                           f"{tuple(x.stride())} (elements)")
+        # a new tensor, so aligned: contiguous() would return a contiguous
+        # but misaligned tensor as it is
+        x = x.clone(memory_format=torch.contiguous_format)
         copied = True
     return View(x, _descriptor(x.data_ptr(), code, x.shape, x.stride(), axes), copied, code)
 
@@ -456,11 +566,32 @@ def pointer(arr, ctype="float"):
     return ffi.cast(ctype + " *", arr.data_ptr() if is_torch(arr) else arr.ctypes.data)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
+
+
 def scale_value(scale):
-    """The opts.scale of a Python scale (None: the library's 1/sqrt(D))."""
+    """The opts.scale of a Python scale (None: the library's 1/sqrt(D)).
+
+    Checked here, as given: opts.scale is a float32, so a huge scale would
+    reach the library as inf and a tiny one as 0, which it reads as
+    "1/sqrt(D)"."""
     if scale is None:
         return 0.0
-    scale = float(scale)
-    if scale == 0:  # the C API reads 0 as "default": say so rather than surprise
+    value = as_real(scale, "scale")
+    if value == 0:  # the C API reads 0 as "default": say so rather than surprise
         raise ValueError("scale = 0: pass scale=None for 1/sqrt(D)")
-    return scale  # negative or NaN: the library refuses it with its message
+    if not (math.isfinite(value) and value > 0):
+        raise_status(lib.STSA_ERR_BAD_PARAM, f"scale = {given(scale)} must be a positive "
+                                             f"finite number (None: 1/sqrt(D))")
+    as_float32 = struct.unpack("f", struct.pack("f", value))[0]  # rounded as C rounds it
+    if math.isinf(as_float32):
+        raise_status(lib.STSA_ERR_BAD_PARAM,
+                     f"scale = {given(scale)} is too large: the library takes the scale as "
+                     f"a float32, at most {FLOAT32_MAX:.8g}")
+    if as_float32 == 0:
+        raise_status(lib.STSA_ERR_BAD_PARAM,
+                     f"scale = {given(scale)} is too small: the library takes the scale as "
+                     f"a float32, where it rounds to 0, read as 1/sqrt(D) (pass "
+                     f"scale=None for that); the least is {FLOAT32_TRUE_MIN:.2g}")
+    return value

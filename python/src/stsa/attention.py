@@ -36,7 +36,9 @@ def _out_and_lse(qv, vv, layout, out, return_lse):
     shape = {"bshd": (B, S, H, D), "bhsd": (B, H, S, D), "shd": (S, H, D)}[layout]
     if out is None:
         out = _core.empty_like_layout(qv.array, shape)
-    elif tuple(out.shape) != shape:
+    else:
+        _core.check_array(out, "out")
+    if tuple(out.shape) != shape:
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {shape} "
                          f"({layout} of q's tokens and heads, v's head dim)")
     ov = _core.view(out, "out", layout, output=True)
@@ -69,7 +71,7 @@ def attention(q, k, v, *, layout=_core.REQUIRED, scale=None, return_lse=False, o
     out, ov, lse = _out_and_lse(qv, vv, layout, out, return_lse)
     opts = _lib.new("stsa_attn_opts", scale=_core.scale_value(scale),
                     lse=_core.pointer(lse) if lse is not None else ffi.NULL)
-    ctx = ctx or _core.default_context()
+    ctx = _core.context(ctx)
     with _core.threads_set(ctx, threads) as handle:
         status = lib.stsa_attention(handle, qv.tensor, kv.tensor, vv.tensor, ov.tensor, opts)
         check(status, handle, "stsa_attention")
@@ -104,20 +106,48 @@ class PlanStats:
 
 
 def _mask_list(masks, heads, who):
+    if heads is not None:
+        heads = _core.as_int(heads, "heads", (1, _core.INT64[1]))
     if isinstance(masks, Mask):
         if heads is None:
             raise ValueError(f"{who}: one mask for all heads needs heads=")
-        return [masks] * int(heads)
-    masks = list(masks)
+        return [masks] * heads
+    try:
+        masks = list(masks)
+    except TypeError:  # not iterable
+        masks = []
     if not masks or not all(isinstance(m, Mask) for m in masks):
         raise TypeError(f"{who}: masks must be a Mask or a non-empty list of Masks "
                         f"(one per head)")
-    if heads is not None and int(heads) != len(masks):
+    if heads is not None and heads != len(masks):
         raise ValueError(f"{who}: {len(masks)} masks for {heads} heads")
     return masks
 
 
-class Plan:
+def _geometry(geometry, who):
+    """A Geometry of a Geometry or a preset name."""
+    if isinstance(geometry, str):
+        return Geometry.preset(geometry)
+    if not isinstance(geometry, Geometry):
+        raise TypeError(f"{who}: geometry must be an stsa.Geometry or a preset name, got "
+                        f"{type(geometry).__name__}")
+    return geometry
+
+
+def _tile(value, name, who):
+    """A plan's q_tile / kv_tile: None is the context's (0 in the C API,
+    which is why 0 itself is refused rather than silently the default)."""
+    if value is None:
+        return 0
+    n = _core.as_int(value, name, _core.INT32)
+    if n == 0:
+        raise _core.StsaValueError(
+            f"{who}: {name} = 0 is not a tile size: the library reads 0 as the default "
+            f"(the context's tile); pass {name}=None for that", lib.STSA_ERR_BAD_PARAM)
+    return n
+
+
+class Plan(_core.NativeHandle):
     """The block structure of per-head masks, built once and reused.
 
     masks: a Mask (with heads=) or a list of one Mask per head.
@@ -144,12 +174,11 @@ class Plan:
         self.s_kv = self.s_q if s_kv is None else _core.as_int(s_kv, "s_kv")
         if geometry is None:
             geometry = next((m.geometry for m in self.masks if m.geometry), None)
-        elif isinstance(geometry, str):
-            geometry = Geometry.preset(geometry)
+        else:
+            geometry = _geometry(geometry, "Plan")
         self.geometry = geometry
         for name, order in (("q_order", q_order), ("kv_order", kv_order)):
-            if order not in _lib.ORDERS:
-                raise ValueError(f"{name} {order!r} is not one of {', '.join(_lib.ORDERS)}")
+            _core.choice(order, _lib.ORDERS, name)
         self.q_order, self.kv_order = q_order, kv_order
         # handles and g stay referenced here while desc points to them
         handles = ffi.new("stsa_mask *[]", [m.handle for m in self.masks])
@@ -157,10 +186,10 @@ class Plan:
         desc = _lib.new(
             "stsa_plan_desc", s_q=self.s_q, s_kv=self.s_kv, heads=self.heads, masks=handles,
             geometry=g, q_order=_lib.ORDERS[q_order], kv_order=_lib.ORDERS[kv_order],
-            q_tile=_core.as_int(q_tile or 0, "q_tile", _core.INT32),
-            kv_tile=_core.as_int(kv_tile or 0, "kv_tile", _core.INT32),
+            q_tile=_tile(q_tile, "q_tile", "stsa.Plan"),
+            kv_tile=_tile(kv_tile, "kv_tile", "stsa.Plan"),
             flags=lib.STSA_PLAN_ALLOW_EMPTY_ROWS if allow_empty_rows else 0)
-        ctx = ctx or _core.default_context()
+        ctx = _core.context(ctx)
         handle = ffi.new("stsa_plan **")
         with ctx.lock:
             c = ctx.handle
@@ -219,12 +248,11 @@ def sparse_attention(q, k, v, *, layout=_core.REQUIRED, mask=None, plan=None, mo
     _core.check_layout(layout, "stsa.sparse_attention")
     if (mask is None) == (plan is None):
         raise ValueError("sparse_attention: pass exactly one of mask= and plan=")
-    if mode not in _lib.SPARSE_MODES:
-        raise ValueError(f"mode {mode!r} is not one of {', '.join(_lib.SPARSE_MODES)}")
+    _core.choice(mode, _lib.SPARSE_MODES, "mode")
     qv = _core.view(q, "q", layout)
     kv = _core.view(k, "k", layout)
     vv = _core.view(v, "v", layout)
-    ctx = ctx or _core.default_context()
+    ctx = _core.context(ctx)
     if plan is None:
         plan = Plan(mask, qv.tensor.shape[1], kv.tensor.shape[1], geometry=geometry,
                     q_order=q_order, kv_order=kv_order,
@@ -251,11 +279,9 @@ def permute_tokens(x, geometry, order, inverse=False, *, layout=_core.REQUIRED, 
     the result has x's kind, dtype and layout (or is `out`). The sparse
     kernels fuse this permutation into their gathers; this copy is for
     inspection and for callers that want permuted tensors."""
-    if isinstance(geometry, str):
-        geometry = Geometry.preset(geometry)
+    geometry = _geometry(geometry, "stsa.permute_tokens")
     _core.check_layout(layout, "stsa.permute_tokens")
-    if order not in _lib.ORDERS:
-        raise ValueError(f"order {order!r} is not one of {', '.join(_lib.ORDERS)}")
+    _core.choice(order, _lib.ORDERS, "order")
     xv = _core.view(x, "x", layout)
     if out is None:
         out = _core.empty_like_layout(xv.array, tuple(x.shape))

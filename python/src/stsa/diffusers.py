@@ -24,6 +24,7 @@ Needs torch (CPU tensors); diffusers itself is not imported here.
 
 import torch
 
+from . import _core
 from .attention import attention
 from .geometry import Geometry
 from .svg import SVG
@@ -76,7 +77,10 @@ class SVGAttnProcessor:
     (SVG's dense_layers and profiling depend on it). step: the denoising step
     index, set by the caller before each transformer call. threads: worker
     threads of the dense stsa calls (None: all CPUs). After a self-attention
-    call in SVG mode, last_info holds its stsa.SVGInfo.
+    call in SVG mode, last_info holds its stsa.SVGInfo. After one in any
+    mode, last_ran holds what its attention ran, as stsa.Context.last_run
+    gives it ({"backend", "arithmetic", "bf16_terms", "why"}; in SVG mode
+    last_info.ran).
     """
 
     # diffusers sets these on processors (attention backends, context
@@ -90,6 +94,7 @@ class SVGAttnProcessor:
         self.step = int(step)
         self.threads = threads
         self.last_info = None
+        self.last_ran = None
 
     def set_step(self, step):
         self.step = int(step)
@@ -99,7 +104,10 @@ class SVGAttnProcessor:
 
     def _self_attention(self, q, k, v):
         if self.svg is None:
-            return self._dense(q, k, v)
+            out = self._dense(q, k, v)
+            # stsa.attention ran on this thread's default context
+            self.last_ran = _core.default_context().last_run
+            return out
         n, expected = q.shape[1], self.svg.tokens
         if n != expected:
             raise ValueError(
@@ -108,6 +116,7 @@ class SVGAttnProcessor:
                 f"with the video's height, width and num_frames")
         out, self.last_info = self.svg(q, k, v, layer=self.layer, step=self.step,
                                        layout="bshd")
+        self.last_ran = self.last_info.ran
         return out
 
     def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None,
@@ -187,6 +196,12 @@ class SVGController:
     def infos(self):
         """The last stsa.SVGInfo of every layer that ran in SVG or SVG2 mode."""
         return {p.layer: p.last_info for p in self.processors if p.last_info is not None}
+
+    @property
+    def ran(self):
+        """What the last self-attention call of every layer ran (the
+        processors' last_ran), by layer."""
+        return {p.layer: p.last_ran for p in self.processors if p.last_ran is not None}
 
     def _all(self):
         return [module.processor for module, _ in self._originals]

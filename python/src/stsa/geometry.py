@@ -1,5 +1,7 @@
 """Video geometry: F frames of Hp x Wp tokens plus optional text tokens."""
 
+import operator
+
 from . import _lib
 from ._lib import lib
 
@@ -18,14 +20,12 @@ class Geometry:
     __slots__ = ("frames", "height", "width", "text", "text_real", "text_pos")
 
     def __init__(self, frames, height, width, text=0, text_real=None, text_pos="none"):
-        from ._core import as_int
+        from ._core import as_int, choice
         self.frames = as_int(frames, "frames")
         self.height, self.width = as_int(height, "height"), as_int(width, "width")
         self.text = as_int(text, "text")
         self.text_real = self.text if text_real is None else as_int(text_real, "text_real")
-        if text_pos not in _lib.TEXT_POS:
-            raise ValueError(f"text_pos {text_pos!r} is not one of 'none', 'prefix', "
-                             f"'suffix'")
+        choice(text_pos, _lib.TEXT_POS, "text_pos")
         self.text_pos = text_pos
         why = self._problem()
         if why:
@@ -39,9 +39,24 @@ class Geometry:
         + 1, latent grid height / vae_scale_spatial, then the patch size.
         Defaults are Wan 2.1's (VAE 4x8x8, patch 1x2x2): 832x480, 81 frames
         gives 21 x 30 x 52."""
-        pt, ph, pw = patch_size
-        latent_f = (int(num_frames) - 1) // vae_scale_temporal + 1
-        latent_h, latent_w = int(height) // vae_scale_spatial, int(width) // vae_scale_spatial
+        from ._core import INT64, as_int
+        positive = (1, INT64[1])
+        height, width = as_int(height, "height", positive), as_int(width, "width", positive)
+        num_frames = as_int(num_frames, "num_frames", positive)
+        vae_scale_spatial = as_int(vae_scale_spatial, "vae_scale_spatial", positive)
+        vae_scale_temporal = as_int(vae_scale_temporal, "vae_scale_temporal", positive)
+        try:
+            patch = tuple(operator.index(n) for n in patch_size)
+        except TypeError:  # not iterable, or not integers
+            patch = ()
+        if len(patch) != 3:
+            raise ValueError(f"patch_size = {patch_size!r}: expected three integers (frames, "
+                             f"height, width)")
+        if min(patch) < 1:
+            raise ValueError(f"patch_size = {patch_size!r}: every patch size must be >= 1")
+        pt, ph, pw = patch
+        latent_f = (num_frames - 1) // vae_scale_temporal + 1
+        latent_h, latent_w = height // vae_scale_spatial, width // vae_scale_spatial
         return cls(latent_f // pt, latent_h // ph, latent_w // pw, **text)
 
     @classmethod

@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 
 from . import _lib
-from ._core import as_int, pointer, raise_status
+from ._core import INT32, INT64, NativeHandle, as_int, pointer, raise_status
 from ._lib import ffi, lib
 from .geometry import Geometry
 
@@ -33,7 +33,7 @@ def _make(fn_name, description, *args, geometry=None, shape=None):
     return Mask(handle[0], description, geometry, shape)
 
 
-class Mask:
+class Mask(NativeHandle):
     """An stsa_mask. Build one with the functions of stsa.masks.
 
     A mask belongs to no context, and its reference count in the library is
@@ -62,7 +62,8 @@ class Mask:
     def to_dense(self, s_q, s_kv=None):
         """The mask as a numpy bool array [s_q, s_kv] (one C call per pair:
         for inspection and tests on small sizes)."""
-        s_kv = s_q if s_kv is None else s_kv
+        s_q = as_int(s_q, "s_q", (0, INT64[1]))
+        s_kv = s_q if s_kv is None else as_int(s_kv, "s_kv", (0, INT64[1]))
         keep = lib.stsa_mask_keep
         h = self._handle
         return np.array([[keep(h, i, j) for j in range(s_kv)] for i in range(s_q)],
@@ -70,6 +71,8 @@ class Mask:
 
     def equals(self, other):
         """Structural equality (equal masks share plans)."""
+        if not isinstance(other, Mask):
+            raise TypeError(f"equals: other must be an stsa.Mask, got {type(other).__name__}")
         return bool(lib.stsa_mask_equal(self._handle, other._handle))
 
     def _combine(self, other, fn_name, op):
@@ -163,12 +166,26 @@ def text(geometry):
     return _make("stsa_mask_text", "text()", g.c(), geometry=g)
 
 
+def _segment_ids(ids, name):
+    """1-D integer ids as int32, checked before the cast (which would wrap
+    an id outside int32 and truncate a float)."""
+    arr = np.asarray(ids)
+    if arr.ndim != 1:
+        raise ValueError("segments: q_seg and k_seg must be 1-D")
+    if arr.size == 0:
+        raise ValueError(f"segments: {name} is empty: a mask needs at least one token")
+    if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
+        raise TypeError(f"segments: {name} must be integers, got {arr.dtype}")
+    for bad in (arr.min(), arr.max()):
+        if not INT32[0] <= bad <= INT32[1]:
+            raise ValueError(f"segments: {name} holds {bad}, outside int32")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
 def segments(q_seg, k_seg=None):
     """q_seg[i] == k_seg[j] (k_seg defaults to q_seg); int32 ids, copied."""
-    q = np.ascontiguousarray(q_seg, dtype=np.int32)
-    k = q if k_seg is None else np.ascontiguousarray(k_seg, dtype=np.int32)
-    if q.ndim != 1 or k.ndim != 1:
-        raise ValueError("segments: q_seg and k_seg must be 1-D")
+    q = _segment_ids(q_seg, "q_seg")
+    k = q if k_seg is None else _segment_ids(k_seg, "k_seg")
     return _make("stsa_mask_segments", f"segments([{q.size}], [{k.size}])",
                  pointer(q, "int32_t"), q.size, pointer(k, "int32_t"), k.size,
                  shape=(q.size, k.size))
@@ -179,6 +196,9 @@ def dense(keep):
     arr = np.asarray(keep)
     if arr.ndim != 2:
         raise ValueError(f"dense: mask must be 2-D [s_q, s_kv], got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"dense: the mask is empty (shape {arr.shape}): it needs at least "
+                         f"one query and one key")
     arr = np.ascontiguousarray(arr != 0, dtype=np.uint8)
     return _make("stsa_mask_dense", f"dense([{arr.shape[0]}, {arr.shape[1]}])",
                  pointer(arr, "uint8_t"), arr.shape[0], arr.shape[1],

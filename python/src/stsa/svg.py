@@ -32,8 +32,11 @@ def presets():
 def preset_config(name):
     """The stsa_svg_config of a preset (an `stsa_svg_config *` of cffi:
     cfg.density, cfg.geometry.frames, ...)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a preset name must be a str, got {type(name).__name__}")
     cfg = _lib.new("stsa_svg_config")
-    status = lib.stsa_svg_preset(str(name).encode(), cfg)
+    # a NUL would end the C string early: "wan21-480p\0x" is no preset either
+    status = lib.stsa_svg_preset(name.encode(), cfg) if "\0" not in name else -1
     if status != lib.STSA_OK:
         raise ValueError(f"unknown SVG preset {name!r}; known: {', '.join(presets())}")
     return cfg
@@ -72,7 +75,12 @@ class SVGInfo:
     top-p each SVG2 head finally used (0 for SVG). q_clusters, kv_clusters:
     SVG2's k-means clusters per head (0 for SVG and dense calls); cluster_ms:
     time in k-means (inside profile_ms); cold: this call seeded its layer's
-    clusters (SVG2's first call of a layer)."""
+    clusters (SVG2's first call of a layer).
+
+    ran: what the call's attention ran (stsa_ctx_last_run, as
+    stsa.Context.last_run gives it): {"backend", "arithmetic", "bf16_terms",
+    "why"}, one for every head of the call; its profiling and k-means run in
+    f32 on gathered rows."""
     kinds: np.ndarray
     mse_spatial: np.ndarray
     mse_temporal: np.ndarray
@@ -90,17 +98,61 @@ class SVGInfo:
     kv_clusters: int
     cluster_ms: float
     cold: bool
+    ran: dict = None
 
 
 # Sessions kept per (heads, head_dim) pair, least recently used dropped first.
 _MAX_SESSIONS = 4
+
+
+def _no_zero(value, name, who, default):
+    """Refuses 0 where the C config reads 0 as its default rather than as
+    zero (the CLI refuses 0 for these): None asks for the default."""
+    if value is not None and not isinstance(value, bool) and _is_zero(value):
+        raise _core.StsaValueError(
+            f"{who}: {name} = {_core.given(value)} is not accepted: the library reads 0 as "
+            f"its default ({default}), not as zero; pass {name}=None for the default (a "
+            f"preset's value where it has one)", lib.STSA_ERR_BAD_PARAM)
+
+
+def _is_zero(value):
+    if isinstance(value, (str, bytes)):
+        return False  # not a number: the conversion that follows says so
+    try:
+        return float(value) == 0
+    except (TypeError, ValueError, OverflowError):
+        return False  # not a number: the conversion that follows says so
+
+
+def _real_in(value, name, who, expected):
+    """A float setting in (0, 1] as a double, or an stsa.Error naming the
+    value as given (the library's message would print it rounded to 6
+    digits: 1.0000001 as 1, "must be in (0, 1]")."""
+    x = _core.as_real(value, f"{who}: {name}")
+    if not 0 < x <= 1:  # NaN fails too
+        raise _core.StsaValueError(f"{who}: {name} = {_core.given(value)}{expected}",
+                                   lib.STSA_ERR_BAD_PARAM)
+    return x
+
+
+def _budget(value, who):
+    """The config's max_rel_error of max_error= (None is not passed here)."""
+    x = _core.as_real(value, f"{who}: max_error")
+    if not (x >= 0 and x != float("inf")):  # NaN fails too
+        raise _core.StsaValueError(
+            f"{who}: max_error = {_core.given(value)}, expected 0 (no budget) or a positive "
+            f"finite bound", lib.STSA_ERR_BAD_PARAM)
+    return x
+
+
+_TILE_DEFAULT = "automatic: tiles aligned to the frames where they exist, else the context's"
 
 _INT_FIELDS = {"dense_steps": _core.INT64, "dense_layers": _core.INT64,
                "sample_rows": _core.INT64, "sink_frames": _core.INT64,
                "seed": _core.UINT64, "q_tile": _core.INT32, "kv_tile": _core.INT32}
 
 
-class SVG:
+class SVG(_core.NativeHandle):
     """A Sparse VideoGen session for one geometry (one model, one video size).
 
         svg = stsa.SVG("wan21-480p")                       # a preset
@@ -148,6 +200,7 @@ class SVG:
                 sample_rows, sink_frames, seed, q_tile, kv_tile, max_error):
         """The stsa_svg_config of the settings both methods share (sets
         preset, heads and head_dim)."""
+        who = f"stsa.{type(self).__name__}"
         if isinstance(geometry, str):
             cfg = preset_config(geometry)
             self.preset = geometry
@@ -169,15 +222,19 @@ class SVG:
         # the rule shared with the CLI: heads and head dim come from the tensors
         cfg.heads = self.heads or 0
         cfg.head_dim = self.head_dim or 0
+        _no_zero(q_tile, "q_tile", who, _TILE_DEFAULT)
+        _no_zero(kv_tile, "kv_tile", who, _TILE_DEFAULT)
         for name, value in (("dense_steps", dense_steps), ("dense_layers", dense_layers),
                             ("sample_rows", sample_rows), ("sink_frames", sink_frames),
                             ("seed", seed), ("q_tile", q_tile), ("kv_tile", kv_tile)):
             if value is not None:
                 setattr(cfg, name, _core.as_int(value, name, _INT_FIELDS[name]))
+        # floats are checked here, where the message can name them as given
         if density is not None:
-            cfg.density = float(density)
+            cfg.density = _real_in(density, "density", who,
+                                   " is the KEPT fraction and must be in (0, 1]")
         if max_error is not None:
-            cfg.max_rel_error = float(max_error)  # negative or NaN: the library says why
+            cfg.max_rel_error = _budget(max_error, who)
         return cfg
 
     def _start(self, cfg, threads, backend):
@@ -248,8 +305,9 @@ class SVG:
         layout, and an SVGInfo."""
         who = f"stsa.{type(self).__name__}"
         _core.check_layout(layout, who)
-        layer = _core.as_int(layer, "layer")
-        step = _core.as_int(step, "step")
+        # indices from 0 to what int64_t holds: 2**63 and above cannot reach the library
+        layer = _core.as_int(layer, "layer", (0, _core.INT64[1]))
+        step = _core.as_int(step, "step", (0, _core.INT64[1]))
         call = _lib.new("stsa_svg_call", max_rel_error=_call_budget(max_error, who))
         self._open()
         qv = _core.view(q, "q", layout)
@@ -270,8 +328,9 @@ class SVG:
                for name in ("mse_spatial", "mse_temporal", "est_error", "head_density",
                             "head_top_p")}
         budget = np.zeros(B * H, dtype=np.uint8)
+        ran = _lib.new("stsa_run_info")  # referenced here while report points to it
         report = _lib.new("stsa_svg_report", kinds=_core.pointer(kinds, "stsa_head_kind"),
-                          budget=_core.pointer(budget, "uint8_t"),
+                          budget=_core.pointer(budget, "uint8_t"), run=ran,
                           **{name: _core.pointer(a) for name, a in f32.items()})
         ctx = self.context
         with self._lock, ctx.lock:
@@ -294,7 +353,7 @@ class SVG:
                        budget=np.array(_lib.BUDGET_ACTIONS)[budget].reshape(B, H),
                        top_p=f32["head_top_p"], q_clusters=int(report.q_clusters),
                        kv_clusters=int(report.kv_clusters), cluster_ms=report.cluster_ms,
-                       cold=bool(report.cold))
+                       cold=bool(report.cold), ran=_core.run_info(ran))
         return out, info
 
     def close(self):
@@ -325,12 +384,13 @@ def _call_budget(max_error, who):
     session's, which the C API spells as any negative value)."""
     if max_error is None:
         return -1.0
-    value = float(max_error)
-    if value < 0:  # the C API would read it as "the session's": refuse instead
+    value = _core.as_real(max_error, f"{who}: max_error")
+    # negative: the C API would read it as "the session's"; NaN, inf: named as given
+    if not (value >= 0 and value != float("inf")):
         raise _core.StsaValueError(
-            f"{who}: max_error = {value:g}, expected >= 0 (0: no budget) or None "
-            f"(the session's)", lib.STSA_ERR_BAD_PARAM)
-    return value  # NaN or inf: the library refuses it with its message
+            f"{who}: max_error = {_core.given(max_error)}, expected >= 0 and finite (0: no "
+            f"budget) or None (the session's)", lib.STSA_ERR_BAD_PARAM)
+    return value
 
 
 def _free_sessions(sessions, context, lock):
@@ -354,8 +414,14 @@ def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.fl
     (moving objects and static background), the case of SVG2."""
     if isinstance(geometry, str):
         geometry = Geometry.preset(geometry)
-    batch, heads = _core.as_int(batch, "batch"), _core.as_int(heads, "heads")
-    head_dim = _core.as_int(head_dim, "head_dim")
+    elif not isinstance(geometry, Geometry):
+        raise TypeError(f"stsa.workload: geometry must be an stsa.Geometry or a preset name, "
+                        f"got {type(geometry).__name__}")
+    positive = (1, _core.INT64[1])
+    batch, heads = _core.as_int(batch, "batch", positive), _core.as_int(heads, "heads", positive)
+    # the library's limit, named here: stsa_workload_generate has no context
+    # to carry a message ("invalid shape")
+    head_dim = _core.as_int(head_dim, "head_dim", (1, lib.STSA_MAX_HEAD_DIM))
     desc = _lib.new("stsa_workload_desc", geometry=geometry.c()[0], batch=batch, heads=heads,
                     head_dim=head_dim, seed=_core.as_int(seed, "seed", _core.UINT64))
     if kinds is not None:
@@ -371,7 +437,11 @@ def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.fl
     _core.check_layout(layout)
     if layout == "shd" and batch != 1:
         raise ValueError("layout 'shd' holds one sequence: batch must be 1")
-    arrays = [np.empty(shape[layout], dtype=dtype) for _ in range(3)]
+    try:
+        arrays = [np.empty(shape[layout], dtype=dtype) for _ in range(3)]
+    except (MemoryError, ValueError):  # numpy: "array is too big", "Unable to allocate"
+        raise MemoryError(f"stsa.workload: q, k and v of shape {shape[layout]} and dtype "
+                          f"{np.dtype(dtype)} do not fit in memory") from None
     views = [_core.view(a, n, layout, output=True) for a, n in zip(arrays, "qkv")]
     kinds_out = ffi.new("stsa_head_kind[]", heads)
     status = lib.stsa_workload_generate(desc, views[0].tensor, views[1].tensor,

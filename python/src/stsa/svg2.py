@@ -2,7 +2,7 @@
 
 from . import _core
 from ._lib import lib
-from .svg import SVG
+from .svg import SVG, _no_zero, _real_in
 
 __all__ = ["SVG2"]
 
@@ -18,6 +18,33 @@ _UNSET = _TopP()
 
 _SVG2_INT_FIELDS = {"q_clusters": _core.INT64, "kv_clusters": _core.INT64,
                     "kmeans_iters_cold": _core.INT64, "kmeans_iters_warm": _core.INT64}
+
+# what the C config makes of a 0 (refused here: None asks for it)
+_CLUSTERS_DEFAULT = "automatic: 300 / 1000 at 75,600 video tokens, scaled with the video's"
+_ZERO_MEANS = {"q_clusters": _CLUSTERS_DEFAULT, "kv_clusters": _CLUSTERS_DEFAULT,
+               "kmeans_iters_cold": "50 iterations", "kmeans_iters_warm": "2 iterations",
+               "min_kv_fraction": "0.10; the top key cluster is always kept"}
+
+
+def _top_p(top_p, density):
+    """cfg.top_p of a top_p= given as a number (or None: 0, the key budget)."""
+    who = "stsa.SVG2"
+    if top_p is None:
+        return 0.0
+    value = _core.as_real(top_p, f"{who}: top_p")
+    if value == 0:  # the C config reads top_p = 0 as "use density": never silently
+        raise _core.StsaValueError(
+            f"{who}: top_p = {_core.given(top_p)} is not accepted: the library reads top_p = 0 "
+            f"as no top-p and keeps a key budget instead; for that pass density=D (the kept "
+            f"fraction of the keys) with top_p=None or left out, else a top_p in (0, 1]",
+            lib.STSA_ERR_BAD_PARAM)
+    if density is not None:
+        raise _core.StsaValueError(
+            f"{who}: top_p = {_core.given(top_p)} and density = {_core.given(density)} both "
+            f"given; SVG2 keeps key clusters by probability (top_p) or by a key budget "
+            f"(density, with top_p=None)", lib.STSA_ERR_BAD_PARAM)
+    return _real_in(top_p, "top_p", who, ", expected a probability in (0, 1] (a key budget: "
+                    "top_p=None and density=)")
 
 
 class SVG2(SVG):
@@ -37,13 +64,16 @@ class SVG2(SVG):
     rectangles plus the text rules; sink_frames does not change it). Every
     head reports kind "semantic".
 
-    top_p: the probability mass kept (default 0.9, or the preset's). density:
-    instead of top_p, a key budget: key clusters are kept until they hold
-    density x the video tokens; giving both is an error. q_clusters,
-    kv_clusters: clusters per head (None/0: the published 300 / 1000 at
-    Wan 2.1 720p's 75,600 video tokens, scaled with the video's).
-    min_kv_fraction (None/0: 0.10); kmeans_iters_cold / _warm: Lloyd
-    iterations of a layer's first call and of later ones (None/0: 50 / 2).
+    top_p: the probability mass kept, in (0, 1] (default 0.9, or the
+    preset's). density: instead of top_p (top_p=None or left out), a key
+    budget: key clusters are kept until they hold density x the video
+    tokens; giving both is an error. q_clusters, kv_clusters: clusters per
+    head (None: the preset's, else the published 300 / 1000 at Wan 2.1
+    720p's 75,600 video tokens, scaled with the video's). min_kv_fraction
+    (None: 0.10); kmeans_iters_cold / _warm: Lloyd iterations of a layer's
+    first call and of later ones (None: 50 / 2). A 0 for any of these is
+    refused (the library reads 0 as its default, top_p = 0 as "use
+    density"): pass None for the default.
     max_error: the error budget, as for stsa.SVG; a head above it runs with
     a larger top-p (0.95, 0.98, 0.995) and at last dense. The other
     arguments, the call and its report (an stsa.SVGInfo) are stsa.SVG's.
@@ -59,11 +89,12 @@ class SVG2(SVG):
                  kmeans_iters_cold=None, kmeans_iters_warm=None, dense_steps=None,
                  dense_layers=None, sample_rows=None, sink_frames=None, seed=None,
                  q_tile=None, kv_tile=None, max_error=None, threads=None, backend=None):
-        if top_p is not _UNSET and top_p and density is not None:
-            raise _core.StsaValueError(
-                f"stsa.SVG2: top_p = {top_p} and density = {density} both given; SVG2 keeps "
-                f"key clusters by probability (top_p) or by a key budget (density, with "
-                f"top_p=None)", lib.STSA_ERR_BAD_PARAM)
+        top_p_value = None if top_p is _UNSET else _top_p(top_p, density)
+        for name, value in (("q_clusters", q_clusters), ("kv_clusters", kv_clusters),
+                            ("kmeans_iters_cold", kmeans_iters_cold),
+                            ("kmeans_iters_warm", kmeans_iters_warm),
+                            ("min_kv_fraction", min_kv_fraction)):
+            _no_zero(value, name, "stsa.SVG2", _ZERO_MEANS[name])
         cfg = self._config(geometry, heads, head_dim, density, dense_steps, dense_layers,
                            sample_rows, sink_frames, seed, q_tile, kv_tile, max_error)
         cfg.method = lib.STSA_SVG_METHOD_SVG2
@@ -71,14 +102,15 @@ class SVG2(SVG):
             # a density alone is the key budget; otherwise the preset's or 0.9
             cfg.top_p = 0.0 if density is not None else (cfg.top_p or 0.9)
         else:
-            cfg.top_p = float(top_p or 0.0)  # out of [0, 1]: the library says why
+            cfg.top_p = top_p_value
         for name, value in (("q_clusters", q_clusters), ("kv_clusters", kv_clusters),
                             ("kmeans_iters_cold", kmeans_iters_cold),
                             ("kmeans_iters_warm", kmeans_iters_warm)):
             if value is not None:
                 setattr(cfg, name, _core.as_int(value, name, _SVG2_INT_FIELDS[name]))
         if min_kv_fraction is not None:
-            cfg.min_kv_fraction = float(min_kv_fraction)
+            cfg.min_kv_fraction = _real_in(min_kv_fraction, "min_kv_fraction", "stsa.SVG2",
+                                           ", expected a fraction in (0, 1]")
         self._start(cfg, threads, backend)
 
     def _repr_settings(self):

@@ -42,6 +42,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef STSA_AMX_EMULATION
+#include "amx_emulation.h" /* this folder: the tile unit in C, for tests */
+#endif
 #include "exp2_avx512.h" /* this folder */
 #include "kernel/kernels.h"
 #include "max_avx512.h"       /* this folder */
@@ -279,12 +282,36 @@ static inline __m512 emit_terms(__m512 p[2], const int terms, uint16_t *hi, uint
   return _mm512_add_ps(sum, _mm512_add_ps(p[0], p[1]));
 }
 
+/* Below this |base| a row's logits are taken as one fused multiply-add of
+ * the raw score: exact(raw * score_scale) - base, rounded once. A base is a
+ * maximum rounded to f32 (row_max), and its own key's exact logit differs
+ * from it by up to half an ulp of it: at most 1 here, so that key's weight
+ * stays within [2^-1, 2] and every weight keeps its exact ratio to the
+ * others. From 2^31 on that residual alone passes exp2's range (+-128: an
+ * infinite or zero weight, a NaN row), so rows at or above the limit take
+ * each logit rounded to f32 first, round(raw * score_scale) - base: the
+ * maximum then gives exactly 0, as on the f32 path (whose q rows carry the
+ * whole scale). Such logits are ~10^7 apart or more in practice (one key
+ * takes the row); nothing below the limit changes. */
+#define FUSED_LOGIT_LIMIT 0x1p24f
+
+/* x = logit - base for 16 raw scores (FUSED_LOGIT_LIMIT: fused or rounded
+ * first). The intrinsics of one multiply and one add are not contracted
+ * into an FMA (the compilers fuse only within one C expression; each
+ * intrinsic is its own function). */
+static inline __m512 logit_from(__m512 raw, __m512 vscale, __m512 vneg,
+                                const int rounded) {
+  return rounded ? _mm512_add_ps(_mm512_mul_ps(raw, vscale), vneg)
+                 : _mm512_fmadd_ps(raw, vscale, vneg);
+}
+
 /* p = exp2(logit - base) for each tile's n keys of a score row, 0 past
  * them up to the next multiple of 32 (the key chunk P.V reads), written at
  * hi (mid, lo) as `terms` bf16 terms; returns the lanes of the row sum. */
 static inline __attribute__((always_inline)) __m512
-row_terms(const stsa_bf16_tile *t, const pass *ps, const float *row, float base,
-          uint16_t *hi, uint16_t *mid, uint16_t *lo, const int terms) {
+row_terms_as(const stsa_bf16_tile *t, const pass *ps, const float *row, float base,
+             uint16_t *hi, uint16_t *mid, uint16_t *lo, const int terms,
+             const int rounded) {
   const __m512 vscale = _mm512_set1_ps(t->score_scale), vneg = _mm512_set1_ps(-base);
   __m512 sum = _mm512_setzero_ps();
   for (int g = 0; g < ps->nseg; g++) {
@@ -295,22 +322,31 @@ row_terms(const stsa_bf16_tile *t, const pass *ps, const float *row, float base,
      * is safe depends on the other rows' values), -inf giving 0 */
     for (; c + 32 <= n; c += 32) {
       __m512 p[2] = {
-          exp2_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(at + c), vscale, vneg)),
-          exp2_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(at + c + 16), vscale, vneg))};
+          exp2_avx512(logit_from(_mm512_loadu_ps(at + c), vscale, vneg, rounded)),
+          exp2_avx512(logit_from(_mm512_loadu_ps(at + c + 16), vscale, vneg, rounded))};
       sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
     }
     if (c < n) { /* the last, partial block: lanes past n give 0 */
       __m512 p[2];
       for (int i = 0; i < 2; i++) {
         const __mmask16 live = valid_lanes(c + 16 * i, n);
-        const __m512 x =
-            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, at + c + 16 * i), vscale, vneg);
+        const __m512 x = logit_from(_mm512_maskz_loadu_ps(live, at + c + 16 * i), vscale,
+                                    vneg, rounded);
         p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
       }
       sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
     }
   }
   return sum;
+}
+
+/* row_terms_as with the logits FUSED_LOGIT_LIMIT asks for at this base. */
+static inline __attribute__((always_inline)) __m512
+row_terms(const stsa_bf16_tile *t, const pass *ps, const float *row, float base,
+          uint16_t *hi, uint16_t *mid, uint16_t *lo, const int terms) {
+  if (fabsf(base) < FUSED_LOGIT_LIMIT)
+    return row_terms_as(t, ps, row, base, hi, mid, lo, terms, 0);
+  return row_terms_as(t, ps, row, base, hi, mid, lo, terms, 1);
 }
 
 /* Online softmax of the pass's rows (kernels.h: softmax), written to t->p

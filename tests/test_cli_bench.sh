@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# test_cli_bench.sh STSA_BINARY — `stsa bench` and `stsa demo` say what each
+# timed call ran.
+#
+# bench dense, sparse, svg and svg2 (tiny sizes) give every timed call's
+# backend, arithmetic, bf16 terms and why (the JSON's "ran", "dense_ran",
+# "cold_ran"; the text's "ran" lines): the automatic backend, and
+# STSA_BACKEND=portable and ref. Where this stsa runs the amx backend (an AMX
+# CPU, or the emulating test build), bf16 calls that cannot take its bf16
+# tiles say why (kv tiles of 48 keys; SVG's frame-aligned tiles of 240 keys,
+# Wan 720p's case) and the peak caveat follows the tiles that ran.
+# Prints "test_cli_bench: N passed, M failed".
+set -euo pipefail
+
+. "$(dirname "$0")/cli_common.sh" test_cli_bench "$@"
+
+# check NAME FILE EXPR...: every Python expression holds for r = the JSON of
+# every line of FILE.
+cat >check.py <<'PY'
+import json, sys
+lines = [json.loads(x) for x in open(sys.argv[1]) if x.startswith('{')]
+assert lines, 'no JSON line in %s' % sys.argv[1]
+KEYS = {'backend', 'arithmetic', 'bf16_terms', 'why'}
+for r in lines:
+    for e in sys.argv[2:]:
+        if not eval(e, {'KEYS': KEYS}, {'r': r}):
+            print('check failed: %s (in %s)' % (e, json.dumps(r)), file=sys.stderr)
+            sys.exit(1)
+PY
+check() {
+  local name=$1
+  shift
+  if python3 check.py "$@" 2>"$name.check"; then ok; else bad "$name: $(cat "$name.check")"; fi
+}
+# expect_grep NAME FILE PATTERN: FILE holds PATTERN
+expect_grep() {
+  if grep -q -- "$3" "$2"; then ok; else bad "$1: $2 lacks '$3': $(head -c 600 "$2")"; fi
+}
+
+small=(--seq 64 --heads 1 --dim 32 --reps 1 --threads 1)
+svg_small=(--preset wan21-720p --frames 2 --height 12 --width 20 --heads 1 --threads 1)
+svg2_small=(--preset wan21-480p --frames 3 --height 8 --width 8 --heads 1 --reps 1
+  --threads 1)
+
+# ------------------------------------------------ the automatic backend
+expect_ok dense "$STSA" bench dense "${small[@]}" --json
+check dense.json dense.stdout "set(r['ran']) == KEYS and r['ran']['backend'] == r['backend']" \
+  "r['ran']['arithmetic'] == 'f32' and r['ran']['bf16_terms'] == 0" \
+  "r['bf16_tiles'] is False and (r['ran']['why'] == '') == (r['backend'] != 'amx')"
+expect_ok dense-text "$STSA" bench dense "${small[@]}"
+expect_grep dense-text dense-text.stdout "^  ran: [a-z0-9]*, f32"
+expect_ok sparse "$STSA" bench sparse "${small[@]}" --mode all --json
+check sparse.json sparse.stdout "set(r['ran']) == KEYS and r['dense_ran'] == r['ran']" \
+  "r['ran']['arithmetic'] == 'f32'"
+expect_ok sparse-nodense "$STSA" bench sparse "${small[@]}" --no-dense --json
+check sparse-nodense.json sparse-nodense.stdout "r['dense_ran'] is None" \
+  "r['ran']['arithmetic'] == 'f32'"
+expect_ok sparse-text "$STSA" bench sparse "${small[@]}"
+expect_grep sparse-text-dense sparse-text.stdout "^  dense: median .*; ran [a-z0-9]*, f32"
+expect_grep sparse-text-mode sparse-text.stdout "^  exact  .*; ran [a-z0-9]*, f32"
+expect_ok svg "$STSA" bench svg "${svg_small[@]}" --json
+check svg.json svg.stdout "r['tokens'] == 480 and r['kv_tile'] == 240" \
+  "set(r['ran']) == KEYS and r['ran']['backend'] == r['dense_ran']['backend']" \
+  "r['ran']['arithmetic'] == r['dense_ran']['arithmetic'] == 'f32'"
+expect_ok svg-text "$STSA" bench svg "${svg_small[@]}"
+expect_grep svg-text svg-text.stdout "^  ran: SVG [a-z0-9]*, f32.*; dense [a-z0-9]*, f32"
+expect_ok svg2 "$STSA" bench svg2 "${svg2_small[@]}" --json
+check svg2.json svg2.stdout "set(r['ran']) == KEYS and r['cold_ran'] == r['ran']" \
+  "r['ran']['arithmetic'] == r['dense_ran']['arithmetic'] == 'f32'"
+expect_ok svg2-text "$STSA" bench svg2 "${svg2_small[@]}"
+expect_grep svg2-text svg2-text.stdout "^  ran: SVG2 [a-z0-9]*, f32.*; dense [a-z0-9]*, f32"
+expect_ok demo "$STSA" demo --quick --quiet --threads 1
+expect_grep demo demo.stdout "^ran: dense calls [a-z0-9]*, f32.*; sparse SVG calls [a-z0-9]*, f32"
+# a partial geometry is refused, not completed from the preset
+if "$STSA" bench svg --preset wan21-480p --frames 2 >partial.out 2>partial.err; then
+  bad "bench svg --frames alone: succeeded"
+else
+  expect_grep partial partial.err "give all of --frames, --height and --width, or none"
+fi
+
+# ------------------------------------------------ forced backends
+for want in portable:f32 ref:f64; do
+  backend=${want%:*} arith=${want#*:}
+  RAN="{'backend': '$backend', 'arithmetic': '$arith', 'bf16_terms': 0, 'why': ''}"
+  expect_ok "dense-$backend" env STSA_BACKEND="$backend" "$STSA" bench dense "${small[@]}" \
+    --json
+  check "dense-$backend.json" "dense-$backend.stdout" "r['ran'] == $RAN"
+  expect_ok "dense-$backend-text" env STSA_BACKEND="$backend" "$STSA" bench dense \
+    "${small[@]}"
+  expect_grep "dense-$backend-text" "dense-$backend-text.stdout" "^  ran: $backend, $arith$"
+  expect_ok "sparse-$backend" env STSA_BACKEND="$backend" "$STSA" bench sparse \
+    "${small[@]}" --json
+  check "sparse-$backend.json" "sparse-$backend.stdout" "r['ran'] == r['dense_ran'] == $RAN"
+  expect_ok "svg-$backend" env STSA_BACKEND="$backend" "$STSA" bench svg "${svg_small[@]}" \
+    --json
+  check "svg-$backend.json" "svg-$backend.stdout" "r['ran'] == r['dense_ran'] == $RAN"
+  expect_ok "svg2-$backend" env STSA_BACKEND="$backend" "$STSA" bench svg2 \
+    "${svg2_small[@]}" --json
+  check "svg2-$backend.json" "svg2-$backend.stdout" \
+    "r['ran'] == r['cold_ran'] == r['dense_ran'] == $RAN"
+done
+
+# ------------------------------------------------ the amx backend's bf16 tiles
+if ! "$STSA" --help | grep -q "this machine runs:.* amx"; then
+  echo "test_cli_bench: the amx checks skipped: this stsa does not run the amx backend"
+  finish
+  exit
+fi
+amx=(--backend amx --dtype bf16 --seq 64 --heads 1 --dim 64 --reps 1 --threads 1)
+expect_ok amx-tiles "$STSA" bench dense "${amx[@]}" --json
+check amx-tiles.json amx-tiles.stdout "r['bf16_tiles'] is True" \
+  "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}"
+expect_ok amx-tiles-text "$STSA" bench dense "${amx[@]}"
+expect_grep amx-tiles-text amx-tiles-text.stdout \
+  "^  ran: amx, bf16-tiles (2 bf16 terms a probability)$"
+expect_grep amx-tiles-caveat amx-tiles-text.stdout "bf16 on the AMX tile multiply"
+expect_ok amx-48 "$STSA" bench dense "${amx[@]}" --kv-tile 48 --json
+check amx-48.json amx-48.stdout "r['bf16_tiles'] is False" \
+  "r['ran'] == {'backend': 'amx', 'arithmetic': 'f32', 'bf16_terms': 0, 'why': 'kv tiles of 48 keys: the bf16 tiles take multiples of 32'}"
+expect_ok amx-48-text "$STSA" bench dense "${amx[@]}" --kv-tile 48
+expect_grep amx-48-text amx-48-text.stdout \
+  "^  ran: amx, f32 (kv tiles of 48 keys: the bf16 tiles take multiples of 32)$"
+if grep -q "AMX tile multiply" amx-48-text.stdout; then
+  bad "amx-48-text: the peak caveat of the tiles on a call that ran f32"
+else ok; fi
+# SVG on frames of 12 x 20 tokens: frame-aligned tiles of 240 keys
+expect_ok amx-svg env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
+  --json
+check amx-svg.json amx-svg.stdout "r['kv_tile'] == 240" \
+  "r['ran'] == {'backend': 'amx', 'arithmetic': 'f32', 'bf16_terms': 0, 'why': 'kv tiles of 240 keys: the bf16 tiles take multiples of 32'}" \
+  "r['dense_ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+expect_ok amx-svg-text env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16
+expect_grep amx-svg-text amx-svg-text.stdout \
+  "^  ran: SVG amx, f32 (kv tiles of 240 keys: the bf16 tiles take multiples of 32); dense amx, bf16-tiles (3 bf16 terms a probability)$"
+# tiles of 96 x 128: the SVG call takes the bf16 tiles
+expect_ok amx-svg-fit env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
+  --q-tile 96 --kv-tile 128 --json
+check amx-svg-fit.json amx-svg-fit.stdout \
+  "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+
+finish

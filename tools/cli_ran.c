@@ -1,0 +1,107 @@
+/* cli_ran.c — what an attention call ran, as text and JSON (cli_ran.h). */
+#include "cli_ran.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_util.h"
+
+int cli_last_run(const stsa_ctx *ctx, stsa_run_info *info) {
+  *info = (stsa_run_info){.size = sizeof *info};
+  if (stsa_ctx_last_run(ctx, info) == STSA_OK)
+    return 1;
+  *info = (stsa_run_info){.size = sizeof *info};
+  return 0;
+}
+
+stsa_run_info cli_ran(const stsa_ctx *ctx, const char *what) {
+  stsa_run_info info;
+  if (!cli_last_run(ctx, &info))
+    cli_die("%s: the context recorded no run of the call (stsa_ctx_last_run)", what);
+  return info;
+}
+
+int cli_ran_same(const stsa_run_info *a, const stsa_run_info *b) {
+  return a->backend == b->backend && a->arith == b->arith &&
+         a->bf16_terms == b->bf16_terms && !strncmp(a->why, b->why, sizeof a->why);
+}
+
+int64_t cli_ran_common(const stsa_run_info *info, const unsigned char *known, int64_t n,
+                       const char *unit, char *note, size_t len) {
+  int64_t first = -1;
+  for (int64_t i = 0; i < n; i++) {
+    if (known[i] == CLI_RAN_UNKNOWN) {
+      snprintf(note, len,
+               "not known: %s %lld computed heads of the call, but its context recorded "
+               "no run of them",
+               unit, (long long)i);
+      return -1;
+    }
+    if (known[i] != CLI_RAN_KNOWN)
+      continue;
+    if (first < 0)
+      first = i;
+    else if (!cli_ran_same(&info[first], &info[i])) {
+      snprintf(note, len, "the %ss differ", unit);
+      return -1;
+    }
+  }
+  int64_t none = 0, first_none = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (known[i] == CLI_RAN_NONE && none++ == 0)
+      first_none = i;
+  if (first < 0)
+    snprintf(note, len, "no %s computed heads of the call", unit);
+  else if (none == 1)
+    snprintf(note, len, "%s %lld computed no heads of the call", unit,
+             (long long)first_none);
+  else if (none > 1)
+    snprintf(note, len, "%s %lld and %lld more computed no heads of the call", unit,
+             (long long)first_none, (long long)(none - 1));
+  else
+    note[0] = '\0';
+  return first;
+}
+
+const char *cli_ran_text(const stsa_run_info *r, char *buf, size_t len) {
+  const char *backend = stsa_backend_name(r->backend), *arith = stsa_arith_name(r->arith);
+  if (r->arith == STSA_ARITH_BF16_TILES)
+    snprintf(buf, len, "%s, %s (%d bf16 term%s a probability)", backend, arith,
+             r->bf16_terms, r->bf16_terms == 1 ? "" : "s");
+  else if (r->why[0])
+    snprintf(buf, len, "%s, %s (%.*s)", backend, arith, (int)sizeof r->why, r->why);
+  else
+    snprintf(buf, len, "%s, %s", backend, arith);
+  return buf;
+}
+
+/* s as the inside of a JSON string (what fits in len, NUL-terminated). */
+static void json_escape(const char *s, size_t n, char *out, size_t len) {
+  size_t o = 0;
+  for (size_t i = 0; i < n && s[i] && o + 7 < len; i++) {
+    const unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      out[o++] = '\\';
+      out[o++] = (char)c;
+    } else if (c < 0x20) {
+      o += (size_t)snprintf(out + o, len - o, "\\u%04x", c);
+    } else {
+      out[o++] = (char)c;
+    }
+  }
+  out[o] = '\0';
+}
+
+const char *cli_ran_json(const stsa_run_info *r, char *buf, size_t len) {
+  if (!r) {
+    snprintf(buf, len, "null");
+    return buf;
+  }
+  char why[6 * sizeof r->why + 1];
+  json_escape(r->why, sizeof r->why, why, sizeof why);
+  snprintf(buf, len,
+           "{\"backend\": \"%s\", \"arithmetic\": \"%s\", \"bf16_terms\": %d, \"why\": "
+           "\"%s\"}",
+           stsa_backend_name(r->backend), stsa_arith_name(r->arith), r->bf16_terms, why);
+  return buf;
+}
