@@ -13,7 +13,11 @@
  *     largest finite value, given to a whole tensor, to one whole row or to
  *     one element (an outlier) of q, k or v. Where q or k carries the
  *     magnitude the other is scaled to keep the logits inside the range.
- * The output goes to f32 (the tolerance) and to the input dtype (finite).
+ * Dense and block-sparse calls also take a caller's scale past 1/log2(e),
+ * with q or k at the dtype's largest value (the kernels' scaled q
+ * overflowed there). The output goes to f32 (the tolerance) and to the
+ * input dtype (finite).
+ * Under an emulator (tu_emulated) two magnitudes a dtype: the ends.
  */
 #include <float.h>
 #include <math.h>
@@ -53,7 +57,13 @@ typedef struct sweep_case {
   char target; /* 'q', 'k' or 'v': the tensor that carries the magnitude */
   form shape;
   double magnitude;
+  double scale; /* the caller's softmax scale: 0 for 1/sqrt(D) (every call),
+                   else dense and block-sparse calls only */
 } sweep_case;
+
+static double scale_of(const sweep_case *c) {
+  return c->scale > 0 ? c->scale : 1.0 / sqrt((double)D);
+}
 
 static double dtype_max(stsa_dtype t) {
   return t == STSA_F16 ? 65504.0 : t == STSA_BF16 ? 0x1.fep127 : FLT_MAX;
@@ -133,7 +143,7 @@ static void make_case(const sweep_case *c, stsa_tensor *q, stsa_tensor *k,
   apply_form(carrier, c->shape, c->magnitude);
   if (c->shape == WHOLE && 1.0 / c->magnitude >= dtype_min(c->dtype))
     scale_elements(other, 0, N, 0, D, 1.0 / c->magnitude);
-  const double scale = 1.0 / sqrt((double)D), reach = scale * max_norm(q) * max_norm(k);
+  const double reach = scale_of(c) * max_norm(q) * max_norm(k);
   if (reach > LOGIT_LIMIT)
     scale_elements(other, 0, N, 0, D, LOGIT_LIMIT / reach * 0.5);
 }
@@ -177,15 +187,18 @@ static uint8_t *keep_of(const stsa_mask *m) {
 /* Runs `call` on `backend` into out (f32 or the inputs' dtype); fills
  * keep[h] with what the oracle must keep (NULL: dense) and returns the
  * status. */
-static stsa_status run_call(call_kind call, stsa_backend backend, const stsa_tensor *q,
-                            const stsa_tensor *k, const stsa_tensor *v,
-                            const stsa_tensor *out, const stsa_mask *band,
-                            uint8_t *keep[H]) {
+static stsa_status run_call(call_kind call, stsa_backend backend, double scale,
+                            const stsa_tensor *q, const stsa_tensor *k,
+                            const stsa_tensor *v, const stsa_tensor *out,
+                            const stsa_mask *band, uint8_t *keep[H]) {
   stsa_ctx *ctx = make_ctx(backend);
   stsa_status st = STSA_OK;
   keep[0] = keep[1] = NULL;
+  const stsa_attn_opts ao = {sizeof ao, (float)scale, NULL};
+  stsa_sparse_opts so = STSA_INIT(stsa_sparse_opts);
+  so.scale = (float)scale;
   if (call == CALL_DENSE) {
-    st = stsa_attention(ctx, q, k, v, out, NULL);
+    st = stsa_attention(ctx, q, k, v, out, &ao);
   } else if (call == CALL_SPARSE) {
     const stsa_mask *masks[H] = {band, band};
     stsa_plan_desc pd = STSA_INIT(stsa_plan_desc);
@@ -195,7 +208,7 @@ static stsa_status run_call(call_kind call, stsa_backend backend, const stsa_ten
     stsa_plan *plan = NULL;
     st = stsa_plan_build(ctx, &pd, &plan);
     if (st == STSA_OK)
-      st = stsa_sparse_attention(ctx, plan, q, k, v, out, NULL);
+      st = stsa_sparse_attention(ctx, plan, q, k, v, out, &so);
     stsa_plan_free(plan);
     keep[0] = keep_of(band);
     keep[1] = keep_of(band);
@@ -238,7 +251,7 @@ static int same_keep(const uint8_t *a, const uint8_t *b) {
 }
 
 /* The oracle's output under keep (taken: the memo frees it). */
-static const double *oracle_for(oracle_memo *m, const stsa_tensor *q,
+static const double *oracle_for(oracle_memo *m, double scale, const stsa_tensor *q,
                                 const stsa_tensor *k, const stsa_tensor *v,
                                 uint8_t *keep[H]) {
   for (int e = 0; e < m->n; e++)
@@ -252,8 +265,7 @@ static const double *oracle_for(oracle_memo *m, const stsa_tensor *q,
   }
   double *want = malloc(sizeof(double) * H * N * D),
          *lse = malloc(sizeof(double) * H * N);
-  tu_oracle_attention(q, k, v, (const uint8_t *const *)keep, 1.0 / sqrt((double)D), want,
-                      lse);
+  tu_oracle_attention(q, k, v, (const uint8_t *const *)keep, scale, want, lse);
   free(lse);
   m->keep[m->n][0] = keep[0];
   m->keep[m->n][1] = keep[1];
@@ -269,8 +281,9 @@ static void memo_free(oracle_memo *m) {
 /* The largest scale |q_i| |k_j| of each query row [H][N]: f32 logits carry
  * an error of a few ulps of it (the products' rounding), which the softmax
  * turns into relative errors of the weights. */
-static void row_reach(const stsa_tensor *q, const stsa_tensor *k, double *reach) {
-  const double kn = max_norm(k), scale = 1.0 / sqrt((double)D);
+static void row_reach(const stsa_tensor *q, const stsa_tensor *k, double scale,
+                      double *reach) {
+  const double kn = max_norm(k);
   for (int64_t h = 0; h < H; h++)
     for (int64_t i = 0; i < N; i++)
       reach[h * N + i] = scale * row_norm(q, h, i) * kn;
@@ -317,30 +330,34 @@ static void check_case(const sweep_case *c, const stsa_mask *band) {
   stsa_tensor q, k, v;
   make_case(c, &q, &k, &v);
   char name[160];
-  snprintf(name, sizeof name, "%s inputs, %c %s x %.3g", stsa_dtype_name(c->dtype),
-           c->target, FORM_NAME[c->shape], c->magnitude);
+  snprintf(name, sizeof name, "%s inputs, %c %s x %.3g, scale %.3g",
+           stsa_dtype_name(c->dtype), c->target, FORM_NAME[c->shape], c->magnitude,
+           scale_of(c));
   oracle_memo memo = {0};
   double *reach = malloc(sizeof(double) * H * N);
-  row_reach(&q, &k, reach);
+  row_reach(&q, &k, scale_of(c), reach);
+  /* a caller's scale: the calls that take one */
+  const int calls = c->scale > 0 ? CALL_SPARSE + 1 : CALL_COUNT;
   stsa_backend backends[MAX_BACKENDS] = {STSA_BACKEND_REF};
   const int nb = 1 + tu_tiled_backends(backends + 1);
-  for (int call = 0; call < CALL_COUNT; call++)
+  for (int call = 0; call < calls; call++)
     for (int bi = 0; bi < nb; bi++) {
       const char *bn = stsa_backend_name(backends[bi]);
       stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
       stsa_tensor low = tu_sentinel_tensor(c->dtype, TU_BHSD, 1, N, H, D);
       uint8_t *keep[H], *low_keep[H];
-      stsa_status st = run_call(call, backends[bi], &q, &k, &v, &out, band, keep);
+      stsa_status st =
+          run_call(call, backends[bi], c->scale, &q, &k, &v, &out, band, keep);
       CHECK(st == STSA_OK, "%s, %s [%s]: %s", name, CALL_NAME[call], bn,
             stsa_status_str(st));
       if (st == STSA_OK) {
         int64_t at = -1;
-        const double err =
-            worst_row_error(&out, oracle_for(&memo, &q, &k, &v, keep), reach, &at);
+        const double err = worst_row_error(
+            &out, oracle_for(&memo, scale_of(c), &q, &k, &v, keep), reach, &at);
         CHECK(err <= 1, "%s, %s [%s]: row %lld (head %lld) off by %.3g of its tolerance",
               name, CALL_NAME[call], bn, (long long)(at % N), (long long)(at / N), err);
         if (backends[bi] != STSA_BACKEND_REF) { /* its stores are the others' */
-          st = run_call(call, backends[bi], &q, &k, &v, &low, band, low_keep);
+          st = run_call(call, backends[bi], c->scale, &q, &k, &v, &low, band, low_keep);
           CHECK(st == STSA_OK && all_finite(&low),
                 "%s, %s [%s]: a %s output is not finite", name, CALL_NAME[call], bn,
                 stsa_dtype_name(c->dtype));
@@ -362,6 +379,11 @@ static void check_case(const sweep_case *c, const stsa_mask *band) {
  * value: decades 10^-30, 10^-20, ... that it holds, and the largest. */
 static int magnitudes(stsa_dtype t, double out[16]) {
   int n = 0;
+  if (tu_emulated()) { /* the ends: a quarter of the time */
+    out[n++] = dtype_min(t);
+    out[n++] = dtype_max(t);
+    return n;
+  }
   for (int e = -30; e <= 30; e += 10)
     if (pow(10.0, e) >= dtype_min(t) && pow(10.0, e) < dtype_max(t))
       out[n++] = pow(10.0, e);
@@ -386,7 +408,18 @@ int main(void) {
     for (size_t gi = 0; gi < sizeof targets; gi++)
       for (int shape = WHOLE; shape <= ELEMENT; shape++)
         for (int mi = 0; mi < nm; mi++) {
-          const sweep_case c = {dtypes[ti], targets[gi], (form)shape, mags[mi]};
+          const sweep_case c = {dtypes[ti], targets[gi], (form)shape, mags[mi], 0};
+          check_case(&c, band);
+        }
+    /* a scale past 1/log2(e) (D <= 2 by default, or a caller's): q near the
+     * top of its range overflowed f32 when the kernels multiplied it by
+     * scale * log2(e) (NaN rows); and a large K beside it */
+    const double scales[] = {2.0, 1e30};
+    for (size_t si = 0; si < sizeof scales / sizeof *scales; si++)
+      for (size_t gi = 0; gi < 2; gi++)
+        for (int shape = WHOLE; shape <= ELEMENT; shape++) {
+          const sweep_case c = {dtypes[ti], targets[gi], (form)shape,
+                                dtype_max(dtypes[ti]), scales[si]};
           check_case(&c, band);
         }
   }

@@ -6,15 +6,15 @@
  * its next ones warm, whatever other layers ran in between, and its outputs
  * are bitwise those of a session that saw that layer alone), hundreds of
  * distinct layers keep theirs, and a huge layer costs what layer 0 does
- * (time and resident memory). Huge steps too, on SVG and SVG2 sessions.
+ * (resident memory). Huge steps too, on SVG and SVG2 sessions.
  * Run under the ASan+UBSan build as well.
  */
+#define _POSIX_C_SOURCE 200809L /* getrusage */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "mask_util.h"
 #include "testutil.h"
@@ -217,12 +217,6 @@ static void test_batch_and_steps(void) {
   stsa_ctx_free(ctx);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static long max_rss_kb(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -231,8 +225,9 @@ static long max_rss_kb(void) {
 
 /* A huge layer costs what a small one does: calls at 1e8 and 2^31 - 1 add
  * no resident memory to speak of (the array took 6.4 GB and 30 s at 1e8 and
- * failed at 2^31 - 1) and run in milliseconds; the second call at each is
- * warm, so the store holds each layer once. */
+ * failed at 2^31 - 1; resident memory, not time, so that a loaded machine
+ * or an emulator cannot fail it); the second call at each is warm, so the
+ * store holds each layer once. */
 static void test_memory_flat(void) {
   stsa_ctx *ctx = make_ctx();
   problem p = make_problem(1);
@@ -242,20 +237,17 @@ static void test_memory_flat(void) {
   stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, p.N, H, D);
   call(svg, ctx, 0, 0, &p, &o); /* first-call allocations out of the way */
   const long rss0 = max_rss_kb();
-  const double t0 = now_s();
   const int64_t huge[] = {100000000, INT32_MAX, 100000000, INT32_MAX};
   for (int i = 0; i < 4; i++) {
     const int cold = call(svg, ctx, huge[i], i, &p, &o);
     CHECK(cold == (i < 2), "layer %lld, call %d there: cold %d", (long long)huge[i],
           i / 2 + 1, cold);
   }
-  const double secs = now_s() - t0;
   const long grown_kb = max_rss_kb() - rss0;
   /* generous for the sanitizer build: the array needed gigabytes */
   CHECK(grown_kb < 64 * 1024,
         "calls at layers 1e8 and 2^31-1 grew the resident set by %ld MB",
         grown_kb / 1024);
-  CHECK(secs < 5.0, "four calls at layers 1e8 and 2^31-1 took %.2f s", secs);
   stsa_svg_free(svg);
   tu_free_tensor(&o);
   free_problem(&p);

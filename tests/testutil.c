@@ -206,6 +206,11 @@ int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]) {
   return n;
 }
 
+int tu_emulated(void) {
+  const char *e = getenv("STSA_TEST_EMULATED");
+  return e && *e && strcmp(e, "0") != 0;
+}
+
 stsa_ctx *tu_make_ctx(stsa_backend backend, int threads, int q_tile, int kv_tile) {
   stsa_ctx *ctx = NULL;
   if (stsa_ctx_create(&ctx) != STSA_OK)

@@ -90,6 +90,11 @@ int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b);
 enum { TU_MAX_BACKENDS = 5 };
 int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]);
 
+/* 1 when the test runs under an emulator (QEMU, 10-50x slower: ctest sets
+ * STSA_TEST_EMULATED in cross builds), where a long sweep takes fewer
+ * points; its kernels' correctness is what such a run checks. */
+int tu_emulated(void);
+
 /* A context on `backend` with `threads` threads and q_tile x kv_tile tiles;
  * exits the test program when none can be created. */
 stsa_ctx *tu_make_ctx(stsa_backend backend, int threads, int q_tile, int kv_tile);

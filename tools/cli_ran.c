@@ -1,7 +1,9 @@
 /* cli_ran.c — what an attention call ran, as text and JSON (cli_ran.h). */
+#define _POSIX_C_SOURCE 200809L /* strnlen */
 #include "cli_ran.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
@@ -75,33 +77,19 @@ const char *cli_ran_text(const stsa_run_info *r, char *buf, size_t len) {
   return buf;
 }
 
-/* s as the inside of a JSON string (what fits in len, NUL-terminated). */
-static void json_escape(const char *s, size_t n, char *out, size_t len) {
-  size_t o = 0;
-  for (size_t i = 0; i < n && s[i] && o + 7 < len; i++) {
-    const unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') {
-      out[o++] = '\\';
-      out[o++] = (char)c;
-    } else if (c < 0x20) {
-      o += (size_t)snprintf(out + o, len - o, "\\u%04x", c);
-    } else {
-      out[o++] = (char)c;
-    }
-  }
-  out[o] = '\0';
+json_t *cli_ran_object(const stsa_run_info *r) {
+  if (!r)
+    return json_null();
+  return json_pack("{s:s, s:s, s:i, s:s%}", "backend", stsa_backend_name(r->backend),
+                   "arithmetic", stsa_arith_name(r->arith), "bf16_terms", r->bf16_terms,
+                   "why", r->why, strnlen(r->why, sizeof r->why));
 }
 
 const char *cli_ran_json(const stsa_run_info *r, char *buf, size_t len) {
-  if (!r) {
-    snprintf(buf, len, "null");
-    return buf;
-  }
-  char why[6 * sizeof r->why + 1];
-  json_escape(r->why, sizeof r->why, why, sizeof why);
-  snprintf(buf, len,
-           "{\"backend\": \"%s\", \"arithmetic\": \"%s\", \"bf16_terms\": %d, \"why\": "
-           "\"%s\"}",
-           stsa_backend_name(r->backend), stsa_arith_name(r->arith), r->bf16_terms, why);
+  json_t *j = cli_ran_object(r);
+  char *text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+  snprintf(buf, len, "%s", text ? text : "null");
+  free(text);
+  json_decref(j);
   return buf;
 }

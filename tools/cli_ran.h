@@ -6,6 +6,7 @@
 #ifndef STSA_TOOLS_CLI_RAN_H
 #define STSA_TOOLS_CLI_RAN_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,8 +45,11 @@ int64_t cli_ran_common(const stsa_run_info *info, const unsigned char *known, in
 const char *cli_ran_text(const stsa_run_info *r, char *buf, size_t len);
 
 /* The JSON object {"backend": "amx", "arithmetic": "f32", "bf16_terms": 0,
- * "why": "..."} (the why escaped), or null for r NULL. Writes buf (512
- * bytes do) and returns it. */
+ * "why": "..."}, or null for r NULL (a new reference; NULL when out of
+ * memory). */
+json_t *cli_ran_object(const stsa_run_info *r);
+/* The same as text, for the commands that print their JSON line by line.
+ * Writes buf (512 bytes do) and returns it. */
 const char *cli_ran_json(const stsa_run_info *r, char *buf, size_t len);
 
 /* Whether the arithmetic is the amx backend's bf16 tiles, which the f32 FMA

@@ -41,15 +41,6 @@ int64_t run_ran_common(const run_state *s, const run_ran *r, char *note, size_t 
   return cli_ran_common(r->info, r->known, r->n, s->dist ? "rank" : "head", note, len);
 }
 
-/* {"backend", "arithmetic", "bf16_terms", "why"} of a record (NULL: null). */
-static json_t *jran(const stsa_run_info *r) {
-  if (!r)
-    return json_null();
-  return json_pack("{s:s, s:s, s:i, s:s}", "backend", stsa_backend_name(r->backend),
-                   "arithmetic", stsa_arith_name(r->arith), "bf16_terms", r->bf16_terms,
-                   "why", r->why);
-}
-
 /* key: what every head or rank ran, or null and key_note saying why not
  * (key_note also names ranks that computed no heads); returns whether they
  * differ or are not known (the entries then go per head or per rank). */
@@ -57,7 +48,7 @@ static int report_ran(json_t *root, const run_state *s, const run_ran *r,
                       const char *key) {
   char note[160], note_key[32];
   const int64_t i = run_ran_common(s, r, note, sizeof note);
-  json_object_set_new(root, key, jran(i >= 0 ? &r->info[i] : NULL));
+  json_object_set_new(root, key, cli_ran_object(i >= 0 ? &r->info[i] : NULL));
   if (note[0]) {
     snprintf(note_key, sizeof note_key, "%s_note", key);
     json_object_set_new(root, note_key, json_string(note));
@@ -70,7 +61,8 @@ static int report_ran(json_t *root, const run_state *s, const run_ran *r,
 static json_t *ran_array(const run_ran *r) {
   json_t *arr = json_array();
   for (int64_t i = 0; i < r->n; i++)
-    json_array_append_new(arr, jran(r->known[i] == CLI_RAN_KNOWN ? &r->info[i] : NULL));
+    json_array_append_new(
+        arr, cli_ran_object(r->known[i] == CLI_RAN_KNOWN ? &r->info[i] : NULL));
   return arr;
 }
 
@@ -175,9 +167,9 @@ static json_t *report_heads(const run_state *s, int ran, int dense_ran) {
     }
     const int64_t h = i % s->H;
     if (ran)
-      json_object_set_new(j, "ran", jran(&s->ran.info[h]));
+      json_object_set_new(j, "ran", cli_ran_object(&s->ran.info[h]));
     if (dense_ran)
-      json_object_set_new(j, "dense_ran", jran(&s->dense_ran.info[h]));
+      json_object_set_new(j, "dense_ran", cli_ran_object(&s->dense_ran.info[h]));
     json_array_append_new(arr, j);
   }
   return arr;

@@ -46,8 +46,9 @@ typedef struct stsa_rows_fused {
 
 /* Runs every head, threads taking whole heads, memory from ws. Returns
  * STSA_OK, or STSA_ERR_OUT_OF_MEMORY; *finite_ok is 0 when some head met a
- * tile outside the pass's assumptions (then the outputs are incomplete and
- * the caller must compute them another way). */
+ * tile outside the pass's assumptions (NaN/Inf, a V or K the tile loop
+ * scales: then the outputs are incomplete and the caller must compute them
+ * another way). */
 stsa_status stsa_rows_fused_run(const stsa_rows_fused *f, int threads, stsa_workspace *ws,
                                 int *finite_ok);
 

@@ -144,18 +144,24 @@ static void pack_tile(const stsa_work *w, int64_t head, int64_t t, int has_used,
   stsa_pack_kv_span(w->pb, head / w->pb->H, head % w->pb->H, t, &sp, lay.kv_rows, pack);
 }
 
-/* Once every tile `head` visits is packed: V scaled into the range where
- * no P.V sum overflows (tile_loop.h: STSA_V_SUM_LIMIT), for a V with
- * values near FLT_MAX only; every other head keeps v_exp = 0 and its
- * bytes. */
-static void fit_v_range(const stsa_work *w, int64_t head, int has_used,
-                        const uint8_t *used, stsa_kv_packed *pack) {
+/* Once every tile `head` visits is packed: K times 2^k_exp where the call
+ * moved that much of its scale from q to K (tile_loop.h: stsa_attn_problem),
+ * and V scaled into the range where no P.V sum overflows (STSA_V_SUM_LIMIT)
+ * for a V with values near FLT_MAX. Only such calls and heads; every other
+ * keeps its bytes. */
+static void fit_ranges(const stsa_work *w, int64_t head, int has_used,
+                       const uint8_t *used, stsa_kv_packed *pack) {
   pack->v_exp = stsa_kv_v_exp(w->pb, pack, has_used ? used : NULL);
+  if (!pack->v_exp && !w->pb->k_exp)
+    return;
   const stsa_kv_layout lay = kv_layout_of(w, head);
-  for (int64_t t = 0; pack->v_exp && t < stsa_kv_tiles(w->pb); t++)
+  for (int64_t t = 0; t < stsa_kv_tiles(w->pb); t++)
     if (!has_used || used[t]) {
       const stsa_kv_span sp = stsa_kv_span_of(w->pb, lay.kv_start, lay.kv_pack, t);
-      stsa_kv_scale_v_span(w->pb, pack, &sp);
+      if (w->pb->k_exp)
+        stsa_kv_scale_k_span(w->pb, pack, t, &sp);
+      if (pack->v_exp)
+        stsa_kv_scale_v_span(w->pb, pack, &sp);
     }
 }
 
@@ -163,7 +169,7 @@ static void pack_head(const stsa_work *w, int64_t head, slice_view *s) {
   const int has_used = head_used(w, head, s->used);
   for (int64_t t = 0; t < stsa_kv_tiles(w->pb); t++)
     pack_tile(w, head, t, has_used, s->used, &s->pack);
-  fit_v_range(w, head, has_used, s->used, &s->pack);
+  fit_ranges(w, head, has_used, s->used, &s->pack);
 }
 
 /* Units [u0, u1); *packed is the head s->pack holds (-1: none). */
@@ -266,10 +272,10 @@ static void run_head_by_head(const stsa_work *w, int threads, char *mem) {
       /* next's pack last served head - 1, whose units are all done */
       const int64_t more = npacks == 2 && head + 1 < w->heads ? nkt : 0;
       /* cur is packed (the barrier of the loop before); one thread fits its
-       * V range while the others wait at the single's end */
+       * K and V ranges while the others wait at the single's end */
 #pragma omp single
       {
-        fit_v_range(w, head, cur->has_used, cur->used, &cur->pack);
+        fit_ranges(w, head, cur->has_used, cur->used, &cur->pack);
         if (more)
           next->has_used = head_used(w, head + 1, next->used);
       }

@@ -33,6 +33,40 @@
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+/* max |element| of t (+inf for NaN/Inf), row by row through the table's
+ * loads. */
+static float tensor_abs_max(const stsa_tensor *t, const stsa_kernels *kern) {
+  float row[STSA_MAX_HEAD_DIM];
+  uint32_t most = 0;
+  const int D = (int)t->shape[3];
+  for (int64_t b = 0; b < t->shape[0]; b++)
+    for (int64_t s = 0; s < t->shape[1]; s++)
+      for (int64_t h = 0; h < t->shape[2]; h++) {
+        kern->load_row(stsa_tensor_row(t, b, s, h), t->dtype, t->stride[3], D, row);
+        const uint32_t m = stsa_abs_max_bits(row, D);
+        most = m > most ? m : most;
+      }
+  float x;
+  memcpy(&x, &most, sizeof x);
+  return most < 0x7f800000u ? x : INFINITY;
+}
+
+/* The exponent K takes over from q (stsa_attn_problem: k_exp): 0 unless
+ * scale * log2(e) > 1 (D <= 2, or a caller's large scale) would carry some
+ * q of the call past f32's range. q and k are read once for such scales
+ * only. A K that then leaves the range belongs to a call outside the
+ * documented one (scale |q_i| |k_j| < 1e38 fails for the two maxima). */
+static int k_exp_for(const stsa_tensor *q, const stsa_kernels *kern, double qscale) {
+  if (qscale <= 1.0)
+    return 0;
+  const double reach = (double)tensor_abs_max(q, kern) * qscale;
+  if (!(reach >= 0x1p126) || isinf(reach))
+    return 0; /* it fits; or NaN/Inf, which follow stsa.h's rules */
+  int e;
+  (void)frexp(reach / 0x1p126, &e); /* reach / 2^e < 2^126 */
+  return e;
+}
+
 void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_tensor *k,
                        const stsa_tensor *v, const stsa_tensor *out,
                        const stsa_attn_opts *opts, int q_tile, int kv_tile,
@@ -52,7 +86,8 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->D_pad = (int)round_up(pb->D, pb->nr);
   double scale = opts && opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)pb->D);
   pb->scale = scale;
-  pb->qscale = (float)(scale * LOG2E);
+  pb->k_exp = k_exp_for(q, kern, scale * LOG2E);
+  pb->qscale = (float)ldexp(scale * LOG2E, -pb->k_exp);
   pb->lse = opts ? opts->lse : NULL;
   pb->q_tile = (int)round_up(q_tile, pb->mr);
   pb->kv_tile = kv_tile;
@@ -314,6 +349,22 @@ int stsa_kv_v_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
     if (!used || used[t])
       most = kv->v_max[t] > most ? kv->v_max[t] : most;
   return stsa_v_exp_for(pb, most);
+}
+
+void stsa_kv_scale_k_span(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                          int64_t tile, const stsa_kv_span *sp) {
+  const float f = ldexpf(1.0f, pb->k_exp);
+  kv->k_max[tile] *= f;
+  if (pb->bf16_tiles) { /* 16-key panels of D32 / 32 blocks (stsa_bf16_tile: kb) */
+    const int64_t chunks = pb->D32 / 32;
+    uint16_t *at = kv->kb + sp->pack0 / 16 * chunks * 512;
+    for (int64_t i = 0; i < (int64_t)sp->len / 16 * chunks * 512; i++)
+      at[i] = stsa_f32_to_bf16(stsa_bf16_to_f32(at[i]) * f);
+    return;
+  }
+  float *at = kv->kt + sp->pack0 / pb->nr * pb->D * pb->nr;
+  for (int64_t i = 0; i < (int64_t)sp->len * pb->D; i++)
+    at[i] *= f;
 }
 
 void stsa_kv_scale_v_span(const stsa_attn_problem *pb, const stsa_kv_packed *kv,

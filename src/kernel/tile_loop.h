@@ -18,7 +18,11 @@ typedef struct stsa_attn_problem {
   const stsa_tensor *q, *k, *v, *out;
   float *lse;   /* optional [B, H, S_q] */
   double scale; /* the softmax scale */
-  float qscale; /* scale * log2(e): scores come out in log2 units */
+  /* scale * log2(e) 2^-k_exp: q rows are loaded times it and K packed times
+   * 2^k_exp, so scores come out in log2 units. k_exp is 0 but where a q
+   * times scale * log2(e) > 1 would overflow f32 (stsa_problem_init). */
+  float qscale;
+  int k_exp;
   int64_t B, H, Sq, Skv;
   int D;           /* head dim */
   int mr, nr;      /* the kernel table's register tile (kernels.h) */
@@ -175,6 +179,10 @@ int stsa_v_exp_for(const stsa_attn_problem *pb, float v_max);
  * scales each visited tile (stsa_kv_scale_v_span) when it is not 0. */
 int stsa_kv_v_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                   const uint8_t *used);
+/* Multiplies the packed K rows of tile `tile` at sp, and its k_max, by
+ * 2^pb->k_exp (stsa_attn_problem). */
+void stsa_kv_scale_k_span(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
+                          int64_t tile, const stsa_kv_span *sp);
 /* Multiplies the packed V rows of the tile at sp by 2^-kv->v_exp. */
 void stsa_kv_scale_v_span(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           const stsa_kv_span *sp);
