@@ -125,7 +125,7 @@ fuzz:
 	STSA_WITH_FUZZ=1 scripts/deps.sh
 	fuzz/run.sh build-fuzz $${FUZZ_SECONDS:-60}
 
-C_SOURCES = include/*.h src/*/*.[ch] src/*/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/mpi/*.[ch] fuzz/*.c bench/*.c \
+C_SOURCES = include/*.h src/*/*.[ch] src/*/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/mpi/*.[ch] fuzz/*.[ch] bench/*.c \
   $(wildcard integrations/*/*.[ch])
 
 format:

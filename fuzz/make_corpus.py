@@ -72,8 +72,10 @@ def npy(descr, shape, version=1, fortran=False, quote="'", data=None,
 
 
 # ---- fuzz_attention: inputs laid out as fuzz_attention.c reads them ------
-def t_spec(dtype=0, lay=0, perm=(0, 0, 0), step=0, pad=(0, 0, 0, 0), al=0, off=0):
-    """One tensor: dtype byte, then make_tensor's bytes."""
+def t_spec(dtype=0, lay=0, perm=(0, 0, 0), step=0, pad=(0, 0, 0, 0), al=0, off=0,
+           mag=(0,)):
+    """One tensor: dtype byte, then make_tensor's bytes; mag: the magnitude
+    profile's bytes (fuzz_tensor.h, shape_values; 0: uniform in [-2, 2))."""
     out = [dtype, lay]
     if lay % 4 >= 2:
         out += list(perm)
@@ -84,24 +86,54 @@ def t_spec(dtype=0, lay=0, perm=(0, 0, 0), step=0, pad=(0, 0, 0, 0), al=0, off=0
     out += [0, al]  # brk = 0: a valid descriptor
     if 5 <= al < 7:
         out.append(off)
-    return out
+    return out + list(mag)
+
+
+# Magnitude profiles (shape_values). Exponent bytes e map to 2^E over the
+# dtype's range: E = emin + (e * (emax + 2 - emin) + 127) // 255.
+def exp_byte(E, dtype):
+    """The byte that draws exponent E (or the nearest above) for a dtype."""
+    lo, hi = {0: (-149, 129), 1: (-24, 17), 2: (-133, 129)}[dtype]
+    for e in range(256):
+        if lo + (e * (hi - lo) + 127) // 255 >= E:
+            return e
+    return 255
+
+
+def mag_whole(E, dtype):
+    return (4, exp_byte(E, dtype))
+
+
+def mag_rows(E, dtype, n=1, set_=False):
+    return (5, (n - 1) | (16 if set_ else 0)) + (exp_byte(E, dtype),) * n
+
+
+def mag_elems(kinds):
+    """kinds: extreme_value kinds (0 max, 1 min subnormal, 2 min normal,
+    3 zero, 4 1e12; | 8: negative)."""
+    return (6, len(kinds) - 1) + tuple(kinds)
+
+
+# layer / step bytes (draw_index)
+IDX_MAX, IDX_MIN, IDX_2P58_9, IDX_M1 = [224], [225], [226], [227]
+IDX_1E8 = [229]
 
 
 def attn(op, be, threads, tq, kv, cf, seed, B, H, dsel, sq, skv, tensors,
-         sparse=(), sout=0, alias=4, ls=0, sc=0, nan=0, nth=0):
+         sparse=(), sout=0, alias=4, ls=0, sc=0, nan=0, nth=0, fit=0):
     head = [op, be, threads, tq, kv, cf] + list(struct.pack(">I", seed))
     body = [B, H, dsel, sq, skv] + list(sparse)
     for i, t in enumerate(tensors):
         if i == 3 and op == 2:
             body.append(sout)  # read before out's own bytes
         body += t
-    body += [alias, ls, sc, nan, nth]
+    body += [alias, ls, sc, nan, fit, nth]
     return bytes(head + body)
 
 
 def svg(be, threads, F, Hp, Wp, t, text, text_real, heads, dim, density,
-        steps, layers, rows, sink, tl, extra, B, tensors, alias=1, layer=2,
-        step=3):
+        steps, layers, rows, sink, tl, extra, B, tensors, alias=1, layer=(2,),
+        step=(3,), fit=0):
     out = [3, be, threads, 0, 3, 1, 0, 0, 7, 7, F, Hp, Wp, t]
     if t % 3:
         out.append(text)
@@ -111,7 +143,7 @@ def svg(be, threads, F, Hp, Wp, t, text, text_real, heads, dim, density,
     out += [0, B]  # x = 0: no extreme field
     for t_ in tensors:
         out += t_
-    out += [alias, layer, step]
+    out += [alias, fit] + list(layer) + list(step)
     return bytes(out)
 
 
@@ -163,6 +195,128 @@ def attention_seeds():
                                    5, 1, 0, (), 1, plain)
     seeds["svg_dense_policy"] = svg(1, 0, 2, 2, 2, 0, 0, 0, 0, 15, 120, 2, 2,
                                     3, 0, 3, (30, 1), 0, mixed)
+    # extremes: values over each dtype's finite range, huge and negative indices
+    k_outlier = [t_spec(bf16), t_spec(bf16, mag=mag_elems([4])),
+                 t_spec(bf16), t_spec(f32)]
+    seeds["dense_bf16_k_outlier_1e12"] = attn(0, 3, 0, 0, 1, 1, 31, 0, 1, 63,
+                                              40, 70, k_outlier, ls=1)
+    big_q = [t_spec(f32, mag=mag_whole(120, f32)), t_spec(f32), t_spec(f32),
+             t_spec(f32)]
+    seeds["dense_f32_q_huge_fit_k"] = attn(0, 3, 1, 0, 2, 1, 32, 0, 1, 31, 30,
+                                           50, big_q, ls=1, fit=1)
+    v_max = [t_spec(f32), t_spec(f32), t_spec(f32, mag=mag_rows(128, f32, 2)),
+             t_spec(f32)]
+    seeds["dense_f32_v_near_max"] = attn(0, 2, 0, 0, 3, 1, 33, 0, 1, 15, 20,
+                                         33, v_max)
+    tiny = [t_spec(f16, mag=mag_whole(-20, f16)), t_spec(f16),
+            t_spec(f16, mag=mag_whole(-22, f16)), t_spec(f16)]
+    seeds["part_f16_subnormal"] = attn(1, 3, 1, 0, 1, 1, 34, 0, 0, 47, 25,
+                                       25, tiny, nth=1)
+    mixed_mag = [t_spec(bf16, mag=(7, exp_byte(60, bf16), 1, exp_byte(100, bf16),
+                                   exp_byte(-120, bf16), 2, 0, 9, 1)),
+                 t_spec(bf16, mag=mag_elems([0, 8, 3])),
+                 t_spec(f16, mag=mag_elems([0, 1, 2])), t_spec(bf16)]
+    seeds["sparse_bf16_mixed_magnitudes"] = attn(2, 3, 1, 0, 1, 1, 35, 0, 2,
+                                                 31, 47, 47, mixed_mag,
+                                                 sparse=causal_or_local, fit=5)
+    seeds["svg_layer_int64_max"] = svg(2, 1, 1, 3, 5, 0, 0, 0, 1, 31, 80, 0,
+                                       0, 5, 1, 0, (), 0, plain,
+                                       layer=IDX_MAX, step=IDX_2P58_9)
+    seeds["svg_step_negative"] = svg(3, 0, 1, 3, 3, 0, 0, 0, 0, 15, 80, 0, 0,
+                                     5, 1, 0, (), 0, plain, layer=[1],
+                                     step=IDX_M1)
+    seeds["svg_layer_int64_min_huge_k"] = svg(
+        3, 0, 1, 2, 2, 0, 0, 0, 0, 7, 80, 0, 0, 3, 0, 0, (), 0,
+        [t_spec(f32), t_spec(f32, mag=mag_whole(100, f32)), t_spec(f32),
+         t_spec(f16)], layer=IDX_MIN, fit=3)
+    return seeds
+
+
+# ---- fuzz_svg2_session: inputs laid out as fuzz_svg2_session.c reads them ----
+def svg2_config(F=2, Hp=4, Wp=4, t=0, text=0, text_real=0, heads=1, dim=15,
+                qc=0, kc=0, tp=0, mkf=0, dens=80, me=0, tl=0, tiles=(),
+                rows=7, sink=1, dp=0, it=3, x=0, extra=()):
+    out = [F - 1, Hp - 1, Wp - 1, t]
+    if t % 3:
+        out.append(text)
+        if text:
+            out.append(text_real)
+    out += [heads - 1, dim - 1, qc, kc, tp, mkf, dens, me, tl] + list(tiles)
+    out += [rows, sink, dp, it, x] + list(extra)
+    return out
+
+
+def svg2_call(B=1, layer=(0,), step=(0,), wrong=0, tensors=None, wl=1,
+              wl_mags=(), al=2, fit=0, nf=0, co=0, co_extra=(), rp=15):
+    tensors = tensors or [[0] + t_spec()[1:]] * 4
+    out = [B - 1] + list(layer) + list(step) + [wrong]
+    for t in tensors:
+        out += t
+    out.append(wl)
+    if wl % 4 == 0:
+        out += list(wl_mags)
+    out += [al, fit, nf, co] + list(co_extra) + [rp]
+    return out
+
+
+def svg2_session(be, th, cf, seed, config, calls):
+    out = [be, th, cf, 0, 1] + list(struct.pack(">I", seed)) + config
+    out.append(len(calls) - 1)
+    for c in calls:
+        out += c
+    return bytes(out)
+
+
+def svg2_seeds():
+    f32, f16, bf16 = 0, 1, 2
+    plain = [t_spec(f32)] * 4
+    bhsd = [t_spec(f16, 1), t_spec(bf16, 1), t_spec(f32, 1), t_spec(bf16, 1)]
+    base = svg2_config(qc=4 * 3 + 1, kc=4 * 5 + 1, tp=4 * 30 + 1 + 80)
+    budget = svg2_config(F=3, Hp=4, Wp=6, t=1, text=5, text_real=3, heads=2,
+                         dim=16, qc=4 * 4 + 2, kc=0, tp=110, mkf=20, me=200,
+                         tl=3, tiles=(11, 1), rows=16, sink=1, it=0x21)
+    seeds = {
+        "warm_layers": svg2_session(3, 0, 1, 41, base, [
+            svg2_call(tensors=plain), svg2_call(tensors=plain),
+            svg2_call(layer=[1], tensors=plain),
+            svg2_call(layer=[1], step=[2], tensors=plain)]),
+        "batch_change_bhsd": svg2_session(2, 1, 1, 42, base, [
+            svg2_call(B=1, tensors=bhsd), svg2_call(B=2, tensors=bhsd),
+            svg2_call(B=1, tensors=bhsd, rp=3)]),
+        "budget_text_workload": svg2_session(3, 1, 1, 43, budget, [
+            svg2_call(tensors=plain, wl=0, wl_mags=(0, 0, 0)),
+            svg2_call(tensors=plain, wl=0, wl_mags=(0, 0, 0), co=3,
+                      co_extra=(6,)),
+            svg2_call(B=2, tensors=plain, wl=0, wl_mags=(0, 0, 0), co=2)]),
+        "huge_layers": svg2_session(3, 0, 1, 44, base, [
+            svg2_call(layer=IDX_MAX, tensors=plain),
+            svg2_call(layer=IDX_2P58_9, step=IDX_1E8, tensors=plain),
+            svg2_call(layer=IDX_M1, tensors=plain),
+            svg2_call(layer=IDX_MIN, step=IDX_MAX, tensors=plain)]),
+        "random_layer_twins": svg2_session(1, 7, 1, 45, base, [
+            svg2_call(layer=[228, 1, 2, 3, 4, 5, 6, 7, 8], tensors=plain),
+            svg2_call(layer=[231, 26], step=[230, 9], tensors=plain)]),
+        "extreme_values": svg2_session(3, 1, 1, 46, base, [
+            svg2_call(tensors=[t_spec(bf16), t_spec(bf16, mag=mag_elems([4, 0])),
+                               t_spec(bf16, mag=mag_rows(127, bf16)),
+                               t_spec(bf16)]),
+            svg2_call(tensors=[t_spec(f32, mag=mag_whole(125, f32)), t_spec(f32),
+                               t_spec(f32, mag=mag_whole(-140, f32)),
+                               t_spec(f32)], fit=1),
+            svg2_call(tensors=[t_spec(f16, mag=mag_whole(14, f16)),
+                               t_spec(f16, mag=mag_whole(-16, f16)),
+                               t_spec(f16, mag=mag_elems([0, 8])),
+                               t_spec(f16)], fit=5)]),
+        "nan_unchecked": svg2_session(2, 0, 0, 47, base, [
+            svg2_call(tensors=plain, nf=252), svg2_call(tensors=plain)]),
+        # read_config's extreme byte x >= 232 sets field x % 12: 3 is top_p
+        "bad_config_top_p": svg2_session(1, 0, 1, 48,
+                                         svg2_config(x=243, extra=(0,)),
+                                         [svg2_call(tensors=plain)]),
+        "bad_config_kmeans_iters": svg2_session(1, 0, 1, 49,
+                                                svg2_config(x=245, extra=(4,)),
+                                                [svg2_call(tensors=plain)]),
+    }
     return seeds
 
 
@@ -212,15 +366,17 @@ def main():
         "bad_negative": npy("<f4", [2, -1], data=b""),
     }
     at = attention_seeds()
-    for sub, seeds in (("safetensors", st), ("npy", nd), ("attention", at)):
+    s2 = svg2_seeds()
+    for sub, seeds in (("safetensors", st), ("npy", nd), ("attention", at),
+                       ("svg2_session", s2)):
         d = os.path.join(root, sub)
         os.makedirs(d, exist_ok=True)
         ext = {"safetensors": ".safetensors", "npy": ".npy"}.get(sub, ".bin")
         for name, blob in sorted(seeds.items()):
             with open(os.path.join(d, name + ext), "wb") as f:
                 f.write(blob)
-    print("wrote %d safetensors, %d npy and %d attention seeds under %s"
-          % (len(st), len(nd), len(at), root))
+    print("wrote %d safetensors, %d npy, %d attention and %d svg2_session seeds "
+          "under %s" % (len(st), len(nd), len(at), len(s2), root))
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ fi
 
 mkdir -p "$out"
 io_srcs="$(ls "$root"/src/io/*.c) $root/src/core/status.c"
-# The plan and attention targets link the whole library (the mask layer
-# calls the kernels) but not libstsa_mpi (src/dist); the AVX2, AVX-512 and
-# AMX micro-kernels are compiled on their own with their ISA flags (x86 only),
-# as CMake does.
+# The plan, attention and svg2_session targets link the whole library (the
+# mask layer calls the kernels) but not libstsa_mpi (src/dist); the AVX2,
+# AVX-512 and AMX micro-kernels are compiled on their own with their ISA
+# flags (x86 only), as CMake does.
 lib_srcs="$(find "$root/src" -name '*.c' ! -path '*/x86/*' ! -path '*/dist/*' | sort)"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 case $(uname -m) in
@@ -77,14 +77,19 @@ cat >"$out/npy.dict" <<'DICT'
 "-1"
 DICT
 
+# The library's OpenMP threads sleep between parallel regions rather than
+# spin: a fuzz target calls thousands of small problems a second.
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_WAIT_POLICY
+
 status=0
-for t in safetensors npy plan attention; do
+for t in safetensors npy plan attention svg2_session; do
   bin=$out/fuzz_$t
   extra=
   case $t in
     # plan: checked with the plan tests' brute-force oracle
     plan) srcs="$lib_srcs $root/tests/plan_oracle.c" dict= extra="-fopenmp -I$root/tests" ;;
-    attention) srcs=$lib_srcs dict= extra=-fopenmp ;;
+    attention | svg2_session) srcs=$lib_srcs dict= extra=-fopenmp ;;
     *) srcs=$io_srcs dict="-dict=$out/$t.dict" ;;
   esac
   echo "== building $bin"

@@ -290,7 +290,9 @@ STSA_API stsa_status stsa_ctx_last_run(const stsa_ctx *ctx, stsa_run_info *info)
  * finite rows within f32's rounding of the exact result (the logits' own
  * f32 rounding, a few ulps of scale |q_i| |k_j|, included; the amx
  * backend's tile unit takes bf16 values below 2^-126 as zero, as the
- * hardware does). Beyond it a logit may overflow f32 to +-inf or NaN, and
+ * hardware does). The range holds row by row: a row whose q and the keys
+ * of its head are inside it is held to this whatever other rows and heads
+ * of the call hold. Beyond it a logit may overflow f32 to +-inf or NaN, and
  * the rules below then apply to that logit (the reference, in double, does
  * not overflow there).
  *

@@ -15,9 +15,9 @@
  *     magnitude the other is scaled to keep the logits inside the range.
  * Dense and block-sparse calls also take a caller's scale past 1/log2(e),
  * with q or k at the dtype's largest value (the kernels' scaled q
- * overflowed there). The output goes to f32 (the tolerance) and to the
- * input dtype (finite).
- * Under an emulator (tu_emulated) two magnitudes a dtype: the ends.
+ * overflowed there), and with q's largest in one head, K's in the other. The output goes
+ * to f32 (the tolerance) and to the input dtype (finite). Under an emulator (tu_emulated)
+ * two magnitudes a dtype: the ends.
  */
 #include <float.h>
 #include <math.h>
@@ -49,8 +49,11 @@ typedef enum call_kind {
 } call_kind;
 static const char *const CALL_NAME[CALL_COUNT] = {"dense", "sparse", "svg", "svg2"};
 
-typedef enum form { WHOLE, ROW, ELEMENT } form;
-static const char *const FORM_NAME[] = {"whole tensor", "row 7", "element [7][3]"};
+/* HEADS: q's head 0 and k's head 1 carry the magnitude (each head inside
+ * the range on its own, the call's largest q and K far outside together) */
+typedef enum form { WHOLE, ROW, ELEMENT, HEADS } form;
+static const char *const FORM_NAME[] = {"whole tensor", "row 7", "element [7][3]",
+                                        "head 0 of q and head 1 of k"};
 
 typedef struct sweep_case {
   stsa_dtype dtype;
@@ -72,12 +75,13 @@ static double dtype_max(stsa_dtype t) {
 static double dtype_min(stsa_dtype t) { return t == STSA_F16 ? 0x1p-14 : 1e-30; }
 
 /* ---- data ------------------------------------------------------------------ */
-static void scale_elements(stsa_tensor *t, int64_t s0, int64_t s1, int64_t d0, int64_t d1,
-                           double f) {
-  for (int64_t h = 0; h < H; h++)
+/* Elements [s0, s1) x [d0, d1) of head h (every head: h = -1) times f. */
+static void scale_elements(stsa_tensor *t, int64_t h, int64_t s0, int64_t s1, int64_t d0,
+                           int64_t d1, double f) {
+  for (int64_t h1 = h < 0 ? H : h + 1, h0 = h < 0 ? 0 : h; h0 < h1; h0++)
     for (int64_t s = s0; s < s1; s++)
       for (int64_t d = d0; d < d1; d++) {
-        const size_t off = tu_offset(t, 0, s, h, d);
+        const size_t off = tu_offset(t, 0, s, h0, d);
         tu_store(t->data, t->dtype, off, f * tu_load(t->data, t->dtype, off));
       }
 }
@@ -86,9 +90,9 @@ static void scale_elements(stsa_tensor *t, int64_t s0, int64_t s1, int64_t d0, i
  * each head, or element [7][3] of each head (set to f times the sign). */
 static void apply_form(stsa_tensor *t, form shape, double f) {
   if (shape == WHOLE)
-    scale_elements(t, 0, N, 0, D, f);
+    scale_elements(t, -1, 0, N, 0, D, f);
   else if (shape == ROW)
-    scale_elements(t, 7, 8, 0, D, f);
+    scale_elements(t, -1, 7, 8, 0, D, f);
   else
     for (int64_t h = 0; h < H; h++)
       tu_store(t->data, t->dtype, tu_offset(t, 0, 7, h, 3), h ? -f : f);
@@ -104,11 +108,12 @@ static double row_norm(const stsa_tensor *t, int64_t h, int64_t s) {
   return sqrt(ss);
 }
 
-static double max_norm(const stsa_tensor *t) {
+/* The largest |row| of head h of t (of every head: h = -1). */
+static double max_norm(const stsa_tensor *t, int64_t h) {
   double most = 0;
-  for (int64_t h = 0; h < H; h++)
+  for (int64_t h1 = h < 0 ? H : h + 1, h0 = h < 0 ? 0 : h; h0 < h1; h0++)
     for (int64_t s = 0; s < N; s++)
-      most = fmax(most, row_norm(t, h, s));
+      most = fmax(most, row_norm(t, h0, s));
   return most;
 }
 
@@ -139,13 +144,23 @@ static void make_case(const sweep_case *c, stsa_tensor *q, stsa_tensor *k,
     apply_form(v, c->shape, c->magnitude);
     return;
   }
+  if (c->shape == HEADS) {
+    scale_elements(q, 0, 0, N, 0, D, c->magnitude);
+    scale_elements(k, 1, 0, N, 0, D, c->magnitude);
+    for (int64_t h = 0; h < H; h++) { /* the head's other tensor down */
+      const double reach = scale_of(c) * max_norm(q, h) * max_norm(k, h);
+      if (reach > LOGIT_LIMIT)
+        scale_elements(h ? q : k, h, 0, N, 0, D, LOGIT_LIMIT / reach * 0.5);
+    }
+    return;
+  }
   stsa_tensor *carrier = c->target == 'q' ? q : k, *other = c->target == 'q' ? k : q;
   apply_form(carrier, c->shape, c->magnitude);
   if (c->shape == WHOLE && 1.0 / c->magnitude >= dtype_min(c->dtype))
-    scale_elements(other, 0, N, 0, D, 1.0 / c->magnitude);
-  const double reach = scale_of(c) * max_norm(q) * max_norm(k);
+    scale_elements(other, -1, 0, N, 0, D, 1.0 / c->magnitude);
+  const double reach = scale_of(c) * max_norm(q, -1) * max_norm(k, -1);
   if (reach > LOGIT_LIMIT)
-    scale_elements(other, 0, N, 0, D, LOGIT_LIMIT / reach * 0.5);
+    scale_elements(other, -1, 0, N, 0, D, LOGIT_LIMIT / reach * 0.5);
 }
 
 /* ---- the calls ------------------------------------------------------------- */
@@ -283,10 +298,11 @@ static void memo_free(oracle_memo *m) {
  * turns into relative errors of the weights. */
 static void row_reach(const stsa_tensor *q, const stsa_tensor *k, double scale,
                       double *reach) {
-  const double kn = max_norm(k);
-  for (int64_t h = 0; h < H; h++)
+  for (int64_t h = 0; h < H; h++) {
+    const double kn = max_norm(k, h);
     for (int64_t i = 0; i < N; i++)
       reach[h * N + i] = scale * row_norm(q, h, i) * kn;
+  }
 }
 
 /* Holds out (f32) to the oracle row by row: max |out - oracle| over the
@@ -413,11 +429,13 @@ int main(void) {
         }
     /* a scale past 1/log2(e) (D <= 2 by default, or a caller's): q near the
      * top of its range overflowed f32 when the kernels multiplied it by
-     * scale * log2(e) (NaN rows); and a large K beside it */
+     * scale * log2(e) (NaN rows); a large K beside it; and the two in
+     * different heads (K took the power of two the call's largest q needed,
+     * and overflowed: fuzz/repro/k_exp_rows.c) */
     const double scales[] = {2.0, 1e30};
     for (size_t si = 0; si < sizeof scales / sizeof *scales; si++)
       for (size_t gi = 0; gi < 2; gi++)
-        for (int shape = WHOLE; shape <= ELEMENT; shape++) {
+        for (int shape = WHOLE; shape <= (gi ? ELEMENT : HEADS); shape++) {
           const sweep_case c = {dtypes[ti], targets[gi], (form)shape,
                                 dtype_max(dtypes[ti]), scales[si]};
           check_case(&c, band);

@@ -266,8 +266,8 @@ static int run_head(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
 stsa_status stsa_rows_fused_run(const stsa_rows_fused *f, int threads, stsa_workspace *ws,
                                 int *finite_ok) {
   const int64_t H = f->pb->H;
-  *finite_ok = !f->pb->k_exp; /* a K the general path scales (tile_loop.h) */
-  if (f->pb->k_exp)
+  *finite_ok = !f->pb->k_fit; /* a K the general path scales (tile_loop.h) */
+  if (f->pb->k_fit)
     return STSA_OK;
   threads = threads < H ? threads : (int)H;
   threads = threads > 0 ? threads : 1;

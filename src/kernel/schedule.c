@@ -144,21 +144,23 @@ static void pack_tile(const stsa_work *w, int64_t head, int64_t t, int has_used,
   stsa_pack_kv_span(w->pb, head / w->pb->H, head % w->pb->H, t, &sp, lay.kv_rows, pack);
 }
 
-/* Once every tile `head` visits is packed: K times 2^k_exp where the call
- * moved that much of its scale from q to K (tile_loop.h: stsa_attn_problem),
+/* Once every tile `head` visits is packed: K times 2^k_exp where the head
+ * moves that much of the scale from q to K (tile_loop.h: stsa_kv_k_exp),
  * and V scaled into the range where no P.V sum overflows (STSA_V_SUM_LIMIT)
  * for a V with values near FLT_MAX. Only such calls and heads; every other
  * keeps its bytes. */
 static void fit_ranges(const stsa_work *w, int64_t head, int has_used,
                        const uint8_t *used, stsa_kv_packed *pack) {
   pack->v_exp = stsa_kv_v_exp(w->pb, pack, has_used ? used : NULL);
-  if (!pack->v_exp && !w->pb->k_exp)
+  pack->k_exp = stsa_kv_k_exp(w->pb, pack, head / w->pb->H, head % w->pb->H,
+                              has_used ? used : NULL);
+  if (!pack->v_exp && !pack->k_exp)
     return;
   const stsa_kv_layout lay = kv_layout_of(w, head);
   for (int64_t t = 0; t < stsa_kv_tiles(w->pb); t++)
     if (!has_used || used[t]) {
       const stsa_kv_span sp = stsa_kv_span_of(w->pb, lay.kv_start, lay.kv_pack, t);
-      if (w->pb->k_exp)
+      if (pack->k_exp)
         stsa_kv_scale_k_span(w->pb, pack, t, &sp);
       if (pack->v_exp)
         stsa_kv_scale_v_span(w->pb, pack, &sp);

@@ -33,38 +33,46 @@
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* max |element| of t (+inf for NaN/Inf), row by row through the table's
- * loads. */
-static float tensor_abs_max(const stsa_tensor *t, const stsa_kernels *kern) {
+/* max |element| of t's rows of (b, h) as bits, through the table's loads. */
+static uint32_t head_abs_max_bits(const stsa_tensor *t, const stsa_kernels *kern,
+                                  int64_t b, int64_t h) {
   float row[STSA_MAX_HEAD_DIM];
   uint32_t most = 0;
   const int D = (int)t->shape[3];
-  for (int64_t b = 0; b < t->shape[0]; b++)
-    for (int64_t s = 0; s < t->shape[1]; s++)
-      for (int64_t h = 0; h < t->shape[2]; h++) {
-        kern->load_row(stsa_tensor_row(t, b, s, h), t->dtype, t->stride[3], D, row);
-        const uint32_t m = stsa_abs_max_bits(row, D);
-        most = m > most ? m : most;
-      }
-  float x;
-  memcpy(&x, &most, sizeof x);
-  return most < 0x7f800000u ? x : INFINITY;
+  for (int64_t s = 0; s < t->shape[1]; s++) {
+    kern->load_row(stsa_tensor_row(t, b, s, h), t->dtype, t->stride[3], D, row);
+    const uint32_t m = stsa_abs_max_bits(row, D);
+    most = m > most ? m : most;
+  }
+  return most;
 }
 
-/* The exponent K takes over from q (stsa_attn_problem: k_exp): 0 unless
- * scale * log2(e) > 1 (D <= 2, or a caller's large scale) would carry some
- * q of the call past f32's range. q and k are read once for such scales
- * only. A K that then leaves the range belongs to a call outside the
- * documented one (scale |q_i| |k_j| < 1e38 fails for the two maxima). */
-static int k_exp_for(const stsa_tensor *q, const stsa_kernels *kern, double qscale) {
+/* The value of stsa_abs_max_bits, +inf for NaN/Inf. */
+static float abs_max_value(uint32_t bits) {
+  float x;
+  memcpy(&x, &bits, sizeof x);
+  return bits < 0x7f800000u ? x : INFINITY;
+}
+
+/* max |element| of t (+inf for NaN/Inf). */
+static float tensor_abs_max(const stsa_tensor *t, const stsa_kernels *kern) {
+  uint32_t most = 0;
+  for (int64_t b = 0; b < t->shape[0]; b++)
+    for (int64_t h = 0; h < t->shape[2]; h++) {
+      const uint32_t m = head_abs_max_bits(t, kern, b, h);
+      most = m > most ? m : most;
+    }
+  return abs_max_value(most);
+}
+
+/* Whether some q of the call times qscale = scale * log2(e) > 1 (D <= 2,
+ * or a caller's large scale) would leave f32's range (stsa_attn_problem:
+ * k_fit). q is read once for such scales only. */
+static int k_fit_for(const stsa_tensor *q, const stsa_kernels *kern, double qscale) {
   if (qscale <= 1.0)
     return 0;
   const double reach = (double)tensor_abs_max(q, kern) * qscale;
-  if (!(reach >= 0x1p126) || isinf(reach))
-    return 0; /* it fits; or NaN/Inf, which follow stsa.h's rules */
-  int e;
-  (void)frexp(reach / 0x1p126, &e); /* reach / 2^e < 2^126 */
-  return e;
+  return reach >= 0x1p126 && !isinf(reach); /* NaN/Inf follow stsa.h's rules */
 }
 
 void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_tensor *k,
@@ -86,8 +94,8 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->D_pad = (int)round_up(pb->D, pb->nr);
   double scale = opts && opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)pb->D);
   pb->scale = scale;
-  pb->k_exp = k_exp_for(q, kern, scale * LOG2E);
-  pb->qscale = (float)ldexp(scale * LOG2E, -pb->k_exp);
+  pb->k_fit = k_fit_for(q, kern, scale * LOG2E);
+  pb->qscale = (float)(scale * LOG2E);
   pb->lse = opts ? opts->lse : NULL;
   pb->q_tile = (int)round_up(q_tile, pb->mr);
   pb->kv_tile = kv_tile;
@@ -211,13 +219,6 @@ static uint16_t bf16_bits(float x) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);
   return (uint16_t)(u >> 16);
-}
-
-/* The value of stsa_abs_max_bits, +inf for NaN/Inf. */
-static float abs_max_value(uint32_t bits) {
-  float x;
-  memcpy(&x, &bits, sizeof x);
-  return bits < 0x7f800000u ? x : INFINITY;
 }
 
 /* The K and V rows of span positions [p0, p0 + count) (NULL past the
@@ -351,9 +352,31 @@ int stsa_kv_v_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
   return stsa_v_exp_for(pb, most);
 }
 
+int stsa_kv_k_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
+                  int64_t h, const uint8_t *used) {
+  if (!pb->k_fit)
+    return 0;
+  const double reach =
+      (double)abs_max_value(head_abs_max_bits(pb->q, pb->kern, b, h)) * pb->qscale;
+  if (!(reach >= 0x1p126) || isinf(reach))
+    return 0;
+  int e;
+  (void)frexp(reach / 0x1p126, &e); /* reach / 2^e < 2^126 */
+  float k_most = 0.0f;
+  for (int64_t t = 0; t < stsa_kv_tiles(pb); t++)
+    if (!used || used[t])
+      k_most = kv->k_max[t] > k_most ? kv->k_max[t] : k_most;
+  if (k_most > 0.0f && !isinf(k_most)) {
+    int ek;
+    (void)frexpf(k_most, &ek); /* k_most < 2^ek: K 2^(127 - ek) < 2^127 */
+    e = e < 127 - ek ? e : 127 - ek;
+  }
+  return e > 0 ? e : 0;
+}
+
 void stsa_kv_scale_k_span(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           int64_t tile, const stsa_kv_span *sp) {
-  const float f = ldexpf(1.0f, pb->k_exp);
+  const float f = ldexpf(1.0f, kv->k_exp);
   kv->k_max[tile] *= f;
   if (pb->bf16_tiles) { /* 16-key panels of D32 / 32 blocks (stsa_bf16_tile: kb) */
     const int64_t chunks = pb->D32 / 32;
@@ -486,10 +509,12 @@ static void prefetch_q_row(const stsa_attn_problem *pb, int64_t b, int64_t h, in
     prefetch_bytes(stsa_tensor_row(pb->q, b, q_rows[q0 + r], h), bytes);
 }
 
-/* Loads the q tile's rows, scaled into log2 units; padding rows are zero.
- * Returns max |q'| over the scaled tile (+inf for NaN/Inf). */
-static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_t q0,
-                         int rows, int rows_pad, const int64_t *q_rows, float *qbuf) {
+/* Loads the q tile's rows, scaled into log2 units (times qscale, the
+ * problem's times the head's 2^-k_exp); padding rows are zero. Returns max
+ * |q'| over the scaled tile (+inf for NaN/Inf). */
+static float load_q_tile(const stsa_attn_problem *pb, float qscale, int64_t b, int64_t h,
+                         int64_t q0, int rows, int rows_pad, const int64_t *q_rows,
+                         float *qbuf) {
   const int D = pb->D;
   uint32_t q_max = 0;
   const int64_t q_bytes = prefetched_row_bytes(pb->q, pb->D);
@@ -502,7 +527,7 @@ static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int6
     pb->kern->load_row(stsa_tensor_row(pb->q, b, tok, h), pb->q->dtype, pb->q->stride[3],
                        D, dst);
     for (int d = 0; d < D; d++)
-      dst[d] *= pb->qscale;
+      dst[d] *= qscale;
     uint32_t qm = stsa_abs_max_bits(dst, D);
     q_max = qm > q_max ? qm : q_max;
   }
@@ -511,15 +536,17 @@ static float load_q_tile(const stsa_attn_problem *pb, int64_t b, int64_t h, int6
   return abs_max_value(q_max);
 }
 
-/* The q tile's rows as bf16 times bf16_q_pow2, D32 long (zeros past D and
- * in padding rows): the A operand of full_tile_bf16, in place of
+/* The q tile's rows as bf16 times bf16_q_pow2 2^-k_exp, D32 long (zeros
+ * past D and in padding rows): the A operand of full_tile_bf16, in place of
  * load_q_tile's f32 rows. A power of two changes the exponent only, so the
  * bf16 significand is kept; values it takes below f32's normal range are
  * flushed, as the tile unit would. Returns what load_q_tile returns, max
- * |q| times qscale (+inf for NaN/Inf), for the tile loop's safety test. */
-static float load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
-                              int64_t q0, int rows, int rows_pad, const int64_t *q_rows,
-                              uint16_t *qb) {
+ * |q| times the head's qscale (+inf for NaN/Inf), for the tile loop's safety
+ * test. */
+static float load_q_tile_bf16(const stsa_attn_problem *pb, int k_exp, int64_t b,
+                              int64_t h, int64_t q0, int rows, int rows_pad,
+                              const int64_t *q_rows, uint16_t *qb) {
+  const float pow2 = ldexpf(pb->bf16_q_pow2, -k_exp);
   float row[STSA_MAX_HEAD_DIM];
   uint32_t q_max = 0;
   memset(qb, 0, sizeof(uint16_t) * (size_t)rows_pad * (size_t)pb->D32);
@@ -534,13 +561,13 @@ static float load_q_tile_bf16(const stsa_attn_problem *pb, int64_t b, int64_t h,
     const uint32_t qm = stsa_abs_max_bits(row, pb->D);
     q_max = qm > q_max ? qm : q_max;
     for (int d = 0; d < pb->D; d++) {
-      const float x = row[d] * pb->bf16_q_pow2;
+      const float x = row[d] * pow2;
       qb[(int64_t)r * pb->D32 + d] = fpclassify(x) == FP_SUBNORMAL
                                          ? (uint16_t)(signbit(x) ? 0x8000u : 0)
                                          : bf16_bits(x);
     }
   }
-  return abs_max_value(q_max) * pb->qscale;
+  return abs_max_value(q_max) * ldexpf(pb->qscale, -k_exp);
 }
 
 /* Normalises the finished rows and writes them in the caller's layout:
@@ -1121,9 +1148,10 @@ void stsa_run_q_tile_in(const stsa_attn_problem *pb, const stsa_kv_packed *kv, i
   const int64_t *kv_start = lay ? lay->kv_start : NULL;
   const int64_t *kv_pack = lay ? lay->kv_pack : NULL;
   const int32_t *pattern = lay ? lay->pattern : NULL;
-  sc->q_max = pb->bf16_tiles
-                  ? load_q_tile_bf16(pb, b, h, q0, rows, rows_pad, q_rows, sc->qb)
-                  : load_q_tile(pb, b, h, q0, rows, rows_pad, q_rows, sc->q);
+  sc->q_max = pb->bf16_tiles ? load_q_tile_bf16(pb, kv->k_exp, b, h, q0, rows, rows_pad,
+                                                q_rows, sc->qb)
+                             : load_q_tile(pb, ldexpf(pb->qscale, -kv->k_exp), b, h, q0,
+                                           rows, rows_pad, q_rows, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)rows_pad * (size_t)D_pad);
   for (int r = 0; r < rows_pad; r++) {
     sc->m[r] = -INFINITY;

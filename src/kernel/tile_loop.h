@@ -18,11 +18,13 @@ typedef struct stsa_attn_problem {
   const stsa_tensor *q, *k, *v, *out;
   float *lse;   /* optional [B, H, S_q] */
   double scale; /* the softmax scale */
-  /* scale * log2(e) 2^-k_exp: q rows are loaded times it and K packed times
-   * 2^k_exp, so scores come out in log2 units. k_exp is 0 but where a q
-   * times scale * log2(e) > 1 would overflow f32 (stsa_problem_init). */
+  /* scale * log2(e): q rows are loaded times it (times 2^-k_exp of their
+   * head, stsa_kv_packed), so scores come out in log2 units. */
   float qscale;
-  int k_exp;
+  /* 1 where scale * log2(e) > 1 would carry some q of the call past f32's
+   * range: each head then moves 2^k_exp of the scale from q to its K
+   * (stsa_kv_k_exp); 0 for every other call (stsa_problem_init). */
+  int k_fit;
   int64_t B, H, Sq, Skv;
   int D;           /* head dim */
   int mr, nr;      /* the kernel table's register tile (kernels.h) */
@@ -141,6 +143,9 @@ typedef struct stsa_kv_packed {
   /* V is packed times 2^-v_exp and the rows stored times 2^v_exp
    * (stsa_kv_fit_v_range); 0 for every V whose P.V sums cannot overflow */
   int v_exp;
+  /* q rows of this head are loaded times 2^-k_exp and K packed times
+   * 2^k_exp (stsa_kv_k_exp); 0 unless pb->k_fit */
+  int k_exp;
   /* Only with pb->bf16_tiles (else NULL), in 1 KB blocks of 16 x 32 bf16
    * (kernels.h: stsa_bf16_tile):
    *   kb[(r / 16) D32 / 32 + d / 32][(d % 32) / 2][r % 16][d % 2] = K[r][d]
@@ -179,8 +184,16 @@ int stsa_v_exp_for(const stsa_attn_problem *pb, float v_max);
  * scales each visited tile (stsa_kv_scale_v_span) when it is not 0. */
 int stsa_kv_v_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                   const uint8_t *used);
+/* After every kv tile (b, h) visits is packed, with pb->k_fit: the head's
+ * k_exp, the power of two of the scale its K takes over from q so that no q
+ * of the head leaves f32's range, as far as its K stays inside it (a row
+ * that still overflows is outside the documented range with the head's
+ * largest key). 0 without pb->k_fit. The caller then scales each visited
+ * tile (stsa_kv_scale_k_span) when it is not 0. */
+int stsa_kv_k_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
+                  int64_t h, const uint8_t *used);
 /* Multiplies the packed K rows of tile `tile` at sp, and its k_max, by
- * 2^pb->k_exp (stsa_attn_problem). */
+ * 2^kv->k_exp. */
 void stsa_kv_scale_k_span(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           int64_t tile, const stsa_kv_span *sp);
 /* Multiplies the packed V rows of the tile at sp by 2^-kv->v_exp. */
