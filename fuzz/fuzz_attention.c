@@ -53,35 +53,6 @@ static int64_t size_in(reader *r, int64_t small, int64_t big) {
 }
 
 /* ---- checks -------------------------------------------------------------- */
-/* After a successful call: out's non-element bytes untouched, and (e not
- * NULL) outputs finite where the finite-input contract says so. */
-static void check_out_written(const stsa_tensor *out, const buf *ob, const expect *e) {
-  const size_t esize = stsa_dtype_size(out->dtype);
-  const size_t base = (size_t)((const unsigned char *)out->data - ob->base);
-  unsigned char *owned = calloc(ob->bytes, 1);
-  if (!owned)
-    fail("out of memory in the harness", NULL);
-  for (int64_t b = 0; b < out->shape[0]; b++)
-    for (int64_t s = 0; s < out->shape[1]; s++)
-      for (int64_t h = 0; h < out->shape[2]; h++)
-        for (int64_t d = 0; d < out->shape[3]; d++) {
-          size_t off = base + esize * (size_t)(b * out->stride[0] + s * out->stride[1] +
-                                               h * out->stride[2] + d * out->stride[3]);
-          memset(owned + off, 1, esize);
-          if (e && !isfinite(load(out, b, s, h, d)) && elem_finite(e, b, s, h, d)) {
-            char at[160];
-            snprintf(at, sizeof at, "b %lld, s %lld, h %lld, d %lld; reach %g",
-                     (long long)b, (long long)s, (long long)h, (long long)d,
-                     expect_reach(e, b, s, h));
-            fail("non-finite output from finite inputs inside the finite range", at);
-          }
-        }
-  for (size_t i = 0; i < ob->bytes; i++)
-    if (!owned[i] && ob->base[i] != ob->snap[i])
-      fail("a byte of out's buffer outside its elements was written", NULL);
-  free(owned);
-}
-
 /* Output tolerance against the reference: the kernels accumulate in f32, the
  * reference in double; out is rounded to its dtype either way. Relative to the
  * largest |v_j[d]| of the column (out is a convex combination of them). */

@@ -551,4 +551,35 @@ static FT_UNUSED int elem_finite(const expect *e, int64_t b, int64_t s, int64_t 
   return row_finite(e, b, s, h) && e->vmax[(e->H * b + h) * e->D + d] <= e->out_max;
 }
 
+/* After a successful call: out's non-element bytes untouched, and (e not
+ * NULL) outputs finite where the finite-input contract says so. */
+static FT_UNUSED void check_out_written(const stsa_tensor *out, const buf *ob,
+                                        const expect *e) {
+  const size_t esize = stsa_dtype_size(out->dtype);
+  const size_t base = (size_t)((const unsigned char *)out->data - ob->base);
+  unsigned char *owned = calloc(ob->bytes, 1);
+  if (!owned)
+    fail("out of memory in the harness", NULL);
+  for (int64_t b = 0; b < out->shape[0]; b++)
+    for (int64_t s = 0; s < out->shape[1]; s++)
+      for (int64_t h = 0; h < out->shape[2]; h++)
+        for (int64_t d = 0; d < out->shape[3]; d++) {
+          memset(owned + base + esize * elem_off(out, b, s, h, d), 1, esize);
+          if (e && !isfinite(load(out, b, s, h, d)) && elem_finite(e, b, s, h, d)) {
+            char at[160];
+            snprintf(at, sizeof at, "b %lld, s %lld, h %lld, d %lld; reach %g",
+                     (long long)b, (long long)s, (long long)h, (long long)d,
+                     expect_reach(e, b, s, h));
+            if (tracing())
+              for (int64_t j = 0; j < out->shape[1] && j < 64; j++)
+                fprintf(stderr, "  out[%lld] %g\n", (long long)j, load(out, b, j, h, d));
+            fail("non-finite output from finite inputs inside the finite range", at);
+          }
+        }
+  for (size_t i = 0; i < ob->bytes; i++)
+    if (!owned[i] && ob->base[i] != ob->snap[i])
+      fail("a byte of out's buffer outside its elements was written", NULL);
+  free(owned);
+}
+
 #endif
