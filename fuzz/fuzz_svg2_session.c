@@ -353,8 +353,11 @@ static void run_call(reader *r, const pair *p, const stsa_svg_config *c, uint64_
   arena_snapshot(&ar);
   if (tracing() && !broken)
     for (int64_t j = 0; j < N && j < 16; j++)
-      fprintf(stderr, "  token %lld: q %g k %g v %g (d 0, b 0, h 0)\n", (long long)j,
-              load(&q, 0, j, 0, 0), load(&k, 0, j, 0, 0), load(&v, 0, j, 0, 0));
+      for (int64_t h = 0; h < q.shape[2] && h < 4; h++)
+        for (int64_t d = 0; d < q.shape[3] && d < 4; d++)
+          fprintf(stderr, "  token %lld, h %lld, d %lld: q %g k %g v %g (b 0)\n",
+                  (long long)j, (long long)h, (long long)d, load(&q, 0, j, h, d),
+                  load(&k, 0, j, h, d), load(&v, 0, j, h, d));
   const stsa_status st = one(p, 0, &a, layer, step, &q, &k, &v, &out, repp);
   const char *msg = stsa_ctx_last_error(p->ctx[0]);
   if (tracing())

@@ -310,9 +310,9 @@ static void row_reach(const stsa_tensor *q, const stsa_tensor *k, double scale,
  * f32 rounding explains (8 ulps of the row's reach). Returns the worst
  * row's error over its tolerance (> 1 fails; +inf for a non-finite value). */
 static double worst_row_error(const stsa_tensor *out, const double *want,
-                              const double *reach, int64_t *at) {
+                              const double *reach, int64_t heads, int64_t *at) {
   double worst = 0;
-  for (int64_t h = 0; h < H; h++)
+  for (int64_t h = 0; h < heads; h++)
     for (int64_t i = 0; i < N; i++) {
       const double *w = want + (h * N + i) * D;
       double row_scale = 0, diff = 0;
@@ -369,7 +369,7 @@ static void check_case(const sweep_case *c, const stsa_mask *band) {
       if (st == STSA_OK) {
         int64_t at = -1;
         const double err = worst_row_error(
-            &out, oracle_for(&memo, scale_of(c), &q, &k, &v, keep), reach, &at);
+            &out, oracle_for(&memo, scale_of(c), &q, &k, &v, keep), reach, H, &at);
         CHECK(err <= 1, "%s, %s [%s]: row %lld (head %lld) off by %.3g of its tolerance",
               name, CALL_NAME[call], bn, (long long)(at % N), (long long)(at / N), err);
         if (backends[bi] != STSA_BACKEND_REF) { /* its stores are the others' */
@@ -386,6 +386,46 @@ static void check_case(const sweep_case *c, const stsa_mask *band) {
             name, CALL_NAME[call], bn);
       tu_free_tensor(&out), tu_free_tensor(&low);
     }
+  memo_free(&memo);
+  free(reach);
+  tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
+}
+
+/* A NaN in head 1's q (with check_finite off) leaves head 0, whose q is
+ * near the top of its range under a scale of 2, to the contract: the power
+ * of two a head moves from q onto its K is read from the head's own q (the
+ * call's maximum, NaN, had left head 0's q to overflow: fuzz_svg2_session). */
+static void check_nan_apart(stsa_dtype dtype) {
+  const sweep_case c = {dtype, 'q', HEADS, dtype_max(dtype), 2.0};
+  stsa_tensor q, k, v;
+  make_case(&c, &q, &k, &v);
+  tu_store(q.data, dtype, tu_offset(&q, 0, 5, 1, 1), NAN);
+  double *reach = malloc(sizeof(double) * H * N);
+  row_reach(&q, &k, c.scale, reach);
+  oracle_memo memo = {0};
+  uint8_t *keep[H] = {NULL, NULL};
+  const double *want = oracle_for(&memo, c.scale, &q, &k, &v, keep);
+  stsa_backend backends[MAX_BACKENDS] = {STSA_BACKEND_REF};
+  const int nb = 1 + tu_tiled_backends(backends + 1);
+  const stsa_attn_opts ao = {sizeof ao, (float)c.scale, NULL};
+  for (int bi = 0; bi < nb; bi++) {
+    stsa_ctx *ctx = make_ctx(backends[bi]);
+    stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 0);
+    stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+    const stsa_status st = stsa_attention(ctx, &q, &k, &v, &out, &ao);
+    int64_t at = -1;
+    const double err =
+        st == STSA_OK ? worst_row_error(&out, want, reach, 1, &at) : INFINITY;
+    CHECK(err <= 1,
+          "%s inputs, a NaN in head 1's q, dense [%s]: %s, head 0 row %lld off by %.3g "
+          "of its tolerance",
+          stsa_dtype_name(dtype), stsa_backend_name(backends[bi]), stsa_status_str(st),
+          (long long)at, err);
+    CHECK(tu_guard_ok(out.data), "a NaN in head 1's q [%s]: guard bytes",
+          stsa_backend_name(backends[bi]));
+    tu_free_tensor(&out);
+    stsa_ctx_free(ctx);
+  }
   memo_free(&memo);
   free(reach);
   tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
@@ -440,6 +480,7 @@ int main(void) {
                                 dtype_max(dtypes[ti]), scales[si]};
           check_case(&c, band);
         }
+    check_nan_apart(dtypes[ti]);
   }
   stsa_mask_free(band);
   return tu_finish("test_finite_range");

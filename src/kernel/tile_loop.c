@@ -54,25 +54,31 @@ static float abs_max_value(uint32_t bits) {
   return bits < 0x7f800000u ? x : INFINITY;
 }
 
-/* max |element| of t (+inf for NaN/Inf). */
-static float tensor_abs_max(const stsa_tensor *t, const stsa_kernels *kern) {
-  uint32_t most = 0;
-  for (int64_t b = 0; b < t->shape[0]; b++)
-    for (int64_t h = 0; h < t->shape[2]; h++) {
-      const uint32_t m = head_abs_max_bits(t, kern, b, h);
-      most = m > most ? m : most;
-    }
-  return abs_max_value(most);
-}
-
-/* Whether some q of the call times qscale = scale * log2(e) > 1 (D <= 2,
- * or a caller's large scale) would leave f32's range (stsa_attn_problem:
- * k_fit). q is read once for such scales only. */
-static int k_fit_for(const stsa_tensor *q, const stsa_kernels *kern, double qscale) {
+/* The power of two of qscale = scale * log2(e) that head (b, h) of q must
+ * move onto K so that none of its q times qscale leaves f32's range (as
+ * far as its K allows: stsa_kv_k_exp); 0 where it fits, and for a head
+ * holding NaN or Inf, which follows stsa.h's rules unscaled. */
+static int head_q_exp(const stsa_tensor *q, const stsa_kernels *kern, int64_t b,
+                      int64_t h, double qscale) {
   if (qscale <= 1.0)
     return 0;
-  const double reach = (double)tensor_abs_max(q, kern) * qscale;
-  return reach >= 0x1p126 && !isinf(reach); /* NaN/Inf follow stsa.h's rules */
+  const double reach = (double)abs_max_value(head_abs_max_bits(q, kern, b, h)) * qscale;
+  if (!(reach >= 0x1p126) || isinf(reach))
+    return 0;
+  int e;
+  (void)frexp(reach / 0x1p126, &e); /* reach / 2^e < 2^126 */
+  return e;
+}
+
+/* Whether some head needs head_q_exp (stsa_attn_problem: k_fit): q is read
+ * once, for scale * log2(e) > 1 only (D <= 2, or a caller's large scale).
+ * Head by head: a NaN in one head leaves the others to the contract. */
+static int k_fit_for(const stsa_tensor *q, const stsa_kernels *kern, double qscale) {
+  for (int64_t b = 0; qscale > 1.0 && b < q->shape[0]; b++)
+    for (int64_t h = 0; h < q->shape[2]; h++)
+      if (head_q_exp(q, kern, b, h, qscale) > 0)
+        return 1;
+  return 0;
 }
 
 void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_tensor *k,
@@ -354,14 +360,9 @@ int stsa_kv_v_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
 
 int stsa_kv_k_exp(const stsa_attn_problem *pb, const stsa_kv_packed *kv, int64_t b,
                   int64_t h, const uint8_t *used) {
-  if (!pb->k_fit)
+  int e = pb->k_fit ? head_q_exp(pb->q, pb->kern, b, h, pb->qscale) : 0;
+  if (e == 0)
     return 0;
-  const double reach =
-      (double)abs_max_value(head_abs_max_bits(pb->q, pb->kern, b, h)) * pb->qscale;
-  if (!(reach >= 0x1p126) || isinf(reach))
-    return 0;
-  int e;
-  (void)frexp(reach / 0x1p126, &e); /* reach / 2^e < 2^126 */
   float k_most = 0.0f;
   for (int64_t t = 0; t < stsa_kv_tiles(pb); t++)
     if (!used || used[t])
