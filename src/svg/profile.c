@@ -184,8 +184,9 @@ static stsa_tensor head_view(const stsa_tensor *t, int64_t b, int64_t h) {
 stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
                                    const stsa_mask *const *masks, int nmasks,
                                    const int64_t *rows, int per_head, int64_t nrows,
-                                   const stsa_tensor *q, const stsa_tensor *k,
-                                   const stsa_tensor *v, int64_t b, double *row_sq) {
+                                   const int32_t *const *orders, const stsa_tensor *q,
+                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                   double *row_sq) {
   enum { MAX = 4 };
   STSA_RETURN_IF(nmasks < 2 || nmasks > MAX, &ctx->err, STSA_ERR_BAD_PARAM,
                  "profiling: %d masks (2..%d)", nmasks, MAX);
@@ -208,8 +209,8 @@ stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
     st =
         rows_plan(ctx, g, masks[i], rows + i % H * stride, nrows, kb.shape[1], &plans[i]);
   if (st == STSA_OK)
-    st = stsa_sparse_rows_per_head(ctx, (const stsa_plan *const *)plans, nmasks, &qs, &kb,
-                                   &vb, outs);
+    st = stsa_sparse_rows_dense_and_heads(ctx, (const stsa_plan *const *)plans, nmasks,
+                                          orders, &qs, &kb, &vb, outs);
   for (int64_t i = 0; plans && i < nmasks * H; i++)
     stsa_plan_free(plans[i]);
   if (st == STSA_OK) {
@@ -226,10 +227,11 @@ stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
 stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
                                   const stsa_mask *const *masks, int nmasks,
                                   const int64_t *rows, int64_t nrows,
-                                  const stsa_tensor *q, const stsa_tensor *k,
-                                  const stsa_tensor *v, int64_t b, int64_t h,
-                                  double *row_sq) {
+                                  const int32_t *order, const stsa_tensor *q,
+                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                  int64_t h, double *row_sq) {
   stsa_tensor qh = head_view(q, b, h), kh = head_view(k, b, h), vh = head_view(v, b, h);
-  return stsa_svg_profile_heads(ctx, g, masks, nmasks, rows, 0, nrows, &qh, &kh, &vh, 0,
-                                row_sq);
+  const int32_t *const orders[1] = {order};
+  return stsa_svg_profile_heads(ctx, g, masks, nmasks, rows, 0, nrows,
+                                order ? orders : NULL, &qh, &kh, &vh, 0, row_sq);
 }

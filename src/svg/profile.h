@@ -38,24 +38,28 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
 
 /* Every head of batch entry b at once, each under its own masks: masks[i * H
  * + h] is mask i of head h (i = 0 the reference, nmasks <= 4). The rows are
- * rows[nrows], or with per_head rows[h * nrows ..] for head h. row_sq[(i * H
+ * rows[nrows], or with per_head rows[h * nrows ..] for head h; orders[h]
+ * (orders may be NULL) the order in which head h's masked rows are best
+ * summed (rows that keep the same keys together, mask/rows_call.h). row_sq[(i * H
  * + h) * nrows + r]: i = 0 the energy of the reference's row, i >= 1 the
  * squared difference of mask i's row to it. One pass over each head's K/V
  * serves all of its masks, and the heads share the threads. */
 stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
                                    const stsa_mask *const *masks, int nmasks,
                                    const int64_t *rows, int per_head, int64_t nrows,
-                                   const stsa_tensor *q, const stsa_tensor *k,
-                                   const stsa_tensor *v, int64_t b, double *row_sq);
+                                   const int32_t *const *orders, const stsa_tensor *q,
+                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                   double *row_sq);
 
 /* The same for head h of batch entry b alone (masks[0..nmasks-1] its masks,
- * row_sq[i * nrows + r]); q, k, v are the full tensors. */
+ * its rows in `order` or NULL, row_sq[i * nrows + r]); q, k, v are the full
+ * tensors. */
 stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
                                   const stsa_mask *const *masks, int nmasks,
                                   const int64_t *rows, int64_t nrows,
-                                  const stsa_tensor *q, const stsa_tensor *k,
-                                  const stsa_tensor *v, int64_t b, int64_t h,
-                                  double *row_sq);
+                                  const int32_t *order, const stsa_tensor *q,
+                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                  int64_t h, double *row_sq);
 
 /* A view of batch entry b of a [B, S, H, D] tensor (B = 1). */
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b);

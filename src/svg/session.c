@@ -416,8 +416,8 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
       st = level_plan(svg, l, i, &lp[l], &lm[l], &ld[l]);
     if (st == STSA_OK && levels > 1) {
       const stsa_mask *pm[SVG_LEVELS] = {svg->mask_dense, lm[1], lm[2]};
-      st =
-          stsa_svg_profile_head(ctx, g, pm, SVG_LEVELS, rows, R, q, k, v, b, h, level_sq);
+      st = stsa_svg_profile_head(ctx, g, pm, SVG_LEVELS, rows, R, NULL, q, k, v, b, h,
+                                 level_sq);
       for (int l = 1; st == STSA_OK && l < SVG_LEVELS; l++)
         rel[l] = svg_bound(svg, level_sq + l * R, level_sq, scratch);
     }

@@ -593,25 +593,73 @@ static stsa_status pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   return STSA_OK;
 }
 
-/* Under a budget: every head's candidates on its rows in one pass over the
- * heads' K/V, and the error bound of each (rel[i * H + h], candidate i). */
+/* Head h's rows in cluster order (stable), so that a register tile of rows
+ * keeps the same key clusters in the profiling pass's masked sums. */
+static void cluster_order(const call_work *w, int64_t h, int64_t QC, int32_t *order,
+                          int64_t *count) {
+  const int64_t R = w->R, *group = w->row_group + h * R;
+  memset(count, 0, sizeof(int64_t) * (size_t)(QC + 1));
+  for (int64_t r = 0; r < R; r++)
+    count[group[r] + 1]++;
+  for (int64_t c = 0; c < QC; c++)
+    count[c + 1] += count[c];
+  for (int64_t r = 0; r < R; r++)
+    order[count[group[r]]++] = (int32_t)r;
+}
+
+/* The bound of head h's candidate from its rows' squared errors and dense
+ * energies ([R] each). */
+static double candidate_bound(const stsa_svg2 *s, const call_work *w, int64_t h,
+                              const double *err, const double *energy, double *scratch) {
+  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->q_sizes + h * s->QC,
+                               s->QC};
+  return stsa_err_bound(&smp, err, energy, scratch, NULL);
+}
+
+/* Under a budget, rel[i * H + h] = the error bound of head h's candidate i.
+ * First every head's configured candidate in one pass over the heads' K/V;
+ * then, for the heads whose bound exceeds the budget, the rest of the
+ * ladder (a head at its configured rule, the common case, profiles one
+ * mask besides dense). */
 static stsa_status bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                const stsa_svg2_env *env, const call_work *w, int n,
-                               const stsa_tensor *q, const stsa_tensor *k,
+                               double budget, const stsa_tensor *q, const stsa_tensor *k,
                                const stsa_tensor *v, int64_t b, double *rel) {
   const int64_t H = s->H, R = w->R;
-  double *sq = malloc(sizeof(double) * (size_t)((1 + n) * H * R + 5 * s->QC));
-  STSA_RETURN_IF(!sq, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  double *sq = malloc(sizeof(double) * (size_t)((1 + LADDER_MAX) * H * R + 5 * s->QC));
+  int32_t *order = malloc(sizeof(int32_t) * (size_t)(H * R));
+  const int32_t **orders = malloc(sizeof *orders * (size_t)H);
+  int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
   stsa_status st =
-      stsa_svg_profile_heads(ctx, &env->cfg->geometry, (const stsa_mask *const *)w->mask,
-                             1 + n, w->rows, 1, R, q, k, v, b, sq);
-  double *scratch = sq + (1 + n) * H * R;
+      sq && order && orders && count
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  double *scratch = sq ? sq + (1 + LADDER_MAX) * H * R : NULL;
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
-    const stsa_err_sample smp = {R, w->row_group + h * R, w->q_sizes + h * s->QC, s->QC};
-    for (int i = 0; i < n; i++)
-      rel[i * H + h] =
-          stsa_err_bound(&smp, sq + ((1 + i) * H + h) * R, sq + h * R, scratch, NULL);
+    cluster_order(w, h, s->QC, order + h * R, count);
+    orders[h] = order + h * R;
   }
+  const stsa_mask *const *masks = (const stsa_mask *const *)w->mask;
+  const stsa_geometry *g = &env->cfg->geometry;
+  if (st == STSA_OK) /* the dense masks, then the first candidates: masks[0 .. 2H) */
+    st = stsa_svg_profile_heads(ctx, g, masks, 2, w->rows, 1, R, orders, q, k, v, b, sq);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++)
+    rel[h] = candidate_bound(s, w, h, sq + (H + h) * R, sq + h * R, scratch);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    if (n < 2 || rel[h] <= budget)
+      continue;
+    const stsa_mask *pm[1 + LADDER_MAX];
+    pm[0] = masks[h];
+    for (int i = 1; i < n; i++)
+      pm[i] = masks[(1 + i) * H + h];
+    st = stsa_svg_profile_head(ctx, g, pm, n, w->rows + h * R, R, orders[h], q, k, v, b,
+                               h, sq);
+    for (int i = 1; st == STSA_OK && i < n; i++)
+      rel[i * H + h] = candidate_bound(s, w, h, sq + i * R, sq, scratch);
+  }
+  free(count);
+  free(orders);
+  free(order);
   free(sq);
   return st;
 }
@@ -683,7 +731,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   for (int64_t i = 0; rel && i < LADDER_MAX * H; i++)
     rel[i] = NAN;
   if (st == STSA_OK && max_rel_error > 0)
-    st = bound_heads(ctx, s, env, &w, n, q, k, v, b, rel);
+    st = bound_heads(ctx, s, env, &w, n, max_rel_error, q, k, v, b, rel);
   if (st == STSA_OK) {
 #pragma omp parallel for num_threads(w.plan_threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++)
