@@ -24,6 +24,13 @@ for r in rows:
 PY
 if grep -q "^svg2 *0.05 *4 " mix.stdout; then ok; else bad "mix: no svg2 row: $(cat mix.stdout)"; fi
 
+# another seed draws other heads of the family
+expect_ok seed "$STSA" bench quality --family mix-region --size small --threads 1 --seed 5 \
+  --csv seed.csv
+if ! cmp -s heads.csv seed.csv && [ "$(wc -l <seed.csv)" = 33 ]; then ok; else
+  bad "seed: the same heads as the zoo's, or $(wc -l <seed.csv) lines"
+fi
+
 if "$STSA" bench quality --family no-such >none.stdout 2>none.stderr; then
   bad "an unknown family ran"
 elif grep -q "no case of family 'no-such'" none.stderr; then ok; else

@@ -33,6 +33,7 @@ static const int METHODS[] = {STSA_SVG_METHOD_SVG, STSA_SVG_METHOD_SVG2};
 typedef struct quality_opts {
   int threads, wan, by_family;
   const char *csv, *family, *size;
+  uint64_t seed;
 } quality_opts;
 
 static const cli_opt QUALITY_OPTIONS[] = {
@@ -51,6 +52,10 @@ static const cli_opt QUALITY_OPTIONS[] = {
      .metavar = "NAME",
      CLI_STR(quality_opts, size),
      .help = "only the cases of one size: small, medium or wan480p"},
+    {.name = "--seed",
+     .metavar = "N",
+     CLI_U64(quality_opts, seed, 0, INT64_MAX),
+     .help = "other draws of the same families (default 0: the zoo's own heads)"},
     {.name = "--csv",
      .metavar = "FILE",
      CLI_STR(quality_opts, csv),
@@ -59,7 +64,8 @@ static const cli_opt QUALITY_OPTIONS[] = {
 
 static void usage(void) {
   printf("usage: stsa bench quality [--threads T] [--wan] [--by-family]\n"
-         "                          [--family NAME] [--size NAME] [--csv FILE]\n"
+         "                          [--family NAME] [--size NAME] [--seed N]\n"
+         "                          [--csv FILE]\n"
          "Runs SVG and SVG2 at error budgets 0 (none), 0.02, 0.05 and 0.1 on every\n"
          "head of the quality zoo and compares each head's true relative L2 error\n"
          "(against dense attention) with the budget and with the estimate.\n");
@@ -291,7 +297,8 @@ int bench_quality(int argc, char **argv) {
   zoo_case *cases = malloc(sizeof *cases * (size_t)cap);
   if (!cases)
     cli_die("out of memory");
-  int ncases = zoo_cases(o.wan || (o.size && !strcmp(o.size, "wan480p")), cases, cap);
+  int ncases =
+      zoo_cases(o.wan || (o.size && !strcmp(o.size, "wan480p")), o.seed, cases, cap);
   int kept = 0;
   for (int i = 0; i < ncases; i++)
     if ((!o.family || !strcmp(o.family, cases[i].family->name)) &&

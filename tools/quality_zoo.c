@@ -82,27 +82,29 @@ static zoo_case make_case(const zoo_family *f, const zoo_size *s, uint64_t seed)
   return c;
 }
 
-int zoo_cases(int wan, zoo_case *out, int cap) {
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int zoo_cases(int wan, uint64_t seed, zoo_case *out, int cap) {
+  const uint64_t base = seed ? mix64(seed) & 0xffffffffffull : 0;
   int n = 0;
   for (int s = 0; s < N_SIZES; s++)
     for (int f = 0; f < N_FAMILIES && n < cap; f++, n++)
-      out[n] = make_case(&FAMILIES[f], &SIZES[s], 1000 + (uint64_t)(s * N_FAMILIES + f));
+      out[n] = make_case(&FAMILIES[f], &SIZES[s],
+                         base + 1000 + (uint64_t)(s * N_FAMILIES + f));
   for (int w = 0; wan && w < N_WAN && n < cap; w++)
     for (int f = 0; f < N_FAMILIES; f++)
       if (!strcmp(FAMILIES[f].name, WAN_FAMILIES[w]))
-        out[n++] = make_case(&FAMILIES[f], &WAN_SIZE, 5000 + (uint64_t)w);
+        out[n++] = make_case(&FAMILIES[f], &WAN_SIZE, base + 5000 + (uint64_t)w);
   return n;
 }
 
 int zoo_case_capacity(void) { return N_SIZES * N_FAMILIES + N_WAN; }
 
 /* ---- transforms ------------------------------------------------------------ */
-
-static uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 /* A standard normal draw for counter i of stream key (Box-Muller). */
 static double gauss(uint64_t key, uint64_t i) {

@@ -39,8 +39,10 @@ typedef struct zoo_case {
 } zoo_case;
 
 /* The cases of the zoo into out[cap]: the small default set (>= 200 heads),
- * plus the Wan-480p geometry when `wan` is set. Returns the count. */
-int zoo_cases(int wan, zoo_case *out, int cap);
+ * plus the Wan-480p geometry when `wan` is set; `seed` 0 gives the zoo's
+ * own heads, any other value other draws of the same families. Returns the
+ * count. */
+int zoo_cases(int wan, uint64_t seed, zoo_case *out, int cap);
 /* The most cases zoo_cases gives. */
 int zoo_case_capacity(void);
 
