@@ -653,7 +653,8 @@ typedef struct stsa_svg_config {
   double density;        /* kept fraction of pairs aimed at (SVG's "sparsity") */
   int64_t dense_steps;   /* steps 0..dense_steps-1 run dense */
   int64_t dense_layers;  /* layers 0..dense_layers-1 run dense */
-  int64_t sample_rows;   /* query rows profiled per call (SVG: 64) */
+  int64_t sample_rows;   /* query rows profiled per call (SVG: 64); SVG2 under a budget
+                          profiles per head the larger of it and 2 x q_clusters */
   int64_t sink_frames;   /* frames every query sees (1: the first frame) */
   uint64_t seed;         /* row sampling seed (mixed with layer, step, batch) */
   int64_t steps, layers; /* the model's schedule (informational, for presets) */
@@ -671,7 +672,9 @@ typedef struct stsa_svg_config {
   int method; /* stsa_svg_method; 0 = SVG */
   /* k-means clusters of the video queries and keys per (batch, head); 0 =
    * automatic: the published 300 / 1000 at 75,600 video tokens (Wan 2.1
-   * 720p), scaled with the video token count, at least 8 tokens each. At
+   * 720p), scaled with the video token count, but at least 6 / 20 per frame
+   * (a small input's scaled counts merge objects with their background),
+   * and at least 8 tokens each. At
    * most 2^22 (4,194,304) pairs q_clusters x kv_clusters, as each call's
    * scratch grows with them: more is refused at create, and automatic
    * counts shrink to fit (from about 280,000 video tokens on) */
@@ -750,8 +753,10 @@ typedef struct stsa_svg_report {
   double attention_ms;   /* time spent in attention proper */
   double density;        /* realised kept fraction over all heads */
   /* ---- since the error budget and SVG2 ---- */
-  float *est_error;    /* [B * H] estimated relative L2 error of what each head ran,
-                          from the profiled rows (0 for dense heads; NaN for SVG2
+  float *est_error;    /* [B * H] upper confidence bound (99%) of the relative L2
+                          error of what each head ran, from rows profiled per
+                          stratum (docs/architecture.md, "The error bound"; 0 for
+                          dense heads; NaN for SVG2
                           without a budget, which then profiles nothing) */
   float *head_density; /* [B * H] kept fraction each head ran with */
   uint8_t *budget;     /* [B * H] stsa_budget_action: why that density */
@@ -780,8 +785,9 @@ STSA_API const char *stsa_budget_action_name(int action);
 /* Per-call options of stsa_svg_attention_ex. */
 typedef struct stsa_svg_call {
   size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
-  /* error budget: each head's estimated relative L2 error ||o - o_dense|| /
-   * ||o_dense|| over the profiled rows must stay <= max_rel_error, else the
+  /* error budget: each head's bound of its relative L2 error ||o - o_dense||
+   * / ||o_dense|| (an upper confidence bound from the profiled rows,
+   * stsa_svg_report.est_error) must stay <= max_rel_error, else the
    * head's budget is raised (SVG: density x2, x4; SVG2: top-p 0.95, 0.98,
    * 0.995) and at last it runs dense. 0: no budget; < 0: the config's. */
   double max_rel_error;

@@ -148,6 +148,20 @@ for mode in dense sparse svg; do
   done
 done
 
+# the error budget under ulysses: each rank bounds its own heads and the
+# report gathers them, equal to one process's (the same rows, whole heads)
+expect_ok one.budget "$STSA" run "${geo[@]}" --mode svg --max-error 0.05 \
+  --out one.budget.safetensors --report one.budget.json
+expect_ok ulysses.budget "${MPIRUN[@]}" -np 2 "$STSA" run "${geo[@]}" --mode svg \
+  --max-error 0.05 --dist ulysses --out ulysses.budget.safetensors --report ulysses.budget.json
+expect_same ulysses.budget one.budget.safetensors ulysses.budget.safetensors
+expect_ok report.budget python3 helper.py check-json ulysses.budget.json \
+  --single one.budget.json \
+  "[h['est_error'] for h in r['per_head']] == [h['est_error'] for h in s['per_head']]" \
+  "[h['budget'] for h in r['per_head']] == [h['budget'] for h in s['per_head']]" \
+  "all(h['est_error'] is not None and h['est_error'] >= 0 for h in r['per_head'])" \
+  "r['density'] == s['density']"
+
 # the report: the single-process one plus "dist"
 expect_ok report.dist python3 helper.py check-json ulysses.3.svg.json --single one.svg.json \
   "r['dist']['scheme'] == 'ulysses' and r['dist']['ranks'] == 3" \
@@ -254,8 +268,8 @@ expect_usage() {
     bad "$name: exit $rc, $(head -c 300 "$name.stderr")"
   fi
 }
-expect_usage max-error "--max-error does not run with --dist" \
-  "$STSA" run --in in.safetensors "${base[@]}" --density 0.6 --max-error 0.1
+expect_usage max-error "--max-error runs with --dist ulysses only" \
+  "$STSA" run --in in.safetensors "${base[@]}" --density 0.6 --max-error 0.1 --dist ring
 expect_usage svg2 "--mode svg2 does not run with --dist" \
   "$STSA" run --in in.safetensors "${base[@]}" --mode svg2
 

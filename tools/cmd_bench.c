@@ -155,6 +155,7 @@ static void bench_usage(void) {
       "       stsa bench sparse [options] [sparse options]\n"
       "       stsa bench svg --preset NAME [--heads H] ... (stsa bench svg --help)\n"
       "       stsa bench svg2 --preset NAME [--heads H] ... (stsa bench svg2 --help)\n"
+      "       stsa bench quality [--wan] ... (stsa bench quality --help)\n"
       "Times attention on random data: the median and best of --reps runs, against\n"
       "the measured FMA peak (dense) or the dense kernel on the same shape (sparse).\n");
   const cli_opt *const tables[2] = {BENCH_OPTIONS, SPARSE_OPTIONS};
@@ -350,5 +351,8 @@ int cmd_bench(int argc, char **argv) {
     return bench_svg(argc, argv);
   if (!strcmp(argv[1], "svg2"))
     return bench_svg2(argc, argv);
-  cli_die("bench: unknown benchmark '%s' (available: dense, sparse, svg, svg2)", argv[1]);
+  if (!strcmp(argv[1], "quality"))
+    return bench_quality(argc, argv);
+  cli_die("bench: unknown benchmark '%s' (available: dense, sparse, svg, svg2, quality)",
+          argv[1]);
 }

@@ -25,6 +25,7 @@ typedef struct svg2_bench_opts {
   int64_t heads, frames, height, width;
   int threads, reps, json, kinds;
   double top_p, density; /* -1: not given */
+  double max_error;      /* the error budget (0: none) */
   double drift;          /* noise added to q and k before each warm call */
   int64_t warm_iters;    /* -1: the preset's */
   uint64_t seed;
@@ -58,6 +59,11 @@ static const cli_opt SVG2_BENCH_OPTIONS[] = {
      .metavar = "D",
      CLI_DOUBLE(svg2_bench_opts, density, 1e-6, 1.0),
      .help = "instead: D of the keys per query cluster"},
+    {.name = "--max-error",
+     .metavar = "E",
+     CLI_DOUBLE(svg2_bench_opts, max_error, 0.0, 1e30),
+     .help = "error budget of every call (default 0: none); its bound's\n"
+             "profiling is part of each call's time"},
     {.name = "--kinds",
      .metavar = "K",
      CLI_CHOICE(svg2_bench_opts, kinds, KINDS_NAMES, NULL),
@@ -93,15 +99,16 @@ static const cli_opt SVG2_BENCH_OPTIONS[] = {
     {0}};
 
 static void usage(void) {
-  printf("usage: stsa bench svg2 --preset NAME [--heads H] [--threads T] [--reps R]\n"
-         "                       [--top-p P | --density D] [--kinds semantic|mix]\n"
-         "                       [--seed N] [--drift E] [--warm-iters N]\n"
-         "                       [--frames F --height Hp --width Wp] [--dtype DT]\n"
-         "                       [--json]\n"
-         "Sparse VideoGen 2 calls against dense attention on the same workload in one\n"
-         "run: a cold call (the layer's clusters seeded) and R warm calls (steps of\n"
-         "the same layer, from its centroids), each after a dense call.\n"
-         "presets:");
+  printf(
+      "usage: stsa bench svg2 --preset NAME [--heads H] [--threads T] [--reps R]\n"
+      "                       [--top-p P | --density D] [--kinds semantic|mix]\n"
+      "                       [--seed N] [--drift E] [--warm-iters N] [--max-error E]\n"
+      "                       [--frames F --height Hp --width Wp] [--dtype DT]\n"
+      "                       [--json]\n"
+      "Sparse VideoGen 2 calls against dense attention on the same workload in one\n"
+      "run: a cold call (the layer's clusters seeded) and R warm calls (steps of\n"
+      "the same layer, from its centroids), each after a dense call.\n"
+      "presets:");
   cli_print_presets();
   const cli_opt *const tables[1] = {SVG2_BENCH_OPTIONS};
   cli_print_options(tables, 1);
@@ -115,6 +122,7 @@ static stsa_svg_config bench_config(const svg2_bench_opts *o) {
   cfg.method = STSA_SVG_METHOD_SVG2;
   cfg.heads = o->heads;
   cfg.seed = o->seed;
+  cfg.max_rel_error = o->max_error;
   if (o->warm_iters > 0)
     cfg.kmeans_iters_warm = o->warm_iters;
   if (o->top_p > 0)

@@ -168,10 +168,11 @@ static void check_mode_flags(const run_opts *o) {
             "(--top-p P: until their probability reaches P; --density D: D of the keys)");
   if (o->mode == RUN_MODE_SVG2 && o->dist.scheme >= 0)
     cli_die("run: --mode svg2 does not run with --dist yet");
-  /* the distributed SVG call takes no error budget: refused, not dropped */
-  if (o->max_error >= 0 && o->dist.scheme >= 0)
-    cli_die("run: --max-error does not run with --dist yet (the distributed SVG call "
-            "takes no error budget)");
+  /* a head's bound needs its every key on one rank: Ulysses only (refused,
+   * not dropped) */
+  if (o->max_error >= 0 && o->dist.scheme >= 0 && o->dist.scheme != 0 /* ulysses */)
+    cli_die("run: --max-error runs with --dist ulysses only (a rank must hold whole "
+            "heads to bound their error; ring and hybrid layouts split their keys)");
   const run_workload_opts *w = &o->work;
   if (w->on && o->dist.scheme >= 0)
     cli_die("run: --workload does not run with --dist (give the ranks an input file)");

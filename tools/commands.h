@@ -8,6 +8,8 @@ int cmd_bench(int argc, char **argv);
 int bench_svg(int argc, char **argv);
 /* `stsa bench svg2` (argv[1] is "svg2") */
 int bench_svg2(int argc, char **argv);
+/* `stsa bench quality` (argv[1] is "quality") */
+int bench_quality(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plot(int argc, char **argv);

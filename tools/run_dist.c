@@ -320,7 +320,10 @@ static void mode_svg(dist_run *r) {
   stsa_svg_config one = s->cfg;
   one.heads = 1;
   svg_arg a = {.layer = s->layer, .step = s->step, .rep = &r->rep};
-  cli_dist_check(stsa_dist_svg_create(r->dist, &s->cfg, &a.sessions[0]),
+  stsa_svg_config cfg = s->cfg; /* the budget of --max-error, for every call */
+  if (s->o.max_error >= 0)
+    cfg.max_rel_error = one.max_rel_error = s->o.max_error;
+  cli_dist_check(stsa_dist_svg_create(r->dist, &cfg, &a.sessions[0]),
                  "creating the SVG session");
   cli_dist_check(stsa_dist_svg_create(r->dist, &one, &a.sessions[1]),
                  "creating the SVG session");
@@ -329,10 +332,8 @@ static void mode_svg(dist_run *r) {
   run_svg_arrays arr;
   run_svg_arrays_alloc(&arr, BH);
   stsa_svg_report srep = run_svg_report_of(&arr, BH);
-  /* the distributed session promises the profiling fields only: no
-   * per-head densities or estimates to read back (the windows' densities) */
-  srep.est_error = srep.head_density = srep.head_top_p = NULL;
-  srep.budget = NULL;
+  /* every head's error bound, density and budget action: gathered from the
+   * ranks that ran it (NaN bounds on ring layouts, which profile no bound) */
   a.srep = &srep;
   cli_dist_checkpoint();
   s->compute_ms = warm_then_time(r, call_svg, &a, &r->out, "SVG attention");

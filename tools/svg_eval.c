@@ -6,7 +6,7 @@
 
 #include "cli_util.h"
 
-static stsa_tensor f32_tensor(int64_t B, int64_t N, int64_t H, int64_t D) {
+stsa_tensor svg_f32_tensor(int64_t B, int64_t N, int64_t H, int64_t D) {
   size_t n = (size_t)(B * N * H * D);
   void *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
   if (!p)
@@ -24,11 +24,11 @@ void svg_workload_make_kinds(svg_workload *w, const stsa_svg_config *cfg, int64_
                              uint64_t seed, const stsa_head_kind *kinds) {
   const int64_t N = stsa_geometry_tokens(&cfg->geometry), H = cfg->heads,
                 D = cfg->head_dim;
-  w->q = f32_tensor(batch, N, H, D);
-  w->k = f32_tensor(batch, N, H, D);
-  w->v = f32_tensor(batch, N, H, D);
-  w->out = f32_tensor(batch, N, H, D);
-  w->ref = f32_tensor(batch, N, H, D);
+  w->q = svg_f32_tensor(batch, N, H, D);
+  w->k = svg_f32_tensor(batch, N, H, D);
+  w->v = svg_f32_tensor(batch, N, H, D);
+  w->out = svg_f32_tensor(batch, N, H, D);
+  w->ref = svg_f32_tensor(batch, N, H, D);
   w->truth = malloc(sizeof *w->truth * (size_t)H);
   if (!w->truth)
     cli_die("out of memory");

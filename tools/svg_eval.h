@@ -13,6 +13,9 @@ typedef struct svg_workload {
   stsa_head_kind *truth; /* [H] */
 } svg_workload;
 
+/* A new f32 [B, N, H, D] tensor, 64-byte aligned (free its data). */
+stsa_tensor svg_f32_tensor(int64_t B, int64_t N, int64_t H, int64_t D);
+
 void svg_workload_make(svg_workload *w, const stsa_svg_config *cfg, int64_t batch,
                        uint64_t seed);
 /* The same with the kinds planted in the heads ([cfg->heads]; NULL: the

@@ -11,6 +11,7 @@
  * plan cache. Under ring and hybrid layouts profiling needs keys of the
  * whole sequence: dist_svg_ring.c.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,13 +91,12 @@ stsa_status stsa_dist_svg_create(stsa_dist *d, const stsa_svg_config *cfg,
                    "dist: svg config is NULL or of size %zu, expected %zu",
                    cfg ? cfg->size : 0, sizeof *cfg);
   /* SVG2 keeps centroids per head across calls, which head balancing would
-   * move between ranks; the budget's per-head plans are not distributed */
-  if (st == STSA_OK && (cfg->method != STSA_SVG_METHOD_SVG || cfg->max_rel_error != 0))
-    st = dist_fail(
-        d, STSA_ERR_UNSUPPORTED,
-        "dist: SVG2 (method %d) and the error budget (max_rel_error %.17g) are not "
-        "distributed: use method 0 and max_rel_error 0",
-        cfg->method, cfg->max_rel_error);
+   * move between ranks (the error budget runs on whole heads: Ulysses
+   * layouts, checked at the call) */
+  if (st == STSA_OK && cfg->method != STSA_SVG_METHOD_SVG)
+    st =
+        dist_fail(d, STSA_ERR_UNSUPPORTED,
+                  "dist: SVG2 (method %d) is not distributed: use method 0", cfg->method);
   if (st == STSA_OK) {
     s->d = d;
     s->cfg = *cfg;
@@ -187,6 +187,13 @@ static int kinds_grow(stsa_dist_svg *s) {
   return 0;
 }
 
+/* The kept fraction a head of `kind` runs with. */
+static double kind_density(const stsa_dist_svg *s, int dense, stsa_head_kind kind) {
+  return dense                       ? s->density_dense
+         : kind == STSA_HEAD_SPATIAL ? s->windows.density_spatial
+                                     : s->windows.density_temporal;
+}
+
 /* The cost of each head: its kind's density in the previous call of this
  * layer (unknown or dense calls: all equal). */
 static stsa_status svg_costs(stsa_dist_svg *s, int64_t layer, int dense, double *cost) {
@@ -195,9 +202,9 @@ static stsa_status svg_costs(stsa_dist_svg *s, int64_t layer, int dense, double 
     cost[h] = 1.0;
   const signed char *k = dense ? NULL : kinds_of(s, layer);
   for (int64_t h = 0; k && h < H; h++)
-    cost[h] = k[h] == STSA_HEAD_SPATIAL    ? s->windows.density_spatial
-              : k[h] == STSA_HEAD_TEMPORAL ? s->windows.density_temporal
-                                           : 1.0;
+    cost[h] = k[h] == STSA_HEAD_SPATIAL || k[h] == STSA_HEAD_TEMPORAL
+                  ? kind_density(s, 0, (stsa_head_kind)k[h])
+                  : 1.0;
   return STSA_OK;
 }
 
@@ -230,11 +237,21 @@ static stsa_status svg_local_run(void *self, stsa_dist *d, const dist_layout *l,
   dist_svg_call *c = self;
   stsa_svg *sess = NULL;
   DIST_TRY(dist_svg_session(c->s, loc->n, &sess));
+  const int64_t Bn = c->B * loc->n;
   stsa_svg_report r = STSA_INIT(stsa_svg_report);
   r.kinds = c->local_kinds;
   r.mse_spatial = c->local_mse;
-  r.mse_temporal = c->local_mse + c->B * loc->n;
-  stsa_status st = stsa_svg_attention(sess, c->layer, c->step, &loc->q, k, v, out, &r);
+  r.mse_temporal = c->local_mse + Bn;
+  r.est_error = c->local_budget;
+  r.head_density = c->local_budget + Bn;
+  uint8_t *action = malloc((size_t)(Bn > 0 ? Bn : 1));
+  r.budget = action;
+  stsa_status st =
+      action ? stsa_svg_attention(sess, c->layer, c->step, &loc->q, k, v, out, &r)
+             : STSA_ERR_OUT_OF_MEMORY;
+  for (int64_t i = 0; st == STSA_OK && i < Bn; i++)
+    c->local_budget[2 * Bn + i] = (float)action[i];
+  free(action);
   if (st != STSA_OK)
     return dist_fail_ctx(c->s->d, st, "dist: svg");
   c->profile_ms = r.profile_ms;
@@ -250,10 +267,12 @@ static stsa_status gather_kinds(dist_svg_call *c, const dist_layout *l) {
   stsa_dist *d = c->s->d;
   const int64_t B = c->B, H = l->H, U = l->U;
   const int64_t n = layout_heads_of(l, l->u);
-  /* per member: [B * n] kinds, then [2 * B * n] mse, as floats */
+  /* per member: [B * n] kinds, then [2 * B * n] mse, then [3 * B * n] error
+   * bounds, densities and budget actions, as floats */
+  enum { PER_HEAD = 6 };
   int *counts = malloc(sizeof(int) * 2 * (size_t)U);
-  float *mine = malloc(sizeof(float) * (size_t)(3 * B * n + 1));
-  float *all = malloc(sizeof(float) * (size_t)(3 * B * H));
+  float *mine = malloc(sizeof(float) * (size_t)(PER_HEAD * B * n + 1));
+  float *all = malloc(sizeof(float) * (size_t)(PER_HEAD * B * H));
   stsa_status st = counts && mine && all
                        ? STSA_OK
                        : dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
@@ -261,14 +280,22 @@ static stsa_status gather_kinds(dist_svg_call *c, const dist_layout *l) {
     int *displs = counts + U;
     int64_t off = 0;
     for (int64_t m = 0; m < U; m++) {
-      counts[m] = (int)(3 * B * layout_heads_of(l, (int)m));
+      counts[m] = (int)(PER_HEAD * B * layout_heads_of(l, (int)m));
       displs[m] = (int)off;
       off += counts[m];
     }
     for (int64_t i = 0; i < B * n; i++)
       mine[i] = (float)c->local_kinds[i];
     memcpy(mine + B * n, c->local_mse, sizeof(float) * (size_t)(2 * B * n));
-    int rc = MPI_Allgatherv(mine, (int)(3 * B * n), MPI_FLOAT, all, counts, displs,
+    if (c->ring) /* the ring profiles no bound: the kind's plan ran */
+      for (int64_t i = 0; i < B * n; i++) {
+        c->local_budget[i] = c->dense ? 0.0f : NAN;
+        c->local_budget[B * n + i] =
+            (float)kind_density(c->s, c->dense, c->local_kinds[i]);
+        c->local_budget[2 * B * n + i] = c->dense ? STSA_BUDGET_POLICY : STSA_BUDGET_NONE;
+      }
+    memcpy(mine + 3 * B * n, c->local_budget, sizeof(float) * (size_t)(3 * B * n));
+    int rc = MPI_Allgatherv(mine, (int)(PER_HEAD * B * n), MPI_FLOAT, all, counts, displs,
                             MPI_FLOAT, d->ucomm);
     if (rc != MPI_SUCCESS)
       st = dist_fail_mpi(d, rc, "MPI_Allgatherv (head kinds)");
@@ -281,6 +308,9 @@ static stsa_status gather_kinds(dist_svg_call *c, const dist_layout *l) {
           c->kinds[b * H + h] = (stsa_head_kind)blk[b * nm + i];
           c->mse_s[b * H + h] = blk[B * nm + b * nm + i];
           c->mse_t[b * H + h] = blk[2 * B * nm + b * nm + i];
+          c->est[b * H + h] = blk[3 * B * nm + b * nm + i];
+          c->head_density[b * H + h] = blk[4 * B * nm + b * nm + i];
+          c->budget[b * H + h] = (uint8_t)blk[5 * B * nm + b * nm + i];
         }
       }
     }
@@ -294,11 +324,13 @@ static stsa_status gather_kinds(dist_svg_call *c, const dist_layout *l) {
 static void fill_svg_report(const dist_svg_call *c, stsa_svg_report *r) {
   const stsa_dist_svg *s = c->s;
   const int64_t BH = c->B * s->cfg.heads;
+  /* the kinds' and the dense plan's densities are exact (double); the
+   * gathered ones (float) only for what the ranks alone know: raised heads */
   double kept = 0;
   for (int64_t i = 0; i < BH; i++)
-    kept += c->dense                           ? s->density_dense
-            : c->kinds[i] == STSA_HEAD_SPATIAL ? s->windows.density_spatial
-                                               : s->windows.density_temporal;
+    kept += c->budget[i] == STSA_BUDGET_RAISED  ? (double)c->head_density[i]
+            : c->budget[i] == STSA_BUDGET_DENSE ? s->density_dense
+                                                : kind_density(s, c->dense, c->kinds[i]);
   r->dense = c->dense;
   r->profile_ms = c->profile_ms;
   r->attention_ms = c->attention_ms;
@@ -310,14 +342,25 @@ static void fill_svg_report(const dist_svg_call *c, stsa_svg_report *r) {
       r->mse_spatial[i] = c->mse_s[i];
     if (r->mse_temporal)
       r->mse_temporal[i] = c->mse_t[i];
+    if (r->est_error)
+      r->est_error[i] = c->est[i];
+    if (r->head_density)
+      r->head_density[i] = c->head_density[i];
+    if (r->budget)
+      r->budget[i] = c->budget[i];
+    if (r->head_top_p)
+      r->head_top_p[i] = 0.0f;
   }
 }
 
 static void call_free(dist_svg_call *c) {
   free(c->local_kinds);
   free(c->local_mse);
+  free(c->local_budget);
   free(c->kinds);
   free(c->mse_s);
+  free(c->est);
+  free(c->budget);
   ring_svg_free(c);
 }
 
@@ -361,8 +404,19 @@ stsa_status stsa_dist_svg_attention(stsa_dist_svg *s, int64_t layer, int64_t ste
   c.kinds = malloc(sizeof *c.kinds * (size_t)(B * H));
   c.mse_s = malloc(sizeof *c.mse_s * (size_t)(2 * B * H));
   c.mse_t = c.mse_s ? c.mse_s + B * H : NULL;
-  if (st == STSA_OK && (!cost || !c.local_kinds || !c.local_mse || !c.kinds || !c.mse_s))
+  c.local_budget = malloc(sizeof *c.local_budget * (size_t)(3 * B * H));
+  c.est = malloc(sizeof *c.est * (size_t)(2 * B * H));
+  c.head_density = c.est ? c.est + B * H : NULL;
+  c.budget = malloc((size_t)(B * H));
+  if (st == STSA_OK && (!cost || !c.local_kinds || !c.local_mse || !c.kinds || !c.mse_s ||
+                        !c.local_budget || !c.est || !c.budget))
     st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
+  /* a bound needs a head's every key on one rank */
+  if (st == STSA_OK && l.R > 1 && s->cfg.max_rel_error > 0)
+    st = dist_fail(d, STSA_ERR_UNSUPPORTED,
+                   "dist: the error budget (max_rel_error %g) runs on Ulysses layouts, "
+                   "where a rank holds whole heads; this layout has rings of %d ranks",
+                   s->cfg.max_rel_error, l.R);
   if (st == STSA_OK)
     st = svg_costs(s, layer, c.dense, cost);
   if (st == STSA_OK)

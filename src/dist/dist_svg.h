@@ -33,8 +33,14 @@ typedef struct dist_svg_call {
   int dense;
   stsa_head_kind *local_kinds; /* [B * n] Ulysses: the local session's report */
   float *local_mse;            /* [2 * B * n] spatial, then temporal */
-  stsa_head_kind *kinds;       /* [B * H] every head's kind */
-  float *mse_s, *mse_t;        /* [B * H] */
+  /* [3 * B * n] Ulysses: the local session's error bound, density and
+   * budget action of each head (ring layouts: NaN, the kind's density,
+   * none or policy) */
+  float *local_budget;
+  stsa_head_kind *kinds;     /* [B * H] every head's kind */
+  float *mse_s, *mse_t;      /* [B * H] */
+  float *est, *head_density; /* [B * H] */
+  uint8_t *budget;           /* [B * H] stsa_budget_action */
   double profile_ms, attention_ms;
   struct ring_svg *ring; /* ring layouts only */
 } dist_svg_call;

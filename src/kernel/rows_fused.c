@@ -116,18 +116,27 @@ static int row_intervals(const stsa_block_sparse *bs, int64_t e, int r, int n,
   return i1 - i0;
 }
 
+/* Mask i's structure and row order for head h. */
+static const stsa_block_sparse *mask_bs(const stsa_rows_fused *f, int i, int64_t h) {
+  return f->bs_head[i] ? f->bs_head[i][h] : f->bs[i];
+}
+static const int32_t *mask_order(const stsa_rows_fused *f, int i, int64_t h) {
+  return f->head_order ? f->head_order[h] : f->order[i];
+}
+
 /* P.V of mask i's rows [pos0, pos0 + mr) on the tile: their dense
  * probabilities on the kept pairs (zeros elsewhere) over the union of their
  * kept columns, added to the mask's sums. */
-static void mask_block(const stsa_rows_fused *f, int i, int64_t e, int pos0, int n,
-                       const float *vp, fused_scratch *sc) {
+static void mask_block(const stsa_rows_fused *f, int i, int64_t h, int64_t e, int pos0,
+                       int n, const float *vp, fused_scratch *sc) {
   const stsa_attn_problem *pb = f->pb;
-  const stsa_block_sparse *bs = f->bs[i];
+  const stsa_block_sparse *bs = mask_bs(f, i, h);
+  const int32_t *order = mask_order(f, i, h);
   const int mr = pb->mr, ld = pb->kv_tile, rp = pb->q_tile, R = (int)pb->Sq;
   uint16_t full[2];
   int lo = n, hi = 0;
   for (int rr = 0; rr < mr && pos0 + rr < R; rr++) {
-    const int r = f->order[i] ? f->order[i][pos0 + rr] : pos0 + rr;
+    const int r = order ? order[pos0 + rr] : pos0 + rr;
     const uint16_t *iv;
     const int k = row_intervals(bs, e, r, n, full, &iv);
     if (k > 0) {
@@ -143,7 +152,7 @@ static void mask_block(const stsa_rows_fused *f, int i, int64_t e, int pos0, int
     memset(dst + lo, 0, sizeof(float) * (size_t)(hi - lo));
     if (pos0 + rr >= R)
       continue;
-    const int r = f->order[i] ? f->order[i][pos0 + rr] : pos0 + rr;
+    const int r = order ? order[pos0 + rr] : pos0 + rr;
     const float *src = sc->s + (size_t)r * (size_t)ld;
     const uint16_t *iv;
     const int k = row_intervals(bs, e, r, n, full, &iv);
@@ -162,12 +171,13 @@ static void mask_block(const stsa_rows_fused *f, int i, int64_t e, int pos0, int
 
 /* The masks' sums follow the dense maximum: rows whose maximum moved are
  * rescaled like the dense ones (alpha). */
-static void rescale_masks(const stsa_rows_fused *f, fused_scratch *sc) {
+static void rescale_masks(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
   const stsa_attn_problem *pb = f->pb;
   const int rp = pb->q_tile, R = (int)pb->Sq;
   for (int i = 0; i < f->n; i++)
     for (int pos = 0; pos < R; pos++) {
-      const int r = f->order[i] ? f->order[i][pos] : pos;
+      const int32_t *order = mask_order(f, i, h);
+      const int r = order ? order[pos] : pos;
       const float a = sc->alpha[r];
       if (a == 1.0f)
         continue;
@@ -202,7 +212,7 @@ static int run_tile(const stsa_rows_fused *f, const stsa_attn_problem *pt, int64
   }
   kern->softmax(sc->s, ld, rp, n, sc->m, sc->l, sc->alpha,
                 n % nr == 0 ? sc->tile_max : NULL);
-  rescale_masks(f, sc);
+  rescale_masks(f, h, sc);
   for (int j = 0, take; j < pb->D_pad / nr; j += take) {
     take = stsa_panel_step(kern->pv2 != NULL, pb->D_pad / nr - j);
     for (int r = 0; r < rp; r += mr)
@@ -211,14 +221,14 @@ static int run_tile(const stsa_rows_fused *f, const stsa_attn_problem *pt, int64
                      sc->o + (int64_t)r * pb->D_pad + j * nr, pb->D_pad, sc->alpha + r);
   }
   for (int i = 0; i < f->n; i++) {
-    const stsa_block_sparse *bs = f->bs[i];
+    const stsa_block_sparse *bs = mask_bs(f, i, h);
     int64_t e = sc->cursor[i];
     if (e < bs->tile_ptr[1] && bs->kv_tile[e] == kt)
       sc->cursor[i]++;
     else
       e = -1; /* the mask keeps nothing of this tile */
     for (int pos0 = 0; e >= 0 && pos0 < pb->Sq; pos0 += mr)
-      mask_block(f, i, e, pos0, n, sc->kv.vp, sc);
+      mask_block(f, i, h, e, pos0, n, sc->kv.vp, sc);
   }
   return 0;
 }
@@ -228,7 +238,7 @@ static void store(const stsa_rows_fused *f, int which, int64_t h, const stsa_ten
                   fused_scratch *sc) {
   const stsa_attn_problem *pb = f->pb;
   const int rp = pb->q_tile;
-  const int32_t *order = which ? f->order[which - 1] : NULL;
+  const int32_t *order = which ? mask_order(f, which - 1, h) : NULL;
   for (int pos = 0; pos < pb->Sq; pos++) {
     const float l = sc->l[(size_t)which * (size_t)rp + (size_t)pos];
     const float *o =
@@ -253,7 +263,7 @@ static int run_head(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
   for (int r = 0; r < rp; r++)
     sc->m[r] = -INFINITY;
   for (int i = 0; i < f->n; i++)
-    sc->cursor[i] = (int32_t)f->bs[i]->tile_ptr[0];
+    sc->cursor[i] = (int32_t)mask_bs(f, i, h)->tile_ptr[0];
   for (int64_t kt = 0; kt < stsa_kv_tiles(pb); kt++)
     if (run_tile(f, &pt, h, kt, q_max, sc) != 0)
       return -1;

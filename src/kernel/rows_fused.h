@@ -42,6 +42,11 @@ typedef struct stsa_rows_fused {
    * union of its rows' kept columns. */
   const int32_t *order[STSA_FUSED_MASKS_MAX];
   const stsa_tensor *out[STSA_FUSED_MASKS_MAX]; /* mask i's rows, like pb->out */
+  /* Masks per head (SVG2's): mask i of head h is bs_head[i][h] when
+   * bs_head[i] is set (bs[i] then unused), and every mask of head h takes
+   * the row order head_order[h] when head_order is set (order[] unused). */
+  const stsa_block_sparse *const *bs_head[STSA_FUSED_MASKS_MAX];
+  const int32_t *const *head_order;
 } stsa_rows_fused;
 
 /* Runs every head, threads taking whole heads, memory from ws. Returns

@@ -1,17 +1,24 @@
 /* rows_call.c — see rows_call.h. */
 #include "mask/rows_call.h"
 
+#include <stdlib.h>
+
 #include "kernel/dispatch.h"
 #include "kernel/rows_fused.h"
 #include "mask/sparse_call.h"
 
 /* Whether the plans fit the fused pass: plans[0] keeps every kv tile whole,
- * every plan is one q tile of the rows with the same tiles and native keys. */
+ * every plan is one q tile of the rows with the same tiles and native keys.
+ * With per-head plans (count = nplans * H of them), every head's. */
 static int fusable(const stsa_ctx *ctx, const stsa_plan *const *plans, int nplans,
-                   const stsa_tensor *q, const stsa_tensor *k) {
+                   int64_t count, const stsa_tensor *q, const stsa_tensor *k) {
   if (ctx->run->ref || nplans < 1 || nplans > STSA_FUSED_MASKS_MAX + 1)
     return 0;
-  for (int i = 0; i < nplans; i++) {
+  const int64_t heads = count / nplans;
+  for (int64_t h = 1; h < heads; h++) /* every head's dense plan is whole tiles */
+    if (!fusable(ctx, plans + h, 1, 1, q, k))
+      return 0;
+  for (int64_t i = 0; i < count; i++) {
     const stsa_plan *p = plans[i];
     if (p->q_tiles != 1 || p->kv_native || p->heads != 1 || p->s_q != q->shape[1] ||
         p->s_kv != k->shape[1] || p->q_tile != plans[0]->q_tile ||
@@ -32,11 +39,11 @@ stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *pl
                                        const stsa_tensor *q, const stsa_tensor *k,
                                        const stsa_tensor *v, const stsa_tensor *out) {
   int done = 0;
-  if (fusable(ctx, plans, nplans, q, k)) {
+  if (fusable(ctx, plans, nplans, nplans, q, k)) {
     stsa_attn_problem pb;
     stsa_problem_init(&pb, q, k, v, &out[0], NULL, plans[0]->q_tile, plans[0]->kv_tile,
                       &ctx->run->kern);
-    stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}};
+    stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}, {NULL}, NULL};
     for (int i = 1; i < nplans; i++) {
       f.bs[i - 1] = &plans[i]->parts[plans[i]->head_part[0]].bs;
       f.order[i - 1] = orders ? orders[i - 1] : NULL;
@@ -46,4 +53,33 @@ stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *pl
                    &ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
   }
   return done ? STSA_OK : stsa_sparse_rows_multi(ctx, plans, nplans, q, k, v, out);
+}
+
+stsa_status stsa_sparse_rows_dense_and_heads(stsa_ctx *ctx, const stsa_plan *const *plans,
+                                             int nplans, const int32_t *const *orders,
+                                             const stsa_tensor *q, const stsa_tensor *k,
+                                             const stsa_tensor *v,
+                                             const stsa_tensor *out) {
+  const int64_t H = q->shape[2];
+  int done = 0;
+  const stsa_block_sparse **bs = malloc(sizeof *bs * (size_t)(nplans * H));
+  STSA_RETURN_IF(!bs, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
+  if (fusable(ctx, plans, nplans, nplans * H, q, k)) {
+    stsa_attn_problem pb;
+    stsa_problem_init(&pb, q, k, v, &out[0], NULL, plans[0]->q_tile, plans[0]->kv_tile,
+                      &ctx->run->kern);
+    stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}, {NULL}, orders};
+    for (int64_t i = 0; i < nplans * H; i++)
+      bs[i] = &plans[i]->parts[plans[i]->head_part[0]].bs;
+    for (int i = 1; i < nplans; i++) {
+      f.bs_head[i - 1] = bs + i * H;
+      f.out[i - 1] = &out[i];
+    }
+    if (stsa_rows_fused_run(&f, ctx->threads, &ctx->packed, &done) != STSA_OK) {
+      free(bs);
+      return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
+    }
+  }
+  free(bs);
+  return done ? STSA_OK : stsa_sparse_rows_per_head(ctx, plans, nplans, q, k, v, out);
 }

@@ -20,4 +20,15 @@ stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *pl
                                        const stsa_tensor *q, const stsa_tensor *k,
                                        const stsa_tensor *v, const stsa_tensor *out);
 
+/* The same with a plan per head: plans[i * H + h] is mask i of head h (H =
+ * q->shape[2]; i = 0 dense, every kv tile FULL), and orders[h] (or NULL,
+ * as orders may be) the row order of every mask of head h: SVG2's
+ * candidates, per head, on each head's own rows. Falls back to
+ * stsa_sparse_rows_per_head's passes as the one-plan form does. */
+stsa_status stsa_sparse_rows_dense_and_heads(stsa_ctx *ctx, const stsa_plan *const *plans,
+                                             int nplans, const int32_t *const *orders,
+                                             const stsa_tensor *q, const stsa_tensor *k,
+                                             const stsa_tensor *v,
+                                             const stsa_tensor *out);
+
 #endif

@@ -19,12 +19,16 @@ stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b) {
   return v;
 }
 
+uint64_t stsa_svg_row_seed(uint64_t seed, int64_t layer, int64_t step, int64_t batch) {
+  return seed ^ ((uint64_t)layer * 0x100000001b3ull) ^ ((uint64_t)step << 32) ^
+         ((uint64_t)batch * 0x9e3779b97f4a7c15ull);
+}
+
 void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
                           int64_t layer, int64_t step, int64_t batch, int64_t *out) {
   const int64_t L = g->frames * g->height * g->width;
   const int64_t first = g->text_pos == STSA_TEXT_PREFIX ? g->text : 0;
-  uint64_t state = seed ^ ((uint64_t)layer * 0x100000001b3ull) ^ ((uint64_t)step << 32) ^
-                   ((uint64_t)batch * 0x9e3779b97f4a7c15ull);
+  uint64_t state = stsa_svg_row_seed(seed, layer, step, batch);
   for (int64_t r = 0; r < rows; r++) {
     /* stratum r covers video tokens [r*L/rows, (r+1)*L/rows) */
     int64_t lo = r * L / rows, hi = (r + 1) * L / rows;
@@ -33,14 +37,37 @@ void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
   }
 }
 
-/* Gathers the sampled rows of batch entry b into a compact f32 [1, r, H, D]. */
+/* Gathers the sampled rows of batch entry b into a compact f32 [1, r, H, D]:
+ * head h's rows at rows + h * stride (stride 0: every head the same rows). */
 static void gather_rows(const stsa_tensor *q, int64_t b, const int64_t *rows,
-                        int64_t nrows, float *dst) {
+                        int64_t stride, int64_t nrows, float *dst) {
   const int64_t H = q->shape[2], D = q->shape[3];
   for (int64_t r = 0; r < nrows; r++)
     for (int64_t h = 0; h < H; h++) {
-      stsa_load_row_f32(stsa_tensor_row(q, b, rows[r], h), q->dtype, q->stride[3], D,
-                        dst + (r * H + h) * D);
+      stsa_load_row_f32(stsa_tensor_row(q, b, rows[h * stride + r], h), q->dtype,
+                        q->stride[3], D, dst + (r * H + h) * D);
+    }
+}
+
+/* row_sq[(i * H + h) * nrows + r] from the outputs o[0..n-1] ([r][H][D]
+ * each): i = 0 the energy of o[0]'s row, i >= 1 the squared difference of
+ * o[i]'s row to o[0]'s. */
+static void row_squares(const float *const *o, int n, int64_t nrows, int64_t H, int64_t D,
+                        double *row_sq) {
+  for (int64_t h = 0; h < H; h++)
+    for (int64_t r = 0; r < nrows; r++) {
+      const float *o0 = o[0] + (r * H + h) * D;
+      double e0 = 0;
+      for (int64_t d = 0; d < D; d++)
+        e0 += (double)o0[d] * o0[d];
+      row_sq[h * nrows + r] = e0;
+      for (int i = 1; i < n; i++) {
+        const float *oi = o[i] + (r * H + h) * D;
+        double e = 0;
+        for (int64_t d = 0; d < D; d++)
+          e += ((double)oi[d] - o0[d]) * ((double)oi[d] - o0[d]);
+        row_sq[(i * H + h) * nrows + r] = e;
+      }
     }
 }
 
@@ -106,15 +133,14 @@ static stsa_status temporal_order(const stsa_geometry *g, const int64_t *rows,
 stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
                              const stsa_svg_masks *masks, const int64_t *rows,
                              int64_t nrows, const stsa_tensor *q, const stsa_tensor *k,
-                             const stsa_tensor *v, int64_t b, float *mse_spatial,
-                             float *mse_temporal, double *energy) {
+                             const stsa_tensor *v, int64_t b, double *row_sq) {
   const int64_t H = q->shape[2], D = q->shape[3];
   const size_t n = (size_t)(nrows * H * D);
   float *buf = malloc(sizeof(float) * n * 4);
   if (!buf)
     return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
   float *qrows = buf, *o_dense = buf + n, *o_sp = buf + 2 * n, *o_tm = buf + 3 * n;
-  gather_rows(q, b, rows, nrows, qrows);
+  gather_rows(q, b, rows, 0, nrows, qrows);
   stsa_tensor qs = stsa_tensor_bshd(qrows, STSA_F32, 1, nrows, H, D);
   stsa_tensor kb = stsa_batch_view(k, b), vb = stsa_batch_view(v, b);
   stsa_tensor td = stsa_tensor_bshd(o_dense, STSA_F32, 1, nrows, H, D);
@@ -138,22 +164,10 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
   free(order);
   for (int i = 0; i < 3; i++)
     stsa_plan_free(plans[i]);
-  if (st == STSA_OK)
-    for (int64_t h = 0; h < H; h++) {
-      double es = 0, et = 0, e0 = 0;
-      for (int64_t r = 0; r < nrows; r++)
-        for (int64_t d = 0; d < D; d++) {
-          size_t i = (size_t)((r * H + h) * D + d);
-          double ds = (double)o_sp[i] - o_dense[i], dt = (double)o_tm[i] - o_dense[i];
-          es += ds * ds;
-          et += dt * dt;
-          e0 += (double)o_dense[i] * o_dense[i];
-        }
-      mse_spatial[h] = (float)(es / (double)(nrows * D));
-      mse_temporal[h] = (float)(et / (double)(nrows * D));
-      if (energy)
-        energy[h] = e0;
-    }
+  if (st == STSA_OK) {
+    const float *const o[3] = {o_dense, o_sp, o_tm};
+    row_squares(o, 3, nrows, H, D, row_sq);
+  }
   free(buf);
   return st;
 }
@@ -169,9 +183,10 @@ static stsa_tensor head_view(const stsa_tensor *t, int64_t b, int64_t h) {
 
 stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
                                    const stsa_mask *const *masks, int nmasks,
-                                   const int64_t *rows, int64_t nrows,
-                                   const stsa_tensor *q, const stsa_tensor *k,
-                                   const stsa_tensor *v, int64_t b, double *rel) {
+                                   const int64_t *rows, int per_head, int64_t nrows,
+                                   const int32_t *const *orders, const stsa_tensor *q,
+                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                   double *row_sq) {
   enum { MAX = 4 };
   STSA_RETURN_IF(nmasks < 2 || nmasks > MAX, &ctx->err, STSA_ERR_BAD_PARAM,
                  "profiling: %d masks (2..%d)", nmasks, MAX);
@@ -183,37 +198,26 @@ stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
                                 : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY,
                                             "profiling: out of memory");
   stsa_tensor kb = stsa_batch_view(k, b), vb = stsa_batch_view(v, b), outs[MAX];
+  const int64_t stride = per_head ? nrows : 0;
   if (st == STSA_OK)
-    gather_rows(q, b, rows, nrows, buf);
+    gather_rows(q, b, rows, stride, nrows, buf);
   stsa_tensor qs = stsa_tensor_bshd(buf, STSA_F32, 1, nrows, H, D);
   for (int i = 0; i < nmasks; i++)
     outs[i] = stsa_tensor_bshd(buf ? buf + n * (size_t)(i + 1) : NULL, STSA_F32, 1, nrows,
                                H, D);
   for (int64_t i = 0; st == STSA_OK && i < nmasks * H; i++)
-    st = rows_plan(ctx, g, masks[i], rows, nrows, kb.shape[1], &plans[i]);
+    st =
+        rows_plan(ctx, g, masks[i], rows + i % H * stride, nrows, kb.shape[1], &plans[i]);
   if (st == STSA_OK)
-    st = stsa_sparse_rows_per_head(ctx, (const stsa_plan *const *)plans, nmasks, &qs, &kb,
-                                   &vb, outs);
+    st = stsa_sparse_rows_dense_and_heads(ctx, (const stsa_plan *const *)plans, nmasks,
+                                          orders, &qs, &kb, &vb, outs);
   for (int64_t i = 0; plans && i < nmasks * H; i++)
     stsa_plan_free(plans[i]);
-  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
-    const float *o0 = buf + n;
-    double e0 = 0;
-    for (int64_t r = 0; r < nrows; r++)
-      for (int64_t d = 0; d < D; d++) {
-        const double x = o0[(r * H + h) * D + d];
-        e0 += x * x;
-      }
-    for (int i = 1; i < nmasks; i++) {
-      const float *oi = buf + n * (size_t)(i + 1);
-      double e = 0;
-      for (int64_t r = 0; r < nrows; r++)
-        for (int64_t d = 0; d < D; d++) {
-          const size_t j = (size_t)((r * H + h) * D + d);
-          e += ((double)oi[j] - o0[j]) * ((double)oi[j] - o0[j]);
-        }
-      rel[(i - 1) * H + h] = e0 > 0 ? sqrt(e / e0) : (e > 0 ? INFINITY : 0.0);
-    }
+  if (st == STSA_OK) {
+    const float *o[MAX];
+    for (int i = 0; i < nmasks; i++)
+      o[i] = buf + n * (size_t)(i + 1);
+    row_squares(o, nmasks, nrows, H, D, row_sq);
   }
   free(plans);
   free(buf);
@@ -223,10 +227,11 @@ stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
 stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
                                   const stsa_mask *const *masks, int nmasks,
                                   const int64_t *rows, int64_t nrows,
-                                  const stsa_tensor *q, const stsa_tensor *k,
-                                  const stsa_tensor *v, int64_t b, int64_t h,
-                                  double *rel) {
+                                  const int32_t *order, const stsa_tensor *q,
+                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                  int64_t h, double *row_sq) {
   stsa_tensor qh = head_view(q, b, h), kh = head_view(k, b, h), vh = head_view(v, b, h);
-  return stsa_svg_profile_heads(ctx, g, masks, nmasks, rows, nrows, &qh, &kh, &vh, 0,
-                                rel);
+  const int32_t *const orders[1] = {order};
+  return stsa_svg_profile_heads(ctx, g, masks, nmasks, rows, 0, nrows,
+                                order ? orders : NULL, &qh, &kh, &vh, 0, row_sq);
 }

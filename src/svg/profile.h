@@ -10,6 +10,9 @@
 
 #include "stsa.h"
 
+/* The seed of a call's row draws, from the session's seed and the call. */
+uint64_t stsa_svg_row_seed(uint64_t seed, int64_t layer, int64_t step, int64_t batch);
+
 /* Draws `rows` video query rows spread over the whole video (one uniform
  * draw in each of `rows` equal strata), as native token indices, ascending.
  * Deterministic in (seed, layer, step, batch). */
@@ -21,39 +24,42 @@ typedef struct stsa_svg_masks {
   const stsa_mask *dense, *spatial, *temporal;
 } stsa_svg_masks;
 
-/* Profiles batch entry `b`: fills mse_spatial[h], mse_temporal[h] (per head,
- * mean over rows and D of the squared difference to dense attention) for the
- * sampled rows, and energy[h] (if not NULL) = the sum of squares of the dense
- * rows, so that sqrt(mse * rows * D / energy) is a relative L2 error. q, k, v
- * are the full [B, N, H, D] tensors. One pass over each head's K/V computes
- * the rows' scores once and feeds all three (mask/rows_call.h); the
- * temporal rows are summed in order of position in the frame. */
+/* Profiles batch entry `b` on the sampled rows: row_sq[(i * H + h) * nrows
+ * + r] is, for i = 0, the energy ||o_dense||^2 of head h's dense row r, and
+ * for i = 1 (spatial) and 2 (temporal) the squared difference ||o - o_dense||^2
+ * of that row under the kind's mask. q, k, v are the full [B, N, H, D]
+ * tensors. One pass over each head's K/V computes the rows' scores once and
+ * feeds all three (mask/rows_call.h); the temporal rows are summed in order
+ * of position in the frame. */
 stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
                              const stsa_svg_masks *masks, const int64_t *rows,
                              int64_t nrows, const stsa_tensor *q, const stsa_tensor *k,
-                             const stsa_tensor *v, int64_t b, float *mse_spatial,
-                             float *mse_temporal, double *energy);
+                             const stsa_tensor *v, int64_t b, double *row_sq);
 
-/* Relative L2 errors of one head on the sampled rows: rel[i] =
- * ||o_i - o_0|| / ||o_0|| over the rows, o_i the rows under masks[i] (masks[0]
- * the reference, usually the dense mask), for i = 1..nmasks-1 (nmasks <= 4).
- * Head h of batch entry b only; q, k, v are the full tensors. */
+/* Every head of batch entry b at once, each under its own masks: masks[i * H
+ * + h] is mask i of head h (i = 0 the reference, nmasks <= 4). The rows are
+ * rows[nrows], or with per_head rows[h * nrows ..] for head h; orders[h]
+ * (orders may be NULL) the order in which head h's masked rows are best
+ * summed (rows that keep the same keys together, mask/rows_call.h). row_sq[(i * H
+ * + h) * nrows + r]: i = 0 the energy of the reference's row, i >= 1 the
+ * squared difference of mask i's row to it. One pass over each head's K/V
+ * serves all of its masks, and the heads share the threads. */
+stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
+                                   const stsa_mask *const *masks, int nmasks,
+                                   const int64_t *rows, int per_head, int64_t nrows,
+                                   const int32_t *const *orders, const stsa_tensor *q,
+                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                   double *row_sq);
+
+/* The same for head h of batch entry b alone (masks[0..nmasks-1] its masks,
+ * its rows in `order` or NULL, row_sq[i * nrows + r]); q, k, v are the full
+ * tensors. */
 stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
                                   const stsa_mask *const *masks, int nmasks,
                                   const int64_t *rows, int64_t nrows,
-                                  const stsa_tensor *q, const stsa_tensor *k,
-                                  const stsa_tensor *v, int64_t b, int64_t h,
-                                  double *rel);
-
-/* The same for every head of batch entry b at once, each under its own
- * masks: masks[i * H + h] is mask i of head h (i = 0 the reference), and
- * rel[(i - 1) * H + h] its error. One pass over each head's K/V serves all
- * of its masks, and the heads share the threads. */
-stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
-                                   const stsa_mask *const *masks, int nmasks,
-                                   const int64_t *rows, int64_t nrows,
-                                   const stsa_tensor *q, const stsa_tensor *k,
-                                   const stsa_tensor *v, int64_t b, double *rel);
+                                  const int32_t *order, const stsa_tensor *q,
+                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                  int64_t h, double *row_sq);
 
 /* A view of batch entry b of a [B, S, H, D] tensor (B = 1). */
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b);

@@ -17,7 +17,9 @@
 #include "mask/mask.h"
 #include "mask/plan.h"
 #include "mask/sparse_call.h"
+#include "svg/bound.h"
 #include "svg/profile.h"
+#include "svg/strata.h"
 #include "svg/svg2.h"
 #include "svg/windows.h"
 
@@ -43,6 +45,8 @@ struct stsa_svg {
   stsa_mask *level_mask[SVG_LEVELS][2];
   stsa_plan *level_plan[SVG_LEVELS][2];
   double level_density[SVG_LEVELS][2];
+  /* the strata of the sampled rows (svg_strata) */
+  int64_t *row_group, *row_pop, row_groups;
   stsa_svg2 *svg2; /* method SVG2 only */
   int64_t svg2_q_clusters, svg2_kv_clusters;
 };
@@ -62,6 +66,8 @@ void stsa_svg_free(stsa_svg *svg) {
       stsa_mask_free(svg->level_mask[l][i]);
     }
   stsa_svg2_free(svg->svg2);
+  free(svg->row_group);
+  free(svg->row_pop);
   stsa_plan_free(svg->plan_dense);
   stsa_plan_free(svg->plan_spatial);
   stsa_plan_free(svg->plan_temporal);
@@ -257,6 +263,12 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   double video = stsa_svg_video_density(g, cfg->density);
   svg->windows.frame_window = stsa_svg_frame_window(g, cfg->sink_frames, video);
   svg->windows.band = stsa_svg_band_halfwidth(g, cfg->sink_frames, video);
+  svg->row_group = malloc(sizeof(int64_t) * (size_t)cfg->sample_rows);
+  svg->row_pop = malloc(sizeof(int64_t) * (size_t)cfg->sample_rows);
+  if (svg->row_group && svg->row_pop)
+    stsa_svg_strata(g, cfg->sample_rows, svg->row_group, svg->row_pop, &svg->row_groups);
+  else
+    st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   stsa_mask *m = NULL;
   if (st == STSA_OK)
     st = stsa_mask_frame_window(g, g->frames, &m);
@@ -359,8 +371,16 @@ typedef struct head_run {
   uint8_t budget;
 } head_run;
 
+/* The bound of one head's rows: err and energy [R] each. */
+static double svg_bound(const stsa_svg *svg, const double *err, const double *energy,
+                        double *scratch) {
+  const stsa_err_sample smp = {svg->cfg.sample_rows, svg->row_group, svg->row_pop,
+                               svg->row_groups};
+  return stsa_err_bound(&smp, err, energy, scratch, NULL);
+}
+
 /* SVG's heads of batch entry b: the kind with the smaller profiled error,
- * then, under a budget, the first level whose estimate meets it. */
+ * then, under a budget, the first level whose error bound meets it. */
 static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
                                   const stsa_tensor *q, const stsa_tensor *k,
                                   const stsa_tensor *v, int64_t b, double budget,
@@ -369,17 +389,25 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
   stsa_ctx *ctx = svg->ctx;
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, D = svg->cfg.head_dim;
   const stsa_geometry *g = &svg->cfg.geometry;
-  double *energy = malloc(sizeof(double) * (size_t)H);
-  STSA_RETURN_IF(!energy, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  /* [3][H][R] from the profile, [SVG_LEVELS][R] for a head's levels, the
+   * bound's scratch */
+  double *sq = malloc(sizeof(double) * (size_t)((3 * H + SVG_LEVELS) * R + 5 * R));
+  STSA_RETURN_IF(!sq, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  double *level_sq = sq + 3 * H * R, *scratch = level_sq + SVG_LEVELS * R;
   stsa_svg_masks masks = {svg->mask_dense, svg->mask_spatial, svg->mask_temporal};
-  stsa_status st =
-      stsa_svg_profile(ctx, g, &masks, rows, R, q, k, v, b, mse_s, mse_t, energy);
+  stsa_status st = stsa_svg_profile(ctx, g, &masks, rows, R, q, k, v, b, sq);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    const double *energy = sq + h * R;
+    double sum[2] = {0, 0};
+    for (int i = 0; i < 2; i++)
+      for (int64_t r = 0; r < R; r++)
+        sum[i] += sq[((1 + i) * H + h) * R + r];
+    mse_s[h] = (float)(sum[0] / (double)(R * D));
+    mse_t[h] = (float)(sum[1] / (double)(R * D));
     const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
     kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
-    const double mse = i ? mse_t[h] : mse_s[h];
-    double rel[SVG_LEVELS] = {energy[h] > 0 ? sqrt(mse * (double)(R * D) / energy[h])
-                                            : 0};
+    double rel[SVG_LEVELS] = {
+        svg_bound(svg, sq + ((1 + i) * H + h) * R, energy, scratch)};
     const stsa_mask *lm[SVG_LEVELS];
     const stsa_plan *lp[SVG_LEVELS];
     double ld[SVG_LEVELS];
@@ -388,7 +416,10 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
       st = level_plan(svg, l, i, &lp[l], &lm[l], &ld[l]);
     if (st == STSA_OK && levels > 1) {
       const stsa_mask *pm[SVG_LEVELS] = {svg->mask_dense, lm[1], lm[2]};
-      st = stsa_svg_profile_head(ctx, g, pm, SVG_LEVELS, rows, R, q, k, v, b, h, rel + 1);
+      st = stsa_svg_profile_head(ctx, g, pm, SVG_LEVELS, rows, R, NULL, q, k, v, b, h,
+                                 level_sq);
+      for (int l = 1; st == STSA_OK && l < SVG_LEVELS; l++)
+        rel[l] = svg_bound(svg, level_sq + l * R, level_sq, scratch);
     }
     int pick = 0; /* the first level within the budget; none: dense */
     while (pick < levels && budget > 0 && rel[pick] > budget)
@@ -402,7 +433,7 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
                       0,        pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE};
     }
   }
-  free(energy);
+  free(sq);
   return st;
 }
 
@@ -446,7 +477,7 @@ static stsa_status scan_inputs(const stsa_svg *svg, const stsa_tensor *q,
 
 /* SVG2's heads of batch entry b. */
 static stsa_status plan_svg2_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
-                                   const int64_t *rows, const stsa_tensor *q,
+                                   uint64_t row_seed, const stsa_tensor *q,
                                    const stsa_tensor *k, const stsa_tensor *v,
                                    double budget, int video_unchecked,
                                    stsa_head_kind *kinds, head_run *run,
@@ -460,9 +491,8 @@ static stsa_status plan_svg2_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
                        svg->windows.q_tile,
                        svg->windows.kv_tile,
                        video_unchecked};
-  stsa_status st =
-      stsa_svg2_plan_batch(svg->svg2, &env, layer, B, b, rows, svg->cfg.sample_rows, q, k,
-                           v, budget, res, cluster_ms, cold);
+  stsa_status st = stsa_svg2_plan_batch(svg->svg2, &env, layer, B, b, row_seed, q, k, v,
+                                        budget, res, cluster_ms, cold);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     kinds[h] = STSA_HEAD_SEMANTIC;
     run[h] = res[h].plan ? (head_run){res[h].plan,      res[h].plan,  res[h].density,
@@ -584,11 +614,12 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     if (!dense) {
       double t0 = now_ms();
       stsa_svg_sample_rows(&svg->cfg.geometry, R, svg->cfg.seed, layer, step, b, rows);
-      st = svg->svg2
-               ? plan_svg2_heads(svg, layer, B, b, rows, q, k, v, budget, video_unchecked,
-                                 kinds + b * H, hr, &cluster_ms, &cold)
-               : plan_svg_heads(svg, rows, q, k, v, b, budget, mse_s, mse_t,
-                                kinds + b * H, hr);
+      st = svg->svg2 ? plan_svg2_heads(svg, layer, B, b,
+                                       stsa_svg_row_seed(svg->cfg.seed, layer, step, b),
+                                       q, k, v, budget, video_unchecked, kinds + b * H,
+                                       hr, &cluster_ms, &cold)
+                     : plan_svg_heads(svg, rows, q, k, v, b, budget, mse_s, mse_t,
+                                      kinds + b * H, hr);
       profile_ms += now_ms() - t0;
     } else {
       for (int64_t h = 0; h < H; h++) {

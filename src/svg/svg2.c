@@ -5,10 +5,11 @@
  *      call, cfg.kmeans_iters_warm from that layer's previous centroids after;
  *   2. score the centroid pairs (select.h) and keep, per query cluster, the
  *      key clusters of the top-p (or key-budget) rule;
- *   3. under an error budget, estimate the head's relative error on the
- *      profiled rows against the dense rows, for the planned selection and
- *      the larger ones of the ladder (one pass over the heads' K/V serves
- *      all); take the first within the budget, else run the head dense.
+ *   3. under an error budget, bound the head's relative error from rows
+ *      drawn in every query cluster (strata.h, bound.h) against the dense
+ *      rows, for the planned selection and the larger ones of the ladder
+ *      (one pass over the heads' K/V serves all); take the first whose
+ *      bound is within the budget, else run the head dense.
  *      Without a budget nothing is profiled (the estimate is NaN);
  *   4. build (or reuse, when labels and selection are unchanged) the head's
  *      cluster plan.
@@ -29,17 +30,26 @@
 #include "mask/cluster_plan.h"
 #include "mask/geometry.h"
 #include "mask/mask.h"
+#include "svg/bound.h"
 #include "svg/kmeans.h"
 #include "svg/profile.h"
 #include "svg/select.h"
+#include "svg/strata.h"
 
 /* Published counts (Wan 2.1 at 720p, 75,600 video tokens): 300 query and
- * 1000 key clusters; other sizes scale them. */
+ * 1000 key clusters; other sizes scale them, down to the floors below. */
 #define REF_TOKENS 75600.0
 #define REF_Q_CLUSTERS 300.0
 #define REF_KV_CLUSTERS 1000.0
 /* Clusters of fewer tokens than this make rectangles too small to pay. */
 #define MIN_CLUSTER_TOKENS 8
+/* Automatic counts stay at least this many per frame: scaled down to a
+ * small input (4 / 13 at 5 x 12 x 16 tokens), a cluster merges a small
+ * object with its background and every query of it loses the object's keys
+ * (the quality zoo's mean error 0.17 -> 0.08 at the same budget). Below the
+ * published counts at Wan 480p and 720p (126 / 420 at 21 frames). */
+#define Q_PER_FRAME 6
+#define KV_PER_FRAME 20
 #define DEFAULT_MIN_FRACTION 0.10
 #define DEFAULT_ITERS_COLD 50
 #define DEFAULT_ITERS_WARM 2
@@ -48,6 +58,9 @@
 /* The budget ladder: top-p values tried after the configured one. */
 static const double TOP_P_LADDER[] = {0.95, 0.98, 0.995};
 #define LADDER_MAX 3 /* candidates per head: the profiling pass takes 4 masks */
+/* The profiled rows are one q tile of at most 4096 rows, a multiple of the
+ * kernels' register-tile rows (12 or 6). */
+#define MAX_PROFILE_ROWS 4092
 
 typedef struct layer_state {
   int64_t layer; /* the key; -1: an empty slot of the store */
@@ -62,6 +75,7 @@ typedef struct layer_state {
 
 struct stsa_svg2 {
   int64_t QC, KC, H, D, L;
+  int64_t R; /* rows profiled per head under a budget (strata.h) */
   /* The layers called so far, by layer: open addressing with linear
    * probing, a power-of-two number of slots at most half full. Memory
    * follows the distinct layers called, not the largest one: any layer in
@@ -99,6 +113,10 @@ void stsa_svg2_clusters(const stsa_svg_config *cfg, int64_t *q_clusters,
     qc = (int64_t)llround(REF_Q_CLUSTERS * (double)L / REF_TOKENS);
   if (!kc)
     kc = (int64_t)llround(REF_KV_CLUSTERS * (double)L / REF_TOKENS);
+  if (!cfg->q_clusters && qc < Q_PER_FRAME * g->frames)
+    qc = Q_PER_FRAME * g->frames;
+  if (!cfg->kv_clusters && kc < KV_PER_FRAME * g->frames)
+    kc = KV_PER_FRAME * g->frames;
   qc = cfg->q_clusters ? qc : qc < 1 ? 1 : qc > most ? most : qc;
   kc = cfg->kv_clusters ? kc : kc < 1 ? 1 : kc > most ? most : kc;
   /* Automatic counts give way to the cap on the pairs (from ~280,000 video
@@ -156,6 +174,7 @@ stsa_status stsa_svg2_create(const stsa_svg_config *cfg, stsa_svg2 **out) {
   s->H = cfg->heads;
   s->D = cfg->head_dim;
   s->L = cfg->geometry.frames * cfg->geometry.height * cfg->geometry.width;
+  s->R = stsa_strata_rows(cfg->sample_rows, s->QC, s->L, MAX_PROFILE_ROWS);
   *out = s;
   return STSA_OK;
 }
@@ -259,6 +278,9 @@ typedef struct call_work {
   int plan_threads;           /* threads over the heads' selections and plans */
   int32_t *q_label, *k_label; /* [H][N] labels by native token, -1 for text */
   uint8_t *keep;              /* [H][LADDER_MAX][QC][KC] per candidate */
+  uint64_t row_seed;          /* of the call's profiled rows */
+  int64_t R;                  /* profiled rows per head */
+  int64_t *rows, *row_group;  /* [H][R] each head's rows and their clusters */
   stsa_mask **mask;           /* [(1 + LADDER_MAX) * H]: dense, then the candidates */
   int pack_align;             /* the plans' (stsa_cluster_layout) */
 } call_work;
@@ -275,6 +297,8 @@ static void work_free(call_work *w) {
   free(w->q_label);
   free(w->k_label);
   free(w->keep);
+  free(w->rows);
+  free(w->row_group);
 }
 
 /* The heads' selections and plans are independent: a thread a head, up
@@ -296,8 +320,11 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int threads) 
   w->k_label = malloc(sizeof(int32_t) * HN);
   w->keep = malloc((size_t)(s->H * LADDER_MAX) * (size_t)w->QK);
   w->mask = calloc((size_t)((1 + LADDER_MAX) * s->H), sizeof *w->mask);
+  w->R = s->R;
+  w->rows = malloc(sizeof(int64_t) * H * (size_t)s->R);
+  w->row_group = malloc(sizeof(int64_t) * H * (size_t)s->R);
   return w->q_sizes && w->k_sizes && w->job_err && w->job_status && w->prob &&
-                 w->q_label && w->k_label && w->keep && w->mask
+                 w->q_label && w->k_label && w->keep && w->mask && w->rows && w->row_group
              ? 0
              : -1;
 }
@@ -483,6 +510,13 @@ static stsa_status select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
   native_labels(&geo, ls->lq + slot * s->L, ql);
   native_labels(&geo, ls->lk + slot * s->L, kl);
+  /* under a budget, the rows its bound is taken on: every query cluster's */
+  STSA_RETURN_IF(budget > 0 &&
+                     stsa_strata_draw(ls->lq + slot * s->L, s->L, geo.v0, s->QC,
+                                      w->q_sizes + h * s->QC, w->R,
+                                      stsa_hash_mix(w->row_seed, (uint64_t)h),
+                                      w->rows + h * w->R, w->row_group + h * w->R) != 0,
+                 err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   stsa_select_args base = base_rule(s, cfg);
   base.qc = qc;
   base.kc = kc;
@@ -559,6 +593,77 @@ static stsa_status pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   return STSA_OK;
 }
 
+/* Head h's rows in cluster order (stable), so that a register tile of rows
+ * keeps the same key clusters in the profiling pass's masked sums. */
+static void cluster_order(const call_work *w, int64_t h, int64_t QC, int32_t *order,
+                          int64_t *count) {
+  const int64_t R = w->R, *group = w->row_group + h * R;
+  memset(count, 0, sizeof(int64_t) * (size_t)(QC + 1));
+  for (int64_t r = 0; r < R; r++)
+    count[group[r] + 1]++;
+  for (int64_t c = 0; c < QC; c++)
+    count[c + 1] += count[c];
+  for (int64_t r = 0; r < R; r++)
+    order[count[group[r]]++] = (int32_t)r;
+}
+
+/* The bound of head h's candidate from its rows' squared errors and dense
+ * energies ([R] each). */
+static double candidate_bound(const stsa_svg2 *s, const call_work *w, int64_t h,
+                              const double *err, const double *energy, double *scratch) {
+  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->q_sizes + h * s->QC,
+                               s->QC};
+  return stsa_err_bound(&smp, err, energy, scratch, NULL);
+}
+
+/* Under a budget, rel[i * H + h] = the error bound of head h's candidate i.
+ * First every head's configured candidate in one pass over the heads' K/V;
+ * then, for the heads whose bound exceeds the budget, the rest of the
+ * ladder (a head at its configured rule, the common case, profiles one
+ * mask besides dense). */
+static stsa_status bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
+                               const stsa_svg2_env *env, const call_work *w, int n,
+                               double budget, const stsa_tensor *q, const stsa_tensor *k,
+                               const stsa_tensor *v, int64_t b, double *rel) {
+  const int64_t H = s->H, R = w->R;
+  double *sq = malloc(sizeof(double) * (size_t)((1 + LADDER_MAX) * H * R + 5 * s->QC));
+  int32_t *order = malloc(sizeof(int32_t) * (size_t)(H * R));
+  const int32_t **orders = malloc(sizeof *orders * (size_t)H);
+  int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
+  stsa_status st =
+      sq && order && orders && count
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  double *scratch = sq ? sq + (1 + LADDER_MAX) * H * R : NULL;
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    cluster_order(w, h, s->QC, order + h * R, count);
+    orders[h] = order + h * R;
+  }
+  const stsa_mask *const *masks = (const stsa_mask *const *)w->mask;
+  const stsa_geometry *g = &env->cfg->geometry;
+  if (st == STSA_OK) /* the dense masks, then the first candidates: masks[0 .. 2H) */
+    st = stsa_svg_profile_heads(ctx, g, masks, 2, w->rows, 1, R, orders, q, k, v, b, sq);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++)
+    rel[h] = candidate_bound(s, w, h, sq + (H + h) * R, sq + h * R, scratch);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    if (n < 2 || rel[h] <= budget)
+      continue;
+    const stsa_mask *pm[1 + LADDER_MAX];
+    pm[0] = masks[h];
+    for (int i = 1; i < n; i++)
+      pm[i] = masks[(1 + i) * H + h];
+    st = stsa_svg_profile_head(ctx, g, pm, n, w->rows + h * R, R, orders[h], q, k, v, b,
+                               h, sq);
+    for (int i = 1; st == STSA_OK && i < n; i++)
+      rel[i * H + h] = candidate_bound(s, w, h, sq + i * R, sq, scratch);
+  }
+  free(count);
+  free(orders);
+  free(order);
+  free(sq);
+  return st;
+}
+
 void stsa_svg2_tiles(const stsa_ctx *ctx, int q_tile, int kv_tile, int *q_run,
                      int *kv_run) {
   const int mr = ctx->run->kern.mr, nr = ctx->run->kern.nr;
@@ -567,11 +672,10 @@ void stsa_svg2_tiles(const stsa_ctx *ctx, int q_tile, int kv_tile, int *q_run,
 }
 
 stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
-                                 int64_t layer, int64_t B, int64_t b, const int64_t *rows,
-                                 int64_t nrows, const stsa_tensor *q,
-                                 const stsa_tensor *k, const stsa_tensor *v,
-                                 double max_rel_error, stsa_svg2_head *heads,
-                                 double *cluster_ms, int *cold) {
+                                 int64_t layer, int64_t B, int64_t b, uint64_t row_seed,
+                                 const stsa_tensor *q, const stsa_tensor *k,
+                                 const stsa_tensor *v, double max_rel_error,
+                                 stsa_svg2_head *heads, double *cluster_ms, int *cold) {
   stsa_ctx *ctx = session_env->ctx;
   /* the session's tiles on the backend the context has now */
   stsa_svg2_env run_env = *session_env;
@@ -592,6 +696,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
           : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   for (int64_t h = 0; h < H; h++)
     heads[h] = (stsa_svg2_head){0};
+  w.row_seed = row_seed;
   /* bf16 inputs on a backend with bf16 tiles: spans on its key blocks */
   w.pack_align = stsa_bf16_tiles_take(&ctx->run->kern, q->dtype, k->dtype, v->dtype)
                      ? STSA_BF16_KEY_BLOCK
@@ -626,9 +731,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   for (int64_t i = 0; rel && i < LADDER_MAX * H; i++)
     rel[i] = NAN;
   if (st == STSA_OK && max_rel_error > 0)
-    st =
-        stsa_svg_profile_heads(ctx, &env->cfg->geometry, (const stsa_mask *const *)w.mask,
-                               1 + n, rows, nrows, q, k, v, b, rel);
+    st = bound_heads(ctx, s, env, &w, n, max_rel_error, q, k, v, b, rel);
   if (st == STSA_OK) {
 #pragma omp parallel for num_threads(w.plan_threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++)

@@ -28,7 +28,7 @@ typedef struct stsa_svg2_env {
 /* One head's outcome of a call. */
 typedef struct stsa_svg2_head {
   stsa_plan *plan; /* a reference the caller frees; NULL: run dense */
-  float est_error; /* estimated relative L2 error of what runs */
+  float est_error; /* upper bound of the relative L2 error of what runs */
   float density;   /* kept fraction of what runs (1 or the dense plan's if dense) */
   float top_p;     /* top-p finally used (0 in density mode or dense) */
   uint8_t budget;  /* stsa_budget_action */
@@ -63,12 +63,13 @@ void stsa_svg2_tiles(const stsa_ctx *ctx, int q_tile, int kv_tile, int *q_run,
                      int *kv_run);
 
 /* Plans every head of batch entry b (of B) of call (layer, step): clusters
- * (cold on a layer's first call, warm after), selects, estimates on the
- * profiled rows and applies the budget (max_rel_error > 0). heads[H] out;
+ * (cold on a layer's first call, warm after), selects, bounds the error on
+ * rows drawn per query cluster (from row_seed) and applies the budget
+ * (max_rel_error > 0). heads[H] out;
  * *cluster_ms adds the k-means time, *cold is set to 1 if this call seeded
  * the layer. On failure no plan is left in heads. */
 stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t layer,
-                                 int64_t B, int64_t b, const int64_t *rows, int64_t nrows,
+                                 int64_t B, int64_t b, uint64_t row_seed,
                                  const stsa_tensor *q, const stsa_tensor *k,
                                  const stsa_tensor *v, double max_rel_error,
                                  stsa_svg2_head *heads, double *cluster_ms, int *cold);

@@ -1,0 +1,231 @@
+/*
+ * test_error_bound.c — the error budget's bound (svg/bound.h, svg/strata.h)
+ * and what the session reports with it.
+ *
+ *  - the bound of a census (every row read) is the exact relative error;
+ *    no error gives 0; an unsampled stratum counts as the worst sampled one;
+ *  - coverage: over many draws from a fixed population of heavy-tailed row
+ *    errors (a few rows of a stratum hold most of its error), the bound is
+ *    at least the population's true error in >= 95% of the draws;
+ *  - SVG2's strata: the rows drawn are distinct, ascending, of the cluster
+ *    their group names, and every cluster gets min(size, 2) of them;
+ *  - SVG2's automatic cluster counts keep a floor per frame;
+ *  - the session: on heads whose error sits in few rows (moving objects at
+ *    a user's first small dump, 5 x 12 x 16 tokens, the issue's case),
+ *    SVG2 and SVG under budgets 0.05 and 0.1 report for every head and step
+ *    an error at least its true relative L2 error, measured over every row
+ *    against dense attention in double (tests/attention_oracle.h). The
+ *    estimate of a few uniform rows read 0.003 where the error was 0.16.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_oracle.h"
+#include "svg/bound.h"
+#include "svg/splitmix.h"
+#include "svg/strata.h"
+#include "svg/svg2.h"
+#include "testutil.h"
+
+#define EXPECT(cond) CHECK(cond, "%s", #cond)
+
+static double uniform(uint64_t *s) {
+  return ((double)(stsa_splitmix64(s) >> 11) + 0.5) * 0x1.0p-53;
+}
+
+static void test_census_and_edges(void) {
+  enum { R = 6, G = 3 };
+  const int64_t group[R] = {0, 0, 1, 1, 2, 2}, pop[G] = {2, 2, 2};
+  const double err[R] = {1, 3, 0, 0, 2, 2}, energy[R] = {10, 10, 20, 20, 5, 5};
+  double scratch[5 * G], point = -1;
+  const stsa_err_sample s = {R, group, pop, G};
+  const double b = stsa_err_bound(&s, err, energy, scratch, &point);
+  const double exact = sqrt(8.0 / 70.0);
+  EXPECT(fabs(b - exact) < 1e-12 && fabs(point - exact) < 1e-12);
+  const double zero[R] = {0};
+  EXPECT(stsa_err_bound(&s, zero, energy, scratch, NULL) == 0.0);
+  /* stratum 2 unsampled (rows 0-3 only): it holds the worst mean error (2 per
+   * row) and the least mean energy (10) of the sampled ones */
+  const stsa_err_sample part = {4, group, pop, G};
+  stsa_err_bound(&part, err, energy, scratch, &point);
+  EXPECT(fabs(point - sqrt((4.0 + 0.0 + 2 * 2.0) / (20.0 + 40.0 + 2 * 10.0))) < 1e-12);
+}
+
+/* A population of G strata of M rows whose errors are mostly tiny, with a
+ * few large ones per stratum (a small object inside a cluster); draws of n
+ * rows a stratum. */
+static void test_coverage(void) {
+  enum { G = 24, M = 60, n = 2, TRIALS = 2000 };
+  static double e[G * M], E[G * M];
+  uint64_t s = 12345;
+  double te = 0, tE = 0;
+  for (int i = 0; i < G * M; i++) {
+    const double u = uniform(&s);
+    e[i] = u < 0.08 ? 1.0 + uniform(&s) : 1e-3 * uniform(&s);
+    E[i] = 1.0 + 0.3 * uniform(&s);
+    te += e[i];
+    tE += E[i];
+  }
+  const double truth = sqrt(te / tE);
+  int64_t group[G * n], pop[G];
+  double err[G * n], energy[G * n], scratch[5 * G];
+  for (int g = 0; g < G; g++)
+    pop[g] = M;
+  int covered = 0;
+  for (int t = 0; t < TRIALS; t++) {
+    for (int g = 0; g < G; g++) {
+      int a = (int)(uniform(&s) * M), b = (int)(uniform(&s) * (M - 1));
+      b += b >= a; /* distinct */
+      const int rows[n] = {a, b};
+      for (int j = 0; j < n; j++) {
+        group[g * n + j] = g;
+        err[g * n + j] = e[g * M + rows[j]];
+        energy[g * n + j] = E[g * M + rows[j]];
+      }
+    }
+    const stsa_err_sample smp = {G * n, group, pop, G};
+    covered += stsa_err_bound(&smp, err, energy, scratch, NULL) >= truth;
+  }
+  if (covered < TRIALS * 95 / 100)
+    printf("coverage %d of %d draws\n", covered, TRIALS);
+  fflush(stdout);
+  EXPECT(covered >= TRIALS * 95 / 100);
+}
+
+static void test_strata_draw(void) {
+  enum { L = 500, QC = 7, R = 40 };
+  int32_t labels[L];
+  int64_t sizes[QC] = {0}, rows[R], group[R];
+  uint64_t s = 99;
+  for (int i = 0; i < L; i++) { /* cluster 6 has one member, cluster 5 none */
+    labels[i] = i == 17 ? 6 : (int32_t)(stsa_splitmix64(&s) % 5);
+    sizes[labels[i]]++;
+  }
+  EXPECT(stsa_strata_draw(labels, L, 100, QC, sizes, R, 5, rows, group) == 0);
+  int64_t per[QC] = {0};
+  for (int r = 0; r < R; r++) {
+    EXPECT(rows[r] >= 100 && rows[r] < 100 + L);
+    EXPECT(r == 0 || rows[r] > rows[r - 1]); /* ascending, so distinct */
+    EXPECT(labels[rows[r] - 100] == group[r]);
+    per[group[r]]++;
+  }
+  for (int c = 0; c < QC; c++)
+    EXPECT(per[c] >= (sizes[c] < 2 ? sizes[c] : 2) && per[c] <= sizes[c]);
+  EXPECT(stsa_strata_rows(64, 30, 960, 4092) == 64);
+  EXPECT(stsa_strata_rows(64, 100, 960, 4092) == 200);
+  EXPECT(stsa_strata_rows(64, 100, 150, 4092) == 150);
+}
+
+/* SVG2's automatic cluster counts: at least 6 query and 20 key clusters
+ * a frame on small inputs (at most one a cluster per 8 tokens), the
+ * published scaling where it gives more (Wan 480p: 130 / 433). */
+static void test_cluster_floor(void) {
+  stsa_svg_config c = STSA_INIT(stsa_svg_config);
+  int64_t qc = 0, kc = 0;
+  c.geometry = (stsa_geometry){5, 12, 16, 0, 0, STSA_TEXT_NONE};
+  stsa_svg2_clusters(&c, &qc, &kc);
+  EXPECT(qc == 30 && kc == 100);
+  c.geometry =
+      (stsa_geometry){4, 4, 4, 0, 0, STSA_TEXT_NONE}; /* 64 tokens: 8 a cluster */
+  stsa_svg2_clusters(&c, &qc, &kc);
+  EXPECT(qc == 8 && kc == 8);
+  c.geometry = (stsa_geometry){21, 30, 52, 0, 0, STSA_TEXT_NONE};
+  stsa_svg2_clusters(&c, &qc, &kc);
+  EXPECT(qc == 130 && kc == 433);
+  c.q_clusters = 3; /* explicit counts stand */
+  stsa_svg2_clusters(&c, &qc, &kc);
+  EXPECT(qc == 3 && kc == 433);
+}
+
+/* Relative L2 error of head h of out ([1, N, H, D] f32) against ref (the
+ * oracle's [H][N][D] in double). */
+static double head_error(const stsa_tensor *out, const double *ref, int64_t h) {
+  const int64_t N = out->shape[1], H = out->shape[2], D = out->shape[3];
+  const float *o = out->data;
+  double diff = 0, energy = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t d = 0; d < D; d++) {
+      const double r = ref[(h * N + n) * D + d], x = o[(n * H + h) * D + d];
+      diff += (x - r) * (x - r);
+      energy += r * r;
+    }
+  return sqrt(diff / energy);
+}
+
+static void test_session(int method, stsa_head_kind kind) {
+  const stsa_geometry g = {5, 12, 16, 0, 0, STSA_TEXT_NONE};
+  enum { H = 4, D = 64, STEPS = 4 };
+  const int64_t N = stsa_geometry_tokens(&g);
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  stsa_ctx_set(ctx, STSA_PARAM_THREADS, 2);
+  stsa_tensor q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  stsa_tensor k = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  stsa_tensor v = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  const stsa_head_kind kinds[H] = {kind, kind, kind, kind};
+  stsa_workload_desc wd = {sizeof wd, g, 1, H, D, 1008, kinds};
+  CHECK_STATUS(stsa_workload_generate(&wd, &q, &k, &v, NULL), STSA_OK);
+  double *ref = malloc(sizeof(double) * (size_t)(N * H * D));
+  double *lse = malloc(sizeof(double) * (size_t)(N * H));
+  tu_oracle_attention(&q, &k, &v, NULL, 1.0 / sqrt((double)D), ref, lse);
+  free(lse);
+  const double budgets[2] = {0.05, 0.1};
+  int calls = 0, covered = 0;
+  for (int bi = 0; bi < 2; bi++) {
+    stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
+    cfg.geometry = g;
+    cfg.heads = H;
+    cfg.head_dim = D;
+    cfg.density = 0.3;
+    cfg.sample_rows = 64;
+    cfg.sink_frames = 1;
+    cfg.seed = 1008;
+    cfg.method = method;
+    cfg.top_p = 0.9;
+    cfg.min_kv_fraction = 0.1;
+    cfg.max_rel_error = budgets[bi];
+    stsa_svg *svg = NULL;
+    CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+    float est[H];
+    stsa_svg_report rep = STSA_INIT(stsa_svg_report);
+    rep.est_error = est;
+    for (int64_t step = 0; step < STEPS; step++) {
+      CHECK_STATUS(stsa_svg_attention(svg, 0, step, &q, &k, &v, &o, &rep), STSA_OK);
+      for (int64_t h = 0; h < H; h++) {
+        const double truth = head_error(&o, ref, h);
+        /* f32 rounding (dense heads report 0) */
+        const double slack = 1e-3 * truth + 1e-5;
+        calls++;
+        covered += est[h] + slack >= truth;
+        /* a bound at 99% may miss, never by much; the budget holds */
+        CHECK(est[h] + slack >= 0.75 * truth && truth <= 1.5 * budgets[bi],
+              "%s budget %g step %lld head %lld: bound %.4g, true %.4g",
+              stsa_svg_method_name(method), budgets[bi], (long long)step, (long long)h,
+              est[h], truth);
+      }
+    }
+    stsa_svg_free(svg);
+  }
+  CHECK(covered >= calls * 9 / 10, "%s: the bound covered %d of %d heads",
+        stsa_svg_method_name(method), covered, calls);
+  free(ref);
+  tu_free_tensor(&q);
+  tu_free_tensor(&k);
+  tu_free_tensor(&v);
+  tu_free_tensor(&o);
+  stsa_ctx_free(ctx);
+}
+
+int main(void) {
+  test_census_and_edges();
+  test_coverage();
+  test_strata_draw();
+  test_cluster_floor();
+  test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_SEMANTIC);
+  test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);
+  test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_TEMPORAL);
+  return tu_finish("test_error_bound");
+}
