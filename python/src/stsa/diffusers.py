@@ -1,4 +1,16 @@
-"""A drop-in attention processor for diffusers' Wan transformer.
+"""stsa inside diffusers pipelines.
+
+    import stsa.diffusers
+    handle = stsa.diffusers.enable(pipe)          # Wan 2.1/2.2, HunyuanVideo, CogVideoX
+    video = pipe(prompt, height=480, width=832, num_frames=81).frames
+    handle.stats()                                 # per step: dense/sparse calls, density, ms
+    handle.disable()
+
+enable() needs no geometry and no callback (see its docstring and
+docs/python.md). The older install_svg below (Wan only, geometry and steps
+given by hand) keeps working.
+
+install_svg: a drop-in attention processor for diffusers' Wan transformer.
 
     import stsa.diffusers
     ctl = stsa.diffusers.install_svg(pipe.transformer, height=480, width=832,
@@ -29,8 +41,42 @@ from .attention import attention
 from .geometry import Geometry
 from .svg import SVG
 from .svg2 import SVG2
+from ._enable import Handle, StepStats
+from ._enable import enable as _enable
 
-__all__ = ["SVGAttnProcessor", "SVGController", "install_svg", "apply_rotary"]
+__all__ = ["enable", "Handle", "StepStats", "SVGAttnProcessor", "SVGController",
+           "install_svg", "apply_rotary"]
+
+
+def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **overrides):
+    """Runs the self-attention of a diffusers video pipeline (or of one
+    transformer) through stsa. Returns a Handle: handle.stats() (one
+    StepStats per step), handle.disable().
+
+    pipe_or_transformer: a pipeline (its .transformer, and Wan 2.2's
+    .transformer_2, which share the step count and number their layers on
+    from the first's), or a WanTransformer3DModel,
+    HunyuanVideoTransformer3DModel or CogVideoXTransformer3DModel.
+    preset: an SVG preset name whose density, dense_steps and dense_layers
+    are the defaults; None picks the model family's preset nearest the
+    call's resolution (wan21-480p / wan21-720p, hunyuan-480p / hunyuan-720p,
+    cogvideox15). method: "svg", "svg2" or "dense" (every self-attention
+    call dense through stsa: a reference). max_error: the error budget
+    (stsa.SVG). overrides: any other setting of stsa.SVG / stsa.SVG2
+    (density, dense_steps, dense_layers, sample_rows, sink_frames, seed,
+    top_p, q_clusters, kv_clusters, threads, ...); threads defaults to
+    torch.get_num_threads() at the session's first call.
+
+    The token grid is read at every transformer call from the latents'
+    shape and the model's patch size; the step advances when a transformer
+    call brings a new (smaller) timestep, and a larger one starts a new
+    generation at step 0 (the two calls of a CFG pair share a step). Layers
+    are numbered by block. Calls stsa cannot take (dropout, a causal or
+    non-prefix mask, tensors off the CPU, gradients) run PyTorch's SDPA and
+    are counted in stats() with the reason; a RuntimeWarning says when a
+    generation reaches its first sparse step with no sparse call."""
+    return _enable(pipe_or_transformer, preset=preset, method=method, max_error=max_error,
+                   **overrides)
 
 # Wan's text encoder context length: in I2V models the encoder states are
 # [image tokens, 512 text tokens] (diffusers hard-codes the same number).
