@@ -97,10 +97,11 @@ test-python: build
 	@$(RUN_PY_TESTS)
 
 # Also PyTorch + diffusers from PyPI (~3 GB, ~95 s the first time; the venv is kept).
-test-diffusers: deps
+# STSA_CLI: the tool that stsa.diffusers.dump's files go through (stsa run).
+test-diffusers: build
 	test -x $(DIFFUSERS_VENV)/bin/pip || $(PYTHON) -m venv $(DIFFUSERS_VENV)
 	$(DIFFUSERS_VENV)/bin/pip install -q ./python pytest numpy ml_dtypes torch==2.15.0 diffusers==0.42.1
-	$(DIFFUSERS_VENV)/bin/pytest python/tests $(PYTEST_FLAGS) \
+	STSA_CLI=$(abspath $(BUILD))/stsa $(DIFFUSERS_VENV)/bin/pytest python/tests $(PYTEST_FLAGS) \
 	  --junitxml=$(abspath $(DIFFUSERS_VENV))/results-python.xml
 
 # Install into a temporary prefix; build and run README.md's C program against it.

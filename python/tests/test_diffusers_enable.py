@@ -119,3 +119,51 @@ def test_bad_arguments():
         stsa.diffusers.enable(model)
     handle.disable()
     stsa.diffusers.enable(model).disable()
+
+
+def stsa_cli():
+    import os
+    path = os.environ.get("STSA_CLI")
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip("STSA_CLI names no stsa binary (make test-diffusers sets it)")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["wan", "hunyuan"])
+def test_dump_round_trips_through_stsa_run(kind, tmp_path):
+    import shlex
+    import subprocess
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    cli = stsa_cli()
+    model = make(kind)
+    steps = [inputs(kind, timestep=t, text_real=[4]) for t in (900, 800)]
+    want = [run(model, kw) for kw in steps]
+    path = tmp_path / "qkv.safetensors"
+    handle = stsa.diffusers.dump(model, path, layer=1, step=1)
+    got = [run(model, kw) for kw in steps]
+    assert all(torch.equal(g, w) for g, w in zip(got, want))  # the model is untouched
+    handle.disable()
+    qkv = load_file(path)
+    # HunyuanVideo: 72 video tokens and 4 real of 6 text tokens
+    assert qkv["q"].shape == (1, 72 if kind == "wan" else 76, 2, 32 if kind == "wan" else 16)
+    with safe_open(path, "pt") as f:
+        meta = f.metadata()
+    assert (meta["layer"], meta["step"], meta["frames"], meta["height"], meta["width"]) == \
+        ("1", "1", "3", "4", "6")
+    out = tmp_path / "out.safetensors"
+    args = ["run"] + handle.flags + ["--mode", "dense", "--out", str(out), "--quiet"]
+    subprocess.run([cli] + args, check=True, capture_output=True, timeout=300)
+    q, k, v = (qkv[n].transpose(1, 2) for n in ("q", "k", "v"))
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2)
+    result = load_file(out)
+    (name,) = result
+    assert rel_max(result[name], sdpa) <= 1e-5
+    # and SVG on the same file runs with the geometry the command carries
+    args = shlex.split(handle.command)
+    assert args[:2] == ["stsa", "run"] and args[-4:] == ["--layer", "1", "--step", "1"]
+    report = tmp_path / "report.json"
+    subprocess.run([cli] + args[1:] + ["--report", str(report), "--quiet"], check=True,
+                   capture_output=True, timeout=300)
+    assert report.stat().st_size > 0

@@ -311,6 +311,12 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
                          f"not 'dense'")
     if preset is not None:
         preset_config(preset)  # an unknown name raises here, not at the first step
+    return Handle(transformers_of(pipe_or_transformer), method, preset, max_error, overrides)
+
+
+def transformers_of(pipe_or_transformer):
+    """A pipeline's transformer (and Wan 2.2's transformer_2), or the
+    transformer given; each one stsa knows and is not already hooked."""
     obj = pipe_or_transformer
     if hasattr(obj, "transformer") and not isinstance(obj, torch.nn.Module):
         transformers = [t for t in (obj.transformer, getattr(obj, "transformer_2", None))
@@ -322,4 +328,4 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
         if getattr(t, "_stsa_handle", None) is not None:
             raise ValueError(f"stsa is already enabled on this {type(t).__name__}: call "
                              f"disable() on its handle first")
-    return Handle(transformers, method, preset, max_error, overrides)
+    return transformers

@@ -43,8 +43,9 @@ from .svg import SVG
 from .svg2 import SVG2
 from ._enable import Handle, StepStats
 from ._enable import enable as _enable
+from ._enable import transformers_of
 
-__all__ = ["enable", "Handle", "StepStats", "SVGAttnProcessor", "SVGController",
+__all__ = ["enable", "dump", "Handle", "StepStats", "SVGAttnProcessor", "SVGController",
            "install_svg", "apply_rotary"]
 
 
@@ -77,6 +78,21 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
     generation reaches its first sparse step with no sparse call."""
     return _enable(pipe_or_transformer, preset=preset, method=method, max_error=max_error,
                    **overrides)
+
+
+def dump(pipe_or_transformer, path, layer=0, step=0, batch=0):
+    """Writes one layer's self-attention q, k and v at one denoising step
+    to the safetensors file `path` (tensors "q", "k", "v", [1, S, H, D]:
+    batch entry `batch`, HunyuanVideo's text padding cut off), so that
+    `stsa run` works on a real model's tensors. Layers and steps are
+    counted as enable() counts them; the model's output is unchanged
+    (every call runs diffusers' own SDPA). Returns a handle: after the
+    step has run, handle.flags are `stsa run`'s input and geometry flags
+    for the file (the geometry is also in the file's metadata) and
+    handle.command an `stsa run --mode svg` line with them, the layer and
+    the step (add --out and/or --report); disable() removes the hooks. Cannot be combined with enable() on the same transformer."""
+    from ._dump import DumpHandle
+    return DumpHandle(transformers_of(pipe_or_transformer), path, layer, step, batch)
 
 # Wan's text encoder context length: in I2V models the encoder states are
 # [image tokens, 512 text tokens] (diffusers hard-codes the same number).
