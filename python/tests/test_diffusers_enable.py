@@ -167,3 +167,9 @@ def test_dump_round_trips_through_stsa_run(kind, tmp_path):
     subprocess.run([cli] + args[1:] + ["--report", str(report), "--quiet"], check=True,
                    capture_output=True, timeout=300)
     assert report.stat().st_size > 0
+
+
+def test_no_mode_is_left_behind():
+    """Every hook that entered a TorchFunctionMode left it (run last here)."""
+    from torch.overrides import _get_current_function_mode_stack
+    assert _get_current_function_mode_stack() == []
