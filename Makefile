@@ -101,7 +101,8 @@ test-python: build
 test-diffusers: build
 	test -x $(DIFFUSERS_VENV)/bin/pip || $(PYTHON) -m venv $(DIFFUSERS_VENV)
 	$(DIFFUSERS_VENV)/bin/pip install -q ./python pytest numpy ml_dtypes torch==2.15.0 diffusers==0.42.1
-	STSA_CLI=$(abspath $(BUILD))/stsa $(DIFFUSERS_VENV)/bin/pytest python/tests $(PYTEST_FLAGS) \
+	STSA_CLI=$(abspath $(BUILD))/stsa $(DIFFUSERS_VENV)/bin/pytest python/tests integrations/comfyui \
+	  $(PYTEST_FLAGS) \
 	  --junitxml=$(abspath $(DIFFUSERS_VENV))/results-python.xml
 
 # A self-contained wheel: the package with the libstsa.so just built, then
