@@ -80,9 +80,30 @@ def one_step(model, latents, text, timestep):
               encoder_hidden_states=text, return_dict=False)
 
 
+def alone(model, latents, blocks):
+    """ms of the step's self-attention calls outside the step: stsa dense on
+    random q, k, v of the same shape and strides (SDPA's [B, H, S, D] views
+    of diffusers' [B, S, H, D]), one per block (dense costs the same for any
+    values)."""
+    import stsa
+    cfg = model.config
+    n = latents.shape[2] * latents.shape[3] * latents.shape[4] // 4
+    shape = (1, n, cfg.num_attention_heads, cfg.attention_head_dim)
+    q, k, v = (torch.randn(shape, dtype=latents.dtype).transpose(1, 2) for _ in range(3))
+    stsa.attention(q, k, v, layout="bhsd", threads=torch.get_num_threads())  # warm
+    start = time.perf_counter()
+    for _ in range(blocks):
+        stsa.attention(q, k, v, layout="bhsd", threads=torch.get_num_threads())
+    return (time.perf_counter() - start) * 1e3
+
+
 def timed(mode, model, latents, text):
-    """(step ms, self-attention ms, dense and sparse calls) of one warm call."""
+    """(step ms, self-attention ms, dense and sparse calls) of one warm call;
+    for "stsa-alone", (0, the calls' ms outside a step, blocks, 0)."""
     import stsa.diffusers
+    if mode == "stsa-alone":
+        blocks = model.config.num_layers
+        return 0.0, alone(model, latents, blocks), blocks, 0
     if mode == "sdpa":
         one_step(model, latents, text, 900)
         timer = SelfAttentionTimer()
@@ -138,7 +159,8 @@ def main():
     ap.add_argument("--blocks", type=int, default=2, help="transformer blocks (Wan: 30)")
     ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--modes", default="sdpa,stsa-dense,svg,svg2")
+    ap.add_argument("--modes", default="sdpa,stsa-dense,stsa-alone,svg,svg2",
+                    help="stsa-alone: the self-attention calls of stsa-dense outside a step")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     model, latents, text = model_and_inputs(args)
@@ -160,6 +182,11 @@ def main():
         attn = statistics.median(s[1] for s in samples[m])
         rows[m] = dict(mode=m, step_ms=step, attn_ms=attn, dense_calls=samples[m][-1][2],
                        sparse_calls=samples[m][-1][3], steps=[s[0] for s in samples[m]])
+    inside = rows.pop("stsa-alone", None)
+    if inside and "stsa-dense" in rows:
+        print(f"stsa dense self-attention inside the step / alone: "
+              f"{rows['stsa-dense']['attn_ms']:.0f} / {inside['attn_ms']:.0f} ms = "
+              f"{rows['stsa-dense']['attn_ms'] / inside['attn_ms']:.3f}")
     for m, row in rows.items():
         speed = rows["sdpa"]["step_ms"] / row["step_ms"] if "sdpa" in rows else float("nan")
         print(f"{m:12s} {row['step_ms']:10.0f} {row['attn_ms']:13.0f} "

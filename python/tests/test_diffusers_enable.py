@@ -98,12 +98,15 @@ def test_a_warning_when_nothing_turned_sparse():
     assert all(s.sdpa_calls == 2 and s.why for s in handle.stats())
     handle.disable()
     model = make("wan")
-    handle = stsa.diffusers.enable(model, dense_steps=1, dense_layers=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        for t in (900, 800):
-            run(model, inputs("wan", timestep=t))
-    handle.disable()
+    # no warning where calls turn sparse, nor where the policy keeps every layer dense
+    for dense_layers in (0, 2):
+        handle = stsa.diffusers.enable(model, dense_steps=1, dense_layers=dense_layers)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for t in (900, 800):
+                run(model, inputs("wan", timestep=t))
+        assert handle.stats()[1].sparse_calls == (2 if dense_layers == 0 else 0)
+        handle.disable()
 
 
 def test_bad_arguments():

@@ -251,6 +251,8 @@ class Handle:
         gen, step = self._steps.generation, self._steps.step
         if gen in self._warned or step < self.dense_steps:
             return
+        if self.layers <= int(self._config()["dense_layers"]):
+            return  # the policy keeps every layer dense: nothing should be sparse
         if any(s.sparse_calls for (g, _), s in self._stats.items() if g == gen):
             return
         self._warned.add(gen)
