@@ -42,7 +42,7 @@ RUN_PY_TESTS = rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
 
 .PHONY: all build demo test test-c deps sanitize fuzz format format-check clean test-python \
         test-amx-emulated \
-        test-diffusers wheel test-wheel check-install check-cross build-aarch64 test-aarch64
+        test-diffusers bench-e2e wheel test-wheel check-install check-cross build-aarch64 test-aarch64
 
 all: build
 
@@ -104,6 +104,16 @@ test-diffusers: build
 	STSA_CLI=$(abspath $(BUILD))/stsa $(DIFFUSERS_VENV)/bin/pytest python/tests integrations/comfyui \
 	  $(PYTEST_FLAGS) \
 	  --junitxml=$(abspath $(DIFFUSERS_VENV))/results-python.xml
+
+# Seconds per denoising step of diffusers' Wan transformer at the 1.3B
+# architecture (random weights): SDPA against stsa dense, svg and svg2,
+# interleaved (bench/e2e/wan_step.py; opt-in, minutes: E2E_ARGS sets the
+# geometry and blocks, e.g. "--frames 5 --height 30 --width 52 --blocks 2").
+E2E_ARGS ?= --frames 5 --height 30 --width 52 --blocks 2 --rounds 2
+bench-e2e: build
+	test -x $(DIFFUSERS_VENV)/bin/pip || $(PYTHON) -m venv $(DIFFUSERS_VENV)
+	$(DIFFUSERS_VENV)/bin/pip install -q ./python torch==2.15.0 diffusers==0.42.1
+	$(DIFFUSERS_VENV)/bin/python bench/e2e/wan_step.py $(E2E_ARGS)
 
 # A self-contained wheel: the package with the libstsa.so just built, then
 # auditwheel (from PyPI) grafts the shared libraries it needs (libgomp,
