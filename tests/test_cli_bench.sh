@@ -47,6 +47,20 @@ expect_ok dense "$STSA" bench dense "${small[@]}" --json
 check dense.json dense.stdout "set(r['ran']) == KEYS and r['ran']['backend'] == r['backend']" \
   "r['ran']['arithmetic'] == 'f32' and r['ran']['bf16_terms'] == 0" \
   "r['bf16_tiles'] is False and (r['ran']['why'] == '') == (r['backend'] != 'amx')"
+# the tool's OpenMP threads wait passive unless the user chose a policy
+case "$STSA" in
+*-qemu) passive="('passive', 'default')" ;; # restarting may not reach QEMU
+*) passive="('passive',)" ;;
+esac
+no_policy=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u STSA_CLI_WAIT_POLICY_SET)
+expect_ok dense-wait "${no_policy[@]}" "$STSA" bench dense "${small[@]}" --json
+check dense-wait.json dense-wait.stdout "r['omp_wait_policy'] in $passive"
+expect_ok dense-active "${no_policy[@]}" OMP_WAIT_POLICY=active "$STSA" bench dense \
+  "${small[@]}" --json
+check dense-active.json dense-active.stdout "r['omp_wait_policy'] == 'active'"
+expect_ok dense-spin "${no_policy[@]}" GOMP_SPINCOUNT=1000 "$STSA" bench dense "${small[@]}" \
+  --json
+check dense-spin.json dense-spin.stdout "r['omp_wait_policy'] == 'default'"
 expect_ok dense-text "$STSA" bench dense "${small[@]}"
 expect_grep dense-text dense-text.stdout "^  ran: [a-z0-9]*, f32"
 expect_ok sparse "$STSA" bench sparse "${small[@]}" --mode all --json

@@ -19,6 +19,7 @@
 #include "cli_ran.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "wait_policy.h"
 
 const char *const BENCH_MASK_NAMES[3] = {"band", "causal", NULL};
 
@@ -301,12 +302,13 @@ static int bench_dense(const bench_opts *o) {
         "\"heads\": %lld, \"dim\": %lld, \"batch\": %lld, \"threads\": %d, "
         "\"dtype\": \"%s\", \"kv_dtype\": \"%s\", \"out_dtype\": \"%s\", \"reps\": %d, "
         "\"ms\": %.3f, \"best_ms\": %.3f, \"gflops\": %.2f, \"gflops_median\": %.2f, "
-        "\"peak_gflops\": %.2f, \"peak_isa\": \"%s\", \"pct_peak\": %.2f}\n",
+        "\"peak_gflops\": %.2f, \"peak_isa\": \"%s\", \"pct_peak\": %.2f, "
+        "\"omp_wait_policy\": \"%s\"}\n",
         backend, tiles ? "true" : "false", cli_ran_json(&ran, ran_text, sizeof ran_text),
         (long long)o->seq, (long long)o->seq_kv, (long long)o->heads, (long long)o->dim,
         (long long)o->batch, bd.threads, stsa_dtype_name(o->dtype),
         stsa_dtype_name(o->kv_dtype), stsa_dtype_name(o->out_dtype), o->reps, t.median_ms,
-        t.best_ms, gflops, gflops_med, peak, cli_fma_peak_isa(), pct);
+        t.best_ms, gflops, gflops_med, peak, cli_fma_peak_isa(), pct, cli_wait_policy());
   else {
     printf("dense %s: S_q=%lld S_kv=%lld H=%lld D=%lld B=%lld, q %s, kv %s, out %s, "
            "%d threads\n"

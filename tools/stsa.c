@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "stsa.h"
+#include "wait_policy.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -35,10 +36,13 @@ static void usage(FILE *f) {
   fprintf(f, "; amx: the tile unit emulated in C, a test build");
 #endif
   fprintf(f, ")\n"
-             "             STSA_FORCE_PORTABLE=1 forces the portable C path.\n");
+             "             STSA_FORCE_PORTABLE=1 forces the portable C path.\n"
+             "             OMP_WAIT_POLICY: the tool runs OpenMP passive (idle threads\n"
+             "             sleep) unless this or GOMP_SPINCOUNT is set.\n");
 }
 
 int main(int argc, char **argv) {
+  cli_wait_passive(argv);
   if (argc < 2) {
     usage(stderr);
     return 2;

@@ -245,6 +245,9 @@ def test_library_older_than_the_header_is_refused(tmp_path):
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("_lib", "__pycache__"))
     (copy / "_lib").mkdir()
     shutil.copyfile(stsa.library_path, copy / "_lib" / "libstsa.so")
+    bundled = package.parent / "stsa.libs"  # a manylinux wheel's libgomp and libjansson
+    if bundled.is_dir():
+        shutil.copytree(bundled, tmp_path / "stsa.libs")
     header = _lib.header_path.read_text()
     (copy / "_lib" / "stsa.h").write_text(header.replace(
         "STSA_API unsigned stsa_version_number(void);",

@@ -1,4 +1,16 @@
-"""A drop-in attention processor for diffusers' Wan transformer.
+"""stsa inside diffusers pipelines.
+
+    import stsa.diffusers
+    handle = stsa.diffusers.enable(pipe)          # Wan 2.1/2.2, HunyuanVideo, CogVideoX
+    video = pipe(prompt, height=480, width=832, num_frames=81).frames
+    handle.stats()                                 # per step: dense/sparse calls, density, ms
+    handle.disable()
+
+enable() needs no geometry and no callback (see its docstring and
+docs/python.md). The older install_svg below (Wan only, geometry and steps
+given by hand) keeps working.
+
+install_svg: a drop-in attention processor for diffusers' Wan transformer.
 
     import stsa.diffusers
     ctl = stsa.diffusers.install_svg(pipe.transformer, height=480, width=832,
@@ -29,8 +41,58 @@ from .attention import attention
 from .geometry import Geometry
 from .svg import SVG
 from .svg2 import SVG2
+from ._enable import Handle, StepStats
+from ._enable import enable as _enable
+from ._enable import transformers_of
 
-__all__ = ["SVGAttnProcessor", "SVGController", "install_svg", "apply_rotary"]
+__all__ = ["enable", "dump", "Handle", "StepStats", "SVGAttnProcessor", "SVGController",
+           "install_svg", "apply_rotary"]
+
+
+def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **overrides):
+    """Runs the self-attention of a diffusers video pipeline (or of one
+    transformer) through stsa. Returns a Handle: handle.stats() (one
+    StepStats per step), handle.disable().
+
+    pipe_or_transformer: a pipeline (its .transformer, and Wan 2.2's
+    .transformer_2, which share the step count and number their layers on
+    from the first's), or a WanTransformer3DModel,
+    HunyuanVideoTransformer3DModel or CogVideoXTransformer3DModel.
+    preset: an SVG preset name whose density, dense_steps and dense_layers
+    are the defaults; None picks the model family's preset nearest the
+    call's resolution (wan21-480p / wan21-720p, hunyuan-480p / hunyuan-720p,
+    cogvideox15). method: "svg", "svg2" or "dense" (every self-attention
+    call dense through stsa: a reference). max_error: the error budget
+    (stsa.SVG). overrides: any other setting of stsa.SVG / stsa.SVG2
+    (density, dense_steps, dense_layers, sample_rows, sink_frames, seed,
+    top_p, q_clusters, kv_clusters, threads, ...); threads defaults to
+    torch.get_num_threads() at the session's first call.
+
+    The token grid is read at every transformer call from the latents'
+    shape and the model's patch size; the step advances when a transformer
+    call brings a new (smaller) timestep, and a larger one starts a new
+    generation at step 0 (the two calls of a CFG pair share a step). Layers
+    are numbered by block. Calls stsa cannot take (dropout, a causal or
+    non-prefix mask, tensors off the CPU, gradients) run PyTorch's SDPA and
+    are counted in stats() with the reason; a RuntimeWarning says when a
+    generation reaches its first sparse step with no sparse call."""
+    return _enable(pipe_or_transformer, preset=preset, method=method, max_error=max_error,
+                   **overrides)
+
+
+def dump(pipe_or_transformer, path, layer=0, step=0, batch=0):
+    """Writes one layer's self-attention q, k and v at one denoising step
+    to the safetensors file `path` (tensors "q", "k", "v", [1, S, H, D]:
+    batch entry `batch`, HunyuanVideo's text padding cut off), so that
+    `stsa run` works on a real model's tensors. Layers and steps are
+    counted as enable() counts them; the model's output is unchanged
+    (every call runs diffusers' own SDPA). Returns a handle: after the
+    step has run, handle.flags are `stsa run`'s input and geometry flags
+    for the file (the geometry is also in the file's metadata) and
+    handle.command an `stsa run --mode svg` line with them, the layer and
+    the step (add --out and/or --report); disable() removes the hooks. Cannot be combined with enable() on the same transformer."""
+    from ._dump import DumpHandle
+    return DumpHandle(transformers_of(pipe_or_transformer), path, layer, step, batch)
 
 # Wan's text encoder context length: in I2V models the encoder states are
 # [image tokens, 512 text tokens] (diffusers hard-codes the same number).

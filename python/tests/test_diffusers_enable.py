@@ -1,0 +1,178 @@
+"""stsa.diffusers.enable on tiny random Wan, HunyuanVideo and CogVideoX
+transformers: no geometry, no callback. Skipped without torch and diffusers
+(`make test-diffusers` installs them)."""
+
+import types
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("diffusers")
+
+import stsa.diffusers  # noqa: E402
+from diffusers_models import inputs, make, run  # noqa: E402
+
+KINDS = ["wan", "hunyuan", "cogvideox"]
+
+
+def rel_max(a, b):
+    return ((a - b).abs().max() / b.abs().max()).item()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dense_equals_diffusers_attention(kind):
+    model = make(kind)
+    # a CFG-like batch of two; HunyuanVideo's text padded differently in each
+    kw = inputs(kind, batch=2, text_real=[4, 6])
+    want = run(model, kw)
+    handle = stsa.diffusers.enable(model, method="dense")
+    got = run(model, kw)
+    assert rel_max(got, want) <= 1e-5
+    (stat,) = handle.stats()
+    assert stat.dense_calls == handle.layers * (2 if kind == "hunyuan" else 1) > 0
+    assert stat.sdpa_calls == 0 and stat.sparse_calls == 0
+    handle.disable()
+    assert torch.equal(run(model, kw), want)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_calls_turn_sparse_after_the_dense_steps(kind):
+    model = make(kind)
+    handle = stsa.diffusers.enable(model, dense_steps=2, dense_layers=1, density=0.3)
+    # two calls per step (a CFG pair), timesteps going down, then a new generation
+    for t in (900, 900, 800, 800, 700, 700, 900):
+        run(model, inputs(kind, timestep=t, text_real=[4]))
+    rows = [(s.generation, s.step, s.dense_calls, s.sparse_calls) for s in handle.stats()]
+    n = handle.layers
+    assert rows == [(0, 0, 2 * n, 0), (0, 1, 2 * n, 0), (0, 2, 2, 2 * (n - 1)), (1, 0, n, 0)]
+    sparse = handle.stats()[2]
+    assert 0 < sparse.density < 1 and sparse.est_error > 0 and sparse.ms > 0
+    handle.disable()
+
+
+def test_preset_defaults_by_model_and_resolution():
+    model = make("wan")
+    handle = stsa.diffusers.enable(model)
+    run(model, inputs("wan"))
+    assert handle.preset == "wan21-480p" and handle.dense_steps == 10
+    handle.disable()
+    model = make("hunyuan")
+    handle = stsa.diffusers.enable(model, preset="hunyuan-720p")
+    run(model, inputs("hunyuan"))
+    assert handle.preset == "hunyuan-720p" and handle.dense_steps == 5
+    handle.disable()
+
+
+def test_a_new_resolution_mid_run():
+    model = make("wan")
+    handle = stsa.diffusers.enable(model, dense_steps=0, dense_layers=0)
+    run(model, inputs("wan", timestep=900))
+    out = run(model, inputs("wan", timestep=800, latent=(2, 8, 16)))
+    assert out.shape[2:] == (2, 8, 16)
+    assert [s.sparse_calls for s in handle.stats()] == [2, 2]
+    assert {g.frames * g.height * g.width for g, _ in handle._sessions} == {72, 64}
+    handle.disable()
+
+
+def test_wan22_two_transformers_share_the_steps():
+    high, low = make("wan", seed=0), make("wan", seed=1)
+    pipe = types.SimpleNamespace(transformer=high, transformer_2=low)
+    handle = stsa.diffusers.enable(pipe, dense_steps=1, dense_layers=0)
+    assert handle.layers == 4
+    run(high, inputs("wan", timestep=900))
+    run(low, inputs("wan", timestep=400))
+    assert [(s.step, s.dense_calls, s.sparse_calls) for s in handle.stats()] == \
+        [(0, 2, 0), (1, 0, 2)]
+    handle.disable()
+
+
+def test_a_warning_when_nothing_turned_sparse():
+    model = make("wan")
+    handle = stsa.diffusers.enable(model, dense_steps=1, dense_layers=0)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    with pytest.warns(RuntimeWarning, match="no attention call was sparse"):
+        for t in (900, 800):  # with gradients: every call stays with SDPA
+            model(**inputs("wan", timestep=t))
+    assert all(s.sdpa_calls == 2 and s.why for s in handle.stats())
+    handle.disable()
+    model = make("wan")
+    # no warning where calls turn sparse, nor where the policy keeps every layer dense
+    for dense_layers in (0, 2):
+        handle = stsa.diffusers.enable(model, dense_steps=1, dense_layers=dense_layers)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for t in (900, 800):
+                run(model, inputs("wan", timestep=t))
+        assert handle.stats()[1].sparse_calls == (2 if dense_layers == 0 else 0)
+        handle.disable()
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="not a transformer stsa knows"):
+        stsa.diffusers.enable(torch.nn.Linear(2, 2))
+    model = make("wan")
+    with pytest.raises(ValueError, match="method"):
+        stsa.diffusers.enable(model, method="flash")
+    with pytest.raises(ValueError, match="unknown SVG preset"):
+        stsa.diffusers.enable(model, preset="wan99")
+    handle = stsa.diffusers.enable(model)
+    with pytest.raises(ValueError, match="already enabled"):
+        stsa.diffusers.enable(model)
+    handle.disable()
+    stsa.diffusers.enable(model).disable()
+
+
+def stsa_cli():
+    import os
+    path = os.environ.get("STSA_CLI")
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip("STSA_CLI names no stsa binary (make test-diffusers sets it)")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["wan", "hunyuan"])
+def test_dump_round_trips_through_stsa_run(kind, tmp_path):
+    import shlex
+    import subprocess
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    cli = stsa_cli()
+    model = make(kind)
+    steps = [inputs(kind, timestep=t, text_real=[4]) for t in (900, 800)]
+    want = [run(model, kw) for kw in steps]
+    path = tmp_path / "qkv.safetensors"
+    handle = stsa.diffusers.dump(model, path, layer=1, step=1)
+    got = [run(model, kw) for kw in steps]
+    assert all(torch.equal(g, w) for g, w in zip(got, want))  # the model is untouched
+    handle.disable()
+    qkv = load_file(path)
+    # HunyuanVideo: 72 video tokens and 4 real of 6 text tokens
+    assert qkv["q"].shape == (1, 72 if kind == "wan" else 76, 2, 32 if kind == "wan" else 16)
+    with safe_open(path, "pt") as f:
+        meta = f.metadata()
+    assert (meta["layer"], meta["step"], meta["frames"], meta["height"], meta["width"]) == \
+        ("1", "1", "3", "4", "6")
+    out = tmp_path / "out.safetensors"
+    args = ["run"] + handle.flags + ["--mode", "dense", "--out", str(out), "--quiet"]
+    subprocess.run([cli] + args, check=True, capture_output=True, timeout=300)
+    q, k, v = (qkv[n].transpose(1, 2) for n in ("q", "k", "v"))
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2)
+    result = load_file(out)
+    (name,) = result
+    assert rel_max(result[name], sdpa) <= 1e-5
+    # and SVG on the same file runs with the geometry the command carries
+    args = shlex.split(handle.command)
+    assert args[:2] == ["stsa", "run"] and args[-4:] == ["--layer", "1", "--step", "1"]
+    report = tmp_path / "report.json"
+    subprocess.run([cli] + args[1:] + ["--report", str(report), "--quiet"], check=True,
+                   capture_output=True, timeout=300)
+    assert report.stat().st_size > 0
+
+
+def test_no_mode_is_left_behind():
+    """Every hook that entered a TorchFunctionMode left it (run last here)."""
+    from torch.overrides import _get_current_function_mode_stack
+    assert _get_current_function_mode_stack() == []
