@@ -775,10 +775,11 @@ typedef struct stsa_svg_report {
    * field set by the caller */
   stsa_run_info *run;
   /* ---- since method auto ---- */
-  /* [B * H * STSA_AUTO_CANDIDATES] per head, each candidate's kept fraction
-   * and error bound (candidate-major within a head: index (b * H + h) *
-   * STSA_AUTO_CANDIDATES + c); NaN where it was not evaluated (another
-   * method, a dense call) */
+  /* [B * H * STSA_AUTO_CANDIDATE_COUNT_] method auto: per head each
+   * candidate's kept fraction and error bound, at the level its budget
+   * ladder stopped at (the widest tried when none met the budget),
+   * candidate-minor: index (b * H + h) * STSA_AUTO_CANDIDATE_COUNT_ + c.
+   * NaN where not evaluated (other methods, a dense call) */
   float *cand_density, *cand_bound;
   /* [B * H] stsa_auto_candidate each head ran (method auto; else what its
    * method ran: spatial, temporal, svg2 or dense) */
@@ -793,7 +794,7 @@ typedef enum stsa_auto_candidate {
   STSA_AUTO_TEMPORAL = 1, /* SVG's temporal mask (its budget level) */
   STSA_AUTO_SVG2 = 2,     /* SVG2's clusters (its top-p ladder) */
   STSA_AUTO_DENSE = 3,    /* the dense plan (bound 0) */
-  STSA_AUTO_CANDIDATES
+  STSA_AUTO_CANDIDATE_COUNT_
 } stsa_auto_candidate;
 /* "spatial", "temporal", "svg2", "dense"; "unknown" for any other value. */
 STSA_API const char *stsa_auto_candidate_name(int candidate);

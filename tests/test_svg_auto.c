@@ -24,8 +24,8 @@ enum { SP = STSA_AUTO_SPATIAL, TE = STSA_AUTO_TEMPORAL, S2 = STSA_AUTO_SVG2 };
 static void check_pick(const char *what, double sp_d, double sp_b, double te_d,
                        double te_b, double s2_d, double s2_b, double budget, int want,
                        int want_reason) {
-  const double density[STSA_AUTO_CANDIDATES] = {sp_d, te_d, s2_d, 0.97};
-  const double bound[STSA_AUTO_CANDIDATES] = {sp_b, te_b, s2_b, 0};
+  const double density[STSA_AUTO_CANDIDATE_COUNT_] = {sp_d, te_d, s2_d, 0.97};
+  const double bound[STSA_AUTO_CANDIDATE_COUNT_] = {sp_b, te_b, s2_b, 0};
   uint8_t reason = 255;
   const int got = stsa_auto_pick(density, bound, budget, &reason);
   CHECK(got == want && reason == want_reason, "%s: picked %s (%s), expected %s (%s)",
@@ -53,7 +53,7 @@ static void test_pick(void) {
   check_pick("no budget, nothing evaluated", 0.2, NAN, 0.2, NAN, 0.25, NAN, 0,
              STSA_AUTO_DENSE, STSA_AUTO_LOWEST);
   CHECK(!strcmp(stsa_svg_method_name(STSA_SVG_METHOD_AUTO), "auto") &&
-            !strcmp(stsa_auto_candidate_name(STSA_AUTO_CANDIDATES), "unknown") &&
+            !strcmp(stsa_auto_candidate_name(STSA_AUTO_CANDIDATE_COUNT_), "unknown") &&
             !strcmp(stsa_auto_reason_name(STSA_AUTO_REASON_COUNT_), "unknown"),
         "names");
 }
@@ -71,8 +71,8 @@ typedef struct inputs {
 
 /* One call's per-head outcome. */
 typedef struct outcome {
-  float est[H], dens[H], cand_d[H * STSA_AUTO_CANDIDATES],
-      cand_b[H * STSA_AUTO_CANDIDATES];
+  float est[H], dens[H], cand_d[H * STSA_AUTO_CANDIDATE_COUNT_],
+      cand_b[H * STSA_AUTO_CANDIDATE_COUNT_];
   uint8_t budget[H], choice[H], reason[H];
   double rel[H]; /* true relative L2 error against dense */
 } outcome;
@@ -137,8 +137,8 @@ static void check_no_budget(stsa_ctx *ctx, const inputs *in) {
   run(ctx, in, STSA_SVG_METHOD_SVG2, 1e3, &s2);
   const int want[H] = {S2, SP, TE, S2};
   for (int h = 0; h < H; h++) {
-    const float *cb = a.cand_b + h * STSA_AUTO_CANDIDATES;
-    const float *cd = a.cand_d + h * STSA_AUTO_CANDIDATES;
+    const float *cb = a.cand_b + h * STSA_AUTO_CANDIDATE_COUNT_;
+    const float *cd = a.cand_d + h * STSA_AUTO_CANDIDATE_COUNT_;
     printf("no budget head %d (%s): spatial %.3f/%.4f temporal %.3f/%.4f svg2 "
            "%.3f/%.4f -> %s (%s), true %.4f\n",
            h, stsa_head_kind_name(KINDS[h]), (double)cd[0], (double)cb[0], (double)cd[1],

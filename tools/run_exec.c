@@ -214,7 +214,7 @@ void run_svg_arrays_alloc(run_svg_arrays *a, int64_t n) {
   a->budget = malloc(m);
   a->choice = malloc(m);
   a->reason = malloc(m);
-  a->cand = malloc(sizeof *a->cand * 2 * STSA_AUTO_CANDIDATES * m);
+  a->cand = malloc(sizeof *a->cand * 2 * STSA_AUTO_CANDIDATE_COUNT_ * m);
   if (!a->kinds || !a->mse || !a->est || !a->density || !a->top_p || !a->budget ||
       !a->choice || !a->reason || !a->cand)
     cli_die("out of memory");
@@ -238,7 +238,7 @@ stsa_svg_report run_svg_report_of(const run_svg_arrays *a, int64_t n) {
   r.est_error = a->est, r.head_density = a->density, r.budget = a->budget;
   r.head_top_p = a->top_p;
   r.choice = a->choice, r.choice_reason = a->reason;
-  r.cand_density = a->cand, r.cand_bound = a->cand + n * STSA_AUTO_CANDIDATES;
+  r.cand_density = a->cand, r.cand_bound = a->cand + n * STSA_AUTO_CANDIDATE_COUNT_;
   return r;
 }
 
@@ -267,11 +267,11 @@ head_result run_svg_result(const stsa_svg_report *rep, int64_t i,
                    .budget = budget,
                    .choice = rep->choice ? rep->choice[i] : -1,
                    .reason = rep->choice_reason ? rep->choice_reason[i] : -1};
-  for (int c = 0; c < STSA_AUTO_CANDIDATES; c++) {
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
     r.cand_density[c] =
-        rep->cand_density ? rep->cand_density[i * STSA_AUTO_CANDIDATES + c] : NAN;
+        rep->cand_density ? rep->cand_density[i * STSA_AUTO_CANDIDATE_COUNT_ + c] : NAN;
     r.cand_bound[c] =
-        rep->cand_bound ? rep->cand_bound[i * STSA_AUTO_CANDIDATES + c] : NAN;
+        rep->cand_bound ? rep->cand_bound[i * STSA_AUTO_CANDIDATE_COUNT_ + c] : NAN;
   }
   return r;
 }

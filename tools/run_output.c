@@ -98,13 +98,13 @@ enum { TABLE_ROWS = 32 }; /* the rest is in --report */
 static void print_candidates(const run_state *s) {
   printf("  auto's candidates (density / bound; - : not evaluated):\n");
   printf("  %5s %5s", "batch", "head");
-  for (int c = 0; c < STSA_AUTO_CANDIDATES; c++)
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++)
     printf(" %17s", stsa_auto_candidate_name(c));
   printf("  %-8s %s\n", "choice", "why");
   for (int64_t i = 0; i < s->B * s->H && i < TABLE_ROWS; i++) {
     const head_result *r = &s->res[i];
     printf("  %5lld %5lld", (long long)(i / s->H), (long long)(i % s->H));
-    for (int c = 0; c < STSA_AUTO_CANDIDATES; c++) {
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
       char cell[32] = "-";
       if (!isnan(r->cand_bound[c]))
         snprintf(cell, sizeof cell, "%.3f / %.4f", (double)r->cand_density[c],

@@ -142,7 +142,7 @@ static json_t *report_svg(const run_state *s) {
  * not evaluated), the choice and why. */
 static json_t *report_auto(const head_result *r) {
   json_t *cands = json_object();
-  for (int c = 0; c < STSA_AUTO_CANDIDATES; c++) {
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
     const int known = !isnan(r->cand_bound[c]);
     json_object_set_new(cands, stsa_auto_candidate_name(c),
                         json_pack("{s:o, s:o}", "density",

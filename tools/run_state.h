@@ -73,7 +73,7 @@ typedef struct head_result {
   /* --mode auto: the stsa_auto_candidate run and its stsa_auto_reason, and
    * each candidate's density and bound (NaN: not evaluated) */
   int choice, reason;
-  float cand_density[STSA_AUTO_CANDIDATES], cand_bound[STSA_AUTO_CANDIDATES];
+  float cand_density[STSA_AUTO_CANDIDATE_COUNT_], cand_bound[STSA_AUTO_CANDIDATE_COUNT_];
 } head_result;
 
 /* What the calls of a run ran (stsa_ctx_last_run, cli_ran.h): one entry per
@@ -156,7 +156,7 @@ typedef struct run_svg_arrays {
   stsa_head_kind *kinds;
   float *mse, *est, *density, *top_p; /* mse: [2 n], spatial then temporal */
   uint8_t *budget, *choice, *reason;
-  float *cand; /* [2][n][STSA_AUTO_CANDIDATES]: densities, then bounds */
+  float *cand; /* [2][n][STSA_AUTO_CANDIDATE_COUNT_]: densities, then bounds */
 } run_svg_arrays;
 void run_svg_arrays_alloc(run_svg_arrays *a, int64_t n);
 void run_svg_arrays_free(run_svg_arrays *a);

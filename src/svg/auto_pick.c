@@ -19,7 +19,7 @@ int stsa_auto_pick(const double *density, const double *bound, double budget,
   int pick = -1;
   if (budget > 0) {
     int sparse_met = 0;
-    for (int c = 0; c < STSA_AUTO_CANDIDATES; c++) {
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
       if (!(bound[c] <= budget)) /* NaN: not evaluated */
         continue;
       sparse_met |= c != STSA_AUTO_DENSE;
@@ -31,7 +31,7 @@ int stsa_auto_pick(const double *density, const double *bound, double budget,
     *reason = sparse_met ? STSA_AUTO_CHEAPEST : STSA_AUTO_NONE_MET;
     return pick;
   }
-  for (int c = 0; c < STSA_AUTO_CANDIDATES; c++)
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++)
     if (c != STSA_AUTO_DENSE && !isnan(bound[c]) &&
         (pick < 0 || better(bound, density, c, pick)))
       pick = c;
@@ -40,10 +40,10 @@ int stsa_auto_pick(const double *density, const double *bound, double budget,
 }
 
 const char *stsa_auto_candidate_name(int candidate) {
-  static const char *const names[STSA_AUTO_CANDIDATES] = {"spatial", "temporal", "svg2",
-                                                          "dense"};
-  return candidate >= 0 && candidate < STSA_AUTO_CANDIDATES ? names[candidate]
-                                                            : "unknown";
+  static const char *const names[STSA_AUTO_CANDIDATE_COUNT_] = {"spatial", "temporal",
+                                                                "svg2", "dense"};
+  return candidate >= 0 && candidate < STSA_AUTO_CANDIDATE_COUNT_ ? names[candidate]
+                                                                  : "unknown";
 }
 
 const char *stsa_auto_reason_name(int reason) {

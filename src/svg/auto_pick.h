@@ -10,7 +10,7 @@
 #include "stsa.h"
 
 /* The candidate a head runs, and why (*reason: stsa_auto_reason).
- * density[c] and bound[c] for each c of STSA_AUTO_CANDIDATES; a NaN bound
+ * density[c] and bound[c] for each c of STSA_AUTO_CANDIDATE_COUNT_; a NaN bound
  * is a candidate not evaluated, never chosen (dense's bound is 0).
  * budget > 0: the lowest density whose bound is <= budget (ties: the lower
  * bound, then the lower index), which is dense when no sparse candidate

@@ -581,7 +581,7 @@ static stsa_status plan_svg2_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
 
 /* Method auto's heads of batch entry b: SVG's profile and each kind's
  * levels, SVG2's clusters and ladder, then per head the candidate
- * stsa_auto_pick chooses; cand[H][STSA_AUTO_CANDIDATES][2] gets each
+ * stsa_auto_pick chooses; cand[H][STSA_AUTO_CANDIDATE_COUNT_][2] gets each
  * candidate's density and bound. */
 static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
                                    uint64_t row_seed, const int64_t *rows,
@@ -602,8 +602,8 @@ static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
     st = svg2_batch(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked, 1, res,
                     cluster_ms, cold);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
-    head_run options[STSA_AUTO_CANDIDATES];
-    double density[STSA_AUTO_CANDIDATES], bound[STSA_AUTO_CANDIDATES];
+    head_run options[STSA_AUTO_CANDIDATE_COUNT_];
+    double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
     for (int i = 0; i < 2 && st == STSA_OK; i++) {
       kind_eval e;
       st = eval_kind(svg, rows, q, k, v, b, h, i, budget, sq, level_sq, scratch, &e);
@@ -614,18 +614,18 @@ static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
       density[i] = e.density[l];
       bound[i] = e.pick < e.levels ? e.rel[l] : NAN;
       options[i] = kind_run(svg, &e, i);
-      cand[(h * STSA_AUTO_CANDIDATES + i) * 2 + 1] = e.rel[l];
+      cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + i) * 2 + 1] = e.rel[l];
     }
     options[STSA_AUTO_SVG2] = svg2_run(svg, &res[h]);
     density[STSA_AUTO_SVG2] = res[h].plan ? res[h].density : NAN;
     bound[STSA_AUTO_SVG2] = res[h].plan ? res[h].est_error : NAN;
-    cand[(h * STSA_AUTO_CANDIDATES + STSA_AUTO_SVG2) * 2 + 1] = res[h].est_error;
+    cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_SVG2) * 2 + 1] = res[h].est_error;
     options[STSA_AUTO_DENSE] = dense_run(svg, STSA_BUDGET_DENSE);
     density[STSA_AUTO_DENSE] = svg->density_dense;
     bound[STSA_AUTO_DENSE] = 0;
-    cand[(h * STSA_AUTO_CANDIDATES + STSA_AUTO_DENSE) * 2 + 1] = 0;
-    for (int c = 0; c < STSA_AUTO_CANDIDATES; c++)
-      cand[(h * STSA_AUTO_CANDIDATES + c) * 2] = density[c];
+    cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_DENSE) * 2 + 1] = 0;
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++)
+      cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + c) * 2] = density[c];
     if (st != STSA_OK)
       break;
     uint8_t reason = 0;
@@ -677,12 +677,12 @@ static void report_write(stsa_svg_report *dst, stsa_svg_report *r, int64_t BH,
                          const stsa_head_kind *kinds, const float *mse, int64_t H,
                          const head_run *run, const double *cand) {
   for (int64_t i = 0; i < BH; i++) {
-    for (int c = 0; c < STSA_AUTO_CANDIDATES; c++) {
-      const double *dc = cand + (i * STSA_AUTO_CANDIDATES + c) * 2;
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
+      const double *dc = cand + (i * STSA_AUTO_CANDIDATE_COUNT_ + c) * 2;
       if (r->cand_density)
-        r->cand_density[i * STSA_AUTO_CANDIDATES + c] = (float)dc[0];
+        r->cand_density[i * STSA_AUTO_CANDIDATE_COUNT_ + c] = (float)dc[0];
       if (r->cand_bound)
-        r->cand_bound[i * STSA_AUTO_CANDIDATES + c] = (float)dc[1];
+        r->cand_bound[i * STSA_AUTO_CANDIDATE_COUNT_ + c] = (float)dc[1];
     }
     if (r->choice)
       r->choice[i] = run[i].choice;
@@ -762,9 +762,10 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   const stsa_plan **plans = malloc(sizeof *plans * (size_t)H);
   int64_t *plan_heads = malloc(sizeof *plan_heads * (size_t)H);
   head_run *run = calloc((size_t)(B * H), sizeof *run);
-  /* [B][H][STSA_AUTO_CANDIDATES] density and bound: method auto's */
-  double *cand = malloc(sizeof(double) * (size_t)(B * H * STSA_AUTO_CANDIDATES * 2));
-  for (int64_t i = 0; cand && i < B * H * STSA_AUTO_CANDIDATES * 2; i++)
+  /* [B][H][STSA_AUTO_CANDIDATE_COUNT_] density and bound: method auto's */
+  double *cand =
+      malloc(sizeof(double) * (size_t)(B * H * STSA_AUTO_CANDIDATE_COUNT_ * 2));
+  for (int64_t i = 0; cand && i < B * H * STSA_AUTO_CANDIDATE_COUNT_ * 2; i++)
     cand[i] = NAN;
   stsa_status st = kinds && mse && rows && plans && plan_heads && run && cand
                        ? STSA_OK
@@ -781,7 +782,8 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
       if (svg->cfg.method == STSA_SVG_METHOD_AUTO)
         st = plan_auto_heads(svg, layer, B, b, row_seed, rows, q, k, v, budget,
                              video_unchecked, mse_s, mse_t, kinds + b * H, hr,
-                             cand + b * H * STSA_AUTO_CANDIDATES * 2, &cluster_ms, &cold);
+                             cand + b * H * STSA_AUTO_CANDIDATE_COUNT_ * 2, &cluster_ms,
+                             &cold);
       else if (svg->svg2)
         st = plan_svg2_heads(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked,
                              kinds + b * H, hr, &cluster_ms, &cold);
