@@ -73,8 +73,7 @@ static const cli_opt RUN_OPTIONS[] = {
              "top-p cluster rectangles per head (kind semantic);\n"
              "auto: per head the cheapest of SVG spatial, SVG temporal,\n"
              "SVG2 and dense whose bound meets --max-error (none: the\n"
-             "lowest bound at --density, SVG2 keeping --density's keys\n"
-             "unless --top-p is given);\n"
+             "lowest bound; SVG2's settings as in svg2);\n"
              "sparse: every head with the SVG mask of --head-kind;\n"
              "dense: dense attention. A dense call reports kind dense"},
     {.name = "--head-kind",

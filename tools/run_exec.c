@@ -391,15 +391,15 @@ static void compare_dense(run_state *s) {
   free(ms);
 }
 
-/* --mode svg2 over the resolved configuration: SVG2's published top-p 0.9
- * (a preset's, if it carries one) unless --density asks for a key budget.
- * --mode auto without --max-error: SVG2 keeps the density's keys unless
- * --top-p is given, so that the candidates stand at one density. */
+/* --mode svg2 and auto over the resolved configuration: SVG2's published
+ * top-p 0.9 (a preset's, if it carries one) unless --density asks for a key
+ * budget. (Inside auto a key budget at the density was measured worse than
+ * top-p 0.9 on the quality zoo: docs/benchmarks.md.) */
 static void run_svg2_config(const run_opts *o, stsa_svg_config *c) {
   c->method = o->mode == RUN_MODE_AUTO ? STSA_SVG_METHOD_AUTO : STSA_SVG_METHOD_SVG2;
   if (o->top_p >= 0)
     c->top_p = o->top_p;
-  else if (o->geo.density > 0 || (o->mode == RUN_MODE_AUTO && !(o->max_error > 0)))
+  else if (o->geo.density > 0)
     c->top_p = 0; /* the density is each query cluster's key budget */
   else if (!(c->top_p > 0))
     c->top_p = 0.9;

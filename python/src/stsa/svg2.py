@@ -136,23 +136,10 @@ class Auto(SVG2):
     the call's) each head runs the candidate of lowest density whose bound
     meets it (SVG's windows widen and SVG2's top-p rises as their methods
     do), else dense; without one, the candidate of lowest bound at the
-    configured density (dense is then no candidate). The arguments are
-    SVG2's; top_p left out keeps density x the keys per query cluster when
-    the session has no budget (its candidates stand at one density), else
-    SVG2's 0.9. The report adds choice, choice_reason, cand_density and
-    cand_bound (stsa.SVGInfo).
+    configured density and SVG2's top-p (dense is then no candidate). The
+    arguments and their defaults are SVG2's (top_p 0.9, or density= alone
+    for a key budget). The report adds choice, choice_reason, cand_density
+    and cand_bound (stsa.SVGInfo).
     """
 
     _METHOD = lib.STSA_SVG_METHOD_AUTO
-
-    def __init__(self, geometry, heads=None, head_dim=None, top_p=_UNSET, density=None,
-                 q_clusters=None, kv_clusters=None, min_kv_fraction=None,
-                 kmeans_iters_cold=None, kmeans_iters_warm=None, dense_steps=None,
-                 dense_layers=None, sample_rows=None, sink_frames=None, seed=None,
-                 q_tile=None, kv_tile=None, max_error=None, threads=None, backend=None):
-        if top_p is _UNSET and not max_error:
-            top_p = None  # the candidates at one density
-        super().__init__(geometry, heads, head_dim, top_p, density, q_clusters,
-                         kv_clusters, min_kv_fraction, kmeans_iters_cold,
-                         kmeans_iters_warm, dense_steps, dense_layers, sample_rows,
-                         sink_frames, seed, q_tile, kv_tile, max_error, threads, backend)
