@@ -702,9 +702,15 @@ typedef struct stsa_svg_config {
 typedef enum stsa_svg_method {
   STSA_SVG_METHOD_SVG = 0,  /* spatial or temporal head per call (Sparse VideoGen) */
   STSA_SVG_METHOD_SVG2 = 1, /* semantic clusters with top-p budgets (Sparse VideoGen 2) */
+  /* per head, the best of SVG spatial, SVG temporal, SVG2 clusters and dense
+   * (stsa_auto_candidate): with a budget the cheapest (lowest density) whose
+   * bound is within it, else dense; without one the lowest bound at the
+   * configured density (dense is no candidate then). SVG's profiling and
+   * SVG2's clusters run once each, as their methods would */
+  STSA_SVG_METHOD_AUTO = 2,
   STSA_SVG_METHOD_COUNT_
 } stsa_svg_method;
-/* "svg", "svg2"; "unknown" for any other value. */
+/* "svg", "svg2", "auto"; "unknown" for any other value. */
 STSA_API const char *stsa_svg_method_name(int method);
 
 /* Published SVG defaults by name: "wan21-480p", "wan21-720p", "hunyuan-720p",
@@ -768,7 +774,43 @@ typedef struct stsa_svg_report {
   /* optional: what the call's attention ran (stsa_ctx_last_run), its size
    * field set by the caller */
   stsa_run_info *run;
+  /* ---- since method auto ---- */
+  /* [B * H * STSA_AUTO_CANDIDATE_COUNT_] method auto: per head each
+   * candidate's kept fraction and error bound, at the level its budget
+   * ladder stopped at (the widest tried when none met the budget),
+   * candidate-minor: index (b * H + h) * STSA_AUTO_CANDIDATE_COUNT_ + c.
+   * NaN where not evaluated (other methods, a dense call) */
+  float *cand_density, *cand_bound;
+  /* [B * H] stsa_auto_candidate each head ran (method auto; else what its
+   * method ran: spatial, temporal, svg2 or dense) */
+  uint8_t *choice;
+  /* [B * H] stsa_auto_reason: why that candidate */
+  uint8_t *choice_reason;
 } stsa_svg_report;
+
+/* The candidates of method auto (stsa_svg_report.choice). */
+typedef enum stsa_auto_candidate {
+  STSA_AUTO_SPATIAL = 0,  /* SVG's spatial mask (its budget level) */
+  STSA_AUTO_TEMPORAL = 1, /* SVG's temporal mask (its budget level) */
+  STSA_AUTO_SVG2 = 2,     /* SVG2's clusters (its top-p ladder) */
+  STSA_AUTO_DENSE = 3,    /* the dense plan (bound 0) */
+  STSA_AUTO_CANDIDATE_COUNT_
+} stsa_auto_candidate;
+/* "spatial", "temporal", "svg2", "dense"; "unknown" for any other value. */
+STSA_API const char *stsa_auto_candidate_name(int candidate);
+
+/* Why method auto chose a head's candidate (stsa_svg_report.choice_reason). */
+typedef enum stsa_auto_reason {
+  STSA_AUTO_METHOD = 0,   /* not method auto: the method's own choice */
+  STSA_AUTO_CHEAPEST = 1, /* under a budget: the lowest density within it */
+  STSA_AUTO_NONE_MET = 2, /* under a budget, no sparse candidate met it: dense */
+  STSA_AUTO_LOWEST = 3,   /* no budget: the lowest bound at the configured density */
+  STSA_AUTO_POLICY = 4,   /* the dense steps or layers of the policy */
+  STSA_AUTO_REASON_COUNT_
+} stsa_auto_reason;
+/* "method", "cheapest", "none-met", "lowest-bound", "policy"; "unknown" for
+ * any other value. */
+STSA_API const char *stsa_auto_reason_name(int reason);
 
 /* What the error budget did to a head (stsa_svg_report.budget). */
 typedef enum stsa_budget_action {

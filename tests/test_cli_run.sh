@@ -319,7 +319,7 @@ expect_fail wrong-rank "rank-3" err.safetensors \
 expect_fail report-unwritable "no-such-dir" err.safetensors \
   "$STSA" run --in bshd.t0.safetensors "${base[@]}" --out err.safetensors \
   --report no-such-dir/r.json
-expect_fail layer-in-dense "apply to --mode svg and svg2 only" err.safetensors \
+expect_fail layer-in-dense "apply to --mode svg, svg2 and auto only" err.safetensors \
   "$STSA" run --in bshd.t0.safetensors "${base[@]}" --layer 3 --out err.safetensors
 # a head dim past the kernels' limit is named with the limit
 python3 helper.py gen d513 bshd 1 2 2 0 none 1 513 F32 3

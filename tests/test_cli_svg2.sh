@@ -104,9 +104,9 @@ expect_ok q-tile.6.fields check qtile.json "r['svg']['q_tile'] in (6, 12)" \
 # ------------------------------------------- --max-error: a tiny budget runs every head dense
 # (6 frames: the sparse plans keep less than everything there)
 tight=(--workload --frames 6 --height 8 --width 8 --heads 3 --head-dim 32 --threads 2)
-for mode in svg svg2; do
+for mode in svg svg2 auto; do
   extra=(--density 0.1)
-  [ $mode = svg2 ] && extra=(--q-clusters 4 --kv-clusters 16)
+  [ $mode != svg ] && extra=(--q-clusters 4 --kv-clusters 16)
   expect_ok "budget.$mode" "$STSA" run "${tight[@]}" --mode $mode "${extra[@]}" \
     --max-error 1e-9 --compare-dense --report "budget.$mode.json" --quiet
   expect_ok "budget.$mode.fields" check "budget.$mode.json" \
@@ -115,13 +115,31 @@ for mode in svg svg2; do
     "all(x['rel_l2'] < 1e-5 for x in h)"
 done
 expect_ok budget.none check svg2.json "r['svg']['max_error'] == 0"
+expect_ok budget.auto.why check budget.auto.json \
+  "all(x['auto']['choice'] == 'dense' and x['auto']['reason'] == 'none-met' for x in h)"
+
+# ------------------------------------------- --mode auto: per head the cheapest within the budget
+expect_ok auto "$STSA" run "${tight[@]}" --mode auto --density 0.2 --q-clusters 4 \
+  --kv-clusters 16 --max-error 0.1 --compare-dense --report auto.json --quiet
+cand="[c for c in x['auto']['candidates'].values() if c['bound'] is not None and c['bound'] <= 0.1]"
+expect_ok auto.fields check auto.json "r['mode'] == 'auto'" \
+  "all(len(x['auto']['candidates']) == 4 for x in h)" \
+  "all(x['auto']['reason'] == 'cheapest' for x in h)" \
+  "all(x['est_error'] <= 0.1 for x in h)" \
+  "all(abs(x['density'] - min(c['density'] for c in $cand)) < 1e-6 for x in h)"
+expect_ok auto.nobudget "$STSA" run "${tight[@]}" --mode auto --density 0.2 \
+  --q-clusters 4 --kv-clusters 16 --report auto0.json --quiet
+sparse="[c['bound'] for k, c in x['auto']['candidates'].items() if k != 'dense']"
+expect_ok auto.nobudget.fields check auto0.json \
+  "all(x['auto']['reason'] == 'lowest-bound' for x in h)" \
+  "all(x['est_error'] == min($sparse) for x in h)"
 
 # ------------------------------------------- usage errors write nothing
 expect_usage both "two budgets" both.json "$STSA" run "${geo[@]}" --mode svg2 \
   --density 0.2 --top-p 0.9 --report both.json
-expect_usage top-p-svg "apply to --mode svg2 only" topp.json "$STSA" run "${geo[@]}" \
+expect_usage top-p-svg "apply to --mode svg2 and auto only" topp.json "$STSA" run "${geo[@]}" \
   --mode svg --top-p 0.9 --report topp.json
-expect_usage budget-dense "applies to --mode svg and svg2 only" bd.json "$STSA" run \
+expect_usage budget-dense "applies to --mode svg, svg2 and auto only" bd.json "$STSA" run \
   "${geo[@]}" --mode dense --max-error 0.1 --report bd.json
 expect_usage workload-in "not both" wi.json "$STSA" run "${geo[@]}" --in x.safetensors \
   --report wi.json

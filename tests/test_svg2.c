@@ -511,7 +511,7 @@ static void test_bad_config(void) {
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 1);
   stsa_svg *svg = NULL;
   stsa_svg_config c = svg2_config(1, 32);
-  c.method = 2;
+  c.method = STSA_SVG_METHOD_COUNT_;
   CHECK_STATUS(stsa_svg_create(ctx, &c, &svg), STSA_ERR_BAD_PARAM);
   c = svg2_config(1, 32);
   c.top_p = 1.5;

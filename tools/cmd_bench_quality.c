@@ -24,7 +24,8 @@
  * starts from). */
 static const double BUDGETS[] = {0, 0.02, 0.05, 0.1};
 #define N_BUDGETS ((int)(sizeof BUDGETS / sizeof BUDGETS[0]))
-static const int METHODS[] = {STSA_SVG_METHOD_SVG, STSA_SVG_METHOD_SVG2};
+static const int METHODS[] = {STSA_SVG_METHOD_SVG, STSA_SVG_METHOD_SVG2,
+                              STSA_SVG_METHOD_AUTO};
 #define N_METHODS ((int)(sizeof METHODS / sizeof METHODS[0]))
 
 /* Warm calls timed per run, each after a dense call. */
@@ -63,12 +64,13 @@ static const cli_opt QUALITY_OPTIONS[] = {
     {0}};
 
 static void usage(void) {
-  printf("usage: stsa bench quality [--threads T] [--wan] [--by-family]\n"
-         "                          [--family NAME] [--size NAME] [--seed N]\n"
-         "                          [--csv FILE]\n"
-         "Runs SVG and SVG2 at error budgets 0 (none), 0.02, 0.05 and 0.1 on every\n"
-         "head of the quality zoo and compares each head's true relative L2 error\n"
-         "(against dense attention) with the budget and with the estimate.\n");
+  printf(
+      "usage: stsa bench quality [--threads T] [--wan] [--by-family]\n"
+      "                          [--family NAME] [--size NAME] [--seed N]\n"
+      "                          [--csv FILE]\n"
+      "Runs SVG, SVG2 and auto at error budgets 0 (none), 0.02, 0.05 and 0.1 on every\n"
+      "head of the quality zoo and compares each head's true relative L2 error\n"
+      "(against dense attention) with the budget and with the estimate.\n");
   const cli_opt *const tables[1] = {QUALITY_OPTIONS};
   cli_print_options(tables, 1);
 }

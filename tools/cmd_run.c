@@ -36,7 +36,7 @@
 #include "run_report.h"
 #include "run_state.h"
 
-const char *const RUN_MODE_NAMES[5] = {"dense", "sparse", "svg", "svg2", NULL};
+const char *const RUN_MODE_NAMES[6] = {"dense", "sparse", "svg", "svg2", "auto", NULL};
 
 static void set_dist(void *base, const char *name, const char *value) {
   cli_parse_dist(name, value, &((run_opts *)base)->dist);
@@ -47,8 +47,9 @@ static const cli_opt RUN_WORKLOAD_OPTIONS[] = {
     {.name = "--workload",
      CLI_FLAG(run_workload_opts, on),
      .help = "no input file: the built-in workload (f32, bshd, B = 1) at\n"
-             "the geometry of the flags; svg2 plants spatial, temporal\n"
-             "and semantic heads in turn, other modes the default mix"},
+             "the geometry of the flags; svg2 and auto plant spatial,\n"
+             "temporal and semantic heads in turn, other modes the\n"
+             "default mix"},
     {.name = "--heads",
      .metavar = "H",
      CLI_I64(run_workload_opts, heads, 1, 4096),
@@ -70,6 +71,9 @@ static const cli_opt RUN_OPTIONS[] = {
      .help = "svg (default): profiling, a kind per head, sparse attention;\n"
              "svg2: Sparse VideoGen 2, k-means clusters of q and k and\n"
              "top-p cluster rectangles per head (kind semantic);\n"
+             "auto: per head the cheapest of SVG spatial, SVG temporal,\n"
+             "SVG2 and dense whose bound meets --max-error (none: the\n"
+             "lowest bound; SVG2's settings as in svg2);\n"
              "sparse: every head with the SVG mask of --head-kind;\n"
              "dense: dense attention. A dense call reports kind dense"},
     {.name = "--head-kind",
@@ -79,7 +83,7 @@ static const cli_opt RUN_OPTIONS[] = {
     {.name = "--layer",
      .metavar = "L",
      CLI_I64(run_opts, layer, 0, INT64_MAX),
-     .help = "the call's layer and step (--mode svg and svg2; default:\n"
+     .help = "the call's layer and step (--mode svg, svg2, auto; default:\n"
              "the first call the policy runs sparse)"},
     {.name = "--step", .metavar = "S", CLI_I64(run_opts, step, 0, INT64_MAX)},
     {.name = "--max-error",
@@ -92,13 +96,13 @@ static const cli_opt RUN_OPTIONS[] = {
     {.name = "--top-p",
      .metavar = "P",
      CLI_DOUBLE(run_opts, top_p, 1e-6, 1.0),
-     .help = "svg2: key clusters kept per query cluster until their\n"
+     .help = "svg2, auto: key clusters kept per query cluster until their\n"
              "probability reaches P (default 0.9); --density D instead\n"
              "keeps D of the keys per query cluster"},
     {.name = "--q-clusters",
      .metavar = "N",
      CLI_I64(run_opts, q_clusters, 1, INT32_MAX),
-     .help = "svg2: k-means clusters of queries and keys per head\n"
+     .help = "svg2, auto: k-means clusters of queries and keys per head\n"
              "(default: 300 / 1000 at 75,600 video tokens, scaled)"},
     {.name = "--kv-clusters",
      .metavar = "N",
@@ -151,23 +155,24 @@ static void check_mode_flags(const run_opts *o) {
     cli_die("run: --warn-rel-l2 needs --compare-dense (it warns about the comparison)");
   const char *mode = RUN_MODE_NAMES[o->mode];
   if (!run_mode_is_svg(o->mode) && (o->layer >= 0 || o->step >= 0))
-    cli_die(
-        "run: --layer and --step apply to --mode svg and svg2 only (this is --mode %s)",
-        mode);
-  if (!run_mode_is_svg(o->mode) && o->max_error >= 0)
-    cli_die("run: --max-error applies to --mode svg and svg2 only (this is --mode %s)",
+    cli_die("run: --layer and --step apply to --mode svg, svg2 and auto only (this is "
+            "--mode %s)",
             mode);
-  if (o->mode != RUN_MODE_SVG2 &&
+  if (!run_mode_is_svg(o->mode) && o->max_error >= 0)
+    cli_die("run: --max-error applies to --mode svg, svg2 and auto only (this is --mode "
+            "%s)",
+            mode);
+  if (!run_mode_has_svg2(o->mode) &&
       (o->top_p >= 0 || o->q_clusters >= 0 || o->kv_clusters >= 0))
     cli_die(
-        "run: --top-p, --q-clusters and --kv-clusters apply to --mode svg2 only (this "
-        "is --mode %s)",
+        "run: --top-p, --q-clusters and --kv-clusters apply to --mode svg2 and auto only "
+        "(this is --mode %s)",
         mode);
-  if (o->mode == RUN_MODE_SVG2 && o->top_p >= 0 && o->geo.density > 0)
+  if (run_mode_has_svg2(o->mode) && o->top_p >= 0 && o->geo.density > 0)
     cli_die("run: --density and --top-p are two budgets of SVG2's key clusters: give one "
             "(--top-p P: until their probability reaches P; --density D: D of the keys)");
-  if (o->mode == RUN_MODE_SVG2 && o->dist.scheme >= 0)
-    cli_die("run: --mode svg2 does not run with --dist yet");
+  if (run_mode_has_svg2(o->mode) && o->dist.scheme >= 0)
+    cli_die("run: --mode %s does not run with --dist yet", mode);
   /* a head's bound needs its every key on one rank: Ulysses only (refused,
    * not dropped) */
   if (o->max_error >= 0 && o->dist.scheme >= 0 && o->dist.scheme != 0 /* ulysses */)

@@ -212,7 +212,11 @@ void run_svg_arrays_alloc(run_svg_arrays *a, int64_t n) {
   a->density = malloc(sizeof *a->density * m);
   a->top_p = malloc(sizeof *a->top_p * m);
   a->budget = malloc(m);
-  if (!a->kinds || !a->mse || !a->est || !a->density || !a->top_p || !a->budget)
+  a->choice = malloc(m);
+  a->reason = malloc(m);
+  a->cand = malloc(sizeof *a->cand * 2 * STSA_AUTO_CANDIDATE_COUNT_ * m);
+  if (!a->kinds || !a->mse || !a->est || !a->density || !a->top_p || !a->budget ||
+      !a->choice || !a->reason || !a->cand)
     cli_die("out of memory");
 }
 
@@ -223,6 +227,9 @@ void run_svg_arrays_free(run_svg_arrays *a) {
   free(a->density);
   free(a->top_p);
   free(a->budget);
+  free(a->choice);
+  free(a->reason);
+  free(a->cand);
 }
 
 stsa_svg_report run_svg_report_of(const run_svg_arrays *a, int64_t n) {
@@ -230,6 +237,8 @@ stsa_svg_report run_svg_report_of(const run_svg_arrays *a, int64_t n) {
   r.kinds = a->kinds, r.mse_spatial = a->mse, r.mse_temporal = a->mse + n;
   r.est_error = a->est, r.head_density = a->density, r.budget = a->budget;
   r.head_top_p = a->top_p;
+  r.choice = a->choice, r.choice_reason = a->reason;
+  r.cand_density = a->cand, r.cand_bound = a->cand + n * STSA_AUTO_CANDIDATE_COUNT_;
   return r;
 }
 
@@ -244,17 +253,27 @@ head_result run_svg_result(const stsa_svg_report *rep, int64_t i,
   /* the windows' densities are exact (double); the report's per-head ones
    * (float) only for what they alone know: SVG2 and raised budgets */
   const int budget = rep->budget ? rep->budget[i] : STSA_BUDGET_NONE;
-  const int per_head = rep->head_density && (kind == STSA_HEAD_SEMANTIC ||
+  const int chose_dense = rep->choice && rep->choice[i] == STSA_AUTO_DENSE;
+  const int per_head = rep->head_density && (kind == STSA_HEAD_SEMANTIC || chose_dense ||
                                              (budget != STSA_BUDGET_NONE && !rep->dense));
-  return (head_result){.kind = rep->dense ? RUN_KIND_DENSE : (int)kind,
-                       .has_mse = has_mse,
-                       .mse_spatial = has_mse ? rep->mse_spatial[i] : 0,
-                       .mse_temporal = has_mse ? rep->mse_temporal[i] : 0,
-                       .density = per_head ? rep->head_density[i] : kind_density,
-                       .ms = ms,
-                       .est_error = rep->est_error ? rep->est_error[i] : NAN,
-                       .top_p = rep->head_top_p ? rep->head_top_p[i] : 0,
-                       .budget = budget};
+  head_result r = {.kind = rep->dense ? RUN_KIND_DENSE : (int)kind,
+                   .has_mse = has_mse,
+                   .mse_spatial = has_mse ? rep->mse_spatial[i] : 0,
+                   .mse_temporal = has_mse ? rep->mse_temporal[i] : 0,
+                   .density = per_head ? rep->head_density[i] : kind_density,
+                   .ms = ms,
+                   .est_error = rep->est_error ? rep->est_error[i] : NAN,
+                   .top_p = rep->head_top_p ? rep->head_top_p[i] : 0,
+                   .budget = budget,
+                   .choice = rep->choice ? rep->choice[i] : -1,
+                   .reason = rep->choice_reason ? rep->choice_reason[i] : -1};
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
+    r.cand_density[c] =
+        rep->cand_density ? rep->cand_density[i * STSA_AUTO_CANDIDATE_COUNT_ + c] : NAN;
+    r.cand_bound[c] =
+        rep->cand_bound ? rep->cand_bound[i * STSA_AUTO_CANDIDATE_COUNT_ + c] : NAN;
+  }
+  return r;
 }
 
 /* A one-head session of the run's configuration. */
@@ -273,7 +292,7 @@ static stsa_svg *one_head_session(run_state *s) {
  * head h-1's clusters, so each head (and the warm-up) gets a fresh session
  * and every call is its layer's first (cold), as in an H-head call. */
 static void run_mode_svg(run_state *s) {
-  const int svg2 = s->o.mode == RUN_MODE_SVG2;
+  const int svg2 = run_mode_has_svg2(s->o.mode);
   double t0 = cli_now();
   stsa_svg *svg = one_head_session(s);
   s->win.size = sizeof s->win;
@@ -372,10 +391,12 @@ static void compare_dense(run_state *s) {
   free(ms);
 }
 
-/* --mode svg2 over the resolved configuration: SVG2's published top-p 0.9
- * (a preset's, if it carries one) unless --density asks for a key budget. */
+/* --mode svg2 and auto over the resolved configuration: SVG2's published
+ * top-p 0.9 (a preset's, if it carries one) unless --density asks for a key
+ * budget. (Inside auto a key budget at the density was measured worse than
+ * top-p 0.9 on the quality zoo: docs/benchmarks.md.) */
 static void run_svg2_config(const run_opts *o, stsa_svg_config *c) {
-  c->method = STSA_SVG_METHOD_SVG2;
+  c->method = o->mode == RUN_MODE_AUTO ? STSA_SVG_METHOD_AUTO : STSA_SVG_METHOD_SVG2;
   if (o->top_p >= 0)
     c->top_p = o->top_p;
   else if (o->geo.density > 0)
@@ -393,7 +414,7 @@ void run_setup_config(run_state *s) {
   s->B = q->shape[0], s->N = q->shape[1], s->H = q->shape[2], s->D = q->shape[3];
   run_resolve_config(&s->o.geo, s->H, s->D, &s->cfg, s->cfg_note, sizeof s->cfg_note);
   run_check_tokens(&s->cfg, &s->qkv, s->o.in.layout);
-  if (s->o.mode == RUN_MODE_SVG2)
+  if (run_mode_has_svg2(s->o.mode))
     run_svg2_config(&s->o, &s->cfg);
   const int svg = run_mode_is_svg(s->o.mode);
   s->layer = svg ? (s->o.layer >= 0 ? s->o.layer : s->cfg.dense_layers) : -1;

@@ -93,10 +93,33 @@ static void print_dist(const run_dist_info *d) {
 
 enum { TABLE_ROWS = 32 }; /* the rest is in --report */
 
+/* --mode auto: per head each candidate's density / bound, the choice and
+ * why. */
+static void print_candidates(const run_state *s) {
+  printf("  auto's candidates (density / bound; - : not evaluated):\n");
+  printf("  %5s %5s", "batch", "head");
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++)
+    printf(" %17s", stsa_auto_candidate_name(c));
+  printf("  %-8s %s\n", "choice", "why");
+  for (int64_t i = 0; i < s->B * s->H && i < TABLE_ROWS; i++) {
+    const head_result *r = &s->res[i];
+    printf("  %5lld %5lld", (long long)(i / s->H), (long long)(i % s->H));
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
+      char cell[32] = "-";
+      if (!isnan(r->cand_bound[c]))
+        snprintf(cell, sizeof cell, "%.3f / %.4f", (double)r->cand_density[c],
+                 (double)r->cand_bound[c]);
+      printf(" %17s", cell);
+    }
+    printf("  %-8s %s\n", stsa_auto_candidate_name(r->choice),
+           stsa_auto_reason_name(r->reason));
+  }
+}
+
 /* The per-head table of the svg modes: what each head ran with and the
  * session's error estimate beside the realised error (--compare-dense). */
 static void print_heads(const run_state *s) {
-  const int svg2 = s->o.mode == RUN_MODE_SVG2, cmp = s->o.compare_dense;
+  const int svg2 = run_mode_has_svg2(s->o.mode), cmp = s->o.compare_dense;
   const int bw = svg2 ? 7 : 0; /* no trailing blanks after the last column */
   printf("  %5s %5s %-9s%s %8s %9s%s %-*s%s\n", "batch", "head", "kind",
          s->truth ? " truth    " : "", "density", "est_err", cmp ? "    rel_l2" : "", bw,
@@ -118,6 +141,8 @@ static void print_heads(const run_state *s) {
   if (n > TABLE_ROWS)
     printf("  ... %lld more (batch, head) pairs in --report\n",
            (long long)(n - TABLE_ROWS));
+  if (s->o.mode == RUN_MODE_AUTO && !s->svg_dense_call)
+    print_candidates(s);
 }
 
 /* "  <label>: avx512, f32": what every head (or rank) ran, else why not and
@@ -158,7 +183,7 @@ void run_print_summary(const run_state *s) {
   if (run_mode_is_svg(s->o.mode))
     printf("  layer %lld step %lld: %s call\n", (long long)s->layer, (long long)s->step,
            s->svg_dense_call ? "dense (by policy)" : "sparse");
-  if (s->o.mode == RUN_MODE_SVG2 && !s->svg_dense_call)
+  if (run_mode_has_svg2(s->o.mode) && !s->svg_dense_call)
     printf("  SVG2: %lld query x %lld key clusters per head, %s, k-means %.2f ms of "
            "profiling %.2f ms (%s)\n",
            (long long)s->q_clusters, (long long)s->kv_clusters,
@@ -166,7 +191,7 @@ void run_print_summary(const run_state *s) {
            s->profile_ms, s->cold_calls ? "cold: clusters seeded" : "warm");
   printf("  kinds of the %lld (batch, head) pairs: %d spatial, %d temporal, %d dense",
          (long long)(s->B * s->H), spatial, temporal, dense);
-  if (semantic || s->o.mode == RUN_MODE_SVG2)
+  if (semantic || run_mode_has_svg2(s->o.mode))
     printf(", %d semantic", semantic);
   printf("\n");
   char target[32];

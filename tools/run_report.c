@@ -125,7 +125,7 @@ static json_t *report_svg(const run_state *s) {
     json_object_set_new(j, "method", json_string(stsa_svg_method_name(c->method)));
     json_object_set_new(j, "max_error", jreal(run_max_error(s)));
   }
-  if (s->o.mode == RUN_MODE_SVG2) {
+  if (run_mode_has_svg2(s->o.mode)) {
     json_object_set_new(j, "top_p", jreal(c->top_p));
     json_object_set_new(j, "budget_of_keys",
                         json_string(c->top_p > 0 ? "top_p" : "density"));
@@ -136,6 +136,22 @@ static json_t *report_svg(const run_state *s) {
   if (s->cfg_note[0])
     json_object_set_new(j, "note", json_string(s->cfg_note));
   return j;
+}
+
+/* --mode auto's choice for a head: each candidate's density and bound (null:
+ * not evaluated), the choice and why. */
+static json_t *report_auto(const head_result *r) {
+  json_t *cands = json_object();
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
+    const int known = !isnan(r->cand_bound[c]);
+    json_object_set_new(cands, stsa_auto_candidate_name(c),
+                        json_pack("{s:o, s:o}", "density",
+                                  known ? jreal(r->cand_density[c]) : json_null(),
+                                  "bound",
+                                  known ? jreal(r->cand_bound[c]) : json_null()));
+  }
+  return json_pack("{s:s, s:s, s:o}", "choice", stsa_auto_candidate_name(r->choice),
+                   "reason", stsa_auto_reason_name(r->reason), "candidates", cands);
 }
 
 /* per_head; ran, dense_ran: give each head what it ran (the heads differ). */
@@ -158,8 +174,10 @@ static json_t *report_heads(const run_state *s, int ran, int dense_ran) {
       json_object_set_new(j, "est_error", jreal(r->est_error));
       json_object_set_new(j, "budget", json_string(stsa_budget_action_name(r->budget)));
     }
-    if (s->o.mode == RUN_MODE_SVG2)
+    if (run_mode_has_svg2(s->o.mode))
       json_object_set_new(j, "top_p", jreal(r->top_p));
+    if (s->o.mode == RUN_MODE_AUTO)
+      json_object_set_new(j, "auto", report_auto(r));
     if (s->o.compare_dense) {
       json_object_set_new(j, "rel_l2", jreal(r->rel_l2));
       json_object_set_new(j, "cosine", jreal(r->cosine));
@@ -176,7 +194,7 @@ static json_t *report_heads(const run_state *s, int ran, int dense_ran) {
 }
 
 int run_top_p_budget(const run_state *s) {
-  return s->o.mode == RUN_MODE_SVG2 && s->cfg.top_p > 0;
+  return run_mode_has_svg2(s->o.mode) && s->cfg.top_p > 0;
 }
 
 double run_max_error(const run_state *s) {
@@ -224,7 +242,7 @@ static json_t *report_timing(const run_state *s) {
     json_object_set_new(j, "profile_ms", jreal(s->profile_ms));
     json_object_set_new(j, "attention_ms", jreal(s->attention_ms));
   }
-  if (s->o.mode == RUN_MODE_SVG2)
+  if (run_mode_has_svg2(s->o.mode))
     json_object_set_new(j, "cluster_ms", jreal(s->cluster_ms));
   if (s->o.compare_dense) {
     json_object_set_new(j, "dense_ms", jreal(s->dense_ms));
@@ -295,7 +313,7 @@ char *run_report_build(const run_state *s) {
   json_object_set_new(root, "compare_dense", json_boolean(s->o.compare_dense));
   if (s->o.compare_dense)
     json_object_set_new(root, "warn_rel_l2", jreal(s->o.warn_rel_l2));
-  if (s->o.mode == RUN_MODE_SVG2)
+  if (run_mode_has_svg2(s->o.mode))
     json_object_set_new(root, "cold", json_boolean(s->cold_calls > 0));
   json_object_set_new(root, "warnings", report_warnings(s));
   json_object_set_new(root, K_PER_HEAD, report_heads(s, heads_differ, dense_differ));

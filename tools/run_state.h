@@ -15,12 +15,23 @@
 #include "run_input.h"
 #include "stsa.h"
 
-enum { RUN_MODE_DENSE = 0, RUN_MODE_SPARSE = 1, RUN_MODE_SVG = 2, RUN_MODE_SVG2 = 3 };
-/* "dense", "sparse", "svg", "svg2" (NULL-terminated: the choices of --mode). */
-extern const char *const RUN_MODE_NAMES[5];
-/* Whether a mode runs the SVG session (svg or svg2). */
+enum {
+  RUN_MODE_DENSE = 0,
+  RUN_MODE_SPARSE = 1,
+  RUN_MODE_SVG = 2,
+  RUN_MODE_SVG2 = 3,
+  RUN_MODE_AUTO = 4
+};
+/* "dense", "sparse", "svg", "svg2", "auto" (NULL-terminated: the choices of
+ * --mode). */
+extern const char *const RUN_MODE_NAMES[6];
+/* Whether a mode runs the SVG session (svg, svg2 or auto). */
 static inline int run_mode_is_svg(int mode) {
-  return mode == RUN_MODE_SVG || mode == RUN_MODE_SVG2;
+  return mode == RUN_MODE_SVG || mode == RUN_MODE_SVG2 || mode == RUN_MODE_AUTO;
+}
+/* Whether a mode runs SVG2's clusters (svg2, and auto among its candidates). */
+static inline int run_mode_has_svg2(int mode) {
+  return mode == RUN_MODE_SVG2 || mode == RUN_MODE_AUTO;
 }
 
 /* --workload: the built-in workload instead of an input file (run_workload.c). */
@@ -59,6 +70,10 @@ typedef struct head_result {
    * the error budget did (a stsa_budget_action) and SVG2's top-p */
   double est_error, top_p;
   int budget;
+  /* --mode auto: the stsa_auto_candidate run and its stsa_auto_reason, and
+   * each candidate's density and bound (NaN: not evaluated) */
+  int choice, reason;
+  float cand_density[STSA_AUTO_CANDIDATE_COUNT_], cand_bound[STSA_AUTO_CANDIDATE_COUNT_];
 } head_result;
 
 /* What the calls of a run ran (stsa_ctx_last_run, cli_ran.h): one entry per
@@ -140,7 +155,8 @@ stsa_mask *run_sparse_plan(run_state *s, const stsa_mask **mask1, stsa_plan_desc
 typedef struct run_svg_arrays {
   stsa_head_kind *kinds;
   float *mse, *est, *density, *top_p; /* mse: [2 n], spatial then temporal */
-  uint8_t *budget;
+  uint8_t *budget, *choice, *reason;
+  float *cand; /* [2][n][STSA_AUTO_CANDIDATE_COUNT_]: densities, then bounds */
 } run_svg_arrays;
 void run_svg_arrays_alloc(run_svg_arrays *a, int64_t n);
 void run_svg_arrays_free(run_svg_arrays *a);

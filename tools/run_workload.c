@@ -51,7 +51,7 @@ void run_workload_load(run_state *s) {
                                    .heads = H,
                                    .head_dim = D,
                                    .seed = w->seed,
-                                   .kinds = s->o.mode == RUN_MODE_SVG2 ? mix : NULL};
+                                   .kinds = run_mode_has_svg2(s->o.mode) ? mix : NULL};
   cli_check(stsa_workload_generate(&desc, &x->t[0], &x->t[1], &x->t[2], s->truth), NULL,
             "generating the workload");
   free(mix);

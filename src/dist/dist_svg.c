@@ -94,9 +94,9 @@ stsa_status stsa_dist_svg_create(stsa_dist *d, const stsa_svg_config *cfg,
    * move between ranks (the error budget runs on whole heads: Ulysses
    * layouts, checked at the call) */
   if (st == STSA_OK && cfg->method != STSA_SVG_METHOD_SVG)
-    st =
-        dist_fail(d, STSA_ERR_UNSUPPORTED,
-                  "dist: SVG2 (method %d) is not distributed: use method 0", cfg->method);
+    st = dist_fail(d, STSA_ERR_UNSUPPORTED,
+                   "dist: method %s (%d) is not distributed: use method 0 (svg)",
+                   stsa_svg_method_name(cfg->method), cfg->method);
   if (st == STSA_OK) {
     s->d = d;
     s->cfg = *cfg;

@@ -17,6 +17,7 @@
 #include "mask/mask.h"
 #include "mask/plan.h"
 #include "mask/sparse_call.h"
+#include "svg/auto_pick.h"
 #include "svg/bound.h"
 #include "svg/profile.h"
 #include "svg/strata.h"
@@ -47,8 +48,9 @@ struct stsa_svg {
   double level_density[SVG_LEVELS][2];
   /* the strata of the sampled rows (svg_strata) */
   int64_t *row_group, *row_pop, row_groups;
-  stsa_svg2 *svg2; /* method SVG2 only */
+  stsa_svg2 *svg2; /* methods SVG2 and auto */
   int64_t svg2_q_clusters, svg2_kv_clusters;
+  int svg2_q_tile, svg2_kv_tile; /* the cluster plans' tiles (auto: SVG's) */
 };
 
 static double now_ms(void) {
@@ -149,8 +151,8 @@ static int largest_divisor(int64_t n, int step, int lo, int hi) {
  * they exist (a frame window then has no partial tile at all), else the
  * context's. Text tokens shift frame boundaries off the tile grid unless
  * they are a suffix or absent. */
-static void choose_tiles(const stsa_svg_config *cfg, const stsa_ctx *ctx, int *q_tile,
-                         int *kv_tile) {
+static void choose_tiles(const stsa_svg_config *cfg, int method, const stsa_ctx *ctx,
+                         int *q_tile, int *kv_tile) {
   const stsa_geometry *g = &cfg->geometry;
   int64_t P = g->height * g->width;
   int aligned_q = 0, aligned_kv = 0;
@@ -160,7 +162,7 @@ static void choose_tiles(const stsa_svg_config *cfg, const stsa_ctx *ctx, int *q
     aligned_kv = largest_divisor(P, ctx->run->kern.nr, 128, 320);
   }
   int auto_ok = aligned_q && aligned_kv;
-  if (cfg->method == STSA_SVG_METHOD_SVG2) {
+  if (method == STSA_SVG_METHOD_SVG2) {
     /* SVG2's tiles follow clusters, not frames: a query cluster of up to
      * SVG2_Q_TILE rows stays one tile (its K/V streamed once), and up to
      * SVG2_KV_TILE columns of consecutive clusters run as one tile */
@@ -219,13 +221,13 @@ static stsa_status check_config(const stsa_svg_config *c, int mr, int nr,
       "multiple of %d (the kernels' panel width)",
       c->q_tile, c->kv_tile, nr);
   STSA_RETURN_IF(c->method < 0 || c->method >= STSA_SVG_METHOD_COUNT_, err,
-                 STSA_ERR_BAD_PARAM, "svg: method = %d, expected 0 (svg) or 1 (svg2)",
-                 c->method);
+                 STSA_ERR_BAD_PARAM,
+                 "svg: method = %d, expected 0 (svg), 1 (svg2) or 2 (auto)", c->method);
   STSA_RETURN_IF(!(c->max_rel_error >= 0 && c->max_rel_error < INFINITY), err,
                  STSA_ERR_BAD_PARAM,
                  "svg: max_rel_error = %s, expected 0 (no budget) or a positive bound",
                  stsa_real_str(c->max_rel_error, 0).s);
-  if (c->method == STSA_SVG_METHOD_SVG2)
+  if (c->method != STSA_SVG_METHOD_SVG)
     STSA_TRY(stsa_svg2_check(c, err));
   return STSA_OK;
 }
@@ -233,6 +235,7 @@ static stsa_status check_config(const stsa_svg_config *c, int mr, int nr,
 const char *stsa_svg_method_name(int method) {
   return method == STSA_SVG_METHOD_SVG    ? "svg"
          : method == STSA_SVG_METHOD_SVG2 ? "svg2"
+         : method == STSA_SVG_METHOD_AUTO ? "auto"
                                           : "unknown";
 }
 
@@ -259,7 +262,12 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   const stsa_geometry *g = &svg->cfg.geometry;
   svg->tokens = stsa_geometry_tokens(g); /* > 0: check_config passed */
   stsa_status st = STSA_OK;
-  choose_tiles(cfg, ctx, &svg->windows.q_tile, &svg->windows.kv_tile);
+  choose_tiles(cfg, cfg->method, ctx, &svg->windows.q_tile, &svg->windows.kv_tile);
+  /* method auto runs its heads in one sparse call, on one tile size: SVG's
+   * (frame-aligned), which SVG2's cluster plans take too */
+  choose_tiles(cfg,
+               cfg->method == STSA_SVG_METHOD_AUTO ? cfg->method : STSA_SVG_METHOD_SVG2,
+               ctx, &svg->svg2_q_tile, &svg->svg2_kv_tile);
   double video = stsa_svg_video_density(g, cfg->density);
   svg->windows.frame_window = stsa_svg_frame_window(g, cfg->sink_frames, video);
   svg->windows.band = stsa_svg_band_halfwidth(g, cfg->sink_frames, video);
@@ -283,7 +291,7 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
   if (st == STSA_OK)
     st = build_kind(svg, cfg->density, 1, &svg->mask_temporal, &svg->plan_temporal,
                     &svg->windows.density_temporal);
-  if (st == STSA_OK && cfg->method == STSA_SVG_METHOD_SVG2 &&
+  if (st == STSA_OK && cfg->method != STSA_SVG_METHOD_SVG &&
       stsa_svg2_create(cfg, &svg->svg2) != STSA_OK)
     st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK && svg->svg2)
@@ -302,7 +310,8 @@ stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out) {
   stsa_errbuf err;
   STSA_TRY(STSA_SIZED_CHECK_OUT(out, stsa_svg_windows, &err));
   stsa_svg_windows w = svg->windows;
-  if (svg->svg2) /* the tiles its calls run on the context's backend now */
+  if (svg->cfg.method == STSA_SVG_METHOD_SVG2) /* the tiles its calls run on the
+                                                  context's backend now */
     stsa_svg2_tiles(svg->ctx, w.q_tile, w.kv_tile, &w.q_tile, &w.kv_tile);
   stsa_sized_write(out, &w, sizeof *out);
   return STSA_OK;
@@ -369,6 +378,7 @@ typedef struct head_run {
   double density;
   float est_error, top_p;
   uint8_t budget;
+  uint8_t choice, reason; /* stsa_auto_candidate, stsa_auto_reason */
 } head_run;
 
 /* The bound of one head's rows: err and energy [R] each. */
@@ -379,6 +389,94 @@ static double svg_bound(const stsa_svg *svg, const double *err, const double *en
   return stsa_err_bound(&smp, err, energy, scratch, NULL);
 }
 
+/* One SVG kind of one head under the budget: its levels' plans, densities
+ * and bounds, and the first level within the budget (pick = levels: none). */
+typedef struct kind_eval {
+  int levels, pick;
+  double rel[SVG_LEVELS], density[SVG_LEVELS];
+  const stsa_plan *plan[SVG_LEVELS];
+} kind_eval;
+
+/* Kind i (0 spatial, 1 temporal) of head h from the call's profile sq
+ * ([3][H][R]: dense, spatial, temporal); the wider levels are profiled when
+ * the configured one misses the budget. level_sq [SVG_LEVELS][R], scratch
+ * the bound's. */
+static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const stsa_tensor *q,
+                             const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                             int64_t h, int i, double budget, const double *sq,
+                             double *level_sq, double *scratch, kind_eval *e) {
+  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
+  const double *energy = sq + h * R;
+  e->rel[0] = svg_bound(svg, sq + ((1 + i) * H + h) * R, energy, scratch);
+  const stsa_mask *lm[SVG_LEVELS];
+  e->levels = budget > 0 && e->rel[0] > budget && svg->cfg.density < 1 ? SVG_LEVELS : 1;
+  for (int l = 0; l < e->levels; l++)
+    STSA_TRY(level_plan(svg, l, i, &e->plan[l], &lm[l], &e->density[l]));
+  if (e->levels > 1) {
+    const stsa_mask *pm[SVG_LEVELS] = {svg->mask_dense, lm[1], lm[2]};
+    STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, SVG_LEVELS, rows, R,
+                                   NULL, q, k, v, b, h, level_sq));
+    for (int l = 1; l < SVG_LEVELS; l++)
+      e->rel[l] = svg_bound(svg, level_sq + l * R, level_sq, scratch);
+  }
+  e->pick = 0;
+  while (e->pick < e->levels && budget > 0 && e->rel[e->pick] > budget)
+    e->pick++;
+  return STSA_OK;
+}
+
+static head_run dense_run(const stsa_svg *svg, uint8_t budget) {
+  return (head_run){
+      svg->plan_dense, NULL, svg->density_dense, 0, 0, budget, STSA_AUTO_DENSE,
+      STSA_AUTO_METHOD};
+}
+
+/* What kind i's evaluation runs: its picked level, else dense. */
+static head_run kind_run(const stsa_svg *svg, const kind_eval *e, int i) {
+  if (e->pick >= e->levels)
+    return dense_run(svg, STSA_BUDGET_DENSE);
+  return (head_run){e->plan[e->pick],
+                    NULL,
+                    e->density[e->pick],
+                    (float)e->rel[e->pick],
+                    0,
+                    e->pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE,
+                    (uint8_t)(i ? STSA_AUTO_TEMPORAL : STSA_AUTO_SPATIAL),
+                    STSA_AUTO_METHOD};
+}
+
+/* The call's profile of batch entry b ([3][H][R] into sq) and each head's
+ * profiling error per kind (mse_s, mse_t [H]). */
+static stsa_status profile_svg(stsa_svg *svg, const int64_t *rows, const stsa_tensor *q,
+                               const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                               double *sq, float *mse_s, float *mse_t) {
+  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, D = svg->cfg.head_dim;
+  stsa_svg_masks masks = {svg->mask_dense, svg->mask_spatial, svg->mask_temporal};
+  STSA_TRY(
+      stsa_svg_profile(svg->ctx, &svg->cfg.geometry, &masks, rows, R, q, k, v, b, sq));
+  for (int64_t h = 0; h < H; h++) {
+    double sum[2] = {0, 0};
+    for (int i = 0; i < 2; i++)
+      for (int64_t r = 0; r < R; r++)
+        sum[i] += sq[((1 + i) * H + h) * R + r];
+    mse_s[h] = (float)(sum[0] / (double)(R * D));
+    mse_t[h] = (float)(sum[1] / (double)(R * D));
+  }
+  return STSA_OK;
+}
+
+/* The profile's scratch: [3][H][R], [SVG_LEVELS][R] for a head's levels,
+ * the bound's 5 x R (R strata at most). */
+static double *svg_scratch(const stsa_svg *svg, double **level_sq, double **scratch) {
+  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
+  double *sq = malloc(sizeof(double) * (size_t)((3 * H + SVG_LEVELS) * R + 5 * R));
+  if (sq) {
+    *level_sq = sq + 3 * H * R;
+    *scratch = *level_sq + SVG_LEVELS * R;
+  }
+  return sq;
+}
+
 /* SVG's heads of batch entry b: the kind with the smaller profiled error,
  * then, under a budget, the first level whose error bound meets it. */
 static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
@@ -386,52 +484,16 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
                                   const stsa_tensor *v, int64_t b, double budget,
                                   float *mse_s, float *mse_t, stsa_head_kind *kinds,
                                   head_run *run) {
-  stsa_ctx *ctx = svg->ctx;
-  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, D = svg->cfg.head_dim;
-  const stsa_geometry *g = &svg->cfg.geometry;
-  /* [3][H][R] from the profile, [SVG_LEVELS][R] for a head's levels, the
-   * bound's scratch */
-  double *sq = malloc(sizeof(double) * (size_t)((3 * H + SVG_LEVELS) * R + 5 * R));
-  STSA_RETURN_IF(!sq, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  double *level_sq = sq + 3 * H * R, *scratch = level_sq + SVG_LEVELS * R;
-  stsa_svg_masks masks = {svg->mask_dense, svg->mask_spatial, svg->mask_temporal};
-  stsa_status st = stsa_svg_profile(ctx, g, &masks, rows, R, q, k, v, b, sq);
-  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
-    const double *energy = sq + h * R;
-    double sum[2] = {0, 0};
-    for (int i = 0; i < 2; i++)
-      for (int64_t r = 0; r < R; r++)
-        sum[i] += sq[((1 + i) * H + h) * R + r];
-    mse_s[h] = (float)(sum[0] / (double)(R * D));
-    mse_t[h] = (float)(sum[1] / (double)(R * D));
+  double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
+  STSA_RETURN_IF(!sq, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  stsa_status st = profile_svg(svg, rows, q, k, v, b, sq, mse_s, mse_t);
+  for (int64_t h = 0; st == STSA_OK && h < svg->cfg.heads; h++) {
     const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
     kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
-    double rel[SVG_LEVELS] = {
-        svg_bound(svg, sq + ((1 + i) * H + h) * R, energy, scratch)};
-    const stsa_mask *lm[SVG_LEVELS];
-    const stsa_plan *lp[SVG_LEVELS];
-    double ld[SVG_LEVELS];
-    int levels = budget > 0 && rel[0] > budget && svg->cfg.density < 1 ? SVG_LEVELS : 1;
-    for (int l = 0; st == STSA_OK && l < levels; l++)
-      st = level_plan(svg, l, i, &lp[l], &lm[l], &ld[l]);
-    if (st == STSA_OK && levels > 1) {
-      const stsa_mask *pm[SVG_LEVELS] = {svg->mask_dense, lm[1], lm[2]};
-      st = stsa_svg_profile_head(ctx, g, pm, SVG_LEVELS, rows, R, NULL, q, k, v, b, h,
-                                 level_sq);
-      for (int l = 1; st == STSA_OK && l < SVG_LEVELS; l++)
-        rel[l] = svg_bound(svg, level_sq + l * R, level_sq, scratch);
-    }
-    int pick = 0; /* the first level within the budget; none: dense */
-    while (pick < levels && budget > 0 && rel[pick] > budget)
-      pick++;
-    head_run *r = &run[h];
-    if (pick >= levels) {
-      *r = (head_run){svg->plan_dense, NULL, svg->density_dense, 0, 0, STSA_BUDGET_DENSE};
-    } else {
-      *r = (head_run){lp[pick], NULL,
-                      ld[pick], (float)rel[pick],
-                      0,        pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE};
-    }
+    kind_eval e;
+    st = eval_kind(svg, rows, q, k, v, b, h, i, budget, sq, level_sq, scratch, &e);
+    if (st == STSA_OK)
+      run[h] = kind_run(svg, &e, i);
   }
   free(sq);
   return st;
@@ -475,6 +537,28 @@ static stsa_status scan_inputs(const stsa_svg *svg, const stsa_tensor *q,
   return STSA_OK;
 }
 
+/* SVG2's outcome of batch entry b per head (res[H]; the caller frees the
+ * plans); estimate: bound each head even without a budget. */
+static stsa_status svg2_batch(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                              uint64_t row_seed, const stsa_tensor *q,
+                              const stsa_tensor *k, const stsa_tensor *v, double budget,
+                              int video_unchecked, int estimate, stsa_svg2_head *res,
+                              double *cluster_ms, int *cold) {
+  stsa_svg2_env env = {svg->ctx,         &svg->cfg,         svg->mask_dense,
+                       svg->svg2_q_tile, svg->svg2_kv_tile, video_unchecked,
+                       estimate};
+  return stsa_svg2_plan_batch(svg->svg2, &env, layer, B, b, row_seed, q, k, v, budget,
+                              res, cluster_ms, cold);
+}
+
+/* What SVG2's outcome for a head runs. */
+static head_run svg2_run(const stsa_svg *svg, const stsa_svg2_head *r) {
+  if (!r->plan)
+    return dense_run(svg, r->budget);
+  return (head_run){r->plan,  r->plan,   r->density,     r->est_error,
+                    r->top_p, r->budget, STSA_AUTO_SVG2, STSA_AUTO_METHOD};
+}
+
 /* SVG2's heads of batch entry b. */
 static stsa_status plan_svg2_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
                                    uint64_t row_seed, const stsa_tensor *q,
@@ -485,22 +569,84 @@ static stsa_status plan_svg2_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
   const int64_t H = svg->cfg.heads;
   stsa_svg2_head *res = malloc(sizeof *res * (size_t)H);
   STSA_RETURN_IF(!res, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  stsa_svg2_env env = {svg->ctx,
-                       &svg->cfg,
-                       svg->mask_dense,
-                       svg->windows.q_tile,
-                       svg->windows.kv_tile,
-                       video_unchecked};
-  stsa_status st = stsa_svg2_plan_batch(svg->svg2, &env, layer, B, b, row_seed, q, k, v,
-                                        budget, res, cluster_ms, cold);
+  stsa_status st = svg2_batch(svg, layer, B, b, row_seed, q, k, v, budget,
+                              video_unchecked, 0, res, cluster_ms, cold);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     kinds[h] = STSA_HEAD_SEMANTIC;
-    run[h] = res[h].plan ? (head_run){res[h].plan,      res[h].plan,  res[h].density,
-                                      res[h].est_error, res[h].top_p, res[h].budget}
-                         : (head_run){svg->plan_dense, NULL, svg->density_dense, 0, 0,
-                                      res[h].budget};
+    run[h] = svg2_run(svg, &res[h]);
   }
   free(res);
+  return st;
+}
+
+/* Method auto's heads of batch entry b: SVG's profile and each kind's
+ * levels, SVG2's clusters and ladder, then per head the candidate
+ * stsa_auto_pick chooses; cand[H][STSA_AUTO_CANDIDATE_COUNT_][2] gets each
+ * candidate's density and bound. */
+static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                                   uint64_t row_seed, const int64_t *rows,
+                                   const stsa_tensor *q, const stsa_tensor *k,
+                                   const stsa_tensor *v, double budget,
+                                   int video_unchecked, float *mse_s, float *mse_t,
+                                   stsa_head_kind *kinds, head_run *run, double *cand,
+                                   double *cluster_ms, int *cold) {
+  const int64_t H = svg->cfg.heads;
+  double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
+  stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
+  stsa_status st =
+      sq && res ? STSA_OK
+                : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  if (st == STSA_OK)
+    st = profile_svg(svg, rows, q, k, v, b, sq, mse_s, mse_t);
+  if (st == STSA_OK)
+    st = svg2_batch(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked, 1, res,
+                    cluster_ms, cold);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    head_run options[STSA_AUTO_CANDIDATE_COUNT_];
+    double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
+    for (int i = 0; i < 2 && st == STSA_OK; i++) {
+      kind_eval e;
+      st = eval_kind(svg, rows, q, k, v, b, h, i, budget, sq, level_sq, scratch, &e);
+      if (st != STSA_OK)
+        break;
+      /* a kind that met nothing offers its widest level, never chosen */
+      const int l = e.pick < e.levels ? e.pick : e.levels - 1;
+      density[i] = e.density[l];
+      bound[i] = e.pick < e.levels ? e.rel[l] : NAN;
+      options[i] = kind_run(svg, &e, i);
+      cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + i) * 2 + 1] = e.rel[l];
+    }
+    options[STSA_AUTO_SVG2] = svg2_run(svg, &res[h]);
+    density[STSA_AUTO_SVG2] = res[h].plan ? res[h].density : NAN;
+    bound[STSA_AUTO_SVG2] = res[h].plan ? res[h].est_error : NAN;
+    cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_SVG2) * 2 + 1] = res[h].est_error;
+    options[STSA_AUTO_DENSE] = dense_run(svg, STSA_BUDGET_DENSE);
+    density[STSA_AUTO_DENSE] = svg->density_dense;
+    bound[STSA_AUTO_DENSE] = 0;
+    cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_DENSE) * 2 + 1] = 0;
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++)
+      cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + c) * 2] = density[c];
+    if (st != STSA_OK)
+      break;
+    uint8_t reason = 0;
+    const int pick = stsa_auto_pick(density, bound, budget, &reason);
+    run[h] = options[pick];
+    run[h].reason = reason;
+    if (pick == STSA_AUTO_DENSE && reason == STSA_AUTO_CHEAPEST)
+      run[h].budget = STSA_BUDGET_NONE; /* dense was the cheapest within it */
+    if (pick != STSA_AUTO_SVG2)
+      stsa_plan_free(res[h].plan);
+    res[h].plan = NULL; /* owned by run[h] now, or freed */
+    kinds[h] = pick == STSA_AUTO_SVG2       ? STSA_HEAD_SEMANTIC
+               : pick == STSA_AUTO_TEMPORAL ? STSA_HEAD_TEMPORAL
+               : pick == STSA_AUTO_SPATIAL  ? STSA_HEAD_SPATIAL
+               : mse_s[h] <= mse_t[h]       ? STSA_HEAD_SPATIAL
+                                            : STSA_HEAD_TEMPORAL;
+  }
+  for (int64_t h = 0; res && h < H; h++)
+    stsa_plan_free(res[h].plan);
+  free(res);
+  free(sq);
   return st;
 }
 
@@ -529,8 +675,19 @@ static stsa_status report_read(const stsa_svg_report *report, stsa_svg_report *l
 
 static void report_write(stsa_svg_report *dst, stsa_svg_report *r, int64_t BH,
                          const stsa_head_kind *kinds, const float *mse, int64_t H,
-                         const head_run *run) {
+                         const head_run *run, const double *cand) {
   for (int64_t i = 0; i < BH; i++) {
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
+      const double *dc = cand + (i * STSA_AUTO_CANDIDATE_COUNT_ + c) * 2;
+      if (r->cand_density)
+        r->cand_density[i * STSA_AUTO_CANDIDATE_COUNT_ + c] = (float)dc[0];
+      if (r->cand_bound)
+        r->cand_bound[i * STSA_AUTO_CANDIDATE_COUNT_ + c] = (float)dc[1];
+    }
+    if (r->choice)
+      r->choice[i] = run[i].choice;
+    if (r->choice_reason)
+      r->choice_reason[i] = run[i].reason;
     int64_t b = i / H, h = i % H;
     if (r->kinds)
       r->kinds[i] = kinds[i];
@@ -596,14 +753,21 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   const int64_t B = q->shape[0];
   const int dense = step < svg->cfg.dense_steps || layer < svg->cfg.dense_layers;
   int video_unchecked = 0;
-  STSA_TRY(scan_inputs(svg, q, k, v, svg->svg2 && !dense && B == 1, &video_unchecked));
+  /* method auto profiles SVG's rows before the k-means: no deferred scan */
+  const int defer = svg->cfg.method == STSA_SVG_METHOD_SVG2 && !dense && B == 1;
+  STSA_TRY(scan_inputs(svg, q, k, v, defer, &video_unchecked));
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)(B * H));
   float *mse = calloc((size_t)(2 * B * H), sizeof *mse);
   int64_t *rows = malloc(sizeof *rows * (size_t)R);
   const stsa_plan **plans = malloc(sizeof *plans * (size_t)H);
   int64_t *plan_heads = malloc(sizeof *plan_heads * (size_t)H);
   head_run *run = calloc((size_t)(B * H), sizeof *run);
-  stsa_status st = kinds && mse && rows && plans && plan_heads && run
+  /* [B][H][STSA_AUTO_CANDIDATE_COUNT_] density and bound: method auto's */
+  double *cand =
+      malloc(sizeof(double) * (size_t)(B * H * STSA_AUTO_CANDIDATE_COUNT_ * 2));
+  for (int64_t i = 0; cand && i < B * H * STSA_AUTO_CANDIDATE_COUNT_ * 2; i++)
+    cand[i] = NAN;
+  stsa_status st = kinds && mse && rows && plans && plan_heads && run && cand
                        ? STSA_OK
                        : stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   double profile_ms = 0, attention_ms = 0, cluster_ms = 0, kept = 0;
@@ -614,18 +778,24 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     if (!dense) {
       double t0 = now_ms();
       stsa_svg_sample_rows(&svg->cfg.geometry, R, svg->cfg.seed, layer, step, b, rows);
-      st = svg->svg2 ? plan_svg2_heads(svg, layer, B, b,
-                                       stsa_svg_row_seed(svg->cfg.seed, layer, step, b),
-                                       q, k, v, budget, video_unchecked, kinds + b * H,
-                                       hr, &cluster_ms, &cold)
-                     : plan_svg_heads(svg, rows, q, k, v, b, budget, mse_s, mse_t,
-                                      kinds + b * H, hr);
+      const uint64_t row_seed = stsa_svg_row_seed(svg->cfg.seed, layer, step, b);
+      if (svg->cfg.method == STSA_SVG_METHOD_AUTO)
+        st = plan_auto_heads(svg, layer, B, b, row_seed, rows, q, k, v, budget,
+                             video_unchecked, mse_s, mse_t, kinds + b * H, hr,
+                             cand + b * H * STSA_AUTO_CANDIDATE_COUNT_ * 2, &cluster_ms,
+                             &cold);
+      else if (svg->svg2)
+        st = plan_svg2_heads(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked,
+                             kinds + b * H, hr, &cluster_ms, &cold);
+      else
+        st = plan_svg_heads(svg, rows, q, k, v, b, budget, mse_s, mse_t, kinds + b * H,
+                            hr);
       profile_ms += now_ms() - t0;
     } else {
       for (int64_t h = 0; h < H; h++) {
         kinds[b * H + h] = STSA_HEAD_SPATIAL;
-        hr[h] = (head_run){svg->plan_dense,   NULL, svg->density_dense, 0, 0,
-                           STSA_BUDGET_POLICY};
+        hr[h] = dense_run(svg, STSA_BUDGET_POLICY);
+        hr[h].reason = STSA_AUTO_POLICY;
       }
     }
     if (st != STSA_OK)
@@ -649,7 +819,7 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     }
     if (rep.run) /* what run_heads' attention recorded */
       stsa_sized_write(rep.run, &ctx->last_run, sizeof ctx->last_run);
-    report_write(report, &rep, B * H, kinds, mse, H, run);
+    report_write(report, &rep, B * H, kinds, mse, H, run, cand);
   }
   for (int64_t i = 0; run && i < B * H; i++)
     stsa_plan_free(run[i].owned);
@@ -659,5 +829,6 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   free(plans);
   free(plan_heads);
   free(run);
+  free(cand);
   return st;
 }

@@ -510,8 +510,9 @@ static stsa_status select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
   native_labels(&geo, ls->lq + slot * s->L, ql);
   native_labels(&geo, ls->lk + slot * s->L, kl);
-  /* under a budget, the rows its bound is taken on: every query cluster's */
-  STSA_RETURN_IF(budget > 0 &&
+  /* under a budget (or asked to estimate), the rows its bound is taken on:
+   * every query cluster's */
+  STSA_RETURN_IF((budget > 0 || env->estimate) &&
                      stsa_strata_draw(ls->lq + slot * s->L, s->L, geo.v0, s->QC,
                                       w->q_sizes + h * s->QC, w->R,
                                       stsa_hash_mix(w->row_seed, (uint64_t)h),
@@ -569,6 +570,7 @@ static stsa_status pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   *res = (stsa_svg2_head){0};
   if (pick == n) { /* nothing sparse met the budget */
     res->budget = STSA_BUDGET_DENSE;
+    res->est_error = (float)rel[(n - 1) * H + h];
     return STSA_OK;
   }
   res->budget = pick > 0 ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE;
@@ -726,11 +728,12 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
     st = first_failure(ctx, &w, H);
   }
   /* Under a budget, every head's candidates in one pass over the heads' K/V.
-   * Without one nothing needs the estimate (SVG2 itself does not profile):
-   * the pass is skipped, and the report says not estimated (NaN). */
+   * Without one nothing needs the estimate (SVG2 itself does not profile)
+   * unless method auto asks for it: the pass is skipped, and the report
+   * says not estimated (NaN). */
   for (int64_t i = 0; rel && i < LADDER_MAX * H; i++)
     rel[i] = NAN;
-  if (st == STSA_OK && max_rel_error > 0)
+  if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
     st = bound_heads(ctx, s, env, &w, n, max_rel_error, q, k, v, b, rel);
   if (st == STSA_OK) {
 #pragma omp parallel for num_threads(w.plan_threads) schedule(dynamic, 1)

@@ -23,12 +23,16 @@ typedef struct stsa_svg2_env {
   /* 1: the video rows of q and k are not yet checked for NaN/Inf (v and the
    * text rows are): the k-means checks them (session.c: scan_inputs) */
   int video_unchecked;
+  /* 1: bound every head's configured candidate even without a budget
+   * (method auto compares the bounds); 0: only under a budget */
+  int estimate;
 } stsa_svg2_env;
 
 /* One head's outcome of a call. */
 typedef struct stsa_svg2_head {
   stsa_plan *plan; /* a reference the caller frees; NULL: run dense */
-  float est_error; /* upper bound of the relative L2 error of what runs */
+  float est_error; /* upper bound of the relative L2 error of what runs; when
+                      nothing sparse met the budget, the last candidate's */
   float density;   /* kept fraction of what runs (1 or the dense plan's if dense) */
   float top_p;     /* top-p finally used (0 in density mode or dense) */
   uint8_t budget;  /* stsa_budget_action */

@@ -423,12 +423,13 @@ static void svg_faults(void) {
   svg_create_fault(dist, "heads = 0 on the last rank", c, last, 1);
   c = svg_cfg(), c.density = 2;
   svg_create_fault(dist, "density 2 on the last rank", c, last, 1);
-  /* SVG2 is not distributed: refused on every rank (an error budget is:
+  /* SVG2 and auto are not distributed: refused on every rank (an error budget is:
    * svg_budget_on_rings) */
-  {
-    dt_set_case("stsa_dist_svg_create, method SVG2, np%d", dt_size);
+  for (int m = STSA_SVG_METHOD_SVG2; m <= STSA_SVG_METHOD_AUTO; m++) {
+    dt_set_case("stsa_dist_svg_create, method %s, np%d", stsa_svg_method_name(m),
+                dt_size);
     c = svg_cfg();
-    c.method = STSA_SVG_METHOD_SVG2;
+    c.method = m;
     stsa_dist_svg *const marker = (stsa_dist_svg *)&dt_checks;
     stsa_dist_svg *svg = marker;
     stsa_status st = stsa_dist_svg_create(dist, &c, &svg);

@@ -22,13 +22,14 @@ from .attention import Plan, PlanStats, attention, permute_tokens, sparse_attent
 from .geometry import Geometry
 from .masks import Mask
 from .svg import SVG, SVGInfo, SVGWindows, preset_config, presets, workload
-from .svg2 import SVG2
+from .svg2 import SVG2, Auto
+from ._lib import AUTO_CANDIDATES
 
 __version__ = "0.1.0"
 
 __all__ = [
     "attention", "sparse_attention", "permute_tokens", "Plan", "PlanStats", "Mask", "masks",
-    "Geometry", "SVG", "SVG2", "SVGInfo", "SVGWindows", "presets", "preset_config", "workload",
+    "Geometry", "SVG", "SVG2", "Auto", "AUTO_CANDIDATES", "SVGInfo", "SVGWindows", "presets", "preset_config", "workload",
     "Context",
     "Error", "StsaValueError", "StsaTypeError", "StsaMemoryError",
     "StsaNotImplementedError", "StsaOSError", "default_context", "library_path",

@@ -155,8 +155,13 @@ HEAD_KINDS = tuple(enum_names("stsa_head_kind", "STSA_HEAD_", lib.stsa_head_kind
 # indexed by stsa_budget_action value ("none", "raised", "dense", "policy")
 BUDGET_ACTIONS = tuple(enum_names("stsa_budget_action", "STSA_BUDGET_",
                                   lib.stsa_budget_action_name))
-# stsa_svg_method by name ("svg", "svg2")
+# stsa_svg_method by name ("svg", "svg2", "auto")
 SVG_METHODS = enum_names("stsa_svg_method", "STSA_SVG_METHOD_", lib.stsa_svg_method_name)
+# indexed by stsa_auto_candidate value ("spatial", "temporal", "svg2", "dense")
+AUTO_CANDIDATES = tuple(enum_names("stsa_auto_candidate", "STSA_AUTO_",
+                                   lib.stsa_auto_candidate_name))
+# indexed by stsa_auto_reason value
+AUTO_REASONS = tuple(enum_names("stsa_auto_reason", "STSA_AUTO_", lib.stsa_auto_reason_name))
 
 
 # ------------------------------------------------------------------ structs

@@ -80,7 +80,17 @@ class SVGInfo:
     ran: what the call's attention ran (stsa_ctx_last_run, as
     stsa.Context.last_run gives it): {"backend", "arithmetic", "bf16_terms",
     "why"}, one for every head of the call; its profiling and k-means run in
-    f32 on gathered rows."""
+    f32 on gathered rows.
+
+    Method auto (stsa.Auto): choice (str [B, H]): the candidate each head
+    ran, "spatial", "temporal", "svg2" or "dense" (for SVG and SVG2 what
+    their method ran); choice_reason (str [B, H]): "cheapest" (the lowest
+    density whose bound met the budget), "none-met" (no sparse candidate
+    met it: dense), "lowest-bound" (no budget: the lowest bound at the
+    density), "policy" (a dense step or layer), "method" (not auto);
+    cand_density, cand_bound (float32 [B, H, 4], candidates in the order of
+    stsa.AUTO_CANDIDATES): each candidate's kept fraction and error bound,
+    NaN where not evaluated."""
     kinds: np.ndarray
     mse_spatial: np.ndarray
     mse_temporal: np.ndarray
@@ -99,6 +109,10 @@ class SVGInfo:
     cluster_ms: float
     cold: bool
     ran: dict = None
+    choice: np.ndarray = None
+    choice_reason: np.ndarray = None
+    cand_density: np.ndarray = None
+    cand_bound: np.ndarray = None
 
 
 # Sessions kept per (heads, head_dim) pair, least recently used dropped first.
@@ -328,9 +342,16 @@ class SVG(_core.NativeHandle):
                for name in ("mse_spatial", "mse_temporal", "est_error", "head_density",
                             "head_top_p")}
         budget = np.zeros(B * H, dtype=np.uint8)
+        choice = np.zeros((2, B * H), dtype=np.uint8)  # candidate, reason
+        ncand = len(_lib.AUTO_CANDIDATES)
+        cand = np.zeros((2, B * H * ncand), dtype=np.float32)  # densities, bounds
         ran = _lib.new("stsa_run_info")  # referenced here while report points to it
         report = _lib.new("stsa_svg_report", kinds=_core.pointer(kinds, "stsa_head_kind"),
                           budget=_core.pointer(budget, "uint8_t"), run=ran,
+                          choice=_core.pointer(choice[0], "uint8_t"),
+                          choice_reason=_core.pointer(choice[1], "uint8_t"),
+                          cand_density=_core.pointer(cand[0]),
+                          cand_bound=_core.pointer(cand[1]),
                           **{name: _core.pointer(a) for name, a in f32.items()})
         ctx = self.context
         with self._lock, ctx.lock:
@@ -353,7 +374,11 @@ class SVG(_core.NativeHandle):
                        budget=np.array(_lib.BUDGET_ACTIONS)[budget].reshape(B, H),
                        top_p=f32["head_top_p"], q_clusters=int(report.q_clusters),
                        kv_clusters=int(report.kv_clusters), cluster_ms=report.cluster_ms,
-                       cold=bool(report.cold), ran=_core.run_info(ran))
+                       cold=bool(report.cold), ran=_core.run_info(ran),
+                       choice=np.array(_lib.AUTO_CANDIDATES)[choice[0]].reshape(B, H),
+                       choice_reason=np.array(_lib.AUTO_REASONS)[choice[1]].reshape(B, H),
+                       cand_density=cand[0].reshape(B, H, ncand),
+                       cand_bound=cand[1].reshape(B, H, ncand))
         return out, info
 
     def close(self):

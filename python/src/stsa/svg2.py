@@ -1,10 +1,11 @@
-"""Sparse VideoGen 2: the SVG session with method SVG2 (stsa.SVG2)."""
+"""Sparse VideoGen 2: the SVG session with method SVG2 (stsa.SVG2), and method
+auto (stsa.Auto), per head the best of SVG, SVG2 and dense."""
 
 from . import _core
 from ._lib import lib
 from .svg import SVG, _no_zero, _real_in
 
-__all__ = ["SVG2"]
+__all__ = ["SVG2", "Auto"]
 
 class _TopP:
     """The default of top_p=: the published 0.9 (or the preset's), unless
@@ -84,6 +85,8 @@ class SVG2(SVG):
     live in the C session of each (H, D).
     """
 
+    _METHOD = lib.STSA_SVG_METHOD_SVG2
+
     def __init__(self, geometry, heads=None, head_dim=None, top_p=_UNSET, density=None,
                  q_clusters=None, kv_clusters=None, min_kv_fraction=None,
                  kmeans_iters_cold=None, kmeans_iters_warm=None, dense_steps=None,
@@ -97,7 +100,7 @@ class SVG2(SVG):
             _no_zero(value, name, "stsa.SVG2", _ZERO_MEANS[name])
         cfg = self._config(geometry, heads, head_dim, density, dense_steps, dense_layers,
                            sample_rows, sink_frames, seed, q_tile, kv_tile, max_error)
-        cfg.method = lib.STSA_SVG_METHOD_SVG2
+        cfg.method = self._METHOD
         if top_p is _UNSET:
             # a density alone is the key budget; otherwise the preset's or 0.9
             cfg.top_p = 0.0 if density is not None else (cfg.top_p or 0.9)
@@ -117,3 +120,26 @@ class SVG2(SVG):
         c = self.config
         budget = f"top_p={c.top_p}" if c.top_p else f"density={c.density}"
         return f"{budget}, q_clusters={c.q_clusters}, kv_clusters={c.kv_clusters}"
+
+
+class Auto(SVG2):
+    """Method auto: per call and head, the best of SVG's spatial and
+    temporal masks, SVG2's clusters and dense.
+
+        auto = stsa.Auto(stsa.Geometry(21, 30, 52), max_error=0.05)
+        out, info = auto(q, k, v, layer=3, step=12, layout="bshd")
+        info.choice, info.choice_reason, info.cand_density, info.cand_bound
+
+    SVG's profile and SVG2's k-means run once each per call, and every
+    candidate is bounded (an upper confidence bound of its relative L2
+    error, as SVGInfo.est_error). With a budget (max_error, the session's or
+    the call's) each head runs the candidate of lowest density whose bound
+    meets it (SVG's windows widen and SVG2's top-p rises as their methods
+    do), else dense; without one, the candidate of lowest bound at the
+    configured density and SVG2's top-p (dense is then no candidate). The
+    arguments and their defaults are SVG2's (top_p 0.9, or density= alone
+    for a key budget). The report adds choice, choice_reason, cand_density
+    and cand_bound (stsa.SVGInfo).
+    """
+
+    _METHOD = lib.STSA_SVG_METHOD_AUTO

@@ -1,0 +1,247 @@
+/*
+ * test_svg_auto.c — method auto: the per-head choice on hand-made
+ * candidates (the cheapest within a budget, dense when none meets it, the
+ * lowest bound without one, candidates not evaluated never chosen), and
+ * the session end to end on the built-in workload's spatial, temporal and
+ * semantic heads: without a budget each kind of head runs its kind's
+ * candidate and auto's bound is never above SVG's nor SVG2's at that
+ * density; under budgets every head's bound is within the budget (or it
+ * runs dense), its density is at most that of whichever of SVG and SVG2
+ * met the budget, and its true error against dense stays near the budget.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mask_util.h"
+#include "svg/auto_pick.h"
+#include "testutil.h"
+
+enum { SP = STSA_AUTO_SPATIAL, TE = STSA_AUTO_TEMPORAL, S2 = STSA_AUTO_SVG2 };
+
+/* ---- the choice ----------------------------------------------------------- */
+static void check_pick(const char *what, double sp_d, double sp_b, double te_d,
+                       double te_b, double s2_d, double s2_b, double budget, int want,
+                       int want_reason) {
+  const double density[STSA_AUTO_CANDIDATE_COUNT_] = {sp_d, te_d, s2_d, 0.97};
+  const double bound[STSA_AUTO_CANDIDATE_COUNT_] = {sp_b, te_b, s2_b, 0};
+  uint8_t reason = 255;
+  const int got = stsa_auto_pick(density, bound, budget, &reason);
+  CHECK(got == want && reason == want_reason, "%s: picked %s (%s), expected %s (%s)",
+        what, stsa_auto_candidate_name(got), stsa_auto_reason_name(reason),
+        stsa_auto_candidate_name(want), stsa_auto_reason_name(want_reason));
+}
+
+static void test_pick(void) {
+  check_pick("cheapest within", 0.2, 0.04, 0.1, 0.06, 0.3, 0.01, 0.05, SP,
+             STSA_AUTO_CHEAPEST);
+  check_pick("cheaper svg2", 0.2, 0.04, 0.1, 0.06, 0.15, 0.05, 0.05, S2,
+             STSA_AUTO_CHEAPEST);
+  check_pick("density tie: lower bound", 0.2, 0.04, 0.2, 0.03, 0.5, 0.5, 0.05, TE,
+             STSA_AUTO_CHEAPEST);
+  check_pick("none met", 0.2, 0.4, 0.2, 0.3, 0.5, 0.5, 0.05, STSA_AUTO_DENSE,
+             STSA_AUTO_NONE_MET);
+  check_pick("NaN never chosen", 0.2, NAN, NAN, NAN, 0.3, 0.02, 0.05, S2,
+             STSA_AUTO_CHEAPEST);
+  check_pick("no budget: lowest bound", 0.2, 0.4, 0.2, 0.3, 0.25, 0.1, 0, S2,
+             STSA_AUTO_LOWEST);
+  check_pick("no budget: dense is no candidate", 0.2, 0.4, 0.2, 0.3, 0.25, 0.5, 0, TE,
+             STSA_AUTO_LOWEST);
+  check_pick("no budget, bound tie: lower density", 0.2, 0.3, 0.1, 0.3, 0.25, 0.5, 0, TE,
+             STSA_AUTO_LOWEST);
+  check_pick("no budget, nothing evaluated", 0.2, NAN, 0.2, NAN, 0.25, NAN, 0,
+             STSA_AUTO_DENSE, STSA_AUTO_LOWEST);
+  CHECK(!strcmp(stsa_svg_method_name(STSA_SVG_METHOD_AUTO), "auto") &&
+            !strcmp(stsa_auto_candidate_name(STSA_AUTO_CANDIDATE_COUNT_), "unknown") &&
+            !strcmp(stsa_auto_reason_name(STSA_AUTO_REASON_COUNT_), "unknown"),
+        "names");
+}
+
+/* ---- the session ---------------------------------------------------------- */
+#define H 4
+static const stsa_geometry GEO = {6, 12, 16, 0, 0, STSA_TEXT_NONE};
+static const stsa_head_kind KINDS[H] = {STSA_HEAD_SEMANTIC, STSA_HEAD_SPATIAL,
+                                        STSA_HEAD_TEMPORAL, STSA_HEAD_SEMANTIC};
+
+typedef struct inputs {
+  stsa_tensor q, k, v, dense;
+  int64_t N;
+} inputs;
+
+/* One call's per-head outcome. */
+typedef struct outcome {
+  float est[H], dens[H], cand_d[H * STSA_AUTO_CANDIDATE_COUNT_],
+      cand_b[H * STSA_AUTO_CANDIDATE_COUNT_];
+  uint8_t budget[H], choice[H], reason[H];
+  double rel[H]; /* true relative L2 error against dense */
+} outcome;
+
+static stsa_svg_config config(int method) {
+  stsa_svg_config c = STSA_INIT(stsa_svg_config);
+  c.geometry = GEO;
+  c.heads = H;
+  c.head_dim = 64;
+  c.density = 0.2;
+  c.sample_rows = 48;
+  c.sink_frames = 1;
+  c.seed = 7;
+  c.method = method;
+  c.q_clusters = 16;
+  c.kv_clusters = 40;
+  c.top_p = 0; /* SVG2 keeps `density` of the keys: candidates at one density */
+  return c;
+}
+
+static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
+                outcome *res) {
+  stsa_svg_config cfg = config(method);
+  stsa_svg *svg = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+  stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, 64);
+  stsa_svg_report rep = STSA_INIT(stsa_svg_report);
+  rep.est_error = res->est;
+  rep.head_density = res->dens;
+  rep.budget = res->budget;
+  rep.cand_density = res->cand_d;
+  rep.cand_bound = res->cand_b;
+  rep.choice = res->choice;
+  rep.choice_reason = res->reason;
+  const stsa_svg_call call = {sizeof call, budget};
+  CHECK_STATUS(stsa_svg_attention_ex(svg, 0, 0, &in->q, &in->k, &in->v, &o, &call, &rep),
+               STSA_OK);
+  CHECK(!stsa_ctx_last_error(ctx)[0], "%s: %s", stsa_svg_method_name(method),
+        stsa_ctx_last_error(ctx));
+  for (int h = 0; h < H; h++) {
+    double e = 0, e0 = 0;
+    for (int64_t i = 0; i < in->N; i++)
+      for (int64_t d = 0; d < 64; d++) {
+        double x = tu_load(o.data, STSA_F32, tu_offset(&o, 0, i, h, d));
+        double y = tu_load(in->dense.data, STSA_F32, tu_offset(&in->dense, 0, i, h, d));
+        e += (x - y) * (x - y);
+        e0 += y * y;
+      }
+    res->rel[h] = sqrt(e / e0);
+  }
+  tu_free_tensor(&o);
+  stsa_svg_free(svg);
+}
+
+/* No budget: each kind of head runs its kind's candidate, and auto's bound
+ * is the lowest of the candidates' (SVG's, and SVG2's as a budget it
+ * cannot miss makes it estimate). */
+static void check_no_budget(stsa_ctx *ctx, const inputs *in) {
+  outcome a, svg, s2;
+  run(ctx, in, STSA_SVG_METHOD_AUTO, 0, &a);
+  run(ctx, in, STSA_SVG_METHOD_SVG, 0, &svg);
+  run(ctx, in, STSA_SVG_METHOD_SVG2, 1e3, &s2);
+  const int want[H] = {S2, SP, TE, S2};
+  for (int h = 0; h < H; h++) {
+    const float *cb = a.cand_b + h * STSA_AUTO_CANDIDATE_COUNT_;
+    const float *cd = a.cand_d + h * STSA_AUTO_CANDIDATE_COUNT_;
+    printf("no budget head %d (%s): spatial %.3f/%.4f temporal %.3f/%.4f svg2 "
+           "%.3f/%.4f -> %s (%s), true %.4f\n",
+           h, stsa_head_kind_name(KINDS[h]), (double)cd[0], (double)cb[0], (double)cd[1],
+           (double)cb[1], (double)cd[2], (double)cb[2],
+           stsa_auto_candidate_name(a.choice[h]), stsa_auto_reason_name(a.reason[h]),
+           a.rel[h]);
+    CHECK(a.choice[h] == want[h] && a.reason[h] == STSA_AUTO_LOWEST,
+          "head %d (%s): auto chose %s, expected %s", h, stsa_head_kind_name(KINDS[h]),
+          stsa_auto_candidate_name(a.choice[h]), stsa_auto_candidate_name(want[h]));
+    CHECK(a.est[h] == cb[a.choice[h]] && a.dens[h] == cd[a.choice[h]],
+          "head %d: reported %.4f at %.3f is the chosen candidate's", h, (double)a.est[h],
+          (double)a.dens[h]);
+    CHECK(a.est[h] <= svg.est[h] && a.est[h] <= s2.est[h],
+          "head %d: auto's bound %.4f above svg's %.4f or svg2's %.4f", h,
+          (double)a.est[h], (double)svg.est[h], (double)s2.est[h]);
+    CHECK(cd[STSA_AUTO_DENSE] > 0.99f && cb[STSA_AUTO_DENSE] == 0,
+          "head %d: dense candidate %.3f / %.3f", h, (double)cd[3], (double)cb[3]);
+  }
+}
+
+/* Under a budget: within it at the lowest density of those that met it. */
+static void check_budget(stsa_ctx *ctx, const inputs *in, double budget) {
+  outcome a, svg, s2;
+  run(ctx, in, STSA_SVG_METHOD_AUTO, budget, &a);
+  run(ctx, in, STSA_SVG_METHOD_SVG, budget, &svg);
+  run(ctx, in, STSA_SVG_METHOD_SVG2, budget, &s2);
+  for (int h = 0; h < H; h++) {
+    printf("budget %.3g head %d (%s): auto %s %.3f/%.4f true %.4f | svg %.3f/%.4f | "
+           "svg2 %.3f/%.4f\n",
+           budget, h, stsa_head_kind_name(KINDS[h]),
+           stsa_auto_candidate_name(a.choice[h]), (double)a.dens[h], (double)a.est[h],
+           a.rel[h], (double)svg.dens[h], (double)svg.est[h], (double)s2.dens[h],
+           (double)s2.est[h]);
+    const int dense = a.choice[h] == STSA_AUTO_DENSE;
+    CHECK(dense ? a.reason[h] == STSA_AUTO_NONE_MET || a.reason[h] == STSA_AUTO_CHEAPEST
+                : a.est[h] <= budget && a.reason[h] == STSA_AUTO_CHEAPEST,
+          "budget %.3g head %d: %s with bound %.4f (%s)", budget, h,
+          stsa_auto_candidate_name(a.choice[h]), (double)a.est[h],
+          stsa_auto_reason_name(a.reason[h]));
+    for (int m = 0; m < 2; m++) {
+      const outcome *o = m ? &s2 : &svg;
+      if (o->budget[h] != STSA_BUDGET_DENSE)
+        CHECK(a.dens[h] <= o->dens[h] + 1e-6f,
+              "budget %.3g head %d: auto's density %.3f above %s's %.3f within it",
+              budget, h, (double)a.dens[h], m ? "svg2" : "svg", (double)o->dens[h]);
+    }
+    CHECK(a.rel[h] <= 2 * budget + 1e-6, "budget %.3g head %d: true error %.4f", budget,
+          h, a.rel[h]);
+  }
+}
+
+/* Head h made sharply temporal: q and k of a token are its position's
+ * random direction, scaled so a query's weight sits on the keys of its own
+ * position in every frame (the workload's temporal heads are milder: at
+ * this small geometry SVG2's clusters bound them lower than SVG's band). */
+static void make_temporal(const inputs *in, int64_t h) {
+  const int64_t P = GEO.height * GEO.width, D = 64;
+  tu_rng rng = {12345};
+  double *u = malloc(sizeof(double) * (size_t)(P * D));
+  if (!u)
+    exit(1);
+  for (int64_t i = 0; i < P * D; i++)
+    u[i] = tu_rng_normal(&rng) * 10.0 / sqrt((double)D); /* own position: 12.5 */
+  for (int64_t i = 0; i < in->N; i++)
+    for (int64_t d = 0; d < D; d++) {
+      tu_store(in->q.data, STSA_F32, tu_offset(&in->q, 0, i, h, d), u[(i % P) * D + d]);
+      tu_store(in->k.data, STSA_F32, tu_offset(&in->k, 0, i, h, d), u[(i % P) * D + d]);
+    }
+  free(u);
+}
+
+static void test_session(void) {
+  inputs in = {.N = tu_tokens(&GEO)};
+  in.q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in.N, H, 64);
+  in.k = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in.N, H, 64);
+  in.v = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in.N, H, 64);
+  in.dense = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in.N, H, 64);
+  stsa_workload_desc d = STSA_INIT(stsa_workload_desc);
+  d.geometry = GEO;
+  d.batch = 1;
+  d.heads = H;
+  d.head_dim = 64;
+  d.seed = 5;
+  d.kinds = KINDS;
+  CHECK_STATUS(stsa_workload_generate(&d, &in.q, &in.k, &in.v, NULL), STSA_OK);
+  make_temporal(&in, 2);
+  stsa_ctx *ctx = NULL;
+  if (stsa_ctx_create(&ctx) != STSA_OK)
+    exit(1);
+  stsa_ctx_set(ctx, STSA_PARAM_THREADS, 2);
+  CHECK_STATUS(stsa_attention(ctx, &in.q, &in.k, &in.v, &in.dense, NULL), STSA_OK);
+  check_no_budget(ctx, &in);
+  check_budget(ctx, &in, 0.05);
+  check_budget(ctx, &in, 0.2);
+  stsa_ctx_free(ctx);
+  tu_free_tensor(&in.q);
+  tu_free_tensor(&in.k);
+  tu_free_tensor(&in.v);
+  tu_free_tensor(&in.dense);
+}
+
+int main(void) {
+  test_pick();
+  test_session();
+  return tu_finish("test_svg_auto");
+}
