@@ -170,6 +170,12 @@ def summary(seconds):
     return min(seconds) * 1e3, statistics.median(seconds) * 1e3
 
 
+def sig(x, digits=4):
+    """x to `digits` significant digits: a rate on a loaded machine can be
+    far below 1 GFLOP/s, where a fixed number of decimals reads 0."""
+    return float(f"{x:.{digits}g}")
+
+
 def comparison(kind, case, times, a, b, flops, extra):
     """One JSON line: contender a (stsa) against b (the peer)."""
     a_best, a_med = summary(times[a])
@@ -177,8 +183,8 @@ def comparison(kind, case, times, a, b, flops, extra):
     line = {"bench": kind, "case": case, "stsa": a, "peer": b,
             "stsa_best_ms": round(a_best, 3), "stsa_median_ms": round(a_med, 3),
             "peer_best_ms": round(b_best, 3), "peer_median_ms": round(b_med, 3),
-            "stsa_gflops": round(flops / a_best * 1e-6, 2),
-            "peer_gflops": round(flops / b_best * 1e-6, 2),
+            "stsa_gflops": sig(flops / a_best * 1e-6),
+            "peer_gflops": sig(flops / b_best * 1e-6),
             "ratio_best": round(b_best / a_best, 3), "ratio_median": round(b_med / a_med, 3)}
     line.update(extra)
     return line
@@ -278,9 +284,9 @@ def gemm_part(args, torch, stsa):
     for peer, case in (("matmul_square", f"{n}x{n}x{n}"), ("matmul_qk", f"{S}x{D}x{S}")):
         line = {"bench": "gemm", "case": case, "stsa": "stsa_f32", "peer": peer,
                 "S": S, "H": H, "D": D, "threads": args.threads,
-                "stsa_gflops": round(gflops["stsa_f32"], 2),
-                "peer_gflops": round(gflops[peer], 2),
-                "gflops_ratio": round(gflops["stsa_f32"] / gflops[peer], 3)}
+                "stsa_gflops": sig(gflops["stsa_f32"]),
+                "peer_gflops": sig(gflops[peer]),
+                "gflops_ratio": sig(gflops["stsa_f32"] / gflops[peer])}
         emit(line)
         print(f"gemm   {case:28s} {peer:12s} stsa attention {line['stsa_gflops']:8.1f} "
               f"GFLOP/s  torch.matmul {line['peer_gflops']:8.1f} GFLOP/s  "

@@ -61,7 +61,9 @@ def test_gemm(peers, capsys, threads):
         ("64x64x64", "matmul_square"), ("96x32x96", "matmul_qk")]
     for ln in lines:
         assert ln["stsa_gflops"] > 0 and ln["peer_gflops"] > 0, ln
-        assert abs(ln["gflops_ratio"] - ln["stsa_gflops"] / ln["peer_gflops"]) < 1e-2, ln
+        # each of the three carries 4 significant digits
+        want = ln["stsa_gflops"] / ln["peer_gflops"]
+        assert abs(ln["gflops_ratio"] - want) <= 2e-3 * want, ln
 
 
 def test_band_halfwidth(peers):
