@@ -151,7 +151,7 @@ static int read_config(reader *r, uint64_t seed, stsa_svg_config *c, int *maybe)
     c->kv_tile = byte(r) & 1 ? 17 : 8192;
     break;
   default:
-    c->method = 2 + byte(r) % 3;
+    c->method = STSA_SVG_METHOD_COUNT_ + byte(r) % 3;
     break;
   }
   return 1;
