@@ -94,28 +94,82 @@ static void test_coverage(void) {
   EXPECT(covered >= TRIALS * 95 / 100);
 }
 
+/* Checks a draw: R distinct ascending rows in [v0, v0 + L), each in its
+ * stratum, the strata's populations those of their clusters, and every
+ * non-empty stratum holding min(pop, 2) rows or more. */
+static void check_draw(const int32_t *labels, int64_t L, int64_t v0, const int64_t *sizes,
+                       int64_t QC, const int64_t *strat, int64_t R,
+                       const stsa_strata *d) {
+  int64_t per[64] = {0}, pop[64] = {0};
+  EXPECT(d->groups >= 1 && d->groups <= QC && d->groups <= 64);
+  for (int64_t c = 0; c < QC; c++)
+    pop[strat[c]] += sizes[c];
+  for (int64_t g = 0; g < d->groups; g++)
+    EXPECT(d->pop[g] == pop[g]);
+  for (int64_t r = 0; r < R; r++) {
+    EXPECT(d->rows[r] >= v0 && d->rows[r] < v0 + L);
+    EXPECT(r == 0 || d->rows[r] > d->rows[r - 1]); /* ascending, so distinct */
+    EXPECT(strat[labels[d->rows[r] - v0]] == d->group[r]);
+    per[d->group[r]]++;
+  }
+  for (int64_t g = 0; g < d->groups; g++)
+    EXPECT(per[g] >= (pop[g] < 2 ? pop[g] : 2) && per[g] <= pop[g]);
+}
+
 static void test_strata_draw(void) {
   enum { L = 500, QC = 7, R = 40 };
   int32_t labels[L];
-  int64_t sizes[QC] = {0}, rows[R], group[R];
+  int64_t sizes[QC] = {0}, rows[R], group[R], pop[QC];
   uint64_t s = 99;
   for (int i = 0; i < L; i++) { /* cluster 6 has one member, cluster 5 none */
     labels[i] = i == 17 ? 6 : (int32_t)(stsa_splitmix64(&s) % 5);
     sizes[labels[i]]++;
   }
-  EXPECT(stsa_strata_draw(labels, L, 100, QC, sizes, R, 5, rows, group) == 0);
-  int64_t per[QC] = {0};
-  for (int r = 0; r < R; r++) {
-    EXPECT(rows[r] >= 100 && rows[r] < 100 + L);
-    EXPECT(r == 0 || rows[r] > rows[r - 1]); /* ascending, so distinct */
-    EXPECT(labels[rows[r] - 100] == group[r]);
-    per[group[r]]++;
-  }
-  for (int c = 0; c < QC; c++)
-    EXPECT(per[c] >= (sizes[c] < 2 ? sizes[c] : 2) && per[c] <= sizes[c]);
+  /* R >= 2 QC: a stratum per cluster */
+  stsa_strata d = {rows, group, pop, 0};
+  EXPECT(stsa_strata_draw(labels, L, 100, QC, sizes, NULL, R, 5, &d) == 0);
+  const int64_t own[QC] = {0, 1, 2, 3, 4, 5, 6};
+  EXPECT(d.groups == QC);
+  check_draw(labels, L, 100, sizes, QC, own, R, &d);
   EXPECT(stsa_strata_rows(64, 30, 960, 4092) == 64);
   EXPECT(stsa_strata_rows(64, 100, 960, 4092) == 200);
   EXPECT(stsa_strata_rows(64, 100, 150, 4092) == 150);
+}
+
+/* Fewer rows than two a cluster: clusters alike in the key (the mass their
+ * selection drops) share a stratum of about equal population, every
+ * stratum is drawn from, and the rows follow the call's density. */
+static void test_strata_grouped(void) {
+  enum { L = 1200, QC = 24, R = 8 };
+  int32_t labels[L];
+  int64_t sizes[QC] = {0}, rows[R], group[R], pop[QC], strat[QC];
+  double key[QC];
+  for (int i = 0; i < L; i++) {
+    labels[i] = (int32_t)(i % QC);
+    sizes[labels[i]]++;
+  }
+  for (int c = 0; c < QC; c++)
+    key[c] = (double)((c * 7) % QC); /* a permutation of 0..23 */
+  stsa_strata d = {rows, group, pop, 0};
+  EXPECT(stsa_strata_draw(labels, L, 3, QC, sizes, key, R, 11, &d) == 0);
+  EXPECT(d.groups == R / 2);
+  /* key order, 50 members a cluster, 300 a stratum: key k in stratum k / 6 */
+  for (int c = 0; c < QC; c++)
+    strat[c] = (int64_t)key[c] / 6;
+  check_draw(labels, L, 3, sizes, QC, strat, R, &d);
+  /* a NaN key sorts last, not anywhere */
+  key[0] = NAN;
+  EXPECT(stsa_strata_draw(labels, L, 3, QC, sizes, key, R, 11, &d) == 0);
+  for (int c = 0; c < QC; c++)
+    strat[c] = c == 0 ? 3 : ((int64_t)key[c] - 1) / 6;
+  check_draw(labels, L, 3, sizes, QC, strat, R, &d);
+  /* 2% of a call at density 0.1 over 32,760 tokens: 66 rows; at least the
+   * sampled rows, at most the session's, even */
+  EXPECT(stsa_strata_call_rows(260, 64, 0.1, 32760) == 66);
+  EXPECT(stsa_strata_call_rows(260, 64, 0.01, 32760) == 64);
+  EXPECT(stsa_strata_call_rows(260, 64, 1.0, 32760) == 260);
+  EXPECT(stsa_strata_call_rows(260, 1, 0.0, 32760) == 2);
+  EXPECT(stsa_strata_call_rows(260, 64, 0.105, 32760) == 70);
 }
 
 /* SVG2's automatic cluster counts: at least 6 query and 20 key clusters
@@ -223,6 +277,7 @@ int main(void) {
   test_census_and_edges();
   test_coverage();
   test_strata_draw();
+  test_strata_grouped();
   test_cluster_floor();
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);

@@ -1,6 +1,7 @@
 /* strata.c — see strata.h. */
 #include "svg/strata.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "svg/splitmix.h"
@@ -12,7 +13,17 @@ int64_t stsa_strata_rows(int64_t sample_rows, int64_t q_clusters, int64_t L,
   return r < most ? r : most;
 }
 
-/* Rows per cluster: n[c] summing to R, n[c] <= sizes[c]. */
+int64_t stsa_strata_call_rows(int64_t most, int64_t sample_rows, double density,
+                              int64_t L) {
+  const double want = STSA_BOUND_ROW_SHARE * (density > 0 ? density : 0) * (double)L;
+  int64_t r = want < (double)most ? (int64_t)ceil(want) : most;
+  r = r > sample_rows ? r : sample_rows;
+  r = r > 2 ? r : 2;
+  r += r & 1;
+  return r < most ? r : most;
+}
+
+/* Rows per stratum: n[c] summing to R, n[c] <= sizes[c]. */
 static void allocate(const int64_t *sizes, int64_t QC, int64_t L, int64_t R, int64_t *n) {
   int64_t left = R;
   for (int per = 2; per >= 1; per--) { /* two a cluster, else one */
@@ -52,51 +63,107 @@ static int by_token(const void *a, const void *b) {
   return (x->token > y->token) - (x->token < y->token);
 }
 
+typedef struct keyed {
+  double key;
+  int64_t cluster;
+} keyed;
+
+/* Ascending key (NaN last), then cluster index: a total order, so the
+ * grouping does not depend on qsort's handling of ties. */
+static int by_key(const void *a, const void *b) {
+  const keyed *x = a, *y = b;
+  const int xn = isnan(x->key), yn = isnan(y->key);
+  if (xn != yn)
+    return xn - yn;
+  if (!xn && x->key != y->key)
+    return x->key < y->key ? -1 : 1;
+  return (x->cluster > y->cluster) - (x->cluster < y->cluster);
+}
+
+/* strat[QC]: each cluster's stratum; pop[]: the strata's members; returns
+ * the number of strata. S >= QC: a stratum per cluster. Else clusters in
+ * key order fill about S strata of about L / S members each (a cluster
+ * goes where its middle member falls); strata left empty are skipped. */
+static int64_t group_clusters(const int64_t *sizes, const double *key, int64_t QC,
+                              int64_t L, int64_t S, keyed *ord, int64_t *strat,
+                              int64_t *pop) {
+  if (S >= QC) {
+    for (int64_t c = 0; c < QC; c++) {
+      strat[c] = c;
+      pop[c] = sizes[c];
+    }
+    return QC;
+  }
+  for (int64_t c = 0; c < QC; c++)
+    ord[c] = (keyed){key ? key[c] : (double)c, c};
+  qsort(ord, (size_t)QC, sizeof *ord, by_key);
+  int64_t groups = 0, last = -1, before = 0;
+  for (int64_t i = 0; i < QC; i++) {
+    const int64_t c = ord[i].cluster;
+    int64_t s = L > 0 ? (2 * before + sizes[c]) * S / (2 * L) : 0;
+    s = s < S ? s : S - 1;
+    if (s != last) {
+      pop[groups++] = 0;
+      last = s;
+    }
+    strat[c] = groups - 1;
+    pop[groups - 1] += sizes[c];
+    before += sizes[c];
+  }
+  return groups;
+}
+
 int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
-                     const int64_t *sizes, int64_t R, uint64_t seed, int64_t *rows,
-                     int64_t *group) {
-  int64_t *start = malloc(sizeof(int64_t) * (size_t)(2 * QC + 1));
+                     const int64_t *sizes, const double *key, int64_t R, uint64_t seed,
+                     stsa_strata *out) {
+  int64_t *start = malloc(sizeof(int64_t) * (size_t)(3 * QC + 1));
   int32_t *members = malloc(sizeof(int32_t) * (size_t)L);
   drawn *d = malloc(sizeof *d * (size_t)R);
-  if (!start || !members || !d) {
+  keyed *ord = malloc(sizeof *ord * (size_t)QC);
+  if (!start || !members || !d || !ord) {
     free(start);
     free(members);
     free(d);
+    free(ord);
     return -1;
   }
-  int64_t *n = start + QC + 1;
-  allocate(sizes, QC, L, R, n);
+  int64_t *n = start + QC + 1, *strat = n + QC, *pop = out->pop;
+  const int64_t G =
+      group_clusters(sizes, key, QC, L, R / 2 > 1 ? R / 2 : 1, ord, strat, pop);
+  allocate(pop, G, L, R, n);
   start[0] = 0;
-  for (int64_t c = 0; c < QC; c++)
-    start[c + 1] = start[c] + sizes[c];
-  /* members by cluster, in token order (a counting sort; start[] advances
+  for (int64_t g = 0; g < G; g++)
+    start[g + 1] = start[g] + pop[g];
+  /* members by stratum, in token order (a counting sort; start[] advances
    * and is rebuilt after) */
   for (int64_t i = 0; i < L; i++)
-    members[start[labels[i]]++] = (int32_t)i;
-  for (int64_t c = QC; c > 0; c--)
-    start[c] = start[c - 1];
+    members[start[strat[labels[i]]]++] = (int32_t)i;
+  for (int64_t g = G; g > 0; g--)
+    start[g] = start[g - 1];
   start[0] = 0;
   uint64_t state = seed;
-  int64_t out = 0;
-  for (int64_t c = 0; c < QC; c++) {
-    int32_t *m = members + start[c];
-    const int64_t size = sizes[c];
-    for (int64_t j = 0; j < n[c]; j++) { /* a partial Fisher-Yates shuffle */
+  int64_t drew = 0;
+  for (int64_t g = 0; g < G; g++) {
+    int32_t *m = members + start[g];
+    const int64_t size = pop[g];
+    for (int64_t j = 0; j < n[g]; j++) { /* a partial Fisher-Yates shuffle */
       const int64_t pick = j + (int64_t)(stsa_splitmix64(&state) % (uint64_t)(size - j));
       const int32_t t = m[j];
       m[j] = m[pick];
       m[pick] = t;
-      d[out++] = (drawn){v0 + m[j], c};
+      d[drew++] = (drawn){v0 + m[j], g};
     }
   }
-  qsort(d, (size_t)out, sizeof *d, by_token);
-  for (int64_t r = 0; r < out; r++) {
-    rows[r] = d[r].token;
-    group[r] = d[r].group;
+  qsort(d, (size_t)drew, sizeof *d, by_token);
+  for (int64_t r = 0; r < drew; r++) {
+    out->rows[r] = d[r].token;
+    out->group[r] = d[r].group;
   }
+  out->groups = G;
   free(start);
   free(members);
   free(d);
+  free(ord);
   return 0;
 }
 

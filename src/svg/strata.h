@@ -14,22 +14,46 @@
 
 #include "stsa.h"
 
-/* Rows a head profiles with q_clusters clusters over L video tokens: two
- * per cluster (a spread for each stratum) or `sample_rows` if more, at
- * most L and `most` (one q tile of the profiling plan). */
+/* Rows a head may profile with q_clusters clusters over L video tokens:
+ * two per cluster (a spread for each stratum) or `sample_rows` if more, at
+ * most L and `most` (one q tile of the profiling plan). What a session
+ * allocates; a call profiles stsa_strata_call_rows of them. */
 int64_t stsa_strata_rows(int64_t sample_rows, int64_t q_clusters, int64_t L,
                          int64_t most);
 
+/* The share of a call's attention work the bound's dense rows may take:
+ * R rows against all L keys are R x L pairs, the call's attention at
+ * density d about d x L x L of them. */
+#define STSA_BOUND_ROW_SHARE 0.02
+
+/* Rows a call profiles when its planned density is `density`: enough for
+ * STSA_BOUND_ROW_SHARE of its work (docs/architecture.md, "The error
+ * bound": its cost), at least `sample_rows` and two, at most `most` (from
+ * stsa_strata_rows), even. */
+int64_t stsa_strata_call_rows(int64_t most, int64_t sample_rows, double density,
+                              int64_t L);
+
+/* A head's drawn rows and their strata. */
+typedef struct stsa_strata {
+  int64_t *rows;  /* [R] native token indices (video token i is v0 + i), ascending */
+  int64_t *group; /* [R] each row's stratum, 0..groups-1 */
+  int64_t *pop;   /* [QC] the strata's rows, of which groups */
+  int64_t groups;
+} stsa_strata;
+
 /* Draws R rows of one head: labels[L] the video tokens' clusters (0..QC-1),
- * sizes[QC] their members. Each cluster gets min(size, 2) rows, the rest
- * go to the clusters in proportion to their sizes (never more than they
- * hold; with fewer than 2 QC rows, one a cluster as far as they go). rows[R]
- * receives native token indices (video token i is v0 + i), ascending, and
- * group[R] each row's cluster. Deterministic in seed. 0, or -1 when out of
- * memory. */
+ * sizes[QC] their members. With R >= 2 QC each cluster is a stratum; with
+ * fewer rows the clusters are grouped into about R / 2 strata of about
+ * equal population, consecutive in the order of `key` ([QC], ascending; NULL:
+ * by index), so that a stratum holds clusters alike in what decides their
+ * error (SVG2: the probability mass the selection drops). Each stratum
+ * gets min(size, 2) rows, the rest go in proportion to the strata's sizes
+ * (never more than they hold; with fewer than 2 a stratum, one as far as
+ * they go); a stratum's rows are drawn uniformly from all its members.
+ * Deterministic in seed. 0, or -1 when out of memory. */
 int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
-                     const int64_t *sizes, int64_t R, uint64_t seed, int64_t *rows,
-                     int64_t *group);
+                     const int64_t *sizes, const double *key, int64_t R, uint64_t seed,
+                     stsa_strata *out);
 
 /* SVG's strata: row r of stsa_svg_sample_rows was drawn, one row, from the
  * r-th of R equal runs of the video tokens; runs are taken in adjacent pairs

@@ -279,8 +279,11 @@ typedef struct call_work {
   int32_t *q_label, *k_label; /* [H][N] labels by native token, -1 for text */
   uint8_t *keep;              /* [H][LADDER_MAX][QC][KC] per candidate */
   uint64_t row_seed;          /* of the call's profiled rows */
-  int64_t R;                  /* profiled rows per head */
-  int64_t *rows, *row_group;  /* [H][R] each head's rows and their clusters */
+  int64_t R;                  /* profiled rows per head this call (<= the session's) */
+  int64_t *rows, *row_group;  /* [H][R] each head's rows and their strata */
+  int64_t *row_pop, *groups;  /* [H][QC] the strata's rows, [H] how many strata */
+  double *q_drop;             /* [H][QC] the mass each query cluster's selection drops */
+  double *planned;            /* [H] the first candidate's density (video pairs) */
   stsa_mask **mask;           /* [(1 + LADDER_MAX) * H]: dense, then the candidates */
   int pack_align;             /* the plans' (stsa_cluster_layout) */
 } call_work;
@@ -299,6 +302,10 @@ static void work_free(call_work *w) {
   free(w->keep);
   free(w->rows);
   free(w->row_group);
+  free(w->row_pop);
+  free(w->groups);
+  free(w->q_drop);
+  free(w->planned);
 }
 
 /* The heads' selections and plans are independent: a thread a head, up
@@ -323,8 +330,13 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int threads) 
   w->R = s->R;
   w->rows = malloc(sizeof(int64_t) * H * (size_t)s->R);
   w->row_group = malloc(sizeof(int64_t) * H * (size_t)s->R);
+  w->row_pop = malloc(sizeof(int64_t) * H * (size_t)s->QC);
+  w->groups = malloc(sizeof(int64_t) * H);
+  w->q_drop = malloc(sizeof(double) * H * (size_t)s->QC);
+  w->planned = malloc(sizeof(double) * H);
   return w->q_sizes && w->k_sizes && w->job_err && w->job_status && w->prob &&
-                 w->q_label && w->k_label && w->keep && w->mask && w->rows && w->row_group
+                 w->q_label && w->k_label && w->keep && w->mask && w->rows &&
+                 w->row_group && w->row_pop && w->groups && w->q_drop && w->planned
              ? 0
              : -1;
 }
@@ -495,6 +507,28 @@ static stsa_select_args base_rule(const stsa_svg2 *s, const stsa_svg_config *cfg
   return a;
 }
 
+/* What the bound's row draw needs of head h's first candidate: the mass
+ * (centroid probabilities) each query cluster's selection drops, by which
+ * its strata group the clusters, and the density it plans, by which the
+ * call's rows are sized. */
+static void planned_selection(const stsa_svg2 *s, call_work *w, int64_t h,
+                              const double *prob) {
+  const uint8_t *keep = keep_of(w, h, 0);
+  const int64_t *qs = w->q_sizes + h * s->QC, *ks = w->k_sizes + h * s->KC;
+  double pairs = 0;
+  for (int64_t c = 0; c < s->QC; c++) {
+    double drop = 0, keys = 0;
+    for (int64_t j = 0; j < s->KC; j++) {
+      const int kept = keep[c * s->KC + j];
+      drop += kept ? 0 : prob[c * s->KC + j];
+      keys += kept ? (double)ks[j] : 0;
+    }
+    w->q_drop[h * s->QC + c] = drop;
+    pairs += (double)qs[c] * keys;
+  }
+  w->planned[h] = s->L > 0 ? pairs / ((double)s->L * (double)s->L) : 1.0;
+}
+
 /* Phase 1 for head h, after its clusters: the candidates' keep maps and
  * masks, from the probabilities in prob ([QC][KC], the thread's). Failures
  * go to err (heads run side by side). */
@@ -510,14 +544,6 @@ static stsa_status select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
   native_labels(&geo, ls->lq + slot * s->L, ql);
   native_labels(&geo, ls->lk + slot * s->L, kl);
-  /* under a budget (or asked to estimate), the rows its bound is taken on:
-   * every query cluster's */
-  STSA_RETURN_IF((budget > 0 || env->estimate) &&
-                     stsa_strata_draw(ls->lq + slot * s->L, s->L, geo.v0, s->QC,
-                                      w->q_sizes + h * s->QC, w->R,
-                                      stsa_hash_mix(w->row_seed, (uint64_t)h),
-                                      w->rows + h * w->R, w->row_group + h * w->R) != 0,
-                 err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   stsa_select_args base = base_rule(s, cfg);
   base.qc = qc;
   base.kc = kc;
@@ -544,6 +570,8 @@ static stsa_status select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
     stsa_mask_free(rect);
   }
   stsa_mask_free(text);
+  if (st == STSA_OK)
+    planned_selection(s, w, h, prob);
   return st;
 }
 
@@ -599,22 +627,52 @@ static stsa_status pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
  * keeps the same key clusters in the profiling pass's masked sums. */
 static void cluster_order(const call_work *w, int64_t h, int64_t QC, int32_t *order,
                           int64_t *count) {
-  const int64_t R = w->R, *group = w->row_group + h * R;
+  const int64_t R = w->R, *rows = w->rows + h * R;
+  const int32_t *label = w->q_label + h * w->N; /* the rows are video tokens */
   memset(count, 0, sizeof(int64_t) * (size_t)(QC + 1));
   for (int64_t r = 0; r < R; r++)
-    count[group[r] + 1]++;
+    count[label[rows[r]] + 1]++;
   for (int64_t c = 0; c < QC; c++)
     count[c + 1] += count[c];
   for (int64_t r = 0; r < R; r++)
-    order[count[group[r]]++] = (int32_t)r;
+    order[count[label[rows[r]]]++] = (int32_t)r;
+}
+
+/* Phase 2 under a budget: the rows the heads' bounds are taken on. As many
+ * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
+ * attention at the densest head's planned density (the same count for
+ * every head: one pass profiles them), drawn per head from strata of its
+ * query clusters alike in the mass their selection drops (strata.h). */
+static stsa_status draw_rows(stsa_ctx *ctx, const stsa_svg2 *s, const stsa_svg2_env *env,
+                             call_work *w) {
+  double densest = 0;
+  for (int64_t h = 0; h < s->H; h++)
+    densest = fmax(densest, w->planned[h]);
+  w->R = stsa_strata_call_rows(s->R, env->cfg->sample_rows, densest, s->L);
+  stsa_geo geo;
+  stsa_geo_init(&geo, &env->cfg->geometry);
+  int failed = 0;
+#pragma omp parallel for num_threads(w->plan_threads) schedule(dynamic, 1)               \
+    reduction(|                                                                          \
+              : failed)
+  for (int64_t h = 0; h < s->H; h++) {
+    stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
+                       w->row_pop + h * s->QC, 0};
+    failed |= stsa_strata_draw(w->q_label + h * w->N + geo.v0, s->L, geo.v0, s->QC,
+                               w->q_sizes + h * s->QC, w->q_drop + h * s->QC, w->R,
+                               stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
+    w->groups[h] = got.groups;
+  }
+  STSA_RETURN_IF(failed, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  return STSA_OK;
 }
 
 /* The bound of head h's candidate from its rows' squared errors and dense
  * energies ([R] each). */
 static double candidate_bound(const stsa_svg2 *s, const call_work *w, int64_t h,
                               const double *err, const double *energy, double *scratch) {
-  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->q_sizes + h * s->QC,
-                               s->QC};
+  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->row_pop + h * s->QC,
+                               w->groups[h]};
   return stsa_err_bound(&smp, err, energy, scratch, NULL);
 }
 
@@ -733,6 +791,8 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
    * says not estimated (NaN). */
   for (int64_t i = 0; rel && i < LADDER_MAX * H; i++)
     rel[i] = NAN;
+  if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
+    st = draw_rows(ctx, s, env, &w);
   if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
     st = bound_heads(ctx, s, env, &w, n, max_rel_error, q, k, v, b, rel);
   if (st == STSA_OK) {
