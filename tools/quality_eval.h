@@ -14,8 +14,28 @@
 
 #include <stdint.h>
 
+#include "cli_options.h"
 #include "quality_zoo.h"
 #include "stsa.h"
+
+/* The options that choose the zoo's heads, into the fields `wan` (int),
+ * `family` and `size` (const char *) of T: the same for every command that
+ * runs the zoo. */
+#define QUALITY_WAN_OPTION(T)                                                            \
+  {                                                                                      \
+    .name = "--wan", CLI_FLAG(T, wan),                                                   \
+    .help = "add the Wan-480p cases (minutes of dense reference)"                        \
+  }
+#define QUALITY_FAMILY_OPTION(T)                                                         \
+  {                                                                                      \
+    .name = "--family", .metavar = "NAME", CLI_STR(T, family),                           \
+    .help = "only the cases of one family (e.g. objects)"                                \
+  }
+#define QUALITY_SIZE_OPTION(T)                                                           \
+  {                                                                                      \
+    .name = "--size", .metavar = "NAME", CLI_STR(T, size),                               \
+    .help = "only the cases of one size: small, medium or wan480p"                       \
+  }
 
 /* Budget 0 runs each method at its defaults without a guard (the quality it
  * starts from). */
