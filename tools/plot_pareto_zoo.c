@@ -30,6 +30,7 @@
  * edge of the log axis: below it no budget decides anything. */
 #define ERROR_FLOOR 1e-4
 
+/* Indices into QUALITY_METHODS (svg, svg2, auto). */
 enum { M_SVG = 0, M_SVG2 = 1, M_AUTO = 2 };
 
 /* What the table prints and the large marks show, per method and budget. */
