@@ -2,6 +2,9 @@
 # test_cli_quality.sh STSA_BINARY — `stsa bench quality` on one small family
 # of the zoo: a line per head, method and budget in its CSV, every error
 # finite and the budgets' estimates present; a family it lacks is refused.
+# `stsa plot pareto --zoo` on the same heads: a valid PNG, a JSON point per
+# head, method and budget with the very figures of the CSV, aggregates that
+# are what those points give; bad options refused with nothing written.
 # Prints "test_cli_quality: N passed, M failed".
 set -euo pipefail
 
@@ -45,4 +48,99 @@ if "$STSA" bench quality --family no-such >none.stdout 2>none.stderr; then
 elif grep -q "no case of family 'no-such'" none.stderr; then ok; else
   bad "unknown family: $(cat none.stderr)"
 fi
+# ------------------------------------------- plot pareto --zoo on the same heads
+expect_ok zoo "$STSA" plot pareto --zoo --family mix-region --size small --threads 1 \
+  --out zoo.png --json zoo.json
+if python3 - zoo.png <<'PY'; then ok; else bad "zoo.png is not a valid PNG"; fi
+import struct, sys, zlib
+data = open(sys.argv[1], 'rb').read()
+assert data[:8] == b'\x89PNG\r\n\x1a\n'
+pos, chunks = 8, []
+while pos < len(data):  # every chunk whole, its CRC right, IEND last
+    n, kind = struct.unpack('>I4s', data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    assert len(body) == n
+    assert struct.unpack('>I', data[pos + 8 + n:pos + 12 + n])[0] == zlib.crc32(kind + body)
+    chunks.append((kind, body))
+    pos += 12 + n
+assert chunks[0][0] == b'IHDR' and chunks[-1][0] == b'IEND'
+w, h, depth, colour = struct.unpack('>IIBB', chunks[0][1][:10])
+assert w > 800 and h > 600 and depth == 8 and colour == 2, (w, h, depth, colour)
+pixels = zlib.decompress(b''.join(b for k, b in chunks if k == b'IDAT'))
+assert len(pixels) == h * (1 + 3 * w)  # a filter byte and RGB per row
+PY
+if python3 - zoo.json heads.csv <<'PY'; then ok; else bad "zoo: JSON points"; fi
+import csv, json, math, sys
+r = json.load(open(sys.argv[1]))
+pts = r['points']
+assert r['heads'] == 4 and r['cases'] == 1, (r['heads'], r['cases'])
+budgets = (None, 0.02, 0.05, 0.1)
+key = lambda p: (p['method'], p['budget'], p['head'])
+assert len(pts) == 4 * 3 * 4 and len({key(p) for p in pts}) == len(pts)
+assert {p['method'] for p in pts} == {'svg', 'svg2', 'auto'}
+assert {p['budget'] for p in pts} == set(budgets)
+for p in pts:
+    assert p['family'] == 'mix-region' and p['size'] == 'small', p
+    assert 0 < p['density'] <= 1 and math.isfinite(p['rel_l2']) and p['rel_l2'] >= 0, p
+# the heads `bench quality` measured: the same figures (one evaluation)
+rows = {(c['method'], float(c['budget']) or None, int(c['head'])): c
+        for c in csv.DictReader(open(sys.argv[2]))}
+for p in pts:
+    c = rows[key(p)]
+    for field, col in (('rel_l2', 'true_err'), ('density', 'density')):
+        assert math.isclose(p[field], float(c[col]), rel_tol=1e-5, abs_tol=1e-9), (p, c)
+# every aggregate is what its points give
+aggs = r['aggregates']
+assert len(aggs) == 3 * 4
+by = {key(p): p for p in pts}
+def beaten(p):  # svg or svg2 no denser (+0.001) with an error lower by over 1%
+    for m in ('svg', 'svg2'):
+        o = by[(m, p['budget'], p['head'])]
+        if o['density'] <= p['density'] + 1e-3 and o['rel_l2'] < 0.99 * p['rel_l2']:
+            return True
+    return False
+for a in aggs:
+    mine = [p for p in pts if p['method'] == a['method'] and p['budget'] == a['budget']]
+    assert a['heads'] == len(mine) == 4
+    mean = lambda f: sum(p[f] for p in mine) / len(mine)
+    assert math.isclose(a['mean_density'], mean('density'), rel_tol=1e-6), a
+    assert math.isclose(a['mean_rel_l2'], mean('rel_l2'), rel_tol=1e-6, abs_tol=1e-12), a
+    b = a['budget']
+    if b is None:
+        assert a['within_budget'] is None and a['worst_over_budget'] is None, a
+    else:
+        within = sum(p['rel_l2'] <= b for p in mine) / len(mine)
+        assert math.isclose(a['within_budget'], within), a
+        assert math.isclose(a['worst_over_budget'], max(p['rel_l2'] for p in mine) / b,
+                            rel_tol=1e-6), a
+    assert (a['undominated'] is None) == (a['method'] != 'auto'), a
+    if a['method'] == 'auto':
+        share = sum(not beaten(p) for p in mine) / len(mine)
+        assert math.isclose(a['undominated'], share), (a, share)
+PY
+if grep -q "^  auto *0.05 *4 " zoo.stdout && grep -q "^  svg2 *none *4 " zoo.stdout; then ok
+else bad "zoo: no table on stdout: $(cat zoo.stdout)"; fi
+
+# bad options: exit 2, a message, and neither output nor a staging file written
+expect_refused() {
+  local name=$1 msg=$2
+  shift 2
+  local rc=0
+  "$@" --out "$name.png" --json "$name.json" >"$name.stdout" 2>"$name.stderr" || rc=$?
+  if [ "$rc" = 2 ] && grep -q -- "$msg" "$name.stderr" &&
+    [ -z "$(ls | grep -F "$name." | grep -v '\.std')" ]; then ok
+  else
+    bad "$name: exit $rc, $(head -c 300 "$name.stderr"), $(ls | grep -F "$name.")"
+  fi
+}
+expect_refused zoo-family "no case of family 'no-such'" \
+  "$STSA" plot pareto --zoo --family no-such --threads 1
+expect_refused zoo-size "no case of family 'any' and size 'huge'" \
+  "$STSA" plot pareto --zoo --size huge --threads 1
+expect_refused zoo-frames "--frames sets the built-in workload, not --zoo" \
+  "$STSA" plot pareto --zoo --size small --frames 4
+expect_refused zoo-densities "--densities sets the built-in workload, not --zoo" \
+  "$STSA" plot pareto --zoo --densities 0.1
+expect_refused zoo-needed "--family needs --zoo" "$STSA" plot pareto --family objects
+expect_refused zoo-seed "--seed expects an integer" "$STSA" plot pareto --zoo --seed x
 finish

@@ -2,10 +2,12 @@
  * cmd_plot.c — `stsa plot plan|attention|kinds|speedup`: PNG pictures of a
  * head's tile plan, of one query's attention over the video, of the head
  * kinds in `stsa run` reports and of speed-up against density from
- * `stsa bench --json` lines, and of error against density (pareto). This file dispatches
+ * `stsa bench --json` lines, and of error against density (pareto, also over
+ * the quality zoo). This file dispatches
  * to the pictures (one file each, plot_cmd.h) and holds what they share.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,8 @@ static void plot_usage(void) {
       "                      --width Wp] [--heads-per-kind K] [--head-dim D]\n"
       "                      [--densities 0.05,0.1,...] [--tile T] [--seed N] [--threads "
       "T]\n"
+      "       stsa plot pareto --zoo [--out zoo.png] [--json T.json] [--family NAME]\n"
+      "                      [--size NAME] [--wan] [--seed N] [--threads T]\n"
       "<geometry>: --frames F --height Hp --width Wp [--text N --text-pos prefix|suffix\n"
       "            --text-real M] [--preset NAME] [--density D] [--sink-frames K]\n"
       "            [--tile T | --q-tile T --kv-tile T] (default: the session's tiles)\n"
@@ -47,7 +51,9 @@ static void plot_usage(void) {
       "             density) and an oracle keeping each query tile's heaviest key\n"
       "             tiles, per kind of the built-in workload's heads (semantic,\n"
       "             spatial, temporal; default 8 x 24 x 32, D 64, 2 heads per kind,\n"
-      "             densities 0.05-0.4, 64-token oracle tiles); the table is printed;\n"
+      "             densities 0.05-0.4, 64-token oracle tiles); with --zoo, of SVG,\n"
+      "             SVG2 and auto on the quality zoo's heads, one panel per error\n"
+      "             budget (none, 0.02, 0.05, 0.1); the table is printed;\n"
       "             its options: stsa plot pareto --help\n"
       "See docs/cli.md.\n");
 }
@@ -82,14 +88,16 @@ void plot_add_input(const char *flag, const char *path, cli_file_id id) {
   inputs[n_inputs] = id, input_names[n_inputs++] = name;
 }
 
-static stsa_status write_png(const char *path, void *arg, char *err, size_t err_len) {
+json_t *plot_json_real(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+stsa_status plot_png_writer(const char *path, void *arg, char *err, size_t err_len) {
   return canvas_write_png(arg, path, err, err_len) == 0 ? STSA_OK : STSA_ERR_IO;
 }
 
 void plot_save(const canvas *c, const char *path) {
   cli_output out = {.flag = "--out", .path = path};
   cli_outputs_prepare(&out, 1, inputs, input_names, n_inputs);
-  cli_output_stage(&out, 1, 0, write_png, (void *)(uintptr_t)c);
+  cli_output_stage(&out, 1, 0, plot_png_writer, (void *)(uintptr_t)c);
   cli_outputs_commit(&out, 1);
   free(out.staging);
   free(out.backup);

@@ -7,6 +7,8 @@
 #ifndef STSA_TOOLS_PLOT_CMD_H
 #define STSA_TOOLS_PLOT_CMD_H
 
+#include <jansson.h>
+
 #include "cli_files.h"
 #include "cli_options.h"
 #include "plot_png.h"
@@ -32,6 +34,12 @@ void plot_need_out(const char *out, const char *what);
 /* Records an input file of the picture (device, inode), so --out never
  * replaces one. */
 void plot_add_input(const char *flag, const char *path, cli_file_id id);
+
+/* A JSON number, or null for NaN and Inf (JSON has neither). */
+json_t *plot_json_real(double x);
+
+/* A writer for cli_output_stage: the canvas arg as a PNG. */
+stsa_status plot_png_writer(const char *path, void *canvas, char *err, size_t err_len);
 
 /* Writes c to --out as `stsa run` writes its outputs: checked (a regular
  * file, not an input), staged and renamed into place. */

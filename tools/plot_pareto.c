@@ -2,8 +2,10 @@
  * plot_pareto.c — `stsa plot pareto`: relative L2 error against realised
  * density of SVG, SVG2 and the tile oracle (pareto_eval.c), one panel per
  * head kind of the built-in workload (semantic, spatial, temporal), with the
- * table printed and, with --json, written as JSON. Outputs are checked
- * before the computation and committed together, as `stsa run` does.
+ * table printed and, with --json, written as JSON; with --zoo the same for
+ * SVG, SVG2 and auto on the quality zoo's heads (plot_pareto_zoo.c). Outputs
+ * are checked before the computation and committed together, as `stsa run`
+ * does.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
@@ -18,6 +20,8 @@
 #include "cli_util.h"
 #include "pareto_eval.h"
 #include "plot_cmd.h"
+#include "plot_pareto_zoo.h"
+#include "quality_eval.h"
 
 typedef struct pareto_opts {
   const char *out, *json;
@@ -26,6 +30,8 @@ typedef struct pareto_opts {
   uint64_t seed;
   int n_densities;
   double densities[PARETO_MAX_DENSITIES];
+  int zoo, wan;
+  const char *family, *size;
 } pareto_opts;
 
 /* --densities 0.05,0.1,...: increasing kept fractions in (0, 1]. */
@@ -52,8 +58,8 @@ static const cli_opt PARETO_OPTIONS[] = {
     {.name = "--json",
      .metavar = "FILE",
      CLI_STR(pareto_opts, json),
-     .help = "the table as JSON"},
-    {.help = "the built-in workload:"},
+     .help = "the table as JSON (with --zoo, and every head's point)"},
+    {.help = "the built-in workload (the default):"},
     {.name = "--frames",
      .metavar = "F",
      CLI_I64(pareto_opts, frames, 1, 1 << 16),
@@ -71,7 +77,8 @@ static const cli_opt PARETO_OPTIONS[] = {
     {.name = "--seed",
      .metavar = "N",
      CLI_U64(pareto_opts, seed, 0, INT64_MAX),
-     .help = "its seed (default 1)"},
+     .help = "its seed (default 1); with --zoo, the zoo's draw (default 0:\n"
+             "the zoo's own heads)"},
     {.help = "the methods:"},
     {.name = "--densities",
      .metavar = "LIST",
@@ -83,6 +90,12 @@ static const cli_opt PARETO_OPTIONS[] = {
      CLI_INT(pareto_opts, tile, 16, 4096),
      .help = "the oracle's square tiles, a multiple of 16 (default 64)"},
     CLI_THREADS_OPTION(pareto_opts),
+    {.help = "or the quality zoo (`stsa bench quality`): SVG, SVG2 and auto, no budget\n"
+             "and budgets 0.02, 0.05, 0.1, one panel per budget:"},
+    {.name = "--zoo", CLI_FLAG(pareto_opts, zoo), .help = "plot the zoo's heads"},
+    QUALITY_FAMILY_OPTION(pareto_opts),
+    QUALITY_SIZE_OPTION(pareto_opts),
+    QUALITY_WAN_OPTION(pareto_opts),
     {0}};
 
 static void pareto_usage(void) {
@@ -92,10 +105,13 @@ static void pareto_usage(void) {
       "                        --width Wp] [--heads-per-kind K] [--head-dim D]\n"
       "                        [--densities 0.05,0.1,...] [--tile T] [--seed N]\n"
       "                        [--threads T]\n"
+      "       stsa plot pareto --zoo [--out zoo.png] [--json T.json] [--family NAME]\n"
+      "                        [--size NAME] [--wan] [--seed N] [--threads T]\n"
       "Relative L2 against dense of SVG, SVG2 (key budget = density) and an oracle\n"
       "keeping each query tile's heaviest key tiles, against realised density, one\n"
       "panel per kind of the built-in workload's heads (semantic, spatial,\n"
-      "temporal). The table is always printed.\n");
+      "temporal); with --zoo, of SVG, SVG2 and auto on every head of the quality\n"
+      "zoo, one panel per error budget. The table is always printed.\n");
   const cli_opt *const tables[1] = {PARETO_OPTIONS};
   cli_print_options(tables, 1);
   printf("See docs/cli.md.\n");
@@ -129,9 +145,6 @@ static void print_table(const pareto_setup *s, const pareto_table *t) {
          t->method_ms[PARETO_ORACLE]);
 }
 
-/* JSON has no NaN or Inf: such values become null. */
-static json_t *jreal(double x) { return isfinite(x) ? json_real(x) : json_null(); }
-
 static char *table_json(const pareto_setup *s, const pareto_table *t) {
   const stsa_geometry *g = &s->geometry;
   json_t *root = json_pack(
@@ -149,21 +162,17 @@ static char *table_json(const pareto_setup *s, const pareto_table *t) {
         json_object_set_new(j, "method", json_string(PARETO_METHOD_NAMES[m]));
         json_object_set_new(j, "kind", json_string(stsa_head_kind_name(PARETO_KIND[k])));
         json_object_set_new(j, "requested", json_real(s->densities[di]));
-        json_object_set_new(j, "density", jreal(p->density));
-        json_object_set_new(j, "rel_l2", jreal(p->rel_l2));
+        json_object_set_new(j, "density", plot_json_real(p->density));
+        json_object_set_new(j, "rel_l2", plot_json_real(p->rel_l2));
         json_array_append_new(points, j);
       }
   json_object_set_new(root, "points", points);
-  json_object_set_new(root, "dense_ms", jreal(t->dense_ms));
+  json_object_set_new(root, "dense_ms", plot_json_real(t->dense_ms));
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
   json_decref(root);
   if (!text)
     cli_die("out of memory formatting the table");
   return text;
-}
-
-static stsa_status write_png(const char *path, void *arg, char *err, size_t err_len) {
-  return canvas_write_png(arg, path, err, err_len) == 0 ? STSA_OK : STSA_ERR_IO;
 }
 
 /* ---- the picture ----------------------------------------------------------------- */
@@ -235,22 +244,74 @@ static void draw(canvas *c, const pareto_setup *s, const pareto_table *t) {
 
 /* ---- the command ------------------------------------------------------------------ */
 
+/* --seed not given: the workload's default is 1, the zoo's 0. */
+#define SEED_UNSET UINT64_MAX
+
+/* Dies when an option of one picture is given to the other: 0 (a value no
+ * option accepts) marks what was not given. */
+static void check_picture(const pareto_opts *o) {
+  if (o->zoo) {
+    const char *workload = o->frames           ? "--frames"
+                           : o->height         ? "--height"
+                           : o->width          ? "--width"
+                           : o->heads_per_kind ? "--heads-per-kind"
+                           : o->head_dim       ? "--head-dim"
+                           : o->n_densities    ? "--densities"
+                           : o->tile           ? "--tile"
+                                               : NULL;
+    if (workload)
+      cli_die("plot pareto: %s sets the built-in workload, not --zoo (see stsa plot "
+              "pareto --help)",
+              workload);
+  } else {
+    const char *zoo = o->family ? "--family"
+                      : o->size ? "--size"
+                      : o->wan  ? "--wan"
+                                : NULL;
+    if (zoo)
+      cli_die("plot pareto: %s needs --zoo", zoo);
+  }
+}
+
+static void workload_defaults(pareto_opts *o) {
+  static const double densities[] = {0.05, 0.1, 0.15, 0.2, 0.3, 0.4};
+  if (!o->frames)
+    o->frames = 8;
+  if (!o->height)
+    o->height = 24;
+  if (!o->width)
+    o->width = 32;
+  if (!o->heads_per_kind)
+    o->heads_per_kind = 2;
+  if (!o->head_dim)
+    o->head_dim = 64;
+  if (!o->tile)
+    o->tile = 64;
+  if (o->seed == SEED_UNSET)
+    o->seed = 1;
+  if (!o->n_densities) {
+    o->n_densities = (int)(sizeof densities / sizeof densities[0]);
+    memcpy(o->densities, densities, sizeof densities);
+  }
+}
+
 int plot_pareto(int argc, char **argv) {
-  pareto_opts o = {.frames = 8,
-                   .height = 24,
-                   .width = 32,
-                   .heads_per_kind = 2,
-                   .head_dim = 64,
-                   .tile = 64,
-                   .seed = 1,
-                   .n_densities = 6,
-                   .densities = {0.05, 0.1, 0.15, 0.2, 0.3, 0.4}};
+  pareto_opts o = {.seed = SEED_UNSET};
   const cli_opt_set set = {PARETO_OPTIONS, &o};
   /* its own help (per-option lines), not the one of every picture */
   static const cli_command cmd = {"plot pareto", "stsa plot pareto --help", pareto_usage};
   cli_parse(&cmd, argc, argv, 2, &set, 1);
-  if (o.tile % 16)
-    cli_die("plot pareto: --tile %d must be a multiple of 16", o.tile);
+  check_picture(&o);
+  pareto_zoo *z = NULL;
+  if (o.zoo) {
+    const pareto_zoo_setup zs = {o.wan, o.seed == SEED_UNSET ? 0 : o.seed, o.family,
+                                 o.size};
+    z = pareto_zoo_create(&zs); /* an unknown family dies here, before any output */
+  } else {
+    workload_defaults(&o);
+    if (o.tile % 16)
+      cli_die("plot pareto: --tile %d must be a multiple of 16", o.tile);
+  }
   cli_output outs[2];
   int n = 0;
   if (o.out)
@@ -268,23 +329,34 @@ int plot_pareto(int argc, char **argv) {
   stsa_ctx *ctx = cli_ctx_create();
   if (o.threads)
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o.threads), ctx, "--threads");
-  pareto_table *t = malloc(sizeof *t);
-  if (!t)
-    cli_die("out of memory");
-  pareto_evaluate(ctx, &s, t);
+  pareto_table *t = NULL;
+  if (z)
+    pareto_zoo_evaluate(ctx, z);
+  else {
+    t = malloc(sizeof *t);
+    if (!t)
+      cli_die("out of memory");
+    pareto_evaluate(ctx, &s, t);
+  }
   canvas c = {0};
   char *text = NULL;
   int i = 0;
   if (o.out) {
-    draw(&c, &s, t);
-    cli_output_stage(outs, n, i++, write_png, &c);
+    if (z)
+      pareto_zoo_draw(&c, z);
+    else
+      draw(&c, &s, t);
+    cli_output_stage(outs, n, i++, plot_png_writer, &c);
   }
   if (o.json) {
-    text = table_json(&s, t);
+    text = z ? pareto_zoo_json(z) : table_json(&s, t);
     cli_output_stage(outs, n, i++, cli_write_text, text);
   }
   cli_outputs_commit(outs, n);
-  print_table(&s, t);
+  if (z)
+    pareto_zoo_print(z);
+  else
+    print_table(&s, t);
   for (int j = 0; j < n; j++) {
     free(outs[j].staging);
     free(outs[j].backup);
@@ -293,6 +365,7 @@ int plot_pareto(int argc, char **argv) {
     canvas_free(&c);
   free(text);
   free(t);
+  pareto_zoo_free(z);
   stsa_ctx_free(ctx);
   return 0;
 }
