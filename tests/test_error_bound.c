@@ -119,7 +119,7 @@ static void check_draw(const int32_t *labels, int64_t L, int64_t v0, const int64
 static void test_strata_draw(void) {
   enum { L = 500, QC = 7, R = 40 };
   int32_t labels[L];
-  int64_t sizes[QC] = {0}, rows[R], group[R], pop[QC];
+  int64_t sizes[QC] = {0}, rows[R], group[R], pop[2 * QC];
   uint64_t s = 99;
   for (int i = 0; i < L; i++) { /* cluster 6 has one member, cluster 5 none */
     labels[i] = i == 17 ? 6 : (int32_t)(stsa_splitmix64(&s) % 5);
@@ -127,7 +127,7 @@ static void test_strata_draw(void) {
   }
   /* R >= 2 QC: a stratum per cluster */
   stsa_strata d = {rows, group, pop, 0};
-  EXPECT(stsa_strata_draw(labels, L, 100, QC, sizes, NULL, R, 5, &d) == 0);
+  EXPECT(stsa_strata_draw(labels, L, 100, QC, sizes, NULL, NULL, R, 5, &d) == 0);
   const int64_t own[QC] = {0, 1, 2, 3, 4, 5, 6};
   EXPECT(d.groups == QC);
   check_draw(labels, L, 100, sizes, QC, own, R, &d);
@@ -151,7 +151,7 @@ static void test_strata_grouped(void) {
   for (int c = 0; c < QC; c++)
     key[c] = (double)((c * 7) % QC); /* a permutation of 0..23 */
   stsa_strata d = {rows, group, pop, 0};
-  EXPECT(stsa_strata_draw(labels, L, 3, QC, sizes, key, R, 11, &d) == 0);
+  EXPECT(stsa_strata_draw(labels, L, 3, QC, sizes, key, NULL, R, 11, &d) == 0);
   EXPECT(d.groups == R / 2);
   /* key order, 50 members a cluster, 300 a stratum: key k in stratum k / 6 */
   for (int c = 0; c < QC; c++)
@@ -159,7 +159,7 @@ static void test_strata_grouped(void) {
   check_draw(labels, L, 3, sizes, QC, strat, R, &d);
   /* a NaN key sorts last, not anywhere */
   key[0] = NAN;
-  EXPECT(stsa_strata_draw(labels, L, 3, QC, sizes, key, R, 11, &d) == 0);
+  EXPECT(stsa_strata_draw(labels, L, 3, QC, sizes, key, NULL, R, 11, &d) == 0);
   for (int c = 0; c < QC; c++)
     strat[c] = c == 0 ? 3 : ((int64_t)key[c] - 1) / 6;
   check_draw(labels, L, 3, sizes, QC, strat, R, &d);
@@ -170,6 +170,49 @@ static void test_strata_grouped(void) {
   EXPECT(stsa_strata_call_rows(260, 64, 1.0, 32760) == 260);
   EXPECT(stsa_strata_call_rows(260, 1, 0.0, 32760) == 2);
   EXPECT(stsa_strata_call_rows(260, 64, 0.105, 32760) == 70);
+}
+
+/* Risky tokens (a few, heavy-tailed errors) form strata of their own that
+ * get a quarter of the rows: of 6 risky tokens in 1,200, a draw of 16 rows
+ * holds 4 of them, where proportional allocation would expect 0.08. */
+static void test_strata_risky(void) {
+  enum { L = 1200, QC = 24, R = 16 };
+  int32_t labels[L];
+  int64_t sizes[QC] = {0}, rows[R], group[R], pop[2 * QC];
+  uint8_t risk[L] = {0};
+  for (int i = 0; i < L; i++) {
+    labels[i] = (int32_t)(i % QC);
+    sizes[labels[i]]++;
+  }
+  for (int i = 0; i < 6; i++)
+    risk[i * 200 + 7] = 1; /* clusters 7, 15, 23, 7, 15, 23 */
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    stsa_strata d = {rows, group, pop, 0};
+    EXPECT(stsa_strata_draw(labels, L, 0, QC, sizes, NULL, risk, R, seed, &d) == 0);
+    int64_t drawn_risky = 0, risky_pop = 0, total = 0;
+    for (int r = 0; r < R; r++) {
+      EXPECT(r == 0 || rows[r] > rows[r - 1]);
+      drawn_risky += risk[rows[r]];
+      /* a risky row's stratum holds risky tokens only, and the others' none */
+      for (int r2 = 0; r2 < R; r2++)
+        if (group[r2] == group[r])
+          EXPECT(risk[rows[r2]] == risk[rows[r]]);
+    }
+    for (int64_t g = 0; g < d.groups; g++)
+      total += pop[g];
+    EXPECT(total == L);
+    EXPECT(drawn_risky == R / 4);
+    for (int r = 0; r < R; r++)
+      if (risk[rows[r]])
+        risky_pop += pop[group[r]] > 0;
+    EXPECT(risky_pop == R / 4);
+  }
+  /* every token risky: all rows from the risky strata, none left out */
+  memset(risk, 1, sizeof risk);
+  stsa_strata d = {rows, group, pop, 0};
+  EXPECT(stsa_strata_draw(labels, L, 0, QC, sizes, NULL, risk, R, 3, &d) == 0);
+  for (int r = 0; r < R; r++)
+    EXPECT(r == 0 || rows[r] > rows[r - 1]);
 }
 
 /* SVG2's automatic cluster counts: at least 6 query and 20 key clusters
@@ -278,6 +321,7 @@ int main(void) {
   test_coverage();
   test_strata_draw();
   test_strata_grouped();
+  test_strata_risky();
   test_cluster_floor();
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);

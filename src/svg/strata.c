@@ -113,10 +113,22 @@ static int64_t group_clusters(const int64_t *sizes, const double *key, int64_t Q
   return groups;
 }
 
+/* Rows the strata of risky tokens get: a quarter of R (their errors are
+ * the heavy tail), at least 2, at most the risky tokens, and so that the
+ * other tokens' strata can take the rest. */
+static int64_t risky_rows(int64_t R, int64_t risky, int64_t L) {
+  if (risky == 0)
+    return 0;
+  int64_t r = R / 4 > 2 ? R / 4 : 2;
+  r = r < risky ? r : risky;
+  r = r < R ? r : R;
+  return R - r > L - risky ? R - (L - risky) : r;
+}
+
 int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
-                     const int64_t *sizes, const double *key, int64_t R, uint64_t seed,
-                     stsa_strata *out) {
-  int64_t *start = malloc(sizeof(int64_t) * (size_t)(3 * QC + 1));
+                     const int64_t *sizes, const double *key, const uint8_t *risk,
+                     int64_t R, uint64_t seed, stsa_strata *out) {
+  int64_t *start = malloc(sizeof(int64_t) * (size_t)(8 * QC + 1));
   int32_t *members = malloc(sizeof(int32_t) * (size_t)L);
   drawn *d = malloc(sizeof *d * (size_t)R);
   keyed *ord = malloc(sizeof *ord * (size_t)QC);
@@ -127,17 +139,41 @@ int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
     free(ord);
     return -1;
   }
-  int64_t *n = start + QC + 1, *strat = n + QC, *pop = out->pop;
-  const int64_t G =
-      group_clusters(sizes, key, QC, L, R / 2 > 1 ? R / 2 : 1, ord, strat, pop);
-  allocate(pop, G, L, R, n);
+  /* start [2 QC + 1], n [2 QC], each cluster's safe and risky tokens and
+   * strata [QC] x 4 */
+  int64_t *n = start + 2 * QC + 1, *safe = n + 2 * QC, *risky = safe + QC;
+  int64_t *strat = risky + QC, *strat_risky = strat + QC, *pop = out->pop;
+  int64_t nrisky = 0;
+  for (int64_t c = 0; c < QC; c++) {
+    safe[c] = sizes[c];
+    risky[c] = 0;
+  }
+  for (int64_t i = 0; risk && i < L; i++)
+    if (risk[i]) {
+      safe[labels[i]]--;
+      risky[labels[i]]++;
+      nrisky++;
+    }
+  const int64_t R_risky = risky_rows(R, nrisky, L), R_safe = R - R_risky;
+  const int64_t G_safe = group_clusters(safe, key, QC, L - nrisky,
+                                        R_safe / 2 > 1 ? R_safe / 2 : 1, ord, strat, pop);
+  const int64_t G_risky =
+      R_risky ? group_clusters(risky, key, QC, nrisky, R_risky / 2 > 1 ? R_risky / 2 : 1,
+                               ord, strat_risky, pop + G_safe)
+              : 0;
+  const int64_t G = G_safe + G_risky;
+  allocate(pop, G_safe, L - nrisky, R_safe, n);
+  if (G_risky)
+    allocate(pop + G_safe, G_risky, nrisky, R_risky, n + G_safe);
   start[0] = 0;
   for (int64_t g = 0; g < G; g++)
     start[g + 1] = start[g] + pop[g];
   /* members by stratum, in token order (a counting sort; start[] advances
    * and is rebuilt after) */
-  for (int64_t i = 0; i < L; i++)
-    members[start[strat[labels[i]]]++] = (int32_t)i;
+  for (int64_t i = 0; i < L; i++) {
+    const int32_t c = labels[i];
+    members[start[risk && risk[i] ? G_safe + strat_risky[c] : strat[c]]++] = (int32_t)i;
+  }
   for (int64_t g = G; g > 0; g--)
     start[g] = start[g - 1];
   start[0] = 0;

@@ -281,7 +281,9 @@ typedef struct call_work {
   uint64_t row_seed;          /* of the call's profiled rows */
   int64_t R;                  /* profiled rows per head this call (<= the session's) */
   int64_t *rows, *row_group;  /* [H][R] each head's rows and their strata */
-  int64_t *row_pop, *groups;  /* [H][QC] the strata's rows, [H] how many strata */
+  int64_t *row_pop, *groups;  /* [H][2 QC] the strata's rows, [H] how many strata */
+  float *q_spread;            /* [H][L] each video query's squared distance to its
+                               * centroid, when the call bounds its error */
   double *q_drop;             /* [H][QC] the mass each query cluster's selection drops */
   double *planned;            /* [H] the first candidate's density (video pairs) */
   stsa_mask **mask;           /* [(1 + LADDER_MAX) * H]: dense, then the candidates */
@@ -304,6 +306,7 @@ static void work_free(call_work *w) {
   free(w->row_group);
   free(w->row_pop);
   free(w->groups);
+  free(w->q_spread);
   free(w->q_drop);
   free(w->planned);
 }
@@ -330,7 +333,7 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int threads) 
   w->R = s->R;
   w->rows = malloc(sizeof(int64_t) * H * (size_t)s->R);
   w->row_group = malloc(sizeof(int64_t) * H * (size_t)s->R);
-  w->row_pop = malloc(sizeof(int64_t) * H * (size_t)s->QC);
+  w->row_pop = malloc(sizeof(int64_t) * H * 2 * (size_t)s->QC);
   w->groups = malloc(sizeof(int64_t) * H);
   w->q_drop = malloc(sizeof(double) * H * (size_t)s->QC);
   w->planned = malloc(sizeof(double) * H);
@@ -373,6 +376,18 @@ static const float *video_rows(const stsa_tensor *t, int64_t b, int64_t h,
                       buf + i * D);
   *ld = D;
   return buf;
+}
+
+/* dist[i] = ||x_i - centre of its label||^2 over L rows of D (ld apart). */
+static void centre_distances(const float *x, int64_t ld, int64_t L, int64_t D,
+                             const float *cent, const int32_t *labels, float *dist) {
+  for (int64_t i = 0; i < L; i++) {
+    const float *xi = x + i * ld, *c = cent + (int64_t)labels[i] * D;
+    float acc = 0;
+    for (int64_t d = 0; d < D; d++)
+      acc += (xi[d] - c[d]) * (xi[d] - c[d]);
+    dist[i] = acc;
+  }
 }
 
 /* The session's k-means scratch for `slots` k-means at once. */
@@ -445,6 +460,8 @@ static stsa_status cluster_heads(stsa_ctx *ctx, stsa_svg2 *s, const stsa_svg_con
     a.hint = warm ? labels : NULL; /* the layer's last labels, overwritten */
     int64_t *sizes = keys ? w->k_sizes + h * s->KC : w->q_sizes + h * s->QC;
     w->job_status[j] = stsa_kmeans(ctx, &a, cent, labels, sizes, NULL);
+    if (!keys && w->q_spread && w->job_status[j] == STSA_OK)
+      centre_distances(x, ld, L, D, cent, labels, w->q_spread + h * L);
   }
   int64_t j = 0;
   while (j < jobs && w->job_status[j] == STSA_OK)
@@ -638,11 +655,45 @@ static void cluster_order(const call_work *w, int64_t h, int64_t QC, int32_t *or
     order[count[label[rows[r]]]++] = (int32_t)r;
 }
 
+/* A query this many times its cluster's mean squared distance from the
+ * centre is an outlier: the selection, made for the centre, fits it least. */
+#define RISK_SPREAD 2.0
+
+/* Head h's video tokens whose error is likely large ([L], malloc'ed; NULL
+ * when out of memory): those whose own key cluster the first candidate's
+ * selection drops for their query cluster (a local head loses its nearest
+ * keys there), and the queries farther than RISK_SPREAD x their cluster's
+ * mean squared distance from its centre. Measured on heads not from the
+ * repository's generators (3-D rotary codes, smooth semantic fields), the
+ * bound's errors sat in a handful of such rows (4 of 1,680 held half). */
+static uint8_t *risky_tokens(const stsa_svg2 *s, const call_work *w, int64_t h,
+                             int64_t v0) {
+  const int32_t *ql = w->q_label + h * w->N + v0, *kl = w->k_label + h * w->N + v0;
+  const uint8_t *keep = keep_of(w, h, 0);
+  const float *spread = w->q_spread + h * s->L;
+  const int64_t *size = w->q_sizes + h * s->QC;
+  uint8_t *risk = malloc((size_t)s->L);
+  double *mean = calloc((size_t)s->QC, sizeof(double)); /* x the cluster's size */
+  if (!risk || !mean) {
+    free(risk);
+    free(mean);
+    return NULL;
+  }
+  for (int64_t i = 0; i < s->L; i++)
+    mean[ql[i]] += spread[i];
+  for (int64_t i = 0; i < s->L; i++)
+    risk[i] = !keep[ql[i] * s->KC + kl[i]] ||
+              (double)spread[i] * (double)size[ql[i]] > RISK_SPREAD * mean[ql[i]];
+  free(mean);
+  return risk;
+}
+
 /* Phase 2 under a budget: the rows the heads' bounds are taken on. As many
  * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
  * attention at the densest head's planned density (the same count for
  * every head: one pass profiles them), drawn per head from strata of its
- * query clusters alike in the mass their selection drops (strata.h). */
+ * query clusters alike in the mass their selection drops, the tokens whose
+ * own key cluster the selection drops in strata of their own (strata.h). */
 static stsa_status draw_rows(stsa_ctx *ctx, const stsa_svg2 *s, const stsa_svg2_env *env,
                              call_work *w) {
   double densest = 0;
@@ -651,27 +702,30 @@ static stsa_status draw_rows(stsa_ctx *ctx, const stsa_svg2 *s, const stsa_svg2_
   w->R = stsa_strata_call_rows(s->R, env->cfg->sample_rows, densest, s->L);
   stsa_geo geo;
   stsa_geo_init(&geo, &env->cfg->geometry);
-  int failed = 0;
-#pragma omp parallel for num_threads(w->plan_threads) schedule(dynamic, 1)               \
-    reduction(|                                                                          \
-              : failed)
+#pragma omp parallel for num_threads(w->plan_threads) schedule(dynamic, 1)
   for (int64_t h = 0; h < s->H; h++) {
+    const int32_t *ql = w->q_label + h * w->N + geo.v0;
+    uint8_t *risk = risky_tokens(s, w, h, geo.v0);
     stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
-                       w->row_pop + h * s->QC, 0};
-    failed |= stsa_strata_draw(w->q_label + h * w->N + geo.v0, s->L, geo.v0, s->QC,
-                               w->q_sizes + h * s->QC, w->q_drop + h * s->QC, w->R,
-                               stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
+                       w->row_pop + h * 2 * s->QC, 0};
+    const int failed =
+        !risk || stsa_strata_draw(ql, s->L, geo.v0, s->QC, w->q_sizes + h * s->QC,
+                                  w->q_drop + h * s->QC, risk, w->R,
+                                  stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
+    w->job_status[h] = failed ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
+    if (failed)
+      stsa_fail(&w->job_err[h], STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
     w->groups[h] = got.groups;
+    free(risk);
   }
-  STSA_RETURN_IF(failed, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
-  return STSA_OK;
+  return first_failure(ctx, w, s->H);
 }
 
 /* The bound of head h's candidate from its rows' squared errors and dense
  * energies ([R] each). */
 static double candidate_bound(const stsa_svg2 *s, const call_work *w, int64_t h,
                               const double *err, const double *energy, double *scratch) {
-  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->row_pop + h * s->QC,
+  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->row_pop + h * 2 * s->QC,
                                w->groups[h]};
   return stsa_err_bound(&smp, err, energy, scratch, NULL);
 }
@@ -686,7 +740,8 @@ static stsa_status bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                double budget, const stsa_tensor *q, const stsa_tensor *k,
                                const stsa_tensor *v, int64_t b, double *rel) {
   const int64_t H = s->H, R = w->R;
-  double *sq = malloc(sizeof(double) * (size_t)((1 + LADDER_MAX) * H * R + 5 * s->QC));
+  /* the rows' squares, then the bound's scratch: 5 a stratum, 2 QC strata */
+  double *sq = malloc(sizeof(double) * (size_t)((1 + LADDER_MAX) * H * R + 10 * s->QC));
   int32_t *order = malloc(sizeof(int32_t) * (size_t)(H * R));
   const int32_t **orders = malloc(sizeof *orders * (size_t)H);
   int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
@@ -765,6 +820,12 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   const stsa_select_args rule = base_rule(s, env->cfg);
   stsa_select_args cand[LADDER_MAX];
   const int n = ladder(s->L, max_rel_error, &rule, cand);
+  const int bounds = max_rel_error > 0 || env->estimate;
+  if (st == STSA_OK && bounds) { /* the strata's outliers */
+    w.q_spread = malloc(sizeof(float) * (size_t)(H * s->L));
+    if (!w.q_spread)
+      st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  }
   if (st == STSA_OK) {
     stsa_geo geo;
     stsa_geo_init(&geo, &env->cfg->geometry);
