@@ -50,10 +50,10 @@ typedef struct {
 } Dl_info;
 int dladdr(const void *addr, Dl_info *info);
 """)
-# libc (the C environment, which libgomp reads; os.environ is a copy) and
-# libdl (glibc >= 2.34 keeps it as a name for libc's own dl* functions)
-_libc = _c.dlopen("libc.so.6")
-_libdl = _c.dlopen("libdl.so.2")
+# the process's own C library (the C environment, which libgomp reads;
+# os.environ is a copy) and its dl* functions (in libc since glibc 2.34,
+# before that in libdl, which the interpreter links to load extensions)
+_libc = _c.dlopen(None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,18 +117,18 @@ def passive_for_load():
 
 def _runtime_of(library_path):
     """The file of the OpenMP runtime libstsa (loaded already) binds to, or None."""
-    handle = _libdl.dlopen(library_path.encode(), _c.RTLD_NOW | _c.RTLD_NOLOAD)
+    handle = _libc.dlopen(library_path.encode(), _c.RTLD_NOW | _c.RTLD_NOLOAD)
     if handle == _c.NULL:
         return None
     try:
         # a handle's dlsym searches the library, then its dependencies
-        symbol = _libdl.dlsym(handle, _OPENMP_SYMBOL)
+        symbol = _libc.dlsym(handle, _OPENMP_SYMBOL)
         where = _c.new("Dl_info *")
-        if symbol == _c.NULL or _libdl.dladdr(symbol, where) == 0 or where.dli_fname == _c.NULL:
+        if symbol == _c.NULL or _libc.dladdr(symbol, where) == 0 or where.dli_fname == _c.NULL:
             return None
         return _c.string(where.dli_fname).decode(errors="replace")
     finally:
-        _libdl.dlclose(handle)  # drops the reference NOLOAD took; libstsa stays
+        _libc.dlclose(handle)  # drops the reference NOLOAD took; libstsa stays
 
 
 def report(load, library_path):
