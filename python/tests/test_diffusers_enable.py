@@ -51,6 +51,77 @@ def test_calls_turn_sparse_after_the_dense_steps(kind):
     handle.disable()
 
 
+def test_auto_turns_sparse_and_says_what_each_head_chose():
+    model = make("wan")
+    handle = stsa.diffusers.enable(model, method="auto", dense_steps=1, dense_layers=0)
+    for t in (900, 800):
+        run(model, inputs("wan", timestep=t, batch=2))
+    n = handle.layers
+    dense, sparse = handle.stats()
+    assert (dense.dense_calls, dense.sparse_calls, dense.choices) == (n, 0, {})
+    assert (sparse.dense_calls, sparse.sparse_calls, sparse.budget_dense_calls) == (0, n, 0)
+    assert 0 < sparse.density < 1 and sparse.est_error > 0
+    # every head of every call (2 batch entries x 2 heads), by the candidate it ran
+    assert sum(sparse.choices.values()) == n * 2 * 2
+    assert set(sparse.choices) <= set(stsa.AUTO_CANDIDATES)
+    assert sparse.choices.get("dense", 0) < n * 4  # some head ran sparse
+    # SVG2's settings: the published top-p, not the preset's SVG window density
+    (session,) = handle._sessions.values()
+    assert type(session) is stsa.Auto and session.config.top_p == pytest.approx(0.9)
+    handle.disable()
+
+
+@pytest.mark.parametrize("method", ["svg", "svg2", "auto"])
+def test_a_budget_no_sparse_head_meets_sends_every_head_dense_and_says_so(method):
+    model = make("wan")
+    kw = inputs("wan", batch=2)
+    want = run(model, kw)
+    handle = stsa.diffusers.enable(model, method=method, max_error=1e-9, dense_steps=0,
+                                   dense_layers=0)
+    with pytest.warns(RuntimeWarning, match="error budget max_error=1e-09 sent 2 calls dense"):
+        got = run(model, kw)
+    assert rel_max(got, want) <= 1e-5  # dense: diffusers' own attention
+    (stat,) = handle.stats()
+    n = handle.layers
+    assert (stat.sparse_calls, stat.dense_calls, stat.budget_dense_calls) == (0, 0, n)
+    assert stat.budget_dense_heads == n * 2 * 2 and stat.est_error == 0
+    assert stat.choices == ({"dense": n * 4} if method == "auto" else {})
+    handle.disable()
+
+
+def test_a_budget_that_widens_some_heads_says_how_many():
+    model = make("wan")
+    handle = stsa.diffusers.enable(model, method="svg", max_error=0.05, density=0.2,
+                                   dense_steps=0, dense_layers=0)
+    run(model, inputs("wan", batch=2))
+    (stat,) = handle.stats()
+    assert stat.budget_raised_heads + stat.budget_dense_heads > 0  # 0.2 alone misses 0.05
+    assert stat.budget_raised_heads + stat.budget_dense_heads <= handle.layers * 4
+    assert stat.sparse_calls == 0 or stat.est_error <= 0.05
+    handle.disable()
+
+
+def test_threads_follow_torch_unless_given():
+    model = make("wan")
+    before = torch.get_num_threads()
+    svg = stsa.diffusers.enable(model, dense_steps=0, dense_layers=0)
+    try:
+        run(model, inputs("wan"))
+        (session,) = svg._sessions.values()
+        assert session.context.get("threads") == before
+        torch.set_num_threads(1)
+        run(model, inputs("wan", timestep=400))
+        assert session.context.get("threads") == 1
+        svg.disable()
+        given = stsa.diffusers.enable(model, threads=3, dense_steps=0, dense_layers=0)
+        run(model, inputs("wan"))
+        (session,) = given._sessions.values()
+        assert session.context.get("threads") == 3
+        given.disable()
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_preset_defaults_by_model_and_resolution():
     model = make("wan")
     handle = stsa.diffusers.enable(model)
@@ -115,6 +186,9 @@ def test_bad_arguments():
     model = make("wan")
     with pytest.raises(ValueError, match="method"):
         stsa.diffusers.enable(model, method="flash")
+    with pytest.raises(ValueError, match="max_error = 0.05 is a setting of methods 'svg', "
+                       "'svg2' and 'auto', not 'dense'"):
+        stsa.diffusers.enable(model, method="dense", max_error=0.05)
     with pytest.raises(ValueError, match="unknown SVG preset"):
         stsa.diffusers.enable(model, preset="wan99")
     handle = stsa.diffusers.enable(model)

@@ -24,6 +24,7 @@ from .masks import Mask
 from .svg import SVG, SVGInfo, SVGWindows, preset_config, presets, workload
 from .svg2 import SVG2, Auto
 from ._lib import AUTO_CANDIDATES
+from ._wait_policy import ThreadingInfo
 
 __version__ = "0.1.0"
 
@@ -33,8 +34,20 @@ __all__ = [
     "Context",
     "Error", "StsaValueError", "StsaTypeError", "StsaMemoryError",
     "StsaNotImplementedError", "StsaOSError", "default_context", "library_path",
-    "library_version", "cpu_has_avx2", "cpu_has_avx512", "cpu_has_amx",
+    "library_version", "cpu_has_avx2", "cpu_has_avx512", "cpu_has_amx", "threading_info",
+    "ThreadingInfo",
 ]
+
+
+def threading_info():
+    """Which OpenMP runtime stsa's threads run on and how idle ones wait (a
+    ThreadingInfo): wait_policy "passive" where stsa set it for the
+    runtime's load, the user's OMP_WAIT_POLICY / GOMP_SPINCOUNT where they
+    set one, "unknown" where the runtime was loaded before stsa (e.g. by
+    torch imported first) and the lever could not apply; detail says why.
+    See docs/python.md, "Threads and the GIL"."""
+    from ._lib import threading_info as info
+    return info
 
 
 def cpu_has_avx2():

@@ -24,10 +24,12 @@ from torch.overrides import TorchFunctionMode
 from .attention import attention
 from .geometry import Geometry
 from .svg import SVG, preset_config
-from .svg2 import SVG2
+from .svg2 import SVG2, Auto
 from ._families import call_arguments, family_of
 
-METHODS = {"svg": SVG, "svg2": SVG2, "dense": None}
+METHODS = {"svg": SVG, "svg2": SVG2, "auto": Auto, "dense": None}
+# methods that take SVG2's settings (a top-p, not SVG's window density)
+_TOP_P_METHODS = ("svg2", "auto")
 _SDPA = torch.nn.functional.scaled_dot_product_attention
 
 
@@ -38,14 +40,33 @@ class StepStats:
     generation: int
     step: int
     dense_calls: int = 0    # stsa dense: the policy's dense steps and layers, or method "dense"
-    sparse_calls: int = 0   # stsa SVG / SVG2 calls that ran sparse
+    sparse_calls: int = 0   # stsa SVG / SVG2 / auto calls that ran sparse (in some head)
+    budget_dense_calls: int = 0  # session calls the error budget sent dense in every head
     sdpa_calls: int = 0     # left to PyTorch's SDPA, each with its reason in `why`
     density: float = 0.0    # mean kept fraction of the sparse calls
     est_error: float = 0.0  # largest estimated relative error of a sparse call's heads
     ms: float = 0.0         # time in stsa's attention calls
     why: tuple = ()
+    # heads of the session's calls (batch entries x heads, policy-dense calls
+    # not counted) whose budget widened the mask (raised) or sent them dense
+    budget_raised_heads: int = 0
+    budget_dense_heads: int = 0
+    # method auto: what the session's heads ran, candidate -> heads
+    # ("spatial", "temporal", "svg2", "dense"); empty for the other methods
+    choices: dict = dataclasses.field(default_factory=dict)
 
-    def _add_sparse(self, info):
+    def _add_session_call(self, info, auto):
+        """One call the session ran (not dense by the policy)."""
+        budget = info.budget.ravel()
+        self.budget_raised_heads += int((budget == "raised").sum())
+        dense_heads = int((budget == "dense").sum())
+        self.budget_dense_heads += dense_heads
+        if auto:
+            for choice in info.choice.ravel():
+                self.choices[str(choice)] = self.choices.get(str(choice), 0) + 1
+        if dense_heads == budget.size:
+            self.budget_dense_calls += 1
+            return
         n = self.sparse_calls
         self.density = (self.density * n + info.density) / (n + 1)
         self.est_error = max(self.est_error, float(info.est_error.max(initial=0.0)))
@@ -150,8 +171,10 @@ class Handle:
         cfg = preset_config(self.preset)
         settings = dict(density=cfg.density, dense_steps=cfg.dense_steps,
                         dense_layers=cfg.dense_layers)
-        if self.method == "svg2":
-            settings.pop("density")  # SVG2 keeps a top-p, not SVG's window density
+        if self.method in _TOP_P_METHODS:
+            # SVG2 and auto keep a top-p (0.9), not SVG's window density
+            # (density= among the overrides asks for SVG2's key budget)
+            settings.pop("density")
         settings.update(self._overrides)
         return settings
 
@@ -169,6 +192,11 @@ class Handle:
             settings.setdefault("threads", torch.get_num_threads())
             svg = METHODS[self.method](geometry, max_error=self.max_error, **settings)
             self._sessions[(geometry, self.preset)] = svg
+        elif "threads" not in self._overrides:
+            # torch's count, as it is now (torch.set_num_threads between calls)
+            threads = torch.get_num_threads()
+            if svg.context.get("threads") != threads:
+                svg.context.set("threads", threads)
         return svg
 
     def _stat(self):
@@ -231,7 +259,7 @@ class Handle:
         if info.dense:
             stat.dense_calls += 1
         else:
-            stat._add_sparse(info)
+            stat._add_session_call(info, self.method == "auto")
         return out
 
     def _geometry(self, n_q, n_kv):
@@ -257,11 +285,14 @@ class Handle:
             return
         self._warned.add(gen)
         why = sorted({w for (g, _), s in self._stats.items() if g == gen for w in s.why})
+        budget = sum(s.budget_dense_calls for (g, _), s in self._stats.items() if g == gen)
         warnings.warn(
             f"stsa.diffusers: step {step} of this generation has run and no attention call "
             f"was sparse, although the policy ({self.method}, preset {self.preset}, "
             f"dense_steps={self.dense_steps}) makes them sparse from step {self.dense_steps}"
             + (f"; calls left to SDPA: {', '.join(why)}" if why else "")
+            + (f"; the error budget max_error={self.max_error} sent {budget} calls dense in "
+               "every head" if budget else "")
             + " (see handle.stats())", RuntimeWarning, stacklevel=2)
 
     # ------------------------------------------------------------ public
@@ -309,8 +340,8 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
     if method not in METHODS:
         raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
     if max_error is not None and method == "dense":
-        raise ValueError(f"max_error = {max_error} is a setting of methods 'svg' and 'svg2', "
-                         f"not 'dense'")
+        raise ValueError(f"max_error = {max_error} is a setting of methods 'svg', 'svg2' and "
+                         f"'auto', not 'dense'")
     if preset is not None:
         preset_config(preset)  # an unknown name raises here, not at the first step
     return Handle(transformers_of(pipe_or_transformer), method, preset, max_error, overrides)

@@ -21,7 +21,9 @@ Which libstsa is loaded (first match wins):
      PYTHONPATH=python/src).
 
 cffi releases the GIL around every call into the library: other Python
-threads go on during an attention call.
+threads go on during an attention call. The OpenMP runtime libstsa loads
+starts with a passive wait policy unless the user chose one
+(_wait_policy.py; threading_info says what applied).
 """
 
 import os
@@ -29,7 +31,7 @@ import pathlib
 
 import cffi
 
-from . import _header
+from . import _header, _wait_policy
 
 HERE = pathlib.Path(__file__).resolve().parent
 # python/src/stsa/_lib.py -> the repository root of a checkout is three levels up
@@ -76,8 +78,11 @@ def _load():
         try:
             # NODELETE: never unloaded, not even when `lib` is collected at
             # interpreter exit, as libgomp's worker threads still run code
-            # of the libraries it came with (a crash at exit otherwise)
-            return ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_NODELETE), str(path)
+            # of the libraries it came with (a crash at exit otherwise);
+            # the OpenMP runtime it loads starts with a passive wait policy
+            with _wait_policy.passive_for_load() as load:
+                handle = ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_NODELETE)
+            return handle, str(path), _wait_policy.report(load, str(path))
         except OSError as e:
             if origin == "$STSA_LIBRARY":
                 raise ImportError(f"stsa: cannot load $STSA_LIBRARY={path}: {e}") from e
@@ -107,7 +112,7 @@ def _functions():
     return tuple(names)
 
 
-lib, path = _load()
+lib, path, threading_info = _load()
 version = ffi.string(lib.stsa_version_string()).decode()
 _vnum = lib.stsa_version_number()
 if _vnum // 10000 != lib.STSA_VERSION_MAJOR or (_vnum // 100) % 100 < lib.STSA_VERSION_MINOR:

@@ -61,12 +61,19 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
     preset: an SVG preset name whose density, dense_steps and dense_layers
     are the defaults; None picks the model family's preset nearest the
     call's resolution (wan21-480p / wan21-720p, hunyuan-480p / hunyuan-720p,
-    cogvideox15). method: "svg", "svg2" or "dense" (every self-attention
-    call dense through stsa: a reference). max_error: the error budget
-    (stsa.SVG). overrides: any other setting of stsa.SVG / stsa.SVG2
-    (density, dense_steps, dense_layers, sample_rows, sink_frames, seed,
-    top_p, q_clusters, kv_clusters, threads, ...); threads defaults to
-    torch.get_num_threads() at the session's first call.
+    cogvideox15). method: "svg", "svg2", "auto" (stsa.Auto: per head the
+    best of SVG, SVG2 and dense; SVG2's settings, top-p 0.9 unless
+    overridden) or "dense" (every self-attention call dense through stsa: a
+    reference). max_error: the error budget (stsa.SVG, stsa.SVG2,
+    stsa.Auto; a ValueError with "dense"). overrides: any other setting of
+    stsa.SVG / stsa.SVG2 (density, dense_steps, dense_layers, sample_rows,
+    sink_frames, seed, top_p, q_clusters, kv_clusters, threads, ...);
+    threads follows torch.get_num_threads() at every call unless given.
+
+    stats() per step: dense, sparse and SDPA calls, calls the budget sent
+    dense in every head, the heads it widened or sent dense, the mean
+    density and largest estimated error of the sparse calls, auto's heads
+    per candidate (choices), ms (see StepStats).
 
     The token grid is read at every transformer call from the latents'
     shape and the model's patch size; the step advances when a transformer
