@@ -381,12 +381,20 @@ static const float *video_rows(const stsa_tensor *t, int64_t b, int64_t h,
 /* dist[i] = ||x_i - centre of its label||^2 over L rows of D (ld apart). */
 static void centre_distances(const float *x, int64_t ld, int64_t L, int64_t D,
                              const float *cent, const int32_t *labels, float *dist) {
+  enum { LANES = 8 }; /* independent sums the compiler keeps in vector lanes */
   for (int64_t i = 0; i < L; i++) {
     const float *xi = x + i * ld, *c = cent + (int64_t)labels[i] * D;
-    float acc = 0;
-    for (int64_t d = 0; d < D; d++)
-      acc += (xi[d] - c[d]) * (xi[d] - c[d]);
-    dist[i] = acc;
+    float acc[LANES] = {0};
+    int64_t d = 0;
+    for (; d + LANES <= D; d += LANES)
+      for (int j = 0; j < LANES; j++)
+        acc[j] += (xi[d + j] - c[d + j]) * (xi[d + j] - c[d + j]);
+    for (; d < D; d++)
+      acc[0] += (xi[d] - c[d]) * (xi[d] - c[d]);
+    float sum = 0;
+    for (int j = 0; j < LANES; j++)
+      sum += acc[j];
+    dist[i] = sum;
   }
 }
 
