@@ -24,7 +24,7 @@ import torch
 
 import stsa
 
-METHODS = ("svg", "svg2", "dense")
+METHODS = ("svg", "svg2", "auto", "dense")
 
 
 def step_of(transformer_options):
@@ -39,7 +39,7 @@ def step_of(transformer_options):
 
 
 class StsaAttention:
-    """The override. method: "svg", "svg2" or "dense"; density (None: the
+    """The override. method: "svg", "svg2", "auto" or "dense"; density (None: the
     method's default), max_error (None: no budget), dense_steps,
     dense_layers: as stsa.SVG / stsa.SVG2 take them. stats counts, per
     step, the calls stsa ran dense and sparse and those left to ComfyUI
@@ -99,7 +99,7 @@ class StsaAttention:
         geometry = stsa.Geometry(f, h, w)
         svg = self.sessions.get(geometry)
         if svg is None:
-            cls = stsa.SVG2 if self.method == "svg2" else stsa.SVG
+            cls = {"svg": stsa.SVG, "svg2": stsa.SVG2, "auto": stsa.Auto}[self.method]
             given = {name: value for name, value in self.settings.items() if value is not None}
             svg = cls(geometry, sample_rows=min(64, geometry.video_tokens),
                       sink_frames=min(1, f), threads=threads, **given)

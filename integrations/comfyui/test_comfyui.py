@@ -85,8 +85,9 @@ def test_steps_and_layers_from_sigmas_and_blocks():
     assert override.stats[1] == {"dense": 1, "sparse": 1}
 
 
-def test_svg2_runs_sparse():
-    override = StsaAttention(method="svg2", dense_steps=0, dense_layers=0)
+@pytest.mark.parametrize("method", ["svg2", "auto"])
+def test_clustered_methods_run_sparse(method):
+    override = StsaAttention(method=method, dense_steps=0, dense_layers=0)
     q, k, v = qkv()
     call(override, q, k, v, opts=options(1))
     assert override.stats[1] == {"sparse": 1}
