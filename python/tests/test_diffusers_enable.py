@@ -3,6 +3,7 @@ transformers: no geometry, no callback. Skipped without torch and diffusers
 (`make test-diffusers` installs them)."""
 
 import types
+import dataclasses
 import warnings
 
 import pytest
@@ -250,3 +251,24 @@ def test_no_mode_is_left_behind():
     """Every hook that entered a TorchFunctionMode left it (run last here)."""
     from torch.overrides import _get_current_function_mode_stack
     assert _get_current_function_mode_stack() == []
+
+
+def test_a_warning_when_threads_spin(monkeypatch):
+    """torch started the OpenMP runtime first and nobody set a wait policy:
+    enable() says once that stsa's threads spin; a user's policy, or a
+    runtime stsa started passive, says nothing."""
+    from stsa import _enable, _lib, _wait_policy
+    spinning = _wait_policy.ThreadingInfo("libgomp.so.1", "unknown", "loaded before stsa",
+                                          "it was loaded before stsa")
+    for info, user, warns in ((spinning, [], True),
+                              (spinning, ["OMP_WAIT_POLICY=passive"], False),
+                              (dataclasses.replace(spinning, set_by="stsa"), [], False)):
+        monkeypatch.setattr(_lib, "threading_info", info)
+        monkeypatch.setattr(_wait_policy, "_user_settings", lambda user=user: user)
+        monkeypatch.setattr(_enable, "_spin_warned", False)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            stsa.diffusers.enable(make("wan")).disable()
+            stsa.diffusers.enable(make("wan")).disable()  # once a process
+        spins = [w for w in seen if "threads spin" in str(w.message)]
+        assert len(spins) == (1 if warns else 0), (info.set_by, user, spins)

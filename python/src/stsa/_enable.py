@@ -26,6 +26,7 @@ from .geometry import Geometry
 from .svg import SVG, preset_config
 from .svg2 import SVG2, Auto
 from ._families import call_arguments, family_of
+from . import _lib, _wait_policy
 
 METHODS = {"svg": SVG, "svg2": SVG2, "auto": Auto, "dense": None}
 # methods that take SVG2's settings (a top-p, not SVG's window density)
@@ -344,7 +345,28 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
                          f"'auto', not 'dense'")
     if preset is not None:
         preset_config(preset)  # an unknown name raises here, not at the first step
-    return Handle(transformers_of(pipe_or_transformer), method, preset, max_error, overrides)
+    handle = Handle(transformers_of(pipe_or_transformer), method, preset, max_error, overrides)
+    _warn_if_threads_spin()
+    return handle
+
+
+_spin_warned = False
+
+
+def _warn_if_threads_spin():
+    """Once a process: a RuntimeWarning when stsa's OpenMP threads spin
+    beside torch's (the runtime was started before stsa, by torch imported
+    first, and no wait policy was set): each call then costs several times
+    what it costs alone when anything else wants the cores."""
+    global _spin_warned
+    info = _lib.threading_info
+    if _spin_warned or info.set_by != "loaded before stsa" or _wait_policy._user_settings():
+        return
+    _spin_warned = True
+    warnings.warn(
+        f"stsa: OpenMP threads spin while idle: {info.detail}. Inside a diffusers step that "
+        "costs stsa and torch time whenever they share the cores (docs/integration.md, "
+        "\"Sharing the cores\")", RuntimeWarning, stacklevel=3)
 
 
 def transformers_of(pipe_or_transformer):
