@@ -698,16 +698,18 @@ static uint8_t *risky_tokens(const stsa_svg2 *s, const call_work *w, int64_t h,
 
 /* Phase 2 under a budget: the rows the heads' bounds are taken on. As many
  * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
- * attention at the densest head's planned density (the same count for
- * every head: one pass profiles them), drawn per head from strata of its
+ * attention at the heads' mean planned density (the same count for every
+ * head: one pass profiles them), drawn per head from strata of its
  * query clusters alike in the mass their selection drops, the tokens whose
  * own key cluster the selection drops in strata of their own (strata.h). */
 static stsa_status draw_rows(stsa_ctx *ctx, const stsa_svg2 *s, const stsa_svg2_env *env,
                              call_work *w) {
-  double densest = 0;
+  /* the call's work is the sum over its heads: R rows a head keep to the
+   * share of it at the heads' mean density */
+  double mean = 0;
   for (int64_t h = 0; h < s->H; h++)
-    densest = fmax(densest, w->planned[h]);
-  w->R = stsa_strata_call_rows(s->R, env->cfg->sample_rows, densest, s->L);
+    mean += w->planned[h] / (double)s->H;
+  w->R = stsa_strata_call_rows(s->R, env->cfg->sample_rows, mean, s->L);
   stsa_geo geo;
   stsa_geo_init(&geo, &env->cfg->geometry);
 #pragma omp parallel for num_threads(w->plan_threads) schedule(dynamic, 1)
