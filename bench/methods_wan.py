@@ -15,9 +15,8 @@ import stsa
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 kinds = ["semantic", "spatial"]
-q, k, v, truth = stsa.workload("wan21-480p", heads=len(kinds), head_dim=128, seed=1,
+q, k, v, _ = stsa.workload("wan21-480p", heads=len(kinds), head_dim=128, seed=1,
                                kinds=kinds)
-g = stsa.Geometry.preset("wan21-480p")
 sessions = {}
 for budget in (None, 0.05):
     tag = "" if budget is None else f" b={budget}"
