@@ -366,7 +366,7 @@ def _warn_if_threads_spin():
     warnings.warn(
         f"stsa: OpenMP threads spin while idle: {info.detail}. Inside a diffusers step that "
         "costs stsa and torch time whenever they share the cores (docs/integration.md, "
-        "\"Sharing the cores\")", RuntimeWarning, stacklevel=3)
+        "\"Sharing the cores\")", RuntimeWarning, stacklevel=4)
 
 
 def transformers_of(pipe_or_transformer):

@@ -82,7 +82,9 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
     are numbered by block. Calls stsa cannot take (dropout, a causal or
     non-prefix mask, tensors off the CPU, gradients) run PyTorch's SDPA and
     are counted in stats() with the reason; a RuntimeWarning says when a
-    generation reaches its first sparse step with no sparse call."""
+    generation reaches its first sparse step with no sparse call, and
+    (once a process) when stsa's OpenMP threads spin because torch started
+    the runtime first with no wait policy set (stsa.threading_info())."""
     return _enable(pipe_or_transformer, preset=preset, method=method, max_error=max_error,
                    **overrides)
 
