@@ -3,6 +3,14 @@
 #
 #   fuzz/run.sh [build-dir (default build-fuzz)] [seconds per target (default 60)]
 #
+# FUZZ_TARGETS picks targets (default: safetensors npy plan attention
+# svg2_session). FUZZ_RUNS=N runs each for N executions instead of a time
+# (a long run of one target: FUZZ_TARGETS=svg2_session FUZZ_RUNS=1000000),
+# with a 60 s limit per input (a loaded machine stretches a slow one).
+# FUZZ_FAST_LIB=1 builds the library without comparison tracing
+# (-fno-sanitize-coverage=trace-cmp; the target's own code keeps it): about
+# twice the executions a second, for long runs; ASan and UBSan stay on.
+#
 # Each target runs on a copy of its seed corpus (fuzz/corpus/<name>), so the
 # committed seeds never change; crash/leak/timeout inputs land in
 # <build-dir>/artifacts_<name>/. Exits non-zero if any target fails.
@@ -27,13 +35,26 @@ io_srcs="$(ls "$root"/src/io/*.c) $root/src/core/status.c"
 # flags (x86 only), as CMake does.
 lib_srcs="$(find "$root/src" -name '*.c' ! -path '*/x86/*' ! -path '*/dist/*' | sort)"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
+lib_cov=-fsanitize=fuzzer-no-link
+if [ "${FUZZ_FAST_LIB:-0}" = 1 ]; then
+  lib_cov="$lib_cov -fno-sanitize-coverage=trace-cmp"
+  objs=
+  mkdir -p "$out/lib"
+  for src in $lib_srcs; do
+    obj=$out/lib/$(echo "${src#"$root"/src/}" | tr / _ | sed 's/\.c$/.o/')
+    "$cc" -std=c11 $lib_cov $san -g -O1 -fopenmp -I"$root/include" -I"$root/src" \
+      -c "$src" -o "$obj"
+    objs="$objs $obj"
+  done
+  lib_srcs=$objs
+fi
 case $(uname -m) in
   x86_64 | i?86)
     for isa in avx2 avx512 amx; do
       flags="-mavx2 -mfma -mf16c"
       [ "$isa" = avx512 ] && flags="$flags -mavx512f -mavx512dq"
       [ "$isa" = amx ] && flags="$flags -mavx512f -mavx512dq -mavx512bw -mavx512bf16 -mamx-tile -mamx-bf16"
-      "$cc" -std=c11 -fsanitize=fuzzer-no-link $san -g -O1 -fopenmp $flags \
+      "$cc" -std=c11 $lib_cov $san -g -O1 -fopenmp $flags \
         -I"$root/include" -I"$root/src" \
         -c "$root/src/kernel/x86/microkernels_$isa.c" -o "$out/microkernels_$isa.o"
       lib_srcs="$lib_srcs $out/microkernels_$isa.o"
@@ -83,7 +104,9 @@ OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_WAIT_POLICY
 
 status=0
-for t in safetensors npy plan attention svg2_session; do
+limit="-max_total_time=$secs -timeout=10"
+[ -n "${FUZZ_RUNS:-}" ] && limit="-runs=$FUZZ_RUNS -timeout=60"
+for t in ${FUZZ_TARGETS:-safetensors npy plan attention svg2_session}; do
   bin=$out/fuzz_$t
   extra=
   case $t in
@@ -103,8 +126,8 @@ for t in safetensors npy plan attention svg2_session; do
   mkdir -p "$corpus" "$out/artifacts_$t"
   if [ -d "$root/fuzz/corpus/$t" ]; then cp "$root/fuzz/corpus/$t/"* "$corpus/"; fi
 
-  echo "== running $t for ${secs}s"
-  if ! (cd "$out" && "$bin" -max_total_time="$secs" -timeout=10 \
+  echo "== running $t ($limit)"
+  if ! (cd "$out" && "$bin" $limit \
           $dict -artifact_prefix="$out/artifacts_$t/" \
           -print_final_stats=1 "$corpus" 2>"$out/fuzz_$t.log"); then
     echo "!! $t FAILED; see $out/fuzz_$t.log and $out/artifacts_$t/" >&2
