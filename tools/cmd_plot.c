@@ -90,6 +90,14 @@ void plot_add_input(const char *flag, const char *path, cli_file_id id) {
 
 json_t *plot_json_real(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
+char *plot_json_text(json_t *root) {
+  char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+  json_decref(root);
+  if (!text)
+    cli_die("out of memory formatting the table");
+  return text;
+}
+
 stsa_status plot_png_writer(const char *path, void *arg, char *err, size_t err_len) {
   return canvas_write_png(arg, path, err, err_len) == 0 ? STSA_OK : STSA_ERR_IO;
 }

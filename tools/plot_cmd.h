@@ -38,6 +38,10 @@ void plot_add_input(const char *flag, const char *path, cli_file_id id);
 /* A JSON number, or null for NaN and Inf (JSON has neither). */
 json_t *plot_json_real(double x);
 
+/* root as indented text (8 significant digits; the caller frees it); takes
+ * root's reference. Out of memory ends the tool with a message. */
+char *plot_json_text(json_t *root);
+
 /* A writer for cli_output_stage: the canvas arg as a PNG. */
 stsa_status plot_png_writer(const char *path, void *canvas, char *err, size_t err_len);
 

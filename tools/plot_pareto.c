@@ -168,11 +168,7 @@ static char *table_json(const pareto_setup *s, const pareto_table *t) {
       }
   json_object_set_new(root, "points", points);
   json_object_set_new(root, "dense_ms", plot_json_real(t->dense_ms));
-  char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
-  json_decref(root);
-  if (!text)
-    cli_die("out of memory formatting the table");
-  return text;
+  return plot_json_text(root);
 }
 
 /* ---- the picture ----------------------------------------------------------------- */

@@ -216,11 +216,7 @@ char *pareto_zoo_json(const pareto_zoo *z) {
                            (json_int_t)z->seed, "threads", (json_int_t)z->threads);
   json_object_set_new(root, "points", points_json(z));
   json_object_set_new(root, "aggregates", aggregates_json(z));
-  char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
-  json_decref(root);
-  if (!text)
-    cli_die("out of memory formatting the table");
-  return text;
+  return plot_json_text(root);
 }
 
 /* ---- the picture ------------------------------------------------------------------- */
