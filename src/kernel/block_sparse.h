@@ -2,7 +2,7 @@
  * block_sparse.h — the block-sparse kernel's input, as plain data. The
  * layers above build it (src/mask turns a mask into it, one per distinct
  * mask, inside a plan) and the kernel only reads it: it never sees a mask,
- * a plan or a sparse mode. Kept apart from tile_loop.h so that a builder
+ * a plan or a sparse mode. Kept apart from the tile loop's headers so that a builder
  * needs nothing of the kernel's loop, packing or scratch.
  *
  * Positions: q and kv positions are numbered in the order the structure was

@@ -276,7 +276,7 @@ static int run_head(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
 stsa_status stsa_rows_fused_run(const stsa_rows_fused *f, int threads, stsa_workspace *ws,
                                 int *finite_ok) {
   const int64_t H = f->pb->H;
-  *finite_ok = !f->pb->k_fit; /* a K the general path scales (tile_loop.h) */
+  *finite_ok = !f->pb->k_fit; /* a K the general path scales (kv_pack.h) */
   if (f->pb->k_fit)
     return STSA_OK;
   threads = threads < H ? threads : (int)H;

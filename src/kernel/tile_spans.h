@@ -21,7 +21,8 @@
 #ifndef STSA_KERNEL_TILE_SPANS_H
 #define STSA_KERNEL_TILE_SPANS_H
 
-#include "kernel/tile_loop.h"
+#include "kernel/problem.h"
+#include "kernel/tile_scratch.h"
 
 /* span[2 i], span[2 i + 1] = the columns [lo, hi) that the real rows of
  * block i (rows [i block, (i + 1) block) of rows_pad) keep under pat;
