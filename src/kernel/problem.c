@@ -156,3 +156,13 @@ void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *hea
   pb->spans_bf16_aligned = aligned;
   pb->Skv_pad = pack;
 }
+
+void stsa_problem_build(stsa_attn_problem *pb, const stsa_ctx *ctx,
+                        const stsa_problem_args *args) {
+  stsa_problem_init(pb, args->q, args->k, args->v, args->out, args->opts, args->q_tile,
+                    args->kv_tile, &ctx->run->kern);
+  if (args->heads) /* plans of variable (cluster) tiles size the units and the pack */
+    stsa_problem_fit_layouts(pb, args->heads, args->q->shape[2]);
+  if (!args->f32_tiles)
+    stsa_problem_use_bf16_tiles(pb, ctx->bf16_terms);
+}

@@ -91,6 +91,26 @@ void stsa_problem_record_run(const stsa_attn_problem *pb, const struct stsa_ctx 
 void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *heads,
                               int64_t H);
 
+/* What a call's problem is built from (stsa_problem_build). */
+typedef struct stsa_problem_args {
+  const stsa_tensor *q, *k, *v, *out; /* validated */
+  const stsa_attn_opts *opts;         /* scale and lse; NULL: 1/sqrt(D), no lse */
+  int q_tile, kv_tile;                /* as stsa_problem_init takes them */
+  /* [q->shape[2]] the heads' structures, whose variable tiles size the
+   * problem (stsa_problem_fit_layouts); NULL: every head has fixed tiles */
+  const stsa_sparse_head *heads;
+  /* 1: f32 tiles whatever the table and the dtypes, for the profiling
+   * rows (the fused pass reads f32 panels); 0: bf16 tiles where they apply
+   * (stsa_problem_use_bf16_tiles, with the context's bf16 terms) */
+  int f32_tiles;
+} stsa_problem_args;
+
+/* The problem of a call on ctx's backend: stsa_problem_init, then
+ * stsa_problem_fit_layouts and stsa_problem_use_bf16_tiles as args ask, in
+ * that order. */
+void stsa_problem_build(stsa_attn_problem *pb, const struct stsa_ctx *ctx,
+                        const stsa_problem_args *args);
+
 /* q tiles (units per head) and kv tiles of the problem: fixed, or the most
  * of any head (stsa_problem_fit_layouts). */
 static inline int64_t stsa_q_tiles(const stsa_attn_problem *pb) {
