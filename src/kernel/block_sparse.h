@@ -87,12 +87,4 @@ typedef struct stsa_sparse_head {
   int all_partial; /* treat every listed tile as PARTIAL (mask decides all) */
 } stsa_sparse_head;
 
-/* Sets s[r][c] = -inf outside the kept intervals of the pattern's row r0 + r,
- * r < rows, c < n. */
-void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
-                             float *s, int ld_s);
-/* The same on columns c0 <= c < c1 only (s still points at column 0). */
-void stsa_apply_tile_pattern_cols(const stsa_tile_pattern *pat, int r0, int rows, int c0,
-                                  int c1, float *s, int ld_s);
-
 #endif
