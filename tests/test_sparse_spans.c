@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kernel/tile_loop.h"
+#include "kernel/tile_spans.h"
 #include "kernel_util.h"
 #include "mask/plan.h"
 #include "testutil.h"

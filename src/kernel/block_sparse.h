@@ -2,7 +2,7 @@
  * block_sparse.h — the block-sparse kernel's input, as plain data. The
  * layers above build it (src/mask turns a mask into it, one per distinct
  * mask, inside a plan) and the kernel only reads it: it never sees a mask,
- * a plan or a sparse mode. Kept apart from tile_loop.h so that a builder
+ * a plan or a sparse mode. Kept apart from the tile loop's headers so that a builder
  * needs nothing of the kernel's loop, packing or scratch.
  *
  * Positions: q and kv positions are numbered in the order the structure was
@@ -86,13 +86,5 @@ typedef struct stsa_sparse_head {
   const void *mask_ctx;
   int all_partial; /* treat every listed tile as PARTIAL (mask decides all) */
 } stsa_sparse_head;
-
-/* Sets s[r][c] = -inf outside the kept intervals of the pattern's row r0 + r,
- * r < rows, c < n. */
-void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
-                             float *s, int ld_s);
-/* The same on columns c0 <= c < c1 only (s still points at column 0). */
-void stsa_apply_tile_pattern_cols(const stsa_tile_pattern *pat, int r0, int rows, int c0,
-                                  int c1, float *s, int ld_s);
 
 #endif

@@ -23,8 +23,14 @@ static stsa_work dense_work(const stsa_ctx *ctx, stsa_attn_problem *pb,
                             const stsa_tensor *q, const stsa_tensor *k,
                             const stsa_tensor *v, const stsa_tensor *out,
                             const stsa_attn_opts *opts) {
-  stsa_problem_init(pb, q, k, v, out, opts, ctx->q_tile, ctx->kv_tile, &ctx->run->kern);
-  stsa_problem_use_bf16_tiles(pb, ctx->bf16_terms);
+  stsa_problem_build(pb, ctx,
+                     &(stsa_problem_args){.q = q,
+                                          .k = k,
+                                          .v = v,
+                                          .out = out,
+                                          .opts = opts,
+                                          .q_tile = ctx->q_tile,
+                                          .kv_tile = ctx->kv_tile});
   stsa_work w = {pb, pb->B * pb->H, stsa_q_tiles(pb), ctx->run->ref, 0, NULL, NULL};
   return w;
 }

@@ -1,7 +1,7 @@
 /*
  * kernels.h — the micro-kernel contracts and the dispatch table.
  *
- * Framework code (tile_loop.c) owns the loops, packing, tails and threads;
+ * Framework code (tile_*.c) owns the loops, packing, tails and threads;
  * each ISA contributes these few functions. BLIS-style, a table is first
  * filled with the portable versions (stsa_kernels_init_portable), then an
  * ISA overrides only the entries it provides (stsa_kernels_override_<isa>),
@@ -37,7 +37,7 @@
 #define STSA_BF16_KEY_BLOCK 32
 
 /* One FULL kv tile of a q tile for full_tile_bf16 (below): bf16 Q, K and V,
- * every row block of the q tile, in the layouts tile_loop.h packs (K and V
+ * every row block of the q tile, in the layouts kv_pack.h packs (K and V
  * in 1 KB blocks of 16 rows x 32 bf16, the operand layout of a bf16 tile
  * multiply). m, l, alpha and o are as for softmax and pv. */
 typedef struct stsa_bf16_tile {
@@ -229,7 +229,7 @@ typedef struct stsa_kernels {
    * is the first n[i] < nr columns of the K^T panel src[i] (depth rows of
    * nr floats, nr the table's); they go, in order, into the panels at dst ([ceil(sum n /
    * nr)][depth][nr], 64-byte aligned), zeros past the last. A run of
-   * clusters then pads once instead of once per cluster (tile_loop.c:
+   * clusters then pads once instead of once per cluster (tile_f32.c:
    * merged_cols). */
   void (*gather_tails)(const float *const *src, const int *n, int count, int depth,
                        int nr, float *dst);

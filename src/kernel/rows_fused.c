@@ -7,10 +7,9 @@
 
 #include "core/convert.h"
 #include "core/tensor.h"
-
-/* Below this a (q tile, kv tile) pair cannot overflow a logit (tile_loop.c's
- * LOGIT_SAFE): the fused pass needs no -inf handling. */
-#define LOGIT_SAFE 0x1p127
+#include "kernel/tile_f32.h"
+#include "kernel/tile_rows.h"
+#include "kernel/tile_values.h"
 
 static size_t align16(size_t floats) { return (floats + 15) / 16 * 16; }
 
@@ -76,25 +75,6 @@ static stsa_attn_problem one_tile_problem(const stsa_attn_problem *pb) {
   stsa_attn_problem t = *pb;
   t.Skv_pad = pb->kv_tile;
   return t;
-}
-
-/* Loads the sampled rows of head h, scaled into log2 units, padding rows
- * zero; returns max |q'| (+inf for NaN/Inf: the pass then declines). */
-static float load_q(const stsa_attn_problem *pb, int64_t h, float *q) {
-  const int D = pb->D;
-  float q_max = 0;
-  for (int64_t r = 0; r < pb->Sq; r++) {
-    float *dst = q + r * D;
-    pb->kern->load_row(stsa_tensor_row(pb->q, 0, r, h), pb->q->dtype, pb->q->stride[3], D,
-                       dst);
-    for (int d = 0; d < D; d++) {
-      dst[d] *= pb->qscale;
-      const float a = fabsf(dst[d]);
-      q_max = isnan(a) ? INFINITY : fmaxf(q_max, a);
-    }
-  }
-  memset(q + pb->Sq * D, 0, sizeof(float) * (size_t)(pb->q_tile - pb->Sq) * (size_t)D);
-  return q_max;
 }
 
 /* Kept columns [*lo, *hi) of q row r in the tile of mask entry e (-1: none
@@ -201,25 +181,14 @@ static int run_tile(const stsa_rows_fused *f, const stsa_attn_problem *pt, int64
   if (!((double)q_max * sc->kv.k_max[0] * D < LOGIT_SAFE) || sc->kv.v_nonfinite[0] ||
       stsa_v_exp_for(pb, sc->kv.v_max[0]) != 0) /* V the tile loop must scale */
     return -1;
+  /* the f32 engine's tile-wide steps (tile_f32.h), as on a PARTIAL tile:
+   * the masks take their probabilities from the dense ones in between */
   const int n = sp.n, npanels = (n + nr - 1) / nr;
-  for (int r = 0; r < rp; r++)
-    sc->tile_max[r] = -INFINITY;
-  for (int p = 0, take; p < npanels; p += take) {
-    take = stsa_panel_step(kern->qk2 != NULL, npanels - p);
-    for (int r = 0; r < rp; r += mr)
-      stsa_qk_panels(kern, sc->q + (int64_t)r * D, D, sc->kv.kt + (int64_t)p * D * nr,
-                     take, sc->s + (int64_t)r * ld + p * nr, ld, sc->tile_max + r);
-  }
+  stsa_tile_qk_f32(pb, sc->q, sc->kv.kt, npanels, rp, sc->s, ld, sc->tile_max);
   kern->softmax(sc->s, ld, rp, n, sc->m, sc->l, sc->alpha,
                 n % nr == 0 ? sc->tile_max : NULL);
   rescale_masks(f, h, sc);
-  for (int j = 0, take; j < pb->D_pad / nr; j += take) {
-    take = stsa_panel_step(kern->pv2 != NULL, pb->D_pad / nr - j);
-    for (int r = 0; r < rp; r += mr)
-      stsa_pv_panels(kern, sc->s + (int64_t)r * ld, ld, n,
-                     sc->kv.vp + (int64_t)j * ld * nr, (int64_t)ld * nr, take,
-                     sc->o + (int64_t)r * pb->D_pad + j * nr, pb->D_pad, sc->alpha + r);
-  }
+  stsa_tile_pv_f32(pb, sc->s, ld, n, sc->kv.vp, ld, rp, sc->o, sc->alpha);
   for (int i = 0; i < f->n; i++) {
     const stsa_block_sparse *bs = mask_bs(f, i, h);
     int64_t e = sc->cursor[i];
@@ -257,7 +226,9 @@ static int run_head(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
   const stsa_attn_problem *pb = f->pb;
   const stsa_attn_problem pt = one_tile_problem(pb);
   const int rp = pb->q_tile;
-  const float q_max = load_q(pb, h, sc->q);
+  /* +inf for NaN/Inf: the pass then declines */
+  const float q_max =
+      stsa_load_q_tile(pb, pb->qscale, 0, h, 0, (int)pb->Sq, rp, NULL, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)(f->n + 1) * (size_t)rp * (size_t)pb->D_pad);
   memset(sc->l, 0, sizeof(float) * (size_t)(f->n + 1) * (size_t)rp);
   for (int r = 0; r < rp; r++)
@@ -276,7 +247,7 @@ static int run_head(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
 stsa_status stsa_rows_fused_run(const stsa_rows_fused *f, int threads, stsa_workspace *ws,
                                 int *finite_ok) {
   const int64_t H = f->pb->H;
-  *finite_ok = !f->pb->k_fit; /* a K the general path scales (tile_loop.h) */
+  *finite_ok = !f->pb->k_fit; /* a K the general path scales (kv_pack.h) */
   if (f->pb->k_fit)
     return STSA_OK;
   threads = threads < H ? threads : (int)H;

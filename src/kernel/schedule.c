@@ -145,7 +145,7 @@ static void pack_tile(const stsa_work *w, int64_t head, int64_t t, int has_used,
 }
 
 /* Once every tile `head` visits is packed: K times 2^k_exp where the head
- * moves that much of the scale from q to K (tile_loop.h: stsa_kv_k_exp),
+ * moves that much of the scale from q to K (kv_pack.h: stsa_kv_k_exp),
  * and V scaled into the range where no P.V sum overflows (STSA_V_SUM_LIMIT)
  * for a V with values near FLT_MAX. Only such calls and heads; every other
  * keeps its bytes. */

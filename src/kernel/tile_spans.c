@@ -3,6 +3,30 @@
 
 #include <math.h>
 
+static void fill_neg_inf(float *row, int from, int to) {
+  for (int c = from; c < to; c++)
+    row[c] = -INFINITY;
+}
+
+void stsa_apply_tile_pattern_cols(const stsa_tile_pattern *pat, int r0, int rows, int c0,
+                                  int c1, float *s, int ld_s) {
+  for (int r = 0; r < rows; r++) {
+    float *row = s + (int64_t)r * ld_s;
+    int c = c0;
+    for (int32_t i = pat->row_ptr[r0 + r]; i < pat->row_ptr[r0 + r + 1]; i++) {
+      const int lo = pat->iv[2 * i], hi = pat->iv[2 * i + 1];
+      fill_neg_inf(row, c, lo < c1 ? lo : c1);
+      c = hi > c ? hi : c; /* intervals left of c0 move nothing */
+    }
+    fill_neg_inf(row, c, c1);
+  }
+}
+
+void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
+                             float *s, int ld_s) {
+  stsa_apply_tile_pattern_cols(pat, r0, rows, 0, n, s, ld_s);
+}
+
 void stsa_tile_row_spans(const stsa_tile_pattern *pat, int rows, int rows_pad, int block,
                          int n, int32_t *span) {
   for (int r0 = 0; r0 < rows_pad; r0 += block) {

@@ -1,6 +1,7 @@
 /*
- * tile_spans.h — a PARTIAL tile computed only where its stored pattern
- * keeps keys.
+ * tile_spans.h — the stored patterns of PARTIAL tiles (block_sparse.h)
+ * applied to a tile's scores, and a PARTIAL tile computed only where its
+ * pattern keeps keys.
  *
  * At a band's edge a partial tile keeps about half of its pairs, and what
  * it drops is a triangle: most of its micro-tiles (mr rows x nr columns)
@@ -21,7 +22,16 @@
 #ifndef STSA_KERNEL_TILE_SPANS_H
 #define STSA_KERNEL_TILE_SPANS_H
 
-#include "kernel/tile_loop.h"
+#include "kernel/problem.h"
+#include "kernel/tile_scratch.h"
+
+/* Sets s[r][c] = -inf outside the kept intervals of the pattern's row r0 + r,
+ * r < rows, c < n. */
+void stsa_apply_tile_pattern(const stsa_tile_pattern *pat, int r0, int rows, int n,
+                             float *s, int ld_s);
+/* The same on columns c0 <= c < c1 only (s still points at column 0). */
+void stsa_apply_tile_pattern_cols(const stsa_tile_pattern *pat, int r0, int rows, int c0,
+                                  int c1, float *s, int ld_s);
 
 /* span[2 i], span[2 i + 1] = the columns [lo, hi) that the real rows of
  * block i (rows [i block, (i + 1) block) of rows_pad) keep under pat;

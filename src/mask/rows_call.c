@@ -34,6 +34,22 @@ static int fusable(const stsa_ctx *ctx, const stsa_plan *const *plans, int nplan
   return 1;
 }
 
+/* The fused pass's problem: the sampled rows against every key, into
+ * out[0], on the plans' tiles, f32 (rows_fused.h reads f32 panels). */
+static void fused_problem(stsa_attn_problem *pb, const stsa_ctx *ctx,
+                          const stsa_plan *const *plans, const stsa_tensor *q,
+                          const stsa_tensor *k, const stsa_tensor *v,
+                          const stsa_tensor *out) {
+  stsa_problem_build(pb, ctx,
+                     &(stsa_problem_args){.q = q,
+                                          .k = k,
+                                          .v = v,
+                                          .out = &out[0],
+                                          .q_tile = plans[0]->q_tile,
+                                          .kv_tile = plans[0]->kv_tile,
+                                          .f32_tiles = 1});
+}
+
 stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *plans,
                                        int nplans, const int32_t *const *orders,
                                        const stsa_tensor *q, const stsa_tensor *k,
@@ -41,8 +57,7 @@ stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *pl
   int done = 0;
   if (fusable(ctx, plans, nplans, nplans, q, k)) {
     stsa_attn_problem pb;
-    stsa_problem_init(&pb, q, k, v, &out[0], NULL, plans[0]->q_tile, plans[0]->kv_tile,
-                      &ctx->run->kern);
+    fused_problem(&pb, ctx, plans, q, k, v, out);
     stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}, {NULL}, NULL};
     for (int i = 1; i < nplans; i++) {
       f.bs[i - 1] = &plans[i]->parts[plans[i]->head_part[0]].bs;
@@ -66,8 +81,7 @@ stsa_status stsa_sparse_rows_dense_and_heads(stsa_ctx *ctx, const stsa_plan *con
   STSA_RETURN_IF(!bs, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
   if (fusable(ctx, plans, nplans, nplans * H, q, k)) {
     stsa_attn_problem pb;
-    stsa_problem_init(&pb, q, k, v, &out[0], NULL, plans[0]->q_tile, plans[0]->kv_tile,
-                      &ctx->run->kern);
+    fused_problem(&pb, ctx, plans, q, k, v, out);
     stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}, {NULL}, orders};
     for (int64_t i = 0; i < nplans * H; i++)
       bs[i] = &plans[i]->parts[plans[i]->head_part[0]].bs;

@@ -267,11 +267,15 @@ static stsa_status prepare(const stsa_ctx *ctx, const stsa_plan *const *plans,
   STSA_TRY(call_init(&p->call, plans, plan_heads, q->shape[2],
                      opts ? opts->mode : STSA_SPARSE_EXACT,
                      opts && (opts->flags & STSA_SPARSE_PREPERMUTED), err));
-  stsa_problem_init(&p->pb, q, k, v, out, &dense_opts, plans[0]->q_tile,
-                    plans[0]->kv_tile, &ctx->run->kern);
-  /* plans of variable (cluster) tiles size the units and the pack */
-  stsa_problem_fit_layouts(&p->pb, p->call.heads, q->shape[2]);
-  stsa_problem_use_bf16_tiles(&p->pb, ctx->bf16_terms);
+  stsa_problem_build(&p->pb, ctx,
+                     &(stsa_problem_args){.q = q,
+                                          .k = k,
+                                          .v = v,
+                                          .out = out,
+                                          .opts = &dense_opts,
+                                          .q_tile = plans[0]->q_tile,
+                                          .kv_tile = plans[0]->kv_tile,
+                                          .heads = p->call.heads});
   p->work = stsa_sparse_work(&p->run, &p->pb, p->call.heads, ctx->run->ref);
   return STSA_OK;
 }
@@ -431,8 +435,14 @@ static stsa_status rows_run(stsa_ctx *ctx, const stsa_plan *const *plans, int np
   stsa_rows_run run = {{NULL}, {NULL}, {NULL}, nplans};
   for (int i = 0; i < nplans; i++) {
     const stsa_plan *first = plans[per_head ? i * per_head : i];
-    stsa_problem_init(&pb[i], q, k, v, &out[i], NULL, first->q_tile, first->kv_tile,
-                      &ctx->run->kern);
+    stsa_problem_build(&pb[i], ctx,
+                       &(stsa_problem_args){.q = q,
+                                            .k = k,
+                                            .v = v,
+                                            .out = &out[i],
+                                            .q_tile = first->q_tile,
+                                            .kv_tile = first->kv_tile,
+                                            .f32_tiles = 1});
     run.pb[i] = &pb[i];
     run.bs[i] = &part_of(first, 0)->bs;
     run.bs_of_head[i] = bs ? bs + i * per_head : NULL;
