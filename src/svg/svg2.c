@@ -9,7 +9,12 @@
  *      drawn in every query cluster (strata.h, bound.h) against the dense
  *      rows, for the planned selection and the larger ones of the ladder
  *      (one pass over the heads' K/V serves all); take the first whose
- *      bound is within the budget, else run the head dense.
+ *      bound is within the budget, else run the head dense. A warm call
+ *      whose heads all met the budget with their first candidate at the
+ *      layer's last call profiles the dense rows only: its heads run their
+ *      first candidates and the bound is taken on their output rows after
+ *      the run (stsa_svg2_settle; a head that misses then climbs its ladder
+ *      and runs again).
  *      Without a budget nothing is profiled (the estimate is NaN);
  *   4. build (or reuse, when labels and selection are unchanged) the head's
  *      cluster plan.
