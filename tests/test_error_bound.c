@@ -15,7 +15,11 @@
  *    SVG2 and SVG under budgets 0.05 and 0.1 report for every head and step
  *    an error at least its true relative L2 error, measured over every row
  *    against dense attention in double (tests/attention_oracle.h). The
- *    estimate of a few uniform rows read 0.003 where the error was 0.16.
+ *    estimate of a few uniform rows read 0.003 where the error was 0.16;
+ *  - SVG2's bound deferred to the call's own output rows (a warm call whose
+ *    heads met the budget at the last one) equals the profiled one of the
+ *    same candidate, and a head past the budget runs again with its
+ *    ladder's choice.
  */
 #include <math.h>
 #include <stdio.h>
@@ -251,48 +255,83 @@ static double head_error(const stsa_tensor *out, const double *ref, int64_t h) {
   return sqrt(diff / energy);
 }
 
+/* The small dump (a user's first, 5 x 12 x 16 tokens) of H heads of one
+ * kind, its output tensor, and its dense reference in double. */
+typedef struct small_dump {
+  stsa_ctx *ctx;
+  stsa_tensor q, k, v, o;
+  double *ref; /* [H][N][D] */
+} small_dump;
+
+static small_dump small_dump_make(const stsa_geometry *g, int64_t H, int64_t D,
+                                  stsa_head_kind kind, uint64_t seed) {
+  enum { MAX_HEADS = 8 };
+  const int64_t N = stsa_geometry_tokens(g);
+  small_dump d = {NULL};
+  CHECK_STATUS(stsa_ctx_create(&d.ctx), STSA_OK);
+  stsa_ctx_set(d.ctx, STSA_PARAM_THREADS, 2);
+  d.q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  d.k = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  d.v = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  d.o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
+  stsa_head_kind kinds[MAX_HEADS];
+  for (int64_t h = 0; h < H && h < MAX_HEADS; h++)
+    kinds[h] = kind;
+  stsa_workload_desc wd = {sizeof wd, *g, 1, H, D, seed, kinds};
+  CHECK_STATUS(stsa_workload_generate(&wd, &d.q, &d.k, &d.v, NULL), STSA_OK);
+  d.ref = malloc(sizeof(double) * (size_t)(N * H * D));
+  double *lse = malloc(sizeof(double) * (size_t)(N * H));
+  tu_oracle_attention(&d.q, &d.k, &d.v, NULL, 1.0 / sqrt((double)D), d.ref, lse);
+  free(lse);
+  return d;
+}
+
+static void small_dump_free(small_dump *d) {
+  free(d->ref);
+  tu_free_tensor(&d->q);
+  tu_free_tensor(&d->k);
+  tu_free_tensor(&d->v);
+  tu_free_tensor(&d->o);
+  stsa_ctx_free(d->ctx);
+}
+
+/* A session of method `method` on the small dump, under `budget`. */
+static stsa_svg *small_session(stsa_ctx *ctx, const stsa_geometry *g, int64_t H,
+                               int64_t D, int method, double budget, uint64_t seed) {
+  stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
+  cfg.geometry = *g;
+  cfg.heads = H;
+  cfg.head_dim = D;
+  cfg.density = 0.3;
+  cfg.sample_rows = 64;
+  cfg.sink_frames = 1;
+  cfg.seed = seed;
+  cfg.method = method;
+  cfg.top_p = 0.9;
+  cfg.min_kv_fraction = 0.1;
+  cfg.max_rel_error = budget;
+  stsa_svg *svg = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+  return svg;
+}
+
 static void test_session(int method, stsa_head_kind kind) {
   const stsa_geometry g = {5, 12, 16, 0, 0, STSA_TEXT_NONE};
   enum { H = 4, D = 64, STEPS = 4 };
-  const int64_t N = stsa_geometry_tokens(&g);
-  stsa_ctx *ctx = NULL;
-  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
-  stsa_ctx_set(ctx, STSA_PARAM_THREADS, 2);
-  stsa_tensor q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
-  stsa_tensor k = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
-  stsa_tensor v = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
-  stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
-  const stsa_head_kind kinds[H] = {kind, kind, kind, kind};
-  stsa_workload_desc wd = {sizeof wd, g, 1, H, D, 1008, kinds};
-  CHECK_STATUS(stsa_workload_generate(&wd, &q, &k, &v, NULL), STSA_OK);
-  double *ref = malloc(sizeof(double) * (size_t)(N * H * D));
-  double *lse = malloc(sizeof(double) * (size_t)(N * H));
-  tu_oracle_attention(&q, &k, &v, NULL, 1.0 / sqrt((double)D), ref, lse);
-  free(lse);
+  small_dump d = small_dump_make(&g, H, D, kind, 1008);
+  stsa_ctx *ctx = d.ctx;
   const double budgets[2] = {0.05, 0.1};
   int calls = 0, covered = 0;
   for (int bi = 0; bi < 2; bi++) {
-    stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
-    cfg.geometry = g;
-    cfg.heads = H;
-    cfg.head_dim = D;
-    cfg.density = 0.3;
-    cfg.sample_rows = 64;
-    cfg.sink_frames = 1;
-    cfg.seed = 1008;
-    cfg.method = method;
-    cfg.top_p = 0.9;
-    cfg.min_kv_fraction = 0.1;
-    cfg.max_rel_error = budgets[bi];
-    stsa_svg *svg = NULL;
-    CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+    stsa_svg *svg = small_session(ctx, &g, H, D, method, budgets[bi], 1008);
     float est[H];
     stsa_svg_report rep = STSA_INIT(stsa_svg_report);
     rep.est_error = est;
     for (int64_t step = 0; step < STEPS; step++) {
-      CHECK_STATUS(stsa_svg_attention(svg, 0, step, &q, &k, &v, &o, &rep), STSA_OK);
+      CHECK_STATUS(stsa_svg_attention(svg, 0, step, &d.q, &d.k, &d.v, &d.o, &rep),
+                   STSA_OK);
       for (int64_t h = 0; h < H; h++) {
-        const double truth = head_error(&o, ref, h);
+        const double truth = head_error(&d.o, d.ref, h);
         /* f32 rounding (dense heads report 0) */
         const double slack = 1e-3 * truth + 1e-5;
         calls++;
@@ -308,12 +347,63 @@ static void test_session(int method, stsa_head_kind kind) {
   }
   CHECK(covered >= calls * 9 / 10, "%s: the bound covered %d of %d heads",
         stsa_svg_method_name(method), covered, calls);
-  free(ref);
-  tu_free_tensor(&q);
-  tu_free_tensor(&k);
-  tu_free_tensor(&v);
-  tu_free_tensor(&o);
-  stsa_ctx_free(ctx);
+  small_dump_free(&d);
+}
+
+/* SVG2 under a budget bounds each head on the call's own output rows, after
+ * the run (svg2.h, stsa_svg2_settle):
+ *  - the bound is the one the profiling pass takes of the same candidate on
+ *    the same rows (method auto's SVG2 candidate, which profiles it before
+ *    the run): both compare the candidate's rows with the same dense rows;
+ *  - a head whose bound misses the budget climbs its ladder and runs again:
+ *    at a budget no candidate meets, every head ends raised or dense and
+ *    its output is within the budget (not the first candidate's). */
+static void test_settle(void) {
+  const stsa_geometry g = {5, 12, 16, 0, 0, STSA_TEXT_NONE};
+  enum { H = 4, D = 64 };
+  small_dump d = small_dump_make(&g, H, D, STSA_HEAD_SEMANTIC, 1009);
+  stsa_ctx *ctx = d.ctx;
+
+  /* a budget every first candidate meets: both methods bound candidate 0 */
+  float est[H], cand[H * STSA_AUTO_CANDIDATE_COUNT_];
+  uint8_t action[H];
+  stsa_svg_report rep = STSA_INIT(stsa_svg_report);
+  rep.est_error = est;
+  rep.budget = action;
+  /* step 0 (cold) bounds before the run; its heads all met the budget, so
+   * step 1 (warm) defers its bound to the output */
+  stsa_svg *svg2 = small_session(ctx, &g, H, D, STSA_SVG_METHOD_SVG2, 1.0, 1009);
+  CHECK_STATUS(stsa_svg_attention(svg2, 0, 0, &d.q, &d.k, &d.v, &d.o, NULL), STSA_OK);
+  CHECK_STATUS(stsa_svg_attention(svg2, 0, 1, &d.q, &d.k, &d.v, &d.o, &rep), STSA_OK);
+  stsa_svg_report rep_auto = STSA_INIT(stsa_svg_report);
+  rep_auto.cand_bound = cand;
+  stsa_svg *aut = small_session(ctx, &g, H, D, STSA_SVG_METHOD_AUTO, 1.0, 1009);
+  CHECK_STATUS(stsa_svg_attention(aut, 0, 0, &d.q, &d.k, &d.v, &d.o, NULL), STSA_OK);
+  CHECK_STATUS(stsa_svg_attention(aut, 0, 1, &d.q, &d.k, &d.v, &d.o, &rep_auto), STSA_OK);
+  stsa_svg_free(aut);
+  for (int64_t h = 0; h < H; h++) {
+    const float profiled = cand[h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_SVG2];
+    CHECK(action[h] == STSA_BUDGET_NONE && est[h] > 0 &&
+              fabsf(est[h] - profiled) <= 1e-3f * profiled,
+          "head %lld: bound %.6g on the call's rows, %.6g profiled (action %d)",
+          (long long)h, est[h], profiled, action[h]);
+  }
+
+  /* then a budget no first candidate meets (step 2, still deferred: step 1
+   * met its budget): each head climbs its ladder and runs again */
+  const double tight = 1e-3;
+  const stsa_svg_call call = {sizeof call, tight};
+  CHECK_STATUS(stsa_svg_attention_ex(svg2, 0, 2, &d.q, &d.k, &d.v, &d.o, &call, &rep),
+               STSA_OK);
+  stsa_svg_free(svg2);
+  for (int64_t h = 0; h < H; h++) {
+    const double truth = head_error(&d.o, d.ref, h);
+    CHECK((action[h] == STSA_BUDGET_RAISED || action[h] == STSA_BUDGET_DENSE) &&
+              truth <= 1.5 * tight,
+          "head %lld at budget %g: action %d, true error %.4g", (long long)h, tight,
+          action[h], truth);
+  }
+  small_dump_free(&d);
 }
 
 int main(void) {
@@ -326,5 +416,6 @@ int main(void) {
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_TEMPORAL);
+  test_settle();
   return tu_finish("test_error_bound");
 }

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/context.h"
 #include "core/convert.h"
@@ -172,8 +173,7 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
   return st;
 }
 
-/* A view of head h of batch entry b (B = H = 1). */
-static stsa_tensor head_view(const stsa_tensor *t, int64_t b, int64_t h) {
+stsa_tensor stsa_head_view(const stsa_tensor *t, int64_t b, int64_t h) {
   stsa_tensor v = *t;
   v.data = stsa_tensor_row(t, b, 0, h);
   v.shape[0] = 1;
@@ -181,15 +181,17 @@ static stsa_tensor head_view(const stsa_tensor *t, int64_t b, int64_t h) {
   return v;
 }
 
-stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
-                                   const stsa_mask *const *masks, int nmasks,
-                                   const int64_t *rows, int per_head, int64_t nrows,
-                                   const int32_t *const *orders, const stsa_tensor *q,
-                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                   double *row_sq) {
+/* stsa_svg_profile_heads with 1 to 4 masks; dense_rows (or NULL) gets a
+ * copy of the reference's rows [nrows][H][D]. */
+static stsa_status profile_rows(stsa_ctx *ctx, const stsa_geometry *g,
+                                const stsa_mask *const *masks, int nmasks,
+                                const int64_t *rows, int per_head, int64_t nrows,
+                                const int32_t *const *orders, const stsa_tensor *q,
+                                const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                double *row_sq, float *dense_rows) {
   enum { MAX = 4 };
-  STSA_RETURN_IF(nmasks < 2 || nmasks > MAX, &ctx->err, STSA_ERR_BAD_PARAM,
-                 "profiling: %d masks (2..%d)", nmasks, MAX);
+  STSA_RETURN_IF(nmasks < 1 || nmasks > MAX, &ctx->err, STSA_ERR_BAD_PARAM,
+                 "profiling: %d masks (1..%d)", nmasks, MAX);
   const int64_t H = q->shape[2], D = q->shape[3];
   const size_t n = (size_t)(nrows * H * D);
   float *buf = malloc(sizeof(float) * n * (size_t)(nmasks + 1));
@@ -218,10 +220,34 @@ stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
     for (int i = 0; i < nmasks; i++)
       o[i] = buf + n * (size_t)(i + 1);
     row_squares(o, nmasks, nrows, H, D, row_sq);
+    if (dense_rows)
+      memcpy(dense_rows, o[0], sizeof(float) * n);
   }
   free(plans);
   free(buf);
   return st;
+}
+
+stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
+                                   const stsa_mask *const *masks, int nmasks,
+                                   const int64_t *rows, int per_head, int64_t nrows,
+                                   const int32_t *const *orders, const stsa_tensor *q,
+                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                   double *row_sq) {
+  STSA_RETURN_IF(nmasks < 2, &ctx->err, STSA_ERR_BAD_PARAM, "profiling: %d masks (2..4)",
+                 nmasks);
+  return profile_rows(ctx, g, masks, nmasks, rows, per_head, nrows, orders, q, k, v, b,
+                      row_sq, NULL);
+}
+
+stsa_status stsa_svg_profile_dense_rows(stsa_ctx *ctx, const stsa_geometry *g,
+                                        const stsa_mask *const *masks,
+                                        const int64_t *rows, int64_t nrows,
+                                        const stsa_tensor *q, const stsa_tensor *k,
+                                        const stsa_tensor *v, int64_t b,
+                                        float *dense_rows, double *energy) {
+  return profile_rows(ctx, g, masks, 1, rows, 1, nrows, NULL, q, k, v, b, energy,
+                      dense_rows);
 }
 
 stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
@@ -230,7 +256,8 @@ stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
                                   const int32_t *order, const stsa_tensor *q,
                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
                                   int64_t h, double *row_sq) {
-  stsa_tensor qh = head_view(q, b, h), kh = head_view(k, b, h), vh = head_view(v, b, h);
+  stsa_tensor qh = stsa_head_view(q, b, h), kh = stsa_head_view(k, b, h),
+              vh = stsa_head_view(v, b, h);
   const int32_t *const orders[1] = {order};
   return stsa_svg_profile_heads(ctx, g, masks, nmasks, rows, 0, nrows,
                                 order ? orders : NULL, &qh, &kh, &vh, 0, row_sq);

@@ -51,6 +51,18 @@ stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
                                    const stsa_tensor *k, const stsa_tensor *v, int64_t b,
                                    double *row_sq);
 
+/* The reference rows alone, each head on its own rows (rows[h * nrows ..]):
+ * masks[h] head h's reference mask; dense_rows[(r * H + h) * D ..] gets
+ * the rows (f32) and energy[h * nrows + r] their squared norms. What a
+ * bound taken on the call's own output rows compares them with
+ * (svg2.c, stsa_svg2_settle). */
+stsa_status stsa_svg_profile_dense_rows(stsa_ctx *ctx, const stsa_geometry *g,
+                                        const stsa_mask *const *masks,
+                                        const int64_t *rows, int64_t nrows,
+                                        const stsa_tensor *q, const stsa_tensor *k,
+                                        const stsa_tensor *v, int64_t b,
+                                        float *dense_rows, double *energy);
+
 /* The same for head h of batch entry b alone (masks[0..nmasks-1] its masks,
  * its rows in `order` or NULL, row_sq[i * nrows + r]); q, k, v are the full
  * tensors. */
@@ -63,5 +75,8 @@ stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
 
 /* A view of batch entry b of a [B, S, H, D] tensor (B = 1). */
 stsa_tensor stsa_batch_view(const stsa_tensor *t, int64_t b);
+
+/* A view of head h of batch entry b (B = H = 1). */
+stsa_tensor stsa_head_view(const stsa_tensor *t, int64_t b, int64_t h);
 
 #endif

@@ -539,14 +539,21 @@ static stsa_status scan_inputs(const stsa_svg *svg, const stsa_tensor *q,
 
 /* SVG2's outcome of batch entry b per head (res[H]; the caller frees the
  * plans); estimate: bound each head even without a budget. */
+static stsa_svg2_env svg2_env(const stsa_svg *svg, int video_unchecked, int estimate) {
+  /* method svg2 bounds its heads on their own output rows, after the run
+   * (settle_svg2_heads); auto compares the bounds before it: estimate */
+  const stsa_svg2_env env = {svg->ctx,         &svg->cfg,         svg->mask_dense,
+                             svg->svg2_q_tile, svg->svg2_kv_tile, video_unchecked,
+                             estimate,         !estimate};
+  return env;
+}
+
 static stsa_status svg2_batch(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
                               uint64_t row_seed, const stsa_tensor *q,
                               const stsa_tensor *k, const stsa_tensor *v, double budget,
                               int video_unchecked, int estimate, stsa_svg2_head *res,
                               double *cluster_ms, int *cold) {
-  stsa_svg2_env env = {svg->ctx,         &svg->cfg,         svg->mask_dense,
-                       svg->svg2_q_tile, svg->svg2_kv_tile, video_unchecked,
-                       estimate};
+  const stsa_svg2_env env = svg2_env(svg, video_unchecked, estimate);
   return stsa_svg2_plan_batch(svg->svg2, &env, layer, B, b, row_seed, q, k, v, budget,
                               res, cluster_ms, cold);
 }
@@ -664,6 +671,44 @@ static stsa_status run_heads(stsa_svg *svg, const head_run *run, const stsa_tens
   /* stsa_svg_attention scanned the inputs for NaN/Inf already */
   return stsa_sparse_attention_heads(svg->ctx, plans, plan_heads, &qb, &kb, &vb, &ob,
                                      NULL, 0);
+}
+
+/* Method svg2 under a budget, after its heads of batch entry b ran into
+ * out: each head's bound from its own output rows (stsa_svg2_settle); a
+ * head past the budget takes its ladder's choice and runs again alone. */
+static stsa_status settle_svg2_heads(stsa_svg *svg, int64_t b, const stsa_tensor *q,
+                                     const stsa_tensor *k, const stsa_tensor *v,
+                                     const stsa_tensor *out, double budget,
+                                     head_run *hr) {
+  const int64_t H = svg->cfg.heads;
+  stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
+  uint8_t *redo = calloc((size_t)H, 1);
+  stsa_status st = res && redo ? STSA_OK
+                               : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY,
+                                           "svg: out of memory");
+  const stsa_svg2_env env = svg2_env(svg, 0, 0);
+  if (st == STSA_OK)
+    st = stsa_svg2_settle(svg->svg2, &env, b, q, k, v, out, budget, res, redo);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    if (!redo[h]) {
+      hr[h].est_error = res[h].est_error;
+      continue;
+    }
+    stsa_plan_free(hr[h].owned);
+    hr[h] = svg2_run(svg, &res[h]);
+    res[h].plan = NULL; /* hr[h] owns it */
+    const stsa_plan *plan = hr[h].plan;
+    int64_t plan_head = 0;
+    stsa_tensor qh = stsa_head_view(q, b, h), kh = stsa_head_view(k, b, h),
+                vh = stsa_head_view(v, b, h), oh = stsa_head_view(out, b, h);
+    st = stsa_sparse_attention_heads(svg->ctx, &plan, &plan_head, &qh, &kh, &vh, &oh,
+                                     NULL, 0);
+  }
+  for (int64_t h = 0; res && h < H; h++)
+    stsa_plan_free(res[h].plan);
+  free(redo);
+  free(res);
+  return st;
 }
 
 /* The caller's report in this library's layout (its pointers are read). */
@@ -803,6 +848,12 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     double t0 = now_ms();
     st = run_heads(svg, hr, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
+    if (st == STSA_OK && !dense && svg->cfg.method == STSA_SVG_METHOD_SVG2 &&
+        stsa_svg2_deferred(svg->svg2, b)) {
+      t0 = now_ms();
+      st = settle_svg2_heads(svg, b, q, k, v, out, budget, hr);
+      profile_ms += now_ms() - t0;
+    }
     for (int64_t h = 0; h < H; h++)
       kept += hr[h].density;
   }

@@ -9,7 +9,12 @@
  *      drawn in every query cluster (strata.h, bound.h) against the dense
  *      rows, for the planned selection and the larger ones of the ladder
  *      (one pass over the heads' K/V serves all); take the first whose
- *      bound is within the budget, else run the head dense.
+ *      bound is within the budget, else run the head dense. A warm call
+ *      whose heads all met the budget with their first candidate at the
+ *      layer's last call profiles the dense rows only: its heads run their
+ *      first candidates and the bound is taken on their output rows after
+ *      the run (stsa_svg2_settle; a head that misses then climbs its ladder
+ *      and runs again).
  *      Without a budget nothing is profiled (the estimate is NaN);
  *   4. build (or reuse, when labels and selection are unchanged) the head's
  *      cluster plan.
@@ -71,6 +76,10 @@ typedef struct layer_state {
                       * last call: a warm call's k-means starts from them */
   uint64_t *sig;     /* [B*H] signature of the cached plan's labels and selection */
   stsa_plan **plans; /* [B*H] the cached plans */
+  /* [B*H] 1: the head's first candidate met the budget at the layer's last
+   * call under one. A batch entry whose heads all did defers its bound to
+   * its output (stsa_svg2_settle): a head that then misses runs twice. */
+  uint8_t *first_met;
 } layer_state;
 
 struct stsa_svg2 {
@@ -91,6 +100,8 @@ struct stsa_svg2 {
   stsa_workspace *km_scratch;
   int km_slots;
   stsa_workspace xbuf;
+  struct settle_state *pending; /* a planned batch entry whose bound waits for
+                                 * its output (stsa_svg2_settle); NULL: none */
 };
 
 static double now_ms(void) {
@@ -184,6 +195,7 @@ static void layer_clear(layer_state *ls, int64_t H) {
   for (int64_t i = 0; ls->plans && i < ls->B * H; i++)
     stsa_plan_free(ls->plans[i]);
   free(ls->plans);
+  free(ls->first_met);
   free(ls->sig);
   free(ls->qc);
   free(ls->kc);
@@ -192,9 +204,12 @@ static void layer_clear(layer_state *ls, int64_t H) {
   *ls = (layer_state){.layer = ls->layer};
 }
 
+static void pending_free(stsa_svg2 *s);
+
 void stsa_svg2_free(stsa_svg2 *s) {
   if (!s)
     return;
+  pending_free(s);
   for (int64_t i = 0; i < s->layer_slots; i++)
     if (s->layers[i].layer >= 0)
       layer_clear(&s->layers[i], s->H);
@@ -258,7 +273,9 @@ static layer_state *layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
   ls->lk = malloc(sizeof(int32_t) * heads * (size_t)s->L);
   ls->sig = calloc(heads, sizeof *ls->sig);
   ls->plans = calloc(heads, sizeof *ls->plans);
-  if (!ls->qc || !ls->kc || !ls->lq || !ls->lk || !ls->sig || !ls->plans) {
+  ls->first_met = calloc(heads, 1);
+  if (!ls->qc || !ls->kc || !ls->lq || !ls->lk || !ls->sig || !ls->plans ||
+      !ls->first_met) {
     layer_clear(ls, s->H); /* the slot stays, empty: the next call retries */
     return NULL;
   }
@@ -346,6 +363,35 @@ static int work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int threads) 
 
 static uint8_t *keep_of(const call_work *w, int64_t h, int i) {
   return w->keep + (h * LADDER_MAX + i) * w->QK;
+}
+
+/* A batch entry planned with its bound deferred (env->settle): what
+ * stsa_svg2_settle needs to bound each head on the call's own output rows
+ * and, for a head past the budget, to climb its ladder. */
+typedef struct settle_state {
+  call_work w;
+  layer_state *ls;
+  int64_t b;
+  int n; /* candidates of the ladder */
+  stsa_select_args cand[LADDER_MAX];
+  float *dense_rows; /* [R][H][D] the sampled rows' dense outputs */
+  double *energy;    /* [H][R] their squared norms */
+} settle_state;
+
+/* Frees p; its work too when it holds one (owns_work). */
+static void settle_state_free(settle_state *p, int owns_work) {
+  if (!p)
+    return;
+  if (owns_work)
+    work_free(&p->w);
+  free(p->dense_rows);
+  free(p->energy);
+  free(p);
+}
+
+static void pending_free(stsa_svg2 *s) {
+  settle_state_free(s->pending, 1);
+  s->pending = NULL;
 }
 
 /* The first of jobs [0, count) that failed, its message copied to the
@@ -796,18 +842,55 @@ void stsa_svg2_tiles(const stsa_ctx *ctx, int q_tile, int kv_tile, int *q_run,
   *kv_run = (kv_tile + nr - 1) / nr * nr;
 }
 
+/* The session's env with its tiles on the backend the context has now. */
+static stsa_svg2_env call_env(const stsa_svg2_env *session_env) {
+  stsa_svg2_env run_env = *session_env;
+  stsa_svg2_tiles(session_env->ctx, session_env->q_tile, session_env->kv_tile,
+                  &run_env.q_tile, &run_env.kv_tile);
+  return run_env;
+}
+
+/* Under a deferred bound: every head's dense rows on its drawn rows, kept
+ * with the call's work in a settle_state (*out) for stsa_svg2_settle. */
+static stsa_status dense_rows_heads(stsa_ctx *ctx, const stsa_svg2 *s,
+                                    const stsa_svg2_env *env, const call_work *w,
+                                    const stsa_tensor *q, const stsa_tensor *k,
+                                    const stsa_tensor *v, int64_t b, settle_state **out) {
+  const int64_t H = s->H, R = w->R;
+  settle_state *p = calloc(1, sizeof *p);
+  float *dense_rows = malloc(sizeof(float) * (size_t)(R * H * s->D));
+  double *energy = malloc(sizeof(double) * (size_t)(H * R));
+  stsa_status st =
+      p && dense_rows && energy
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  if (st == STSA_OK)
+    st = stsa_svg_profile_dense_rows(ctx, &env->cfg->geometry,
+                                     (const stsa_mask *const *)w->mask, w->rows, R, q, k,
+                                     v, b, dense_rows, energy);
+  if (st != STSA_OK) {
+    free(p);
+    free(dense_rows);
+    free(energy);
+    return st;
+  }
+  p->b = b;
+  p->dense_rows = dense_rows;
+  p->energy = energy;
+  *out = p;
+  return STSA_OK;
+}
+
 stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
                                  int64_t layer, int64_t B, int64_t b, uint64_t row_seed,
                                  const stsa_tensor *q, const stsa_tensor *k,
                                  const stsa_tensor *v, double max_rel_error,
                                  stsa_svg2_head *heads, double *cluster_ms, int *cold) {
   stsa_ctx *ctx = session_env->ctx;
-  /* the session's tiles on the backend the context has now */
-  stsa_svg2_env run_env = *session_env;
-  stsa_svg2_tiles(ctx, session_env->q_tile, session_env->kv_tile, &run_env.q_tile,
-                  &run_env.kv_tile);
+  const stsa_svg2_env run_env = call_env(session_env);
   const stsa_svg2_env *env = &run_env;
   const int64_t H = s->H;
+  pending_free(s); /* a planned entry the session never settled (its call failed) */
   layer_state *ls = layer_for(s, layer, B);
   STSA_RETURN_IF(!ls, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   const int warm = ls->valid;
@@ -862,10 +945,22 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
    * says not estimated (NaN). */
   for (int64_t i = 0; rel && i < LADDER_MAX * H; i++)
     rel[i] = NAN;
+  /* Deferred (env->settle): the bound is taken on the call's own output
+   * rows after it ran, so no candidate is profiled here; every head plans
+   * its first candidate (rel NaN picks it) and stsa_svg2_settle climbs the
+   * ladder for a head past the budget. */
+  int defer = max_rel_error > 0 && env->settle && !env->estimate && warm;
+  for (int64_t h = 0; defer && h < H; h++)
+    defer = ls->first_met[b * H + h];
+  settle_state *pending = NULL;
   if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
     st = draw_rows(ctx, s, env, &w);
-  if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
+  if (st == STSA_OK && defer)
+    st = dense_rows_heads(ctx, s, env, &w, q, k, v, b, &pending);
+  else if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
     st = bound_heads(ctx, s, env, &w, n, max_rel_error, q, k, v, b, rel);
+  for (int64_t h = 0; st == STSA_OK && max_rel_error > 0 && !defer && h < H; h++)
+    ls->first_met[b * H + h] = rel[h] <= max_rel_error;
   if (st == STSA_OK) {
 #pragma omp parallel for num_threads(w.plan_threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++)
@@ -873,7 +968,16 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
                                   &heads[h], &w.job_err[h]);
     st = first_failure(ctx, &w, H);
   }
-  work_free(&w);
+  if (st == STSA_OK && pending) { /* the work waits for stsa_svg2_settle */
+    pending->w = w;
+    pending->ls = ls;
+    pending->n = n;
+    memcpy(pending->cand, cand, sizeof cand);
+    s->pending = pending;
+  } else {
+    work_free(&w);
+    settle_state_free(pending, 0);
+  }
   free(rel);
   if (st != STSA_OK) {
     for (int64_t h = 0; h < H; h++) {
@@ -889,4 +993,97 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
     ls->valid = 1;
   }
   return STSA_OK;
+}
+
+/* The squared errors err[R] of head h's rows in `out` (the call's output of
+ * batch entry b) against the dense rows the plan kept. */
+static void output_errors(const stsa_svg2 *s, const settle_state *p, int64_t h,
+                          const stsa_tensor *out, float *row, double *err) {
+  const int64_t H = s->H, D = s->D, R = p->w.R;
+  for (int64_t r = 0; r < R; r++) {
+    stsa_load_row_f32(stsa_tensor_row(out, p->b, p->w.rows[h * R + r], h), out->dtype,
+                      out->stride[3], D, row);
+    const float *ref = p->dense_rows + (r * H + h) * D;
+    double e = 0;
+    for (int64_t d = 0; d < D; d++)
+      e += ((double)row[d] - ref[d]) * ((double)row[d] - ref[d]);
+    err[r] = e;
+  }
+}
+
+/* Head h past the budget: its ladder's other candidates profiled on its
+ * rows (rel[i * H + h], i >= 1), then pick_head's choice in *res. */
+static stsa_status climb_ladder(const stsa_svg2 *s, const stsa_svg2_env *env,
+                                const settle_state *p, int64_t h, const stsa_tensor *q,
+                                const stsa_tensor *k, const stsa_tensor *v, double budget,
+                                double *rel, double *sq, double *scratch, int32_t *order,
+                                int64_t *count, stsa_svg2_head *res) {
+  const int64_t H = s->H, R = p->w.R;
+  const call_work *w = &p->w;
+  if (p->n > 1) {
+    const stsa_mask *pm[1 + LADDER_MAX];
+    pm[0] = w->mask[h];
+    for (int i = 1; i < p->n; i++)
+      pm[i] = w->mask[(1 + i) * H + h];
+    cluster_order(w, h, s->QC, order, count);
+    STSA_TRY(stsa_svg_profile_head(env->ctx, &env->cfg->geometry, pm, p->n,
+                                   w->rows + h * R, R, order, q, k, v, p->b, h, sq));
+    for (int i = 1; i < p->n; i++)
+      rel[i * H + h] = candidate_bound(s, w, h, sq + i * R, sq, scratch);
+  }
+  return pick_head(s, env, p->ls, p->b, h, w, p->cand, p->n, rel, budget, res,
+                   &env->ctx->err);
+}
+
+int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b) {
+  return s->pending && s->pending->b == b;
+}
+
+stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int64_t b,
+                             const stsa_tensor *q, const stsa_tensor *k,
+                             const stsa_tensor *v, const stsa_tensor *out,
+                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo) {
+  stsa_ctx *ctx = session_env->ctx;
+  settle_state *p = s->pending;
+  STSA_RETURN_IF(!p || p->b != b, &ctx->err, STSA_ERR_BAD_PARAM,
+                 "svg2: batch entry %lld has no deferred bound to settle", (long long)b);
+  const stsa_svg2_env env = call_env(session_env);
+  const int64_t H = s->H, R = p->w.R;
+  /* each row's error, the ladder's squares, the bound's scratch (5 a
+   * stratum, 2 QC strata) */
+  double *err = malloc(sizeof(double) * (size_t)((2 + LADDER_MAX) * R + 10 * s->QC));
+  double *rel = malloc(sizeof(double) * (size_t)(LADDER_MAX * H));
+  float *row = malloc(sizeof(float) * (size_t)s->D);
+  int32_t *order = malloc(sizeof(int32_t) * (size_t)R);
+  int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
+  stsa_status st =
+      err && rel && row && order && count
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  double *sq = err ? err + R : NULL, *scratch = err ? err + (2 + LADDER_MAX) * R : NULL;
+  for (int64_t i = 0; rel && i < LADDER_MAX * H; i++)
+    rel[i] = INFINITY;
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    output_errors(s, p, h, out, row, err);
+    rel[h] = candidate_bound(s, &p->w, h, err, p->energy + h * R, scratch);
+    heads[h] = (stsa_svg2_head){.est_error = (float)rel[h]};
+    redo[h] = !(rel[h] <= max_rel_error);
+    p->ls->first_met[b * H + h] = !redo[h];
+    if (redo[h])
+      st = climb_ladder(s, &env, p, h, q, k, v, max_rel_error, rel, sq, scratch, order,
+                        count, &heads[h]);
+  }
+  if (st != STSA_OK)
+    for (int64_t h = 0; h < H; h++) {
+      stsa_plan_free(heads[h].plan);
+      heads[h].plan = NULL;
+      redo[h] = 0;
+    }
+  free(count);
+  free(order);
+  free(row);
+  free(rel);
+  free(err);
+  pending_free(s);
+  return st;
 }

@@ -26,6 +26,10 @@ typedef struct stsa_svg2_env {
   /* 1: bound every head's configured candidate even without a budget
    * (method auto compares the bounds); 0: only under a budget */
   int estimate;
+  /* 1 (method svg2 under a budget, estimate 0): the call's bound is taken
+   * after the heads ran, on their own output rows (stsa_svg2_settle), so
+   * planning profiles the dense rows only and no candidate */
+  int settle;
 } stsa_svg2_env;
 
 /* One head's outcome of a call. */
@@ -77,5 +81,24 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
                                  const stsa_tensor *q, const stsa_tensor *k,
                                  const stsa_tensor *v, double max_rel_error,
                                  stsa_svg2_head *heads, double *cluster_ms, int *cold);
+
+/* Whether batch entry b's bound waits for its output: plan_batch defers it
+ * under env->settle and a budget when the entry's heads all met the budget
+ * with their first candidate at the layer's last call (a head that misses
+ * then runs twice: planned on its first candidate, then on its ladder's). */
+int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b);
+
+/* When stsa_svg2_deferred, after the heads' run of batch entry b into out: bounds each
+ * head on its drawn rows of out against the dense rows planning kept (the candidate's
+ * rows are the call's own: nothing is profiled for them). heads[h].est_error gets each
+ * head's bound; a head past max_rel_error climbs its ladder (its other candidates
+ * profiled on its rows, as plan_batch does without settle): redo[h] = 1 and
+ * heads[h] is its new outcome (a plan the caller frees, or NULL: dense),
+ * which the caller runs again. Without a pending entry for b:
+ * STSA_ERR_BAD_PARAM. The pending entry is gone after the call. */
+stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *env, int64_t b,
+                             const stsa_tensor *q, const stsa_tensor *k,
+                             const stsa_tensor *v, const stsa_tensor *out,
+                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo);
 
 #endif
