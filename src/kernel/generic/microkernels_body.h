@@ -4,7 +4,7 @@
  * of the vocabulary compiles the same source.
  *
  * Included once by each kernel file, after it has chosen the mapping
- * (STSA_SIMD_NEON or none) and defined MK_SUFFIX; it defines the static
+ * (STSA_SIMD_NEON, STSA_SIMD_AVX2 or none) and defined MK_SUFFIX; it defines the static
  * functions qk_<suffix>, softmax_<suffix> and pv_<suffix>, and
  * fill_<suffix>(t), which sets mr, nr and those three entries of a table.
  *
@@ -12,7 +12,8 @@
  * (6 x 16). qk and pv run it in blocks of MK_ROWS rows, as many as the
  * mapping's registers hold with one panel row and a broadcast beside the
  * accumulators: with 4 lanes, 6 rows (24 accumulators) on the 32 registers
- * of NEON, 2 rows on the 16 of SSE2, where 6 would spill. The loops over
+ * of NEON, 2 rows on the 16 of SSE2, where 6 would spill; with the 8 lanes
+ * of AVX2, 6 rows (12 accumulators) on its 16. The loops over
  * the rows and vectors of a block have constant counts, and the unroll
  * pragmas (clang reads them too) unroll them completely: the accumulators
  * are then registers, not memory.
