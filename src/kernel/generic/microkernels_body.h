@@ -59,7 +59,9 @@ _Static_assert(STSA_PORTABLE_MR % MK_ROWS == 0, "row blocks must tile mr");
  * pv (a = p, panel = V) but for how acc starts and ends. */
 static MK_INLINE void block_update(vf32 acc[MK_ROWS][MK_NV], const float *a, int64_t lda,
                                    int kdim, const float *panel) {
+#if SIMD_K_UNROLL > 0
   MK_UNROLL(SIMD_K_UNROLL)
+#endif
   for (int k = 0; k < kdim; k++) {
     vf32 b[MK_NV];
 #pragma GCC unroll 32

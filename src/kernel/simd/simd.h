@@ -36,8 +36,8 @@
  *                         and exp2 clamps with a max and clears the lanes
  *                         below range with a mask (default 0: it selects)
  *   SIMD_K_UNROLL         how far the GEMM kernels' loop over the inner
- *                         dimension is unrolled (default 1: the compiler's
- *                         choice); changes no result
+ *                         dimension is unrolled (default 0: as the
+ *                         compiler chooses); changes no result
  * and brings <math.h> and <stdint.h>, which the scalar side of the kernels
  * uses (INFINITY, int64_t): the kernel sources include nothing else.
  *
@@ -68,7 +68,7 @@
 #define SIMD_NAN_FLOWS 0
 #endif
 #ifndef SIMD_K_UNROLL
-#define SIMD_K_UNROLL 1
+#define SIMD_K_UNROLL 0
 #endif
 
 #endif
