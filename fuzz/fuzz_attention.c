@@ -3,8 +3,8 @@
  * stsa_attention, stsa_attention_part, stsa_sparse_attention(_part) (plans with and
  * without q_rows) and the SVG session (create + call).
  *
- * The input chooses the entry point, backend (ref, portable, avx2, amx or
- * avx512 when the CPU has it), threads, tile sizes, finite checks, and per tensor the
+ * The input chooses the entry point, backend (any this machine runs but
+ * auto: fuzz_backend.h), threads, tile sizes, finite checks, and per tensor the
  * dtype, sizes (N up to a few hundred, D up to 128), a layout (bshd, bhsd, any dim order
  * with padding, strided D), alignment, magnitudes over the dtype's whole finite range
  * (the whole tensor, whole rows, single outliers or all three, from the smallest
@@ -38,6 +38,7 @@
 
 #define FUZZ_TARGET "fuzz_attention"
 #define FUZZ_TRACE "FUZZ_ATTENTION_TRACE"
+#include "fuzz_backend.h"
 #include "fuzz_tensor.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -620,15 +621,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   reader r = {data, size, 0};
   const unsigned op = byte(&r) % 4;
   setup su;
-  const unsigned be = byte(&r) % 4;
-  su.backend = be == 0   ? STSA_BACKEND_REF
-               : be == 1 ? STSA_BACKEND_PORTABLE
-               : be == 2
-                   ? (stsa_cpu_has_avx2() ? STSA_BACKEND_AVX2 : STSA_BACKEND_PORTABLE)
-               /* amx runs the avx512 kernels but for bf16 calls: it covers both */
-               : stsa_cpu_has_amx()    ? STSA_BACKEND_AMX
-               : stsa_cpu_has_avx512() ? STSA_BACKEND_AVX512
-                                       : STSA_BACKEND_PORTABLE;
+  su.backend = fuzz_backend(byte(&r));
   su.threads = 1 + (int)(byte(&r) % 2);
   const unsigned tq = byte(&r);
   su.q_tile = tq % 4 == 0 ? 192 : 6 + (int)(tq % 91);

@@ -50,6 +50,7 @@
 
 #define FUZZ_TARGET "fuzz_svg2_session"
 #define FUZZ_TRACE "FUZZ_SVG2_TRACE"
+#include "fuzz_backend.h"
 #include "fuzz_tensor.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -426,14 +427,7 @@ static void run_call(reader *r, const pair *p, const stsa_svg_config *c, uint64_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   reader r = {data, size, 0};
-  const unsigned be = byte(&r) % 4;
-  stsa_backend backend =
-      be == 0   ? STSA_BACKEND_REF
-      : be == 1 ? STSA_BACKEND_PORTABLE
-      : be == 2 ? (stsa_cpu_has_avx2() ? STSA_BACKEND_AVX2 : STSA_BACKEND_PORTABLE)
-      : stsa_cpu_has_amx()    ? STSA_BACKEND_AMX
-      : stsa_cpu_has_avx512() ? STSA_BACKEND_AVX512
-                              : STSA_BACKEND_PORTABLE;
+  stsa_backend backend = fuzz_backend(byte(&r));
   const unsigned th = byte(&r);
   const int threads = 1 + (int)(th % 2), twins = th % 8 == 7;
   const int check_finite = byte(&r) % 4 != 0;

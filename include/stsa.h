@@ -151,12 +151,13 @@ typedef struct stsa_ctx stsa_ctx;
 
 /* Creates a context with defaults: all online CPUs, backend AUTO, finite
  * checks on. The environment variable STSA_BACKEND (any name of
- * stsa_backend_name: auto, ref, portable, avx2, avx512, amx, neon; read
- * here, once; unset or empty means auto) overrides the backend;
+ * stsa_backend_name, e.g. auto, portable or avx2; read here, once; unset or
+ * empty means auto) overrides the backend;
  * STSA_FORCE_PORTABLE=1 is a synonym for STSA_BACKEND=portable and wins over
- * it. Any other STSA_BACKEND value fails with STSA_ERR_BAD_PARAM, and a
- * backend this build or CPU does not run (avx2 without AVX2/FMA/F16C, neon
- * off AArch64) with STSA_ERR_UNSUPPORTED; *out_ctx is then not written.
+ * it. Any other STSA_BACKEND value fails with STSA_ERR_BAD_PARAM (the
+ * message lists the names), and a backend this build or CPU does not run
+ * (avx2 without AVX2/FMA/F16C, neon off AArch64) with STSA_ERR_UNSUPPORTED;
+ * *out_ctx is then not written.
  * The backend is resolved to its kernels here and when STSA_PARAM_BACKEND
  * is set, never per call. There is no context to hold the message of such a
  * failure: use stsa_ctx_create_msg to read it. */
@@ -173,23 +174,35 @@ STSA_API void stsa_ctx_free(stsa_ctx *ctx);
  * next call on the context. */
 STSA_API const char *stsa_ctx_last_error(const stsa_ctx *ctx);
 
+/* The backends, numbered 0 .. stsa_backend_count() - 1. Their names, what
+ * each is and whether it runs here come from the library (stsa_backend_name,
+ * stsa_backend_about, stsa_backend_available), which holds one table of
+ * them: loop over the numbers to list them, never over names typed by hand. */
 typedef enum stsa_backend {
-  STSA_BACKEND_AUTO =
-      0,                /* best available: AMX, AVX-512, AVX2 or NEON if the CPU has it */
-  STSA_BACKEND_REF = 1, /* plain double-precision reference (slow) */
-  STSA_BACKEND_PORTABLE = 2, /* tiled kernel in portable C */
-  STSA_BACKEND_AVX2 = 3,     /* tiled kernel with AVX2+FMA+F16C (x86) */
-  STSA_BACKEND_NEON = 4,     /* tiled kernel with NEON (AArch64) */
-  STSA_BACKEND_AVX512 = 5,   /* tiled kernel with AVX-512F (x86), 12 x 16 register tile */
+  STSA_BACKEND_AUTO = 0, /* the best one this machine runs */
+  STSA_BACKEND_REF = 1,  /* the double-precision reference */
+  STSA_BACKEND_PORTABLE = 2,
+  STSA_BACKEND_AVX2 = 3,
+  STSA_BACKEND_NEON = 4,
+  STSA_BACKEND_AVX512 = 5, /* 12 x 16 register tile */
   /* avx512, plus FULL tiles of bf16 Q, K and V on the AMX tile-multiply unit
    * (x86-64 Linux): results of f32 quality (stsa_kernels: full_tile_bf16) */
   STSA_BACKEND_AMX = 6,
-  STSA_BACKEND_COUNT_
+  STSA_BACKEND_COUNT_ /* this header's count; stsa_backend_count is the library's */
 } stsa_backend;
 
-/* "auto", "ref", "portable", "avx2", "neon", "avx512", "amx"; "unknown" for
- * any other value. */
+/* How many backends the loaded library has (a newer one may have more than
+ * STSA_BACKEND_COUNT_ of the header compiled against). */
+STSA_API int stsa_backend_count(void);
+/* The backend's name ("auto", "ref", "portable", "avx2", ...), the one
+ * STSA_BACKEND and the tools accept; "unknown" for any other value. */
 STSA_API const char *stsa_backend_name(stsa_backend backend);
+/* One line on what the backend is, for usage texts ("tiled kernels with
+ * AVX2+FMA+F16C (x86)"); "" for any other value. */
+STSA_API const char *stsa_backend_about(stsa_backend backend);
+/* The backend whose stsa_backend_name is `name` (exactly), as an int; -1
+ * when none is (NULL included). */
+STSA_API int stsa_backend_from_name(const char *name);
 /* 1 if this build and this CPU run the backend (AUTO, REF and PORTABLE
  * always do), 0 otherwise. */
 STSA_API int stsa_backend_available(stsa_backend backend);
@@ -200,8 +213,8 @@ typedef enum stsa_param {
    * kv_tile is not a multiple of the new backend's panel width */
   STSA_PARAM_BACKEND = 1,
   /* query rows per tile, 6..4096, default 192; calls round it up to a
-   * multiple of the backend's register-tile rows (12 for avx512, 6 for the
-   * others) */
+   * multiple of the backend's register-tile rows (12 for avx512 and amx, 6
+   * for the others) */
   STSA_PARAM_Q_TILE = 2,
   /* key rows per tile, 16..4096, default 256: a multiple of the backend's
    * panel width (16 for every backend today) */

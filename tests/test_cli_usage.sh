@@ -163,4 +163,37 @@ else
   bad "STSA_BACKEND=gpu: exit $rc, message: $(head -c 300 backend.err)"
 fi
 
+# ---------- the backends' texts list exactly the library's table of backends
+# The library's own list (its message for an unknown STSA_BACKEND) is the
+# table; `stsa --help`, `stsa bench --help` and --backend's message must list
+# the same names in the same order, and every name must reach the library:
+# a backend this machine runs runs, any other is refused as not running here.
+table=$(sed -n 's/.*is not one of \(.*\) (this machine runs.*/\1/p' backend.err | tr -d ,)
+"$STSA" --help >main.help
+listed=$(sed -n '/^environment: STSA_BACKEND=/,/(this machine runs/p' main.help |
+  sed -n 's/^  *\([a-z0-9_]*\)  .*/\1/p' | xargs)
+"$STSA" bench --help >bench.help
+bench_listed=$(sed -n '/^backends (--backend/,$p' bench.help | sed -n 's/^  \([a-z0-9_]*\)  .*/\1/p' |
+  xargs)
+rc=0
+"$STSA" bench dense --backend gpu 2>bench_backend.err || rc=$?
+bench_msg=$(sed -n "s/.*--backend expects one of \(.*\), got 'gpu'.*/\1/p" bench_backend.err | tr -d ,)
+if [ -n "$table" ] && [ "$listed" = "$table" ] && [ "$bench_listed" = "$table" ] &&
+  [ "$bench_msg" = "$table" ] && [ "$rc" = 2 ]; then ok; else
+  bad "backends: library '$table', stsa --help '$listed', bench --help '$bench_listed'," \
+    "--backend gpu (exit $rc) '$bench_msg'"
+fi
+here=$(sed -n 's/.*(this machine runs: \([^;)]*\).*/\1/p' main.help)
+for b in $table; do
+  rc=0
+  STSA_BACKEND=$b "$STSA" bench dense --seq 32 --heads 1 --dim 16 --reps 1 --threads 1 \
+    --json >backend.out 2>backend.err || rc=$?
+  case " $here " in
+    *" $b "*) if [ "$rc" = 0 ]; then ok; else bad "STSA_BACKEND=$b: exit $rc $(head -c 300 backend.err)"; fi ;;
+    *) if [ "$rc" = 2 ] && grep -q "STSA_BACKEND=$b but this machine does not run it" backend.err; then
+      ok
+    else bad "STSA_BACKEND=$b (not here): exit $rc $(head -c 300 backend.err)"; fi ;;
+  esac
+done
+
 finish

@@ -4,9 +4,9 @@
  * The contract (stsa.h, "Non-finite inputs") is PyTorch SDPA's math: row i
  * is a softmax over the logits of the keys its mask keeps, then times V. This
  * test computes that literally in double (oracle_attention) and holds every
- * backend (ref, portable, avx2 when the CPU has it) to it, for dense and
- * block-sparse attention, f32/f16/bf16 K/V, head dims 64/80/128 and lengths
- * that are not tile multiples:
+ * backend this machine runs (ref and every tiled one: tu_tiled_backends) to it, for dense
+ * and block-sparse attention, f32/f16/bf16 K/V, head dims 64/80/128 and lengths that are
+ * not tile multiples:
  *   - NaN exactly where the oracle has NaN (out and lse), nowhere else;
  *   - the finite values close to the oracle;
  *   - every element the poison does not reach (the oracle gives the same

@@ -197,12 +197,11 @@ int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b) {
 }
 
 int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]) {
-  const stsa_backend tiled[] = {STSA_BACKEND_PORTABLE, STSA_BACKEND_AVX2,
-                                STSA_BACKEND_AVX512, STSA_BACKEND_AMX, STSA_BACKEND_NEON};
   int n = 0;
-  for (size_t i = 0; i < sizeof tiled / sizeof tiled[0]; i++)
-    if (stsa_backend_available(tiled[i]))
-      out[n++] = tiled[i];
+  for (int b = 0; b < STSA_BACKEND_COUNT_; b++)
+    if (b != STSA_BACKEND_AUTO && b != STSA_BACKEND_REF &&
+        stsa_backend_available((stsa_backend)b))
+      out[n++] = (stsa_backend)b;
   return n;
 }
 

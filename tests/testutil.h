@@ -85,9 +85,10 @@ double tu_max_abs_diff(const stsa_tensor *a, const stsa_tensor *b, double *scale
 /* 1 if two tensors of one layout and dtype hold the same bytes. */
 int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b);
 
-/* The tiled backends this machine runs (portable, and avx2 or neon where
- * there), in out[0..n); returns n (at most TU_MAX_BACKENDS). */
-enum { TU_MAX_BACKENDS = 5 };
+/* The tiled backends this machine runs (every one of the table but auto and
+ * ref: portable, and avx2, avx512, amx or neon where there), in the table's
+ * order in out[0..n); returns n (at most TU_MAX_BACKENDS). */
+enum { TU_MAX_BACKENDS = STSA_BACKEND_COUNT_ - 2 };
 int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]);
 
 /* 1 when the test runs under an emulator (QEMU, 10-50x slower: ctest sets

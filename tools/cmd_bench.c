@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli_backends.h"
 #include "cli_options.h"
 #include "cli_ran.h"
 #include "cli_util.h"
@@ -35,16 +36,8 @@ static void set_out_dtype(void *base, const char *name, const char *value) {
   o->out_dtype_set = 1;
 }
 
-/* The library's backend names. */
 static void set_backend(void *base, const char *name, const char *value) {
-  int b;
-  for (b = 0; b < STSA_BACKEND_COUNT_; b++)
-    if (!strcmp(value, stsa_backend_name((stsa_backend)b)))
-      break;
-  if (b == STSA_BACKEND_COUNT_)
-    cli_die("%s expects auto, ref, portable, avx2, neon, avx512 or amx, got '%s'", name,
-            value);
-  ((bench_opts *)base)->backend = (stsa_backend)b;
+  ((bench_opts *)base)->backend = cli_parse_backend(name, value);
 }
 
 /* A mode of the library, or "all": naive, exact and tile-rounded. */
@@ -121,7 +114,7 @@ static const cli_opt BENCH_OPTIONS[] = {
     {.name = "--backend",
      .metavar = "B",
      CLI_CALL(set_backend),
-     .help = "auto (default), portable, avx2, avx512, amx, neon or ref"},
+     .help = "the backend (default auto), one of those below"},
     {.name = "--json", CLI_FLAG(bench_opts, json), .help = "one JSON line per result"},
     {0}};
 
@@ -161,6 +154,8 @@ static void bench_usage(void) {
       "the measured FMA peak (dense) or the dense kernel on the same shape (sparse).\n");
   const cli_opt *const tables[2] = {BENCH_OPTIONS, SPARSE_OPTIONS};
   cli_print_options(tables, 2);
+  printf("backends (--backend B, or STSA_BACKEND=B for every command):\n");
+  cli_print_backends(stdout, 2);
 }
 
 static void parse_bench(int argc, char **argv, bench_opts *o) {

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_backends.h"
 #include "commands.h"
 #include "stsa.h"
 #include "wait_policy.h"
@@ -23,15 +24,11 @@ static void usage(FILE *f) {
       "Every command answers -h/--help; options take their value as --opt VALUE or\n"
       "--opt=VALUE.\n"
       "\n"
-      "environment: STSA_BACKEND=<backend> forces a backend, one of:\n"
-      "            ");
-  for (int b = 0; b < STSA_BACKEND_COUNT_; b++)
-    fprintf(f, " %s%s", stsa_backend_name((stsa_backend)b),
-            b + 1 < STSA_BACKEND_COUNT_ ? "," : "\n");
-  fprintf(f, "             (this machine runs:");
-  for (int b = 0; b < STSA_BACKEND_COUNT_; b++)
-    if (stsa_backend_available((stsa_backend)b))
-      fprintf(f, " %s", stsa_backend_name((stsa_backend)b));
+      "environment: STSA_BACKEND=<backend> forces a backend, one of:\n");
+  cli_print_backends(f, 15);
+  char here[256];
+  fprintf(f, "             (this machine runs: %s",
+          cli_backend_names(here, sizeof here, 1, " "));
 #ifdef STSA_AMX_EMULATION
   fprintf(f, "; amx: the tile unit emulated in C, a test build");
 #endif

@@ -146,6 +146,27 @@ def test_python_names_of_enums_are_the_librarys():
     assert "STSA_PARAM_COUNT_" not in _lib.enum_values("stsa_param")
 
 
+def test_backends_are_the_librarys_table():
+    """stsa.backends() is the library's table: every value of the header's
+    enum, in its order, each name read back by the library and accepted by a
+    Context where this machine runs it, refused as unsupported elsewhere."""
+    table = stsa.backends()
+    assert list(table) == list(_lib.BACKENDS)
+    assert [_lib.BACKENDS[name] for name in table] == sorted(
+        _lib.enum_values("stsa_backend").values())
+    here = stsa.backends(here=True)
+    assert {"auto", "ref", "portable"} <= set(here) <= set(table)
+    for name, about in table.items():
+        assert isinstance(about, str) and len(about) > 8 and "\n" not in about, name
+        assert lib.stsa_backend_from_name(name.encode()) == _lib.BACKENDS[name]
+        if name in here:
+            assert stsa.Context(threads=1, backend=name).backend in here
+        else:
+            with pytest.raises(stsa.Error, match="not available|does not run|unsupported"):
+                stsa.Context(threads=1, backend=name)
+    assert lib.stsa_backend_from_name(b"gpu") == -1
+
+
 def test_every_status_has_a_distinct_name():
     names = [_lib.status_name(v) for v in _lib.enum_values("stsa_status").values()]
     assert len(names) >= 15 and all(names) and len(set(names)) == len(names)

@@ -348,5 +348,7 @@ def test_gil_is_released_during_the_call():
 def test_unknown_backend_in_the_environment_names_the_choices(monkeypatch):
     # read by stsa_ctx_create; its message reaches Python through stsa_ctx_create_msg
     monkeypatch.setenv("STSA_BACKEND", "gpu")
-    with pytest.raises(stsa.Error, match="STSA_BACKEND=gpu is not one of auto, ref, portable, avx2"):
+    names = ", ".join(stsa.backends())
+    assert names.startswith("auto, ref, portable, ")
+    with pytest.raises(stsa.Error, match=f"STSA_BACKEND=gpu is not one of {names} "):
         stsa.Context()

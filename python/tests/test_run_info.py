@@ -11,8 +11,7 @@ from stsa._lib import lib
 
 KEYS = {"backend", "arithmetic", "bf16_terms", "why"}
 AMX = bool(lib.stsa_backend_available(lib.STSA_BACKEND_AMX))
-BACKENDS = [b for b in ("ref", "portable", "avx2", "avx512", "amx", "neon")
-            if lib.stsa_backend_available(getattr(lib, f"STSA_BACKEND_{b.upper()}"))]
+BACKENDS = [b for b in stsa.backends(here=True) if b != "auto"]
 
 
 def rand(shape, seed, dtype=np.float32):

@@ -19,14 +19,14 @@
 static stsa_status backend_from_env(stsa_backend *out, stsa_errbuf *err) {
   const char *name = getenv("STSA_BACKEND");
   stsa_backend named = STSA_BACKEND_AUTO;
-  char here[96];
+  char all[STSA_BACKEND_LIST_MAX], here[STSA_BACKEND_LIST_MAX];
   if (name && *name) {
-    named = stsa_backend_from_name(name);
-    STSA_RETURN_IF(
-        named == STSA_BACKEND_COUNT_, err, STSA_ERR_BAD_PARAM,
-        "STSA_BACKEND=%.64s is not one of auto, ref, portable, avx2, neon, avx512, amx "
-        "(this machine runs: %s)",
-        name, stsa_backends_here(here, sizeof here));
+    const int found = stsa_backend_from_name(name);
+    STSA_RETURN_IF(found < 0, err, STSA_ERR_BAD_PARAM,
+                   "STSA_BACKEND=%.64s is not one of %s (this machine runs: %s)", name,
+                   stsa_backends_list(all, sizeof all, 0),
+                   stsa_backends_list(here, sizeof here, 1));
+    named = (stsa_backend)found;
   }
   const char *force = getenv("STSA_FORCE_PORTABLE");
   if (force && *force && strcmp(force, "0") != 0) {
@@ -35,7 +35,7 @@ static stsa_status backend_from_env(stsa_backend *out, stsa_errbuf *err) {
   }
   STSA_RETURN_IF(!stsa_backend_available(named), err, STSA_ERR_UNSUPPORTED,
                  "STSA_BACKEND=%s but this machine does not run it (accepted: %s)",
-                 stsa_backend_name(named), stsa_backends_here(here, sizeof here));
+                 stsa_backend_name(named), stsa_backends_list(here, sizeof here, 1));
   *out = named;
   return STSA_OK;
 }

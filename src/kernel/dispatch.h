@@ -25,11 +25,6 @@ typedef struct stsa_backend_choice {
 stsa_status stsa_backend_choose(stsa_backend requested, stsa_backend_choice *out,
                                 stsa_errbuf *err);
 
-/* The backend for a name ("auto", "ref", "portable", "avx2", "neon",
- * "avx512", "amx"), or
- * STSA_BACKEND_COUNT_ when the name is none of them. */
-stsa_backend stsa_backend_from_name(const char *name);
-
 /* Whether a table's bf16 tiles (kernels.h: full_tile_bf16) can take a call
  * on q, k and v of these dtypes: all bf16, on a backend that has them. The
  * tile loop decides per call (stsa_problem_use_bf16_tiles); SVG2 asks
@@ -39,7 +34,11 @@ static inline int stsa_bf16_tiles_take(const stsa_kernels *kern, stsa_dtype q,
   return kern->full_tile_bf16 && q == STSA_BF16 && k == STSA_BF16 && v == STSA_BF16;
 }
 
-/* Comma-separated names of the backends this machine runs, for messages. */
-const char *stsa_backends_here(char *buf, size_t size);
+/* Room for every backend's name in stsa_backends_list's form. */
+#define STSA_BACKEND_LIST_MAX 128
+
+/* The names of the backends, comma-separated in the table's order (all of
+ * them, or with here_only those this machine runs), for messages; buf. */
+const char *stsa_backends_list(char *buf, size_t size, int here_only);
 
 #endif

@@ -34,7 +34,7 @@ __all__ = [
     "Context",
     "Error", "StsaValueError", "StsaTypeError", "StsaMemoryError",
     "StsaNotImplementedError", "StsaOSError", "default_context", "library_path",
-    "library_version", "cpu_has_avx2", "cpu_has_avx512", "cpu_has_amx", "threading_info",
+    "library_version", "backends", "cpu_has_avx2", "cpu_has_avx512", "cpu_has_amx", "threading_info",
     "ThreadingInfo",
 ]
 
@@ -48,6 +48,15 @@ def threading_info():
     See docs/python.md, "Threads and the GIL"."""
     from ._lib import threading_info as info
     return info
+
+
+def backends(here=False):
+    """The library's backends, name -> one line on what each is, in the
+    library's order: every one (the names Context(backend=...) and
+    STSA_BACKEND accept), or with here=True those this machine runs."""
+    from ._lib import BACKENDS, lib, string
+    return {name: string(lib.stsa_backend_about(b)) for name, b in BACKENDS.items()
+            if not here or lib.stsa_backend_available(b)}
 
 
 def cpu_has_avx2():

@@ -197,8 +197,8 @@ class Context(NativeHandle):
         return not self._finalizer.alive
 
     def set(self, name, value):
-        """Sets a parameter: threads, backend ('auto', 'ref', 'portable',
-        'avx2', 'avx512', 'amx', 'neon'), q_tile, kv_tile, check_finite (bool),
+        """Sets a parameter: threads, backend (a name of stsa.backends():
+        'auto', 'ref', 'portable', 'avx2', ...), q_tile, kv_tile, check_finite (bool),
         bf16_terms (0-3: the amx backend's bf16 terms per probability on bf16
         inputs; 0 by the output dtype, 1 as PyTorch's bf16 SDPA rounds).
         Integers outside the library's bounds (stsa_param_bounds) are

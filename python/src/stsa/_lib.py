@@ -150,7 +150,8 @@ def string(p):
     return None if p == ffi.NULL else ffi.string(p).decode(errors="replace")
 
 
-BACKENDS = enum_names("stsa_backend", "STSA_BACKEND_", lib.stsa_backend_name)
+# the library's table of backends (stsa_backend_count), name -> value
+BACKENDS = {string(lib.stsa_backend_name(b)): b for b in range(lib.stsa_backend_count())}
 PARAMS = enum_names("stsa_param", "STSA_PARAM_")
 TEXT_POS = enum_names("stsa_text_pos", "STSA_TEXT_")
 ORDERS = enum_names("stsa_order", "STSA_ORDER_")

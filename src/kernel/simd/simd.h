@@ -24,13 +24,28 @@
  *                         bits: no overflow, underflow or NaN handling (exp2)
  *   vf32_lt/ge(a, b)      ordered comparisons: false where a lane is NaN
  *   vf32_select(m, a, b)  m ? a : b, lane by lane
+ * and may define
+ *   SIMD_CHAINS           accumulators the softmax's maximum and sum loops
+ *                         keep, to hide an add's latency (default 1); the
+ *                         sum's rounding depends on it, so a mapping keeps
+ *                         the value its kernels' results were checked with
+ *   SIMD_NAN_FLOWS        1 where vf32_max(lo, NaN), vf32_round and
+ *                         vf32_mul_pow2 give NaN for a NaN lane; the mapping
+ *                         then also provides vf32_nlt(a, b) (a >= b or
+ *                         unordered) and vf32_keep(v, m) (v where m, else 0),
+ *                         and exp2 clamps with a max and clears the lanes
+ *                         below range with a mask (default 0: it selects)
+ *   SIMD_K_UNROLL         how far the GEMM kernels' loop over the inner
+ *                         dimension is unrolled (default 0: as the
+ *                         compiler chooses); changes no result
  * and brings <math.h> and <stdint.h>, which the scalar side of the kernels
  * uses (INFINITY, int64_t): the kernel sources include nothing else.
  *
  * The mapping: a file defines STSA_SIMD_NEON before including this header
- * for AArch64 NEON intrinsics; every other file gets the portable mapping
- * (any C11 compiler: GCC/clang vector extensions where they exist, plain
- * arrays of lanes otherwise; its own header says how to choose its width).
+ * for AArch64 NEON intrinsics, or STSA_SIMD_AVX2 for x86 AVX2+FMA ones;
+ * every other file gets the portable mapping (any C11 compiler: GCC/clang
+ * vector extensions where they exist, plain arrays of lanes otherwise; its
+ * own header says how to choose its width).
  */
 #ifndef STSA_KERNEL_SIMD_SIMD_H
 #define STSA_KERNEL_SIMD_SIMD_H
@@ -40,8 +55,20 @@
 
 #if defined(STSA_SIMD_NEON)
 #include "kernel/simd/simd_neon.h"
+#elif defined(STSA_SIMD_AVX2)
+#include "kernel/simd/simd_avx2.h"
 #else
 #include "kernel/simd/simd_portable.h"
+#endif
+
+#ifndef SIMD_CHAINS
+#define SIMD_CHAINS 1
+#endif
+#ifndef SIMD_NAN_FLOWS
+#define SIMD_NAN_FLOWS 0
+#endif
+#ifndef SIMD_K_UNROLL
+#define SIMD_K_UNROLL 0
 #endif
 
 #endif
