@@ -574,14 +574,9 @@ static void run_svg(reader *r, const setup *su, uint64_t seed) {
     fit_range(fit, scale, &q, &k, &v, out.dtype);
   buf *kinds_b = arena_new(&ar, sizeof(stsa_head_kind) * (size_t)(B * H));
   buf *mse_b = arena_new(&ar, sizeof(float) * (size_t)(B * H));
-  stsa_svg_report rep = {sizeof(stsa_svg_report),
-                         0,
-                         (stsa_head_kind *)(void *)kinds_b->base,
-                         NULL,
-                         (float *)(void *)mse_b->base,
-                         0,
-                         0,
-                         0};
+  stsa_svg_report rep = {.size = sizeof(stsa_svg_report),
+                         .kinds = (stsa_head_kind *)(void *)kinds_b->base,
+                         .mse_temporal = (float *)(void *)mse_b->base};
   arena_snapshot(&ar);
   const int64_t layer = draw_index(r), step = draw_index(r);
   st = stsa_svg_attention(svg, layer, step, &q, &k, &v, &out, &rep);

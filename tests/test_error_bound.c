@@ -267,7 +267,7 @@ static small_dump small_dump_make(const stsa_geometry *g, int64_t H, int64_t D,
                                   stsa_head_kind kind, uint64_t seed) {
   enum { MAX_HEADS = 8 };
   const int64_t N = stsa_geometry_tokens(g);
-  small_dump d = {NULL};
+  small_dump d = {.ctx = NULL};
   CHECK_STATUS(stsa_ctx_create(&d.ctx), STSA_OK);
   stsa_ctx_set(d.ctx, STSA_PARAM_THREADS, 2);
   d.q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
