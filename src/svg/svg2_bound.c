@@ -1,0 +1,289 @@
+/*
+ * svg2_bound.c — step 3 of an svg2 call, the error bound: the rows it is
+ * taken on (risky tokens, strata drawn over the query clusters), the bound
+ * of every head's candidates from one profiling pass before the run, the
+ * dense rows alone when the bound is deferred, and stsa_svg2_settle, which
+ * takes it on the call's own output after the run and climbs the ladder of
+ * a head past the budget.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/convert.h"
+#include "core/tensor.h"
+#include "svg/bound.h"
+#include "svg/profile.h"
+#include "svg/strata.h"
+#include "svg/svg2_internal.h"
+
+/* Head h's rows in cluster order (stable), so that a register tile of rows
+ * keeps the same key clusters in the profiling pass's masked sums. */
+static void cluster_order(const call_work *w, int64_t h, int64_t QC, int32_t *order,
+                          int64_t *count) {
+  const int64_t R = w->R, *rows = w->rows + h * R;
+  const int32_t *label = w->q_label + h * w->N; /* the rows are video tokens */
+  memset(count, 0, sizeof(int64_t) * (size_t)(QC + 1));
+  for (int64_t r = 0; r < R; r++)
+    count[label[rows[r]] + 1]++;
+  for (int64_t c = 0; c < QC; c++)
+    count[c + 1] += count[c];
+  for (int64_t r = 0; r < R; r++)
+    order[count[label[rows[r]]]++] = (int32_t)r;
+}
+
+/* A query this many times its cluster's mean squared distance from the
+ * centre is an outlier: the selection, made for the centre, fits it least. */
+#define RISK_SPREAD 2.0
+
+/* Head h's video tokens whose error is likely large ([L], malloc'ed; NULL
+ * when out of memory): those whose own key cluster the first candidate's
+ * selection drops for their query cluster (a local head loses its nearest
+ * keys there), and the queries farther than RISK_SPREAD x their cluster's
+ * mean squared distance from its centre. Measured on heads not from the
+ * repository's generators (3-D rotary codes, smooth semantic fields), the
+ * bound's errors sat in a handful of such rows (4 of 1,680 held half). */
+static uint8_t *risky_tokens(const stsa_svg2 *s, const call_work *w, int64_t h,
+                             int64_t v0) {
+  const int32_t *ql = w->q_label + h * w->N + v0, *kl = w->k_label + h * w->N + v0;
+  const uint8_t *keep = stsa_svg2_keep_of(w, h, 0);
+  const float *spread = w->q_spread + h * s->L;
+  const int64_t *size = w->q_sizes + h * s->QC;
+  uint8_t *risk = malloc((size_t)s->L);
+  double *mean = calloc((size_t)s->QC, sizeof(double)); /* x the cluster's size */
+  if (!risk || !mean) {
+    free(risk);
+    free(mean);
+    return NULL;
+  }
+  for (int64_t i = 0; i < s->L; i++)
+    mean[ql[i]] += spread[i];
+  for (int64_t i = 0; i < s->L; i++)
+    risk[i] = !keep[ql[i] * s->KC + kl[i]] ||
+              (double)spread[i] * (double)size[ql[i]] > RISK_SPREAD * mean[ql[i]];
+  free(mean);
+  return risk;
+}
+
+/* Phase 2 under a budget: the rows the heads' bounds are taken on. As many
+ * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
+ * attention at the heads' mean planned density (the same count for every
+ * head: one pass profiles them), drawn per head from strata of its
+ * query clusters alike in the mass their selection drops, the tokens whose
+ * own key cluster the selection drops in strata of their own (strata.h). */
+stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
+                                const stsa_svg2_env *env, call_work *w) {
+  /* the call's work is the sum over its heads: R rows a head keep to the
+   * share of it at the heads' mean density */
+  double mean = 0;
+  for (int64_t h = 0; h < s->H; h++)
+    mean += w->planned[h] / (double)s->H;
+  w->R = stsa_strata_call_rows(s->R, env->cfg->sample_rows, mean, s->L);
+  stsa_geo geo;
+  stsa_geo_init(&geo, &env->cfg->geometry);
+#pragma omp parallel for num_threads(w->plan_threads) schedule(dynamic, 1)
+  for (int64_t h = 0; h < s->H; h++) {
+    const int32_t *ql = w->q_label + h * w->N + geo.v0;
+    uint8_t *risk = risky_tokens(s, w, h, geo.v0);
+    stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
+                       w->row_pop + h * 2 * s->QC, 0};
+    const int failed =
+        !risk || stsa_strata_draw(ql, s->L, geo.v0, s->QC, w->q_sizes + h * s->QC,
+                                  w->q_drop + h * s->QC, risk, w->R,
+                                  stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
+    w->job_status[h] = failed ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
+    if (failed)
+      stsa_fail(&w->job_err[h], STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+    w->groups[h] = got.groups;
+    free(risk);
+  }
+  return stsa_svg2_first_failure(ctx, w, s->H);
+}
+
+/* The bound of head h's candidate from its rows' squared errors and dense
+ * energies ([R] each). */
+static double candidate_bound(const stsa_svg2 *s, const call_work *w, int64_t h,
+                              const double *err, const double *energy, double *scratch) {
+  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->row_pop + h * 2 * s->QC,
+                               w->groups[h]};
+  return stsa_err_bound(&smp, err, energy, scratch, NULL);
+}
+
+/* Under a budget, rel[i * H + h] = the error bound of head h's candidate i.
+ * First every head's configured candidate in one pass over the heads' K/V;
+ * then, for the heads whose bound exceeds the budget, the rest of the
+ * ladder (a head at its configured rule, the common case, profiles one
+ * mask besides dense). */
+stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
+                                  const stsa_svg2_env *env, const call_work *w, int n,
+                                  double budget, const stsa_tensor *q,
+                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                  double *rel) {
+  const int64_t H = s->H, R = w->R;
+  /* the rows' squares, then the bound's scratch: 5 a stratum, 2 QC strata */
+  double *sq =
+      malloc(sizeof(double) * (size_t)((1 + STSA_SVG2_LADDER_MAX) * H * R + 10 * s->QC));
+  int32_t *order = malloc(sizeof(int32_t) * (size_t)(H * R));
+  const int32_t **orders = malloc(sizeof *orders * (size_t)H);
+  int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
+  stsa_status st =
+      sq && order && orders && count
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  double *scratch = sq ? sq + (1 + STSA_SVG2_LADDER_MAX) * H * R : NULL;
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    cluster_order(w, h, s->QC, order + h * R, count);
+    orders[h] = order + h * R;
+  }
+  const stsa_mask *const *masks = (const stsa_mask *const *)w->mask;
+  const stsa_geometry *g = &env->cfg->geometry;
+  if (st == STSA_OK) /* the dense masks, then the first candidates: masks[0 .. 2H) */
+    st = stsa_svg_profile_heads(ctx, g, masks, 2, w->rows, 1, R, orders, q, k, v, b, sq);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++)
+    rel[h] = candidate_bound(s, w, h, sq + (H + h) * R, sq + h * R, scratch);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    if (n < 2 || rel[h] <= budget)
+      continue;
+    const stsa_mask *pm[1 + STSA_SVG2_LADDER_MAX];
+    pm[0] = masks[h];
+    for (int i = 1; i < n; i++)
+      pm[i] = masks[(1 + i) * H + h];
+    st = stsa_svg_profile_head(ctx, g, pm, n, w->rows + h * R, R, orders[h], q, k, v, b,
+                               h, sq);
+    for (int i = 1; st == STSA_OK && i < n; i++)
+      rel[i * H + h] = candidate_bound(s, w, h, sq + i * R, sq, scratch);
+  }
+  free(count);
+  free(orders);
+  free(order);
+  free(sq);
+  return st;
+}
+
+/* Under a deferred bound: every head's dense rows on its drawn rows, kept
+ * with the call's work in a settle_state (*out) for stsa_svg2_settle. */
+stsa_status stsa_svg2_dense_rows_heads(stsa_ctx *ctx, const stsa_svg2 *s,
+                                       const stsa_svg2_env *env, const call_work *w,
+                                       const stsa_tensor *q, const stsa_tensor *k,
+                                       const stsa_tensor *v, int64_t b,
+                                       settle_state **out) {
+  const int64_t H = s->H, R = w->R;
+  settle_state *p = calloc(1, sizeof *p);
+  float *dense_rows = malloc(sizeof(float) * (size_t)(R * H * s->D));
+  double *energy = malloc(sizeof(double) * (size_t)(H * R));
+  stsa_status st =
+      p && dense_rows && energy
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  if (st == STSA_OK)
+    st = stsa_svg_profile_dense_rows(ctx, &env->cfg->geometry,
+                                     (const stsa_mask *const *)w->mask, w->rows, R, q, k,
+                                     v, b, dense_rows, energy);
+  if (st != STSA_OK) {
+    free(p);
+    free(dense_rows);
+    free(energy);
+    return st;
+  }
+  p->b = b;
+  p->dense_rows = dense_rows;
+  p->energy = energy;
+  *out = p;
+  return STSA_OK;
+}
+
+/* The squared errors err[R] of head h's rows in `out` (the call's output of
+ * batch entry b) against the dense rows the plan kept. */
+static void output_errors(const stsa_svg2 *s, const settle_state *p, int64_t h,
+                          const stsa_tensor *out, float *row, double *err) {
+  const int64_t H = s->H, D = s->D, R = p->w.R;
+  for (int64_t r = 0; r < R; r++) {
+    stsa_load_row_f32(stsa_tensor_row(out, p->b, p->w.rows[h * R + r], h), out->dtype,
+                      out->stride[3], D, row);
+    const float *ref = p->dense_rows + (r * H + h) * D;
+    double e = 0;
+    for (int64_t d = 0; d < D; d++)
+      e += ((double)row[d] - ref[d]) * ((double)row[d] - ref[d]);
+    err[r] = e;
+  }
+}
+
+/* Head h past the budget: its ladder's other candidates profiled on its
+ * rows (rel[i * H + h], i >= 1), then stsa_svg2_pick_head's choice in *res. */
+static stsa_status climb_ladder(const stsa_svg2 *s, const stsa_svg2_env *env,
+                                const settle_state *p, int64_t h, const stsa_tensor *q,
+                                const stsa_tensor *k, const stsa_tensor *v, double budget,
+                                double *rel, double *sq, double *scratch, int32_t *order,
+                                int64_t *count, stsa_svg2_head *res) {
+  const int64_t H = s->H, R = p->w.R;
+  const call_work *w = &p->w;
+  if (p->n > 1) {
+    const stsa_mask *pm[1 + STSA_SVG2_LADDER_MAX];
+    pm[0] = w->mask[h];
+    for (int i = 1; i < p->n; i++)
+      pm[i] = w->mask[(1 + i) * H + h];
+    cluster_order(w, h, s->QC, order, count);
+    STSA_TRY(stsa_svg_profile_head(env->ctx, &env->cfg->geometry, pm, p->n,
+                                   w->rows + h * R, R, order, q, k, v, p->b, h, sq));
+    for (int i = 1; i < p->n; i++)
+      rel[i * H + h] = candidate_bound(s, w, h, sq + i * R, sq, scratch);
+  }
+  return stsa_svg2_pick_head(s, env, p->ls, p->b, h, w, p->cand, p->n, rel, budget, res,
+                             &env->ctx->err);
+}
+
+int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b) {
+  return s->pending && s->pending->b == b;
+}
+
+stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int64_t b,
+                             const stsa_tensor *q, const stsa_tensor *k,
+                             const stsa_tensor *v, const stsa_tensor *out,
+                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo) {
+  stsa_ctx *ctx = session_env->ctx;
+  settle_state *p = s->pending;
+  STSA_RETURN_IF(!p || p->b != b, &ctx->err, STSA_ERR_BAD_PARAM,
+                 "svg2: batch entry %lld has no deferred bound to settle", (long long)b);
+  const stsa_svg2_env env = stsa_svg2_call_env(session_env);
+  const int64_t H = s->H, R = p->w.R;
+  /* each row's error, the ladder's squares, the bound's scratch (5 a
+   * stratum, 2 QC strata) */
+  double *err =
+      malloc(sizeof(double) * (size_t)((2 + STSA_SVG2_LADDER_MAX) * R + 10 * s->QC));
+  double *rel = malloc(sizeof(double) * (size_t)(STSA_SVG2_LADDER_MAX * H));
+  float *row = malloc(sizeof(float) * (size_t)s->D);
+  int32_t *order = malloc(sizeof(int32_t) * (size_t)R);
+  int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
+  stsa_status st =
+      err && rel && row && order && count
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  double *sq = err ? err + R : NULL,
+         *scratch = err ? err + (2 + STSA_SVG2_LADDER_MAX) * R : NULL;
+  for (int64_t i = 0; rel && i < STSA_SVG2_LADDER_MAX * H; i++)
+    rel[i] = INFINITY;
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    output_errors(s, p, h, out, row, err);
+    rel[h] = candidate_bound(s, &p->w, h, err, p->energy + h * R, scratch);
+    heads[h] = (stsa_svg2_head){.est_error = (float)rel[h]};
+    redo[h] = !(rel[h] <= max_rel_error);
+    p->ls->first_met[b * H + h] = !redo[h];
+    if (redo[h])
+      st = climb_ladder(s, &env, p, h, q, k, v, max_rel_error, rel, sq, scratch, order,
+                        count, &heads[h]);
+  }
+  if (st != STSA_OK)
+    for (int64_t h = 0; h < H; h++) {
+      stsa_plan_free(heads[h].plan);
+      heads[h].plan = NULL;
+      redo[h] = 0;
+    }
+  free(count);
+  free(order);
+  free(row);
+  free(rel);
+  free(err);
+  stsa_svg2_pending_free(s);
+  return st;
+}

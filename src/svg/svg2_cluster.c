@@ -1,0 +1,146 @@
+/*
+ * svg2_cluster.c — step 1 of an svg2 call: every head's video queries and
+ * keys, gathered as f32 where needed, clustered by k-means (warm from the
+ * layer's centroids), and each query's distance to its centre for the
+ * bound's strata.
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/convert.h"
+#include "core/tensor.h"
+#include "svg/kmeans.h"
+#include "svg/svg2_internal.h"
+
+#define DEFAULT_ITERS_COLD 50
+#define DEFAULT_ITERS_WARM 2
+/* Lloyd stops when no centroid moves more than this (published 1e-4). */
+#define KMEANS_TOL 1e-4
+
+/* Whether k-means cannot read t's rows in place: not f32 with unit
+ * element stride (k-means reads rows ld apart). */
+static int needs_gather(const stsa_tensor *t, int64_t D) {
+  return !(t->dtype == STSA_F32 && t->stride[3] == 1 && t->stride[1] >= D);
+}
+
+/* The video rows of head h of batch entry b as k-means input: the tensor's
+ * own rows where possible, else a gathered f32 copy [L][D] in `buf`. */
+static const float *video_rows(const stsa_tensor *t, int64_t b, int64_t h,
+                               const stsa_geo *geo, int64_t D, float *buf, int64_t *ld) {
+  if (!needs_gather(t, D)) {
+    *ld = t->stride[1];
+    return stsa_tensor_row(t, b, geo->v0, h);
+  }
+  for (int64_t i = 0; i < geo->L; i++)
+    stsa_load_row_f32(stsa_tensor_row(t, b, geo->v0 + i, h), t->dtype, t->stride[3], D,
+                      buf + i * D);
+  *ld = D;
+  return buf;
+}
+
+/* dist[i] = ||x_i - centre of its label||^2 over L rows of D (ld apart). */
+static void centre_distances(const float *x, int64_t ld, int64_t L, int64_t D,
+                             const float *cent, const int32_t *labels, float *dist) {
+  enum { LANES = 8 }; /* independent sums the compiler keeps in vector lanes */
+  for (int64_t i = 0; i < L; i++) {
+    const float *xi = x + i * ld, *c = cent + (int64_t)labels[i] * D;
+    float acc[LANES] = {0};
+    int64_t d = 0;
+    for (; d + LANES <= D; d += LANES)
+      for (int j = 0; j < LANES; j++)
+        acc[j] += (xi[d + j] - c[d + j]) * (xi[d + j] - c[d + j]);
+    for (; d < D; d++)
+      acc[0] += (xi[d] - c[d]) * (xi[d] - c[d]);
+    float sum = 0;
+    for (int j = 0; j < LANES; j++)
+      sum += acc[j];
+    dist[i] = sum;
+  }
+}
+
+/* The session's k-means scratch for `slots` k-means at once. */
+static int reserve_km_slots(stsa_svg2 *s, int slots) {
+  if (slots <= s->km_slots)
+    return 0;
+  stsa_workspace *grown = realloc(s->km_scratch, sizeof *grown * (size_t)slots);
+  if (!grown)
+    return -1;
+  memset(grown + s->km_slots, 0, sizeof *grown * (size_t)(slots - s->km_slots));
+  s->km_scratch = grown;
+  s->km_slots = slots;
+  return 0;
+}
+
+/* Clusters every head's queries and keys (warm from the layer's centroids):
+ * 2 H independent k-means, each deterministic on any thread count. With
+ * enough of them to keep the threads balanced (2 a thread), they run side
+ * by side on one thread each, keys (the larger) first: no k-means has a
+ * serial step then. Else they run one after another on every thread. */
+stsa_status stsa_svg2_cluster_heads(stsa_ctx *ctx, stsa_svg2 *s,
+                                    const stsa_svg_config *cfg, call_work *w,
+                                    const stsa_geo *geo, const stsa_tensor *q,
+                                    const stsa_tensor *k, int64_t b, layer_state *ls,
+                                    int warm, int64_t layer, int video_unchecked) {
+  const int64_t H = s->H, D = s->D, L = s->L, jobs = 2 * H;
+  const int threads = ctx->threads > 0 ? ctx->threads : 1;
+  const int side_by_side = threads > 1 && jobs >= 2 * (int64_t)threads;
+  const int gathers = needs_gather(q, D) || needs_gather(k, D);
+  if (gathers) {
+    w->xbuf = stsa_workspace_get(
+        &s->xbuf, sizeof(float) * (size_t)(side_by_side ? threads : 1) * (size_t)(L * D));
+    STSA_RETURN_IF(!w->xbuf, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  }
+  STSA_RETURN_IF(reserve_km_slots(s, side_by_side ? threads : 1) != 0, &ctx->err,
+                 STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+  const int64_t iters =
+      warm ? (cfg->kmeans_iters_warm ? cfg->kmeans_iters_warm : DEFAULT_ITERS_WARM)
+           : (cfg->kmeans_iters_cold ? cfg->kmeans_iters_cold : DEFAULT_ITERS_COLD);
+#pragma omp parallel for num_threads(side_by_side ? threads : 1) schedule(dynamic, 1)
+  for (int64_t j = 0; j < jobs; j++) {
+    const int keys = j < H;
+    const int64_t h = keys ? j : j - H, slot = b * H + h;
+    const stsa_tensor *t = keys ? k : q;
+    const int slot_of_thread = side_by_side ? omp_get_thread_num() : 0;
+    float *buf = gathers ? w->xbuf + (int64_t)slot_of_thread * L * D : NULL;
+    int64_t ld = 0;
+    const float *x = video_rows(t, b, h, geo, D, buf, &ld);
+    uint64_t seed = cfg->seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
+                    ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
+    if (keys)
+      seed ^= 0x6b6579736b657973ull; /* "keys" */
+    /* finite_checked: the session checked q and k before this call, or
+     * left their video rows to this k-means (env->video_unchecked) */
+    stsa_kmeans_args a = {x,
+                          L,
+                          (int)D,
+                          ld,
+                          keys ? s->KC : s->QC,
+                          warm,
+                          (int)iters,
+                          KMEANS_TOL,
+                          seed,
+                          !video_unchecked,
+                          side_by_side ? 1 : threads,
+                          &w->job_err[j],
+                          NULL,
+                          &s->km_scratch[slot_of_thread]};
+    float *cent = keys ? ls->kc + slot * s->KC * D : ls->qc + slot * s->QC * D;
+    int32_t *labels = (keys ? ls->lk : ls->lq) + slot * L;
+    a.hint = warm ? labels : NULL; /* the layer's last labels, overwritten */
+    int64_t *sizes = keys ? w->k_sizes + h * s->KC : w->q_sizes + h * s->QC;
+    w->job_status[j] = stsa_kmeans(ctx, &a, cent, labels, sizes, NULL);
+    if (!keys && w->q_spread && w->job_status[j] == STSA_OK)
+      centre_distances(x, ld, L, D, cent, labels, w->q_spread + h * L);
+  }
+  int64_t j = 0;
+  while (j < jobs && w->job_status[j] == STSA_OK)
+    j++;
+  /* NaN/Inf in q or k: the message of the session's scan (the first bad row
+   * of q, then of k), not a k-means point's */
+  if (j < jobs && w->job_status[j] == STSA_ERR_NONFINITE && video_unchecked) {
+    STSA_TRY(stsa_check_finite_tokens(q, "q", 0, q->shape[1], threads, &ctx->err));
+    STSA_TRY(stsa_check_finite_tokens(k, "k", 0, k->shape[1], threads, &ctx->err));
+  }
+  return stsa_svg2_first_failure(ctx, w, jobs);
+}

@@ -1,0 +1,185 @@
+/*
+ * svg2_select.c — steps 2 and 4 of an svg2 call: the candidates' selections
+ * (the configured rule, then the ladder of larger top-p values or key
+ * budgets under a budget) and their masks; then the candidate a head runs
+ * and its cluster plan, cached per (layer, head).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "mask/cluster_plan.h"
+#include "mask/mask.h"
+#include "svg/select.h"
+#include "svg/svg2_internal.h"
+
+#define DEFAULT_MIN_FRACTION 0.10
+/* The budget ladder: top-p values tried after the configured one. */
+static const double TOP_P_LADDER[] = {0.95, 0.98, 0.995};
+
+/* Labels by native token: video tokens their cluster's, text -1. */
+static void native_labels(const stsa_geo *geo, const int32_t *video, int32_t *out) {
+  for (int64_t i = 0; i < geo->N; i++)
+    out[i] = -1;
+  memcpy(out + geo->v0, video, sizeof(int32_t) * (size_t)geo->L);
+}
+
+/* The candidates a head is evaluated at: the configured rule first, then
+ * (under a budget) larger top-p values, or doubled key budgets. */
+int stsa_svg2_ladder(int64_t L, double budget, const stsa_select_args *base,
+                     stsa_select_args *cand) {
+  int n = 0;
+  cand[n++] = *base;
+  if (!(budget > 0))
+    return n;
+  if (base->top_p > 0) {
+    for (size_t i = 0;
+         i < sizeof TOP_P_LADDER / sizeof *TOP_P_LADDER && n < STSA_SVG2_LADDER_MAX; i++)
+      if (TOP_P_LADDER[i] > base->top_p) {
+        cand[n] = *base;
+        cand[n++].top_p = TOP_P_LADDER[i];
+      }
+  } else {
+    for (int64_t keys = base->key_budget * 2; n < STSA_SVG2_LADDER_MAX && keys < 2 * L;
+         keys *= 2) {
+      cand[n] = *base;
+      cand[n++].key_budget = keys;
+    }
+  }
+  return n;
+}
+
+/* The rule of the config for a head's centroids (kv_sizes, centroids set
+ * by the caller). */
+stsa_select_args stsa_svg2_base_rule(const stsa_svg2 *s, const stsa_svg_config *cfg) {
+  const double min_frac =
+      cfg->min_kv_fraction > 0 ? cfg->min_kv_fraction : DEFAULT_MIN_FRACTION;
+  stsa_select_args a = {s->QC,
+                        s->KC,
+                        (int)s->D,
+                        NULL,
+                        NULL,
+                        NULL,
+                        1.0 / sqrt((double)s->D),
+                        cfg->top_p,
+                        (int64_t)ceil(cfg->density * (double)s->L),
+                        (int64_t)floor(min_frac * (double)s->KC)};
+  return a;
+}
+
+/* What the bound's row draw needs of head h's first candidate: the mass
+ * (centroid probabilities) each query cluster's selection drops, by which
+ * its strata group the clusters, and the density it plans, by which the
+ * call's rows are sized. */
+static void planned_selection(const stsa_svg2 *s, call_work *w, int64_t h,
+                              const double *prob) {
+  const uint8_t *keep = stsa_svg2_keep_of(w, h, 0);
+  const int64_t *qs = w->q_sizes + h * s->QC, *ks = w->k_sizes + h * s->KC;
+  double pairs = 0;
+  for (int64_t c = 0; c < s->QC; c++) {
+    double drop = 0, keys = 0;
+    for (int64_t j = 0; j < s->KC; j++) {
+      const int kept = keep[c * s->KC + j];
+      drop += kept ? 0 : prob[c * s->KC + j];
+      keys += kept ? (double)ks[j] : 0;
+    }
+    w->q_drop[h * s->QC + c] = drop;
+    pairs += (double)qs[c] * keys;
+  }
+  w->planned[h] = s->L > 0 ? pairs / ((double)s->L * (double)s->L) : 1.0;
+}
+
+/* Phase 1 for head h, after its clusters: the candidates' keep maps and
+ * masks, from the probabilities in prob ([QC][KC], the thread's). Failures
+ * go to err (heads run side by side). */
+stsa_status stsa_svg2_select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
+                                  const layer_state *ls, int64_t b, int64_t h,
+                                  double budget, call_work *w, double *prob,
+                                  stsa_errbuf *err) {
+  const stsa_svg_config *cfg = env->cfg;
+  const stsa_geometry *g = &cfg->geometry;
+  stsa_geo geo;
+  stsa_geo_init(&geo, g);
+  const int64_t slot = b * s->H + h, D = s->D, H = s->H;
+  float *qc = ls->qc + slot * s->QC * D, *kc = ls->kc + slot * s->KC * D;
+  int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
+  native_labels(&geo, ls->lq + slot * s->L, ql);
+  native_labels(&geo, ls->lk + slot * s->L, kl);
+  stsa_select_args base = stsa_svg2_base_rule(s, cfg);
+  base.qc = qc;
+  base.kc = kc;
+  base.kv_sizes = w->k_sizes + h * s->KC;
+  stsa_select_args cand[STSA_SVG2_LADDER_MAX];
+  const int ncand = stsa_svg2_ladder(s->L, budget, &base, cand);
+  STSA_RETURN_IF(stsa_select_probs(&base, prob) != 0, err, STSA_ERR_OUT_OF_MEMORY,
+                 "svg2: out of memory");
+  stsa_mask *text = NULL;
+  stsa_status mst = stsa_mask_text(g, &text);
+  STSA_RETURN_IF(mst != STSA_OK, err, mst, "svg2: text mask: %s", stsa_status_str(mst));
+  stsa_status st = STSA_OK;
+  for (int i = 0; i < ncand && st == STSA_OK; i++) {
+    stsa_mask *rect = NULL;
+    if (stsa_select_keep(&cand[i], prob, stsa_svg2_keep_of(w, h, i)) != 0)
+      st = stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
+    if (st == STSA_OK)
+      st = stsa_mask_clusters(ql, geo.N, s->QC, kl, geo.N, s->KC,
+                              stsa_svg2_keep_of(w, h, i), &rect);
+    if (st == STSA_OK)
+      st = stsa_mask_or(rect, text, &w->mask[(1 + i) * H + h]);
+    if (st != STSA_OK && !err->text[0])
+      stsa_fail(err, st, "svg2: cluster mask: %s", stsa_status_str(st));
+    stsa_mask_free(rect);
+  }
+  stsa_mask_free(text);
+  if (st == STSA_OK)
+    planned_selection(s, w, h, prob);
+  return st;
+}
+
+static uint64_t selection_sig(const call_work *w, int64_t h, const uint8_t *keep) {
+  uint64_t sig = stsa_hash_mix(0x5356473275ull, (uint64_t)w->pack_align);
+  sig = stsa_hash_bytes(sig, w->q_label + h * w->N, sizeof(int32_t) * (size_t)w->N);
+  sig = stsa_hash_bytes(sig, w->k_label + h * w->N, sizeof(int32_t) * (size_t)w->N);
+  return stsa_hash_bytes(sig, keep, (size_t)w->QK);
+}
+
+/* Phase 3 for head h: the first candidate within the budget (else dense),
+ * and its plan, reused while labels and selection are those of the
+ * layer's last call. */
+stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
+                                layer_state *ls, int64_t b, int64_t h, const call_work *w,
+                                const stsa_select_args *cand, int n, const double *rel,
+                                double budget, stsa_svg2_head *res, stsa_errbuf *err) {
+  const stsa_geometry *g = &env->cfg->geometry;
+  const int64_t slot = b * s->H + h, H = s->H, N = w->N;
+  int pick = 0;
+  if (budget > 0)
+    while (pick < n && rel[pick * H + h] > budget)
+      pick++;
+  *res = (stsa_svg2_head){0};
+  if (pick == n) { /* nothing sparse met the budget */
+    res->budget = STSA_BUDGET_DENSE;
+    res->est_error = (float)rel[(n - 1) * H + h];
+    return STSA_OK;
+  }
+  res->budget = pick > 0 ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE;
+  res->est_error = (float)rel[pick * H + h];
+  res->top_p = (float)cand[pick].top_p;
+  const uint8_t *keep = stsa_svg2_keep_of(w, h, pick);
+  const uint64_t sig = selection_sig(w, h, keep);
+  if (!ls->plans[slot] || ls->sig[slot] != sig) {
+    stsa_cluster_layout lay = {
+        g,    s->QC,       s->KC,        w->q_label + h * N, w->k_label + h * N,
+        keep, env->q_tile, env->kv_tile, w->pack_align};
+    stsa_plan *plan = NULL;
+    STSA_TRY(
+        stsa_cluster_plan_build(env->ctx, &lay, w->mask[(1 + pick) * H + h], &plan, err));
+    stsa_plan_free(ls->plans[slot]);
+    ls->plans[slot] = plan;
+    ls->sig[slot] = sig;
+  }
+  res->plan = stsa_plan_ref(ls->plans[slot]);
+  res->density =
+      (float)((double)ls->plans[slot]->parts[0].kept_pairs / ((double)N * (double)N));
+  return STSA_OK;
+}
