@@ -5,9 +5,18 @@ random weights: nothing is downloaded), with diffusers' SDPA and with stsa
 
     python bench/e2e/wan_step.py --frames 5 --height 30 --width 52 --blocks 2 --rounds 2
 
+The 480p geometry, both dtypes in one process, 1 thread, no warm-up call for
+the modes that keep no state between calls (a dense 480p call is minutes):
+
+    python bench/e2e/wan_step.py --frames 21 --height 30 --width 52 --blocks 1 \
+        --rounds 1 --dtypes f32,bf16 --modes sdpa,stsa-dense,svg,svg2 \
+        --warmup svg,svg2 --threads 1
+
 One transformer call per step and mode (a CFG pipeline makes two; the
 extrapolation counts them), after one untimed call of the same mode (a
-warm-up: SVG2's k-means seeds its clusters there). The self-attention time
+warm-up: SVG2's k-means seeds its clusters there; --warmup names the modes
+that get one). Every round runs every dtype and mode once, interleaved; a
+progress line per timed call goes to stderr. The self-attention time
 of each call is measured inside it (stsa: handle.stats(); SDPA: a
 TorchFunctionMode timing the calls whose q and k have the same length),
 so the attention share of the step is measured, not assumed.
@@ -26,6 +35,7 @@ the text encoder and the VAE are not counted. Prints a table and, with
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -61,10 +71,10 @@ class SelfAttentionTimer(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def model_and_inputs(args):
+def model_and_inputs(args, dtype_name):
     from diffusers import WanTransformer3DModel
     torch.manual_seed(0)
-    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
     model = WanTransformer3DModel(**{**WAN_1_3B, "num_layers": args.blocks}).eval().to(dtype)
     with torch.no_grad():
         for p in model.parameters():
@@ -97,15 +107,17 @@ def alone(model, latents, blocks):
     return (time.perf_counter() - start) * 1e3
 
 
-def timed(mode, model, latents, text):
-    """(step ms, self-attention ms, dense and sparse calls) of one warm call;
-    for "stsa-alone", (0, the calls' ms outside a step, blocks, 0)."""
+def timed(mode, model, latents, text, warm):
+    """(step ms, self-attention ms, dense and sparse calls) of one call, after
+    an untimed one when warm; for "stsa-alone", (0, the calls' ms outside a
+    step, blocks, 0)."""
     import stsa.diffusers
     if mode == "stsa-alone":
         blocks = model.config.num_layers
         return 0.0, alone(model, latents, blocks), blocks, 0
     if mode == "sdpa":
-        one_step(model, latents, text, 900)
+        if warm:
+            one_step(model, latents, text, 900)
         timer = SelfAttentionTimer()
         start = time.perf_counter()
         with timer:
@@ -114,7 +126,8 @@ def timed(mode, model, latents, text):
     method = "dense" if mode == "stsa-dense" else mode
     handle = stsa.diffusers.enable(model, method=method, dense_steps=0, dense_layers=0)
     try:
-        one_step(model, latents, text, 900)
+        if warm:
+            one_step(model, latents, text, 900)
         start = time.perf_counter()
         one_step(model, latents, text, 800)
         ms = (time.perf_counter() - start) * 1e3
@@ -151,37 +164,20 @@ def extrapolate(rows, grid, blocks):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--frames", type=int, default=5, help="latent frames (tokens)")
-    ap.add_argument("--height", type=int, default=30, help="token rows (latent / 2)")
-    ap.add_argument("--width", type=int, default=52, help="token columns (latent / 2)")
-    ap.add_argument("--blocks", type=int, default=2, help="transformer blocks (Wan: 30)")
-    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--modes", default="sdpa,stsa-dense,stsa-alone,svg,svg2",
-                    help="stsa-alone: the self-attention calls of stsa-dense outside a step")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    model, latents, text = model_and_inputs(args)
-    modes = args.modes.split(",")
-    samples = {m: [] for m in modes}
-    for r in range(args.rounds):
-        for m in modes:  # interleaved: every mode once per round
-            samples[m].append(timed(m, model, latents, text))
+def report(args, dtype, samples):
+    """Prints one dtype's table (medians over the rounds) and extrapolation."""
     grid = (args.frames, args.height, args.width)
     n = grid[0] * grid[1] * grid[2]
     rows = {}
     print(f"Wan 1.3B architecture, {args.blocks} blocks, {n} tokens "
-          f"({args.frames} x {args.height} x {args.width}), {args.dtype}, "
+          f"({args.frames} x {args.height} x {args.width}), {dtype}, "
           f"{torch.get_num_threads()} threads, {args.rounds} rounds interleaved (medians)")
     print(f"{'mode':12s} {'step ms':>10s} {'self-attn ms':>13s} {'share':>6s} "
           f"{'vs sdpa':>8s} calls")
-    for m in modes:
-        step = statistics.median(s[0] for s in samples[m])
-        attn = statistics.median(s[1] for s in samples[m])
-        rows[m] = dict(mode=m, step_ms=step, attn_ms=attn, dense_calls=samples[m][-1][2],
-                       sparse_calls=samples[m][-1][3], steps=[s[0] for s in samples[m]])
+    for m, runs in samples.items():
+        rows[m] = dict(mode=m, step_ms=statistics.median(s[0] for s in runs),
+                       attn_ms=statistics.median(s[1] for s in runs), dense_calls=runs[-1][2],
+                       sparse_calls=runs[-1][3], steps=[s[0] for s in runs])
     inside = rows.pop("stsa-alone", None)
     if inside and "stsa-dense" in rows:
         print(f"stsa dense self-attention inside the step / alone: "
@@ -193,12 +189,50 @@ def main():
               f"{row['attn_ms'] / row['step_ms']:6.0%} {speed:7.2f}x "
               f"{row['dense_calls']} dense, {row['sparse_calls']} sparse")
         if args.json:
-            print(json.dumps({**row, "tokens": n, "blocks": args.blocks, "dtype": args.dtype,
+            print(json.dumps({**row, "tokens": n, "blocks": args.blocks, "dtype": dtype,
                               "threads": torch.get_num_threads()}))
     if "sdpa" in rows:
         print("extrapolated whole generation (50 steps, CFG, 30 blocks; see the docstring):")
         for (name, m), seconds in sorted(extrapolate(rows, grid, args.blocks).items()):
             print(f"  {name:18s} {m:12s} {seconds / 3600:8.1f} h")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--frames", type=int, default=5, help="latent frames (tokens)")
+    ap.add_argument("--height", type=int, default=30, help="token rows (latent / 2)")
+    ap.add_argument("--width", type=int, default=52, help="token columns (latent / 2)")
+    ap.add_argument("--blocks", type=int, default=2, help="transformer blocks (Wan: 30)")
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                    help="one dtype (--dtypes overrides it)")
+    ap.add_argument("--dtypes", help="several, interleaved in each round: f32,bf16")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--modes", default="sdpa,stsa-dense,stsa-alone,svg,svg2",
+                    help="stsa-alone: the self-attention calls of stsa-dense outside a step")
+    ap.add_argument("--warmup", default="all",
+                    help="the modes that get an untimed call first: all, none or a list")
+    ap.add_argument("--threads", type=int,
+                    help="torch.set_num_threads (stsa follows torch's count)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtypes = (args.dtypes or args.dtype).split(",")
+    modes = args.modes.split(",")
+    warm = set(modes if args.warmup == "all" else
+               [] if args.warmup == "none" else args.warmup.split(","))
+    setups = {d: model_and_inputs(args, d) for d in dtypes}
+    samples = {d: {m: [] for m in modes} for d in dtypes}
+    for r in range(args.rounds):
+        for d in dtypes:  # interleaved: every dtype and mode once per round
+            for m in modes:
+                sample = timed(m, *setups[d], m in warm)
+                samples[d][m].append(sample)
+                print(f"{time.strftime('%H:%M:%S')} round {r + 1} {d} {m}: step "
+                      f"{sample[0] / 1e3:.1f} s, self-attention {sample[1] / 1e3:.1f} s",
+                      file=sys.stderr, flush=True)
+    for d in dtypes:
+        report(args, d, samples[d])
 
 
 if __name__ == "__main__":
