@@ -167,11 +167,13 @@ class Handle:
 
     # ------------------------------------------------------------ policy
     def _config(self):
-        """Density, dense steps and layers, ...: the preset's, then the
-        overrides."""
+        """Density, dense steps and layers, sampled rows, sink frames: the
+        preset's (CogVideoX's profile samples 32 rows, the others 64), then
+        the overrides."""
         cfg = preset_config(self.preset)
         settings = dict(density=cfg.density, dense_steps=cfg.dense_steps,
-                        dense_layers=cfg.dense_layers)
+                        dense_layers=cfg.dense_layers, sample_rows=cfg.sample_rows,
+                        sink_frames=cfg.sink_frames)
         if self.method in _TOP_P_METHODS:
             # SVG2 and auto keep a top-p (0.9), not SVG's window density
             # (density= among the overrides asks for SVG2's key budget)
@@ -187,9 +189,8 @@ class Handle:
         svg = self._sessions.get((geometry, self.preset))
         if svg is None:
             settings = self._config()
-            settings.setdefault("sample_rows", 64)
             settings["sample_rows"] = min(int(settings["sample_rows"]), geometry.video_tokens)
-            settings["sink_frames"] = min(int(settings.get("sink_frames", 1)), geometry.frames)
+            settings["sink_frames"] = min(int(settings["sink_frames"]), geometry.frames)
             settings.setdefault("threads", torch.get_num_threads())
             svg = METHODS[self.method](geometry, max_error=self.max_error, **settings)
             self._sessions[(geometry, self.preset)] = svg
