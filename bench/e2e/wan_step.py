@@ -10,7 +10,7 @@ the modes that keep no state between calls (a dense 480p call is minutes):
 
     python bench/e2e/wan_step.py --frames 21 --height 30 --width 52 --blocks 1 \
         --rounds 1 --dtypes f32,bf16 --modes sdpa,stsa-dense,svg,svg2 \
-        --warmup svg,svg2 --threads 1
+        --warmup svg2 --threads 1 --clock cpu
 
 One transformer call per step and mode (a CFG pipeline makes two; the
 extrapolation counts them), after one untimed call of the same mode (a
@@ -19,7 +19,11 @@ that get one). Every round runs every dtype and mode once, interleaved; a
 progress line per timed call goes to stderr. The self-attention time
 of each call is measured inside it (stsa: handle.stats(); SDPA: a
 TorchFunctionMode timing the calls whose q and k have the same length),
-so the attention share of the step is measured, not assumed.
+so the attention share of the step is measured, not assumed. Each time is
+taken twice: wall-clock and the process's CPU time (time.process_time, all
+its threads). With 1 thread on cores other processes share, the CPU time is
+the work itself and the wall time adds the waits for a core; --clock picks
+the one the table and the extrapolation use (the JSON lines hold both).
 
 The extrapolation to a whole generation assumes: the non-attention work of
 a block (projections, FFN, cross-attention with 512 text tokens, norms)
@@ -53,20 +57,31 @@ def _arg(args, kwargs, i, name):
     return args[i] if len(args) > i else kwargs[name]
 
 
+def clocks():
+    """(wall, CPU) now, in ms."""
+    return time.perf_counter() * 1e3, time.process_time() * 1e3
+
+
+def since(start):
+    """(wall, CPU) ms since start = clocks()."""
+    return tuple(now - then for now, then in zip(clocks(), start))
+
+
 class SelfAttentionTimer(TorchFunctionMode):
     """Times SDPA calls whose q and k have the same length (self-attention)."""
 
     def __init__(self):
         super().__init__()
-        self.ms = 0.0
+        self.ms = self.cpu_ms = 0.0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.nn.functional.scaled_dot_product_attention and \
                 _arg(args, kwargs, 0, "query").shape[-2] == _arg(args, kwargs, 1, "key").shape[-2]:
-            start = time.perf_counter()
+            start = clocks()
             out = func(*args, **kwargs)
-            self.ms += (time.perf_counter() - start) * 1e3
+            wall, cpu = since(start)
+            self.ms, self.cpu_ms = self.ms + wall, self.cpu_ms + cpu
             return out
         return func(*args, **kwargs)
 
@@ -101,38 +116,43 @@ def alone(model, latents, blocks):
     shape = (1, n, cfg.num_attention_heads, cfg.attention_head_dim)
     q, k, v = (torch.randn(shape, dtype=latents.dtype).transpose(1, 2) for _ in range(3))
     stsa.attention(q, k, v, layout="bhsd", threads=torch.get_num_threads())  # warm
-    start = time.perf_counter()
+    start = clocks()
     for _ in range(blocks):
         stsa.attention(q, k, v, layout="bhsd", threads=torch.get_num_threads())
-    return (time.perf_counter() - start) * 1e3
+    return since(start)
+
+
+def sample(step, attn, dense_calls, sparse_calls):
+    """One timed call: step and self-attention (wall, CPU) ms, the calls."""
+    return dict(step_ms=step[0], attn_ms=attn[0], step_cpu_ms=step[1], attn_cpu_ms=attn[1],
+                dense_calls=dense_calls, sparse_calls=sparse_calls)
 
 
 def timed(mode, model, latents, text, warm):
-    """(step ms, self-attention ms, dense and sparse calls) of one call, after
-    an untimed one when warm; for "stsa-alone", (0, the calls' ms outside a
-    step, blocks, 0)."""
+    """sample() of one call, after an untimed one when warm; for
+    "stsa-alone", the self-attention calls' ms outside a step."""
     import stsa.diffusers
     if mode == "stsa-alone":
         blocks = model.config.num_layers
-        return 0.0, alone(model, latents, blocks), blocks, 0
+        return sample((0.0, 0.0), alone(model, latents, blocks), blocks, 0)
     if mode == "sdpa":
         if warm:
             one_step(model, latents, text, 900)
         timer = SelfAttentionTimer()
-        start = time.perf_counter()
+        start = clocks()
         with timer:
             one_step(model, latents, text, 800)
-        return (time.perf_counter() - start) * 1e3, timer.ms, 0, 0
+        return sample(since(start), (timer.ms, timer.cpu_ms), 0, 0)
     method = "dense" if mode == "stsa-dense" else mode
     handle = stsa.diffusers.enable(model, method=method, dense_steps=0, dense_layers=0)
     try:
         if warm:
             one_step(model, latents, text, 900)
-        start = time.perf_counter()
+        start = clocks()
         one_step(model, latents, text, 800)
-        ms = (time.perf_counter() - start) * 1e3
+        step = since(start)
         stat = handle.stats()[-1]
-        return ms, stat.ms, stat.dense_calls, stat.sparse_calls
+        return sample(step, (stat.ms, stat.cpu_ms), stat.dense_calls, stat.sparse_calls)
     finally:
         handle.disable()
 
@@ -169,15 +189,20 @@ def report(args, dtype, samples):
     grid = (args.frames, args.height, args.width)
     n = grid[0] * grid[1] * grid[2]
     rows = {}
+    clock = "" if args.clock == "wall" else "_cpu"
     print(f"Wan 1.3B architecture, {args.blocks} blocks, {n} tokens "
           f"({args.frames} x {args.height} x {args.width}), {dtype}, "
-          f"{torch.get_num_threads()} threads, {args.rounds} rounds interleaved (medians)")
+          f"{torch.get_num_threads()} threads, {args.rounds} rounds interleaved (medians), "
+          f"{args.clock} time")
     print(f"{'mode':12s} {'step ms':>10s} {'self-attn ms':>13s} {'share':>6s} "
           f"{'vs sdpa':>8s} calls")
     for m, runs in samples.items():
-        rows[m] = dict(mode=m, step_ms=statistics.median(s[0] for s in runs),
-                       attn_ms=statistics.median(s[1] for s in runs), dense_calls=runs[-1][2],
-                       sparse_calls=runs[-1][3], steps=[s[0] for s in runs])
+        # step_ms / attn_ms: the chosen clock's medians (the table's and the
+        # extrapolation's); the other clock's and every sample in the JSON
+        rows[m] = dict(mode=m, step_ms=statistics.median(s["step" + clock + "_ms"] for s in runs),
+                       attn_ms=statistics.median(s["attn" + clock + "_ms"] for s in runs),
+                       dense_calls=runs[-1]["dense_calls"],
+                       sparse_calls=runs[-1]["sparse_calls"], clock=args.clock, samples=runs)
     inside = rows.pop("stsa-alone", None)
     if inside and "stsa-dense" in rows:
         print(f"stsa dense self-attention inside the step / alone: "
@@ -213,6 +238,9 @@ def main():
                     help="the modes that get an untimed call first: all, none or a list")
     ap.add_argument("--threads", type=int,
                     help="torch.set_num_threads (stsa follows torch's count)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="the time the table and the extrapolation use (cpu: the process's "
+                         "CPU time, for 1 thread on shared cores)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.threads:
@@ -226,11 +254,12 @@ def main():
     for r in range(args.rounds):
         for d in dtypes:  # interleaved: every dtype and mode once per round
             for m in modes:
-                sample = timed(m, *setups[d], m in warm)
-                samples[d][m].append(sample)
+                s = timed(m, *setups[d], m in warm)
+                samples[d][m].append(s)
                 print(f"{time.strftime('%H:%M:%S')} round {r + 1} {d} {m}: step "
-                      f"{sample[0] / 1e3:.1f} s, self-attention {sample[1] / 1e3:.1f} s",
-                      file=sys.stderr, flush=True)
+                      f"{s['step_ms'] / 1e3:.1f} s (CPU {s['step_cpu_ms'] / 1e3:.1f} s), "
+                      f"self-attention {s['attn_ms'] / 1e3:.1f} s "
+                      f"(CPU {s['attn_cpu_ms'] / 1e3:.1f} s)", file=sys.stderr, flush=True)
     for d in dtypes:
         report(args, d, samples[d])
 

@@ -48,7 +48,7 @@ def test_calls_turn_sparse_after_the_dense_steps(kind):
     n = handle.layers
     assert rows == [(0, 0, 2 * n, 0), (0, 1, 2 * n, 0), (0, 2, 2, 2 * (n - 1)), (1, 0, n, 0)]
     sparse = handle.stats()[2]
-    assert 0 < sparse.density < 1 and sparse.est_error > 0 and sparse.ms > 0
+    assert 0 < sparse.density < 1 and sparse.est_error > 0 and sparse.ms > 0 < sparse.cpu_ms
     handle.disable()
 
 

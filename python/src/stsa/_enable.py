@@ -47,6 +47,9 @@ class StepStats:
     density: float = 0.0    # mean kept fraction of the sparse calls
     est_error: float = 0.0  # largest estimated relative error of a sparse call's heads
     ms: float = 0.0         # time in stsa's attention calls
+    # CPU time of the process in those calls (all its threads): on cores
+    # other processes share, the work itself, where ms also counts the waits
+    cpu_ms: float = 0.0
     why: tuple = ()
     # heads of the session's calls (batch entries x heads, policy-dense calls
     # not counted) whose budget widened the mask (raised) or sent them dense
@@ -220,7 +223,7 @@ class Handle:
             stat.why = tuple(sorted(set(stat.why) | {why}))
             return _SDPA(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                          is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         if real is None:
             out = self._run(layer, query, key, value, scale, stat)
         else:
@@ -235,6 +238,7 @@ class Handle:
                                                     layout="bhsd", scale=scale,
                                                     threads=torch.get_num_threads())
         stat.ms += (time.perf_counter() - start) * 1e3
+        stat.cpu_ms += (time.process_time() - cpu_start) * 1e3
         return out
 
     def _unsupported(self, query, key, value, dropout_p, is_causal, enable_gqa):
