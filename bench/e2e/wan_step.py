@@ -122,10 +122,11 @@ def alone(model, latents, blocks):
     return since(start)
 
 
-def sample(step, attn, dense_calls, sparse_calls):
-    """One timed call: step and self-attention (wall, CPU) ms, the calls."""
+def sample(step, attn, dense_calls, sparse_calls, density=1.0):
+    """One timed call: step and self-attention (wall, CPU) ms, the calls and
+    the sparse calls' mean density."""
     return dict(step_ms=step[0], attn_ms=attn[0], step_cpu_ms=step[1], attn_cpu_ms=attn[1],
-                dense_calls=dense_calls, sparse_calls=sparse_calls)
+                dense_calls=dense_calls, sparse_calls=sparse_calls, density=density)
 
 
 def timed(mode, model, latents, text, warm):
@@ -152,7 +153,8 @@ def timed(mode, model, latents, text, warm):
         one_step(model, latents, text, 800)
         step = since(start)
         stat = handle.stats()[-1]
-        return sample(step, (stat.ms, stat.cpu_ms), stat.dense_calls, stat.sparse_calls)
+        return sample(step, (stat.ms, stat.cpu_ms), stat.dense_calls, stat.sparse_calls,
+                      stat.density if stat.sparse_calls else 1.0)
     finally:
         handle.disable()
 
@@ -202,7 +204,9 @@ def report(args, dtype, samples):
         rows[m] = dict(mode=m, step_ms=statistics.median(s["step" + clock + "_ms"] for s in runs),
                        attn_ms=statistics.median(s["attn" + clock + "_ms"] for s in runs),
                        dense_calls=runs[-1]["dense_calls"],
-                       sparse_calls=runs[-1]["sparse_calls"], clock=args.clock, samples=runs)
+                       sparse_calls=runs[-1]["sparse_calls"],
+                       density=statistics.median(s["density"] for s in runs), clock=args.clock,
+                       samples=runs)
     inside = rows.pop("stsa-alone", None)
     if inside and "stsa-dense" in rows:
         print(f"stsa dense self-attention inside the step / alone: "
@@ -212,7 +216,8 @@ def report(args, dtype, samples):
         speed = rows["sdpa"]["step_ms"] / row["step_ms"] if "sdpa" in rows else float("nan")
         print(f"{m:12s} {row['step_ms']:10.0f} {row['attn_ms']:13.0f} "
               f"{row['attn_ms'] / row['step_ms']:6.0%} {speed:7.2f}x "
-              f"{row['dense_calls']} dense, {row['sparse_calls']} sparse")
+              f"{row['dense_calls']} dense, {row['sparse_calls']} sparse "
+              f"(density {row['density']:.2f})")
         if args.json:
             print(json.dumps({**row, "tokens": n, "blocks": args.blocks, "dtype": dtype,
                               "threads": torch.get_num_threads()}))
@@ -259,7 +264,8 @@ def main():
                 print(f"{time.strftime('%H:%M:%S')} round {r + 1} {d} {m}: step "
                       f"{s['step_ms'] / 1e3:.1f} s (CPU {s['step_cpu_ms'] / 1e3:.1f} s), "
                       f"self-attention {s['attn_ms'] / 1e3:.1f} s "
-                      f"(CPU {s['attn_cpu_ms'] / 1e3:.1f} s)", file=sys.stderr, flush=True)
+                      f"(CPU {s['attn_cpu_ms'] / 1e3:.1f} s), density {s['density']:.2f}",
+                      file=sys.stderr, flush=True)
     for d in dtypes:
         report(args, d, samples[d])
 
