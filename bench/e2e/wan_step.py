@@ -5,12 +5,25 @@ random weights: nothing is downloaded), with diffusers' SDPA and with stsa
 
     python bench/e2e/wan_step.py --frames 5 --height 30 --width 52 --blocks 2 --rounds 2
 
+The 480p geometry, both dtypes in one process, 1 thread, no warm-up call for
+the modes that keep no state between calls (a dense 480p call is minutes):
+
+    python bench/e2e/wan_step.py --frames 21 --height 30 --width 52 --blocks 1 \
+        --rounds 1 --dtypes f32,bf16 --modes sdpa,stsa-dense,svg,svg2 \
+        --warmup svg2 --threads 1 --clock cpu
+
 One transformer call per step and mode (a CFG pipeline makes two; the
 extrapolation counts them), after one untimed call of the same mode (a
-warm-up: SVG2's k-means seeds its clusters there). The self-attention time
+warm-up: SVG2's k-means seeds its clusters there; --warmup names the modes
+that get one). Every round runs every dtype and mode once, interleaved; a
+progress line per timed call goes to stderr. The self-attention time
 of each call is measured inside it (stsa: handle.stats(); SDPA: a
 TorchFunctionMode timing the calls whose q and k have the same length),
-so the attention share of the step is measured, not assumed.
+so the attention share of the step is measured, not assumed. Each time is
+taken twice: wall-clock and the process's CPU time (time.process_time, all
+its threads). With 1 thread on cores other processes share, the CPU time is
+the work itself and the wall time adds the waits for a core; --clock picks
+the one the table and the extrapolation use (the JSON lines hold both).
 
 The extrapolation to a whole generation assumes: the non-attention work of
 a block (projections, FFN, cross-attention with 512 text tokens, norms)
@@ -26,6 +39,7 @@ the text encoder and the VAE are not counted. Prints a table and, with
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -43,28 +57,39 @@ def _arg(args, kwargs, i, name):
     return args[i] if len(args) > i else kwargs[name]
 
 
+def clocks():
+    """(wall, CPU) now, in ms."""
+    return time.perf_counter() * 1e3, time.process_time() * 1e3
+
+
+def since(start):
+    """(wall, CPU) ms since start = clocks()."""
+    return tuple(now - then for now, then in zip(clocks(), start))
+
+
 class SelfAttentionTimer(TorchFunctionMode):
     """Times SDPA calls whose q and k have the same length (self-attention)."""
 
     def __init__(self):
         super().__init__()
-        self.ms = 0.0
+        self.ms = self.cpu_ms = 0.0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.nn.functional.scaled_dot_product_attention and \
                 _arg(args, kwargs, 0, "query").shape[-2] == _arg(args, kwargs, 1, "key").shape[-2]:
-            start = time.perf_counter()
+            start = clocks()
             out = func(*args, **kwargs)
-            self.ms += (time.perf_counter() - start) * 1e3
+            wall, cpu = since(start)
+            self.ms, self.cpu_ms = self.ms + wall, self.cpu_ms + cpu
             return out
         return func(*args, **kwargs)
 
 
-def model_and_inputs(args):
+def model_and_inputs(args, dtype_name):
     from diffusers import WanTransformer3DModel
     torch.manual_seed(0)
-    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
     model = WanTransformer3DModel(**{**WAN_1_3B, "num_layers": args.blocks}).eval().to(dtype)
     with torch.no_grad():
         for p in model.parameters():
@@ -91,35 +116,45 @@ def alone(model, latents, blocks):
     shape = (1, n, cfg.num_attention_heads, cfg.attention_head_dim)
     q, k, v = (torch.randn(shape, dtype=latents.dtype).transpose(1, 2) for _ in range(3))
     stsa.attention(q, k, v, layout="bhsd", threads=torch.get_num_threads())  # warm
-    start = time.perf_counter()
+    start = clocks()
     for _ in range(blocks):
         stsa.attention(q, k, v, layout="bhsd", threads=torch.get_num_threads())
-    return (time.perf_counter() - start) * 1e3
+    return since(start)
 
 
-def timed(mode, model, latents, text):
-    """(step ms, self-attention ms, dense and sparse calls) of one warm call;
-    for "stsa-alone", (0, the calls' ms outside a step, blocks, 0)."""
+def sample(step, attn, dense_calls, sparse_calls, density=1.0):
+    """One timed call: step and self-attention (wall, CPU) ms, the calls and
+    the sparse calls' mean density."""
+    return dict(step_ms=step[0], attn_ms=attn[0], step_cpu_ms=step[1], attn_cpu_ms=attn[1],
+                dense_calls=dense_calls, sparse_calls=sparse_calls, density=density)
+
+
+def timed(mode, model, latents, text, warm):
+    """sample() of one call, after an untimed one when warm; for
+    "stsa-alone", the self-attention calls' ms outside a step."""
     import stsa.diffusers
     if mode == "stsa-alone":
         blocks = model.config.num_layers
-        return 0.0, alone(model, latents, blocks), blocks, 0
+        return sample((0.0, 0.0), alone(model, latents, blocks), blocks, 0)
     if mode == "sdpa":
-        one_step(model, latents, text, 900)
+        if warm:
+            one_step(model, latents, text, 900)
         timer = SelfAttentionTimer()
-        start = time.perf_counter()
+        start = clocks()
         with timer:
             one_step(model, latents, text, 800)
-        return (time.perf_counter() - start) * 1e3, timer.ms, 0, 0
+        return sample(since(start), (timer.ms, timer.cpu_ms), 0, 0)
     method = "dense" if mode == "stsa-dense" else mode
     handle = stsa.diffusers.enable(model, method=method, dense_steps=0, dense_layers=0)
     try:
-        one_step(model, latents, text, 900)
-        start = time.perf_counter()
+        if warm:
+            one_step(model, latents, text, 900)
+        start = clocks()
         one_step(model, latents, text, 800)
-        ms = (time.perf_counter() - start) * 1e3
+        step = since(start)
         stat = handle.stats()[-1]
-        return ms, stat.ms, stat.dense_calls, stat.sparse_calls
+        return sample(step, (stat.ms, stat.cpu_ms), stat.dense_calls, stat.sparse_calls,
+                      stat.density if stat.sparse_calls else 1.0)
     finally:
         handle.disable()
 
@@ -151,37 +186,27 @@ def extrapolate(rows, grid, blocks):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--frames", type=int, default=5, help="latent frames (tokens)")
-    ap.add_argument("--height", type=int, default=30, help="token rows (latent / 2)")
-    ap.add_argument("--width", type=int, default=52, help="token columns (latent / 2)")
-    ap.add_argument("--blocks", type=int, default=2, help="transformer blocks (Wan: 30)")
-    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--modes", default="sdpa,stsa-dense,stsa-alone,svg,svg2",
-                    help="stsa-alone: the self-attention calls of stsa-dense outside a step")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    model, latents, text = model_and_inputs(args)
-    modes = args.modes.split(",")
-    samples = {m: [] for m in modes}
-    for r in range(args.rounds):
-        for m in modes:  # interleaved: every mode once per round
-            samples[m].append(timed(m, model, latents, text))
+def report(args, dtype, samples):
+    """Prints one dtype's table (medians over the rounds) and extrapolation."""
     grid = (args.frames, args.height, args.width)
     n = grid[0] * grid[1] * grid[2]
     rows = {}
+    clock = "" if args.clock == "wall" else "_cpu"
     print(f"Wan 1.3B architecture, {args.blocks} blocks, {n} tokens "
-          f"({args.frames} x {args.height} x {args.width}), {args.dtype}, "
-          f"{torch.get_num_threads()} threads, {args.rounds} rounds interleaved (medians)")
+          f"({args.frames} x {args.height} x {args.width}), {dtype}, "
+          f"{torch.get_num_threads()} threads, {args.rounds} rounds interleaved (medians), "
+          f"{args.clock} time")
     print(f"{'mode':12s} {'step ms':>10s} {'self-attn ms':>13s} {'share':>6s} "
           f"{'vs sdpa':>8s} calls")
-    for m in modes:
-        step = statistics.median(s[0] for s in samples[m])
-        attn = statistics.median(s[1] for s in samples[m])
-        rows[m] = dict(mode=m, step_ms=step, attn_ms=attn, dense_calls=samples[m][-1][2],
-                       sparse_calls=samples[m][-1][3], steps=[s[0] for s in samples[m]])
+    for m, runs in samples.items():
+        # step_ms / attn_ms: the chosen clock's medians (the table's and the
+        # extrapolation's); the other clock's and every sample in the JSON
+        rows[m] = dict(mode=m, step_ms=statistics.median(s["step" + clock + "_ms"] for s in runs),
+                       attn_ms=statistics.median(s["attn" + clock + "_ms"] for s in runs),
+                       dense_calls=runs[-1]["dense_calls"],
+                       sparse_calls=runs[-1]["sparse_calls"],
+                       density=statistics.median(s["density"] for s in runs), clock=args.clock,
+                       samples=runs)
     inside = rows.pop("stsa-alone", None)
     if inside and "stsa-dense" in rows:
         print(f"stsa dense self-attention inside the step / alone: "
@@ -191,14 +216,58 @@ def main():
         speed = rows["sdpa"]["step_ms"] / row["step_ms"] if "sdpa" in rows else float("nan")
         print(f"{m:12s} {row['step_ms']:10.0f} {row['attn_ms']:13.0f} "
               f"{row['attn_ms'] / row['step_ms']:6.0%} {speed:7.2f}x "
-              f"{row['dense_calls']} dense, {row['sparse_calls']} sparse")
+              f"{row['dense_calls']} dense, {row['sparse_calls']} sparse "
+              f"(density {row['density']:.2f})")
         if args.json:
-            print(json.dumps({**row, "tokens": n, "blocks": args.blocks, "dtype": args.dtype,
+            print(json.dumps({**row, "tokens": n, "blocks": args.blocks, "dtype": dtype,
                               "threads": torch.get_num_threads()}))
     if "sdpa" in rows:
         print("extrapolated whole generation (50 steps, CFG, 30 blocks; see the docstring):")
         for (name, m), seconds in sorted(extrapolate(rows, grid, args.blocks).items()):
             print(f"  {name:18s} {m:12s} {seconds / 3600:8.1f} h")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--frames", type=int, default=5, help="latent frames (tokens)")
+    ap.add_argument("--height", type=int, default=30, help="token rows (latent / 2)")
+    ap.add_argument("--width", type=int, default=52, help="token columns (latent / 2)")
+    ap.add_argument("--blocks", type=int, default=2, help="transformer blocks (Wan: 30)")
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                    help="one dtype (--dtypes overrides it)")
+    ap.add_argument("--dtypes", help="several, interleaved in each round: f32,bf16")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--modes", default="sdpa,stsa-dense,stsa-alone,svg,svg2",
+                    help="stsa-alone: the self-attention calls of stsa-dense outside a step")
+    ap.add_argument("--warmup", default="all",
+                    help="the modes that get an untimed call first: all, none or a list")
+    ap.add_argument("--threads", type=int,
+                    help="torch.set_num_threads (stsa follows torch's count)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="the time the table and the extrapolation use (cpu: the process's "
+                         "CPU time, for 1 thread on shared cores)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtypes = (args.dtypes or args.dtype).split(",")
+    modes = args.modes.split(",")
+    warm = set(modes if args.warmup == "all" else
+               [] if args.warmup == "none" else args.warmup.split(","))
+    setups = {d: model_and_inputs(args, d) for d in dtypes}
+    samples = {d: {m: [] for m in modes} for d in dtypes}
+    for r in range(args.rounds):
+        for d in dtypes:  # interleaved: every dtype and mode once per round
+            for m in modes:
+                s = timed(m, *setups[d], m in warm)
+                samples[d][m].append(s)
+                print(f"{time.strftime('%H:%M:%S')} round {r + 1} {d} {m}: step "
+                      f"{s['step_ms'] / 1e3:.1f} s (CPU {s['step_cpu_ms'] / 1e3:.1f} s), "
+                      f"self-attention {s['attn_ms'] / 1e3:.1f} s "
+                      f"(CPU {s['attn_cpu_ms'] / 1e3:.1f} s), density {s['density']:.2f}",
+                      file=sys.stderr, flush=True)
+    for d in dtypes:
+        report(args, d, samples[d])
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ pytest.importorskip("diffusers")
 import stsa.diffusers  # noqa: E402
 from diffusers_models import inputs, make, run  # noqa: E402
 
-KINDS = ["wan", "hunyuan", "cogvideox"]
+KINDS = ["wan", "hunyuan", "cogvideox", "cogvideox15"]
 
 
 def rel_max(a, b):
@@ -48,7 +48,7 @@ def test_calls_turn_sparse_after_the_dense_steps(kind):
     n = handle.layers
     assert rows == [(0, 0, 2 * n, 0), (0, 1, 2 * n, 0), (0, 2, 2, 2 * (n - 1)), (1, 0, n, 0)]
     sparse = handle.stats()[2]
-    assert 0 < sparse.density < 1 and sparse.est_error > 0 and sparse.ms > 0
+    assert 0 < sparse.density < 1 and sparse.est_error > 0 and sparse.ms > 0 < sparse.cpu_ms
     handle.disable()
 
 
@@ -136,14 +136,46 @@ def test_preset_defaults_by_model_and_resolution():
     handle.disable()
 
 
-def test_a_new_resolution_mid_run():
-    model = make("wan")
+@pytest.mark.parametrize("kind", ["cogvideox", "cogvideox15"])
+def test_cogvideox_takes_its_preset_with_32_sampled_rows(kind):
+    """Sparse VideoGen profiles 32 query rows for CogVideoX (64 elsewhere):
+    the preset's count, not a default, unless an override gives one."""
+    model = make(kind)
+    for overrides, rows in (({}, 32), ({"sample_rows": 48}, 48)):
+        handle = stsa.diffusers.enable(model, dense_steps=0, dense_layers=0, **overrides)
+        run(model, inputs(kind))
+        assert handle.preset == "cogvideox15"
+        (session,) = handle._sessions.values()
+        assert session.config.sample_rows == rows
+        # the token grid of this call: text first, then 3 frames of 4 x 6
+        ((geometry, _),) = handle._sessions
+        assert (geometry.text, geometry.text_pos, geometry.frames, geometry.height,
+                geometry.width) == (8, "prefix", 3, 4, 6)
+        handle.disable()
+    handle = stsa.diffusers.enable(model)
+    run(model, inputs(kind))
+    assert (handle.dense_steps, handle._config()["dense_layers"]) == (10, 1)
+    handle.disable()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_new_resolution_mid_run(kind):
+    model = make(kind)
     handle = stsa.diffusers.enable(model, dense_steps=0, dense_layers=0)
-    run(model, inputs("wan", timestep=900))
-    out = run(model, inputs("wan", timestep=800, latent=(2, 8, 16)))
-    assert out.shape[2:] == (2, 8, 16)
-    assert [s.sparse_calls for s in handle.stats()] == [2, 2]
-    assert {g.frames * g.height * g.width for g, _ in handle._sessions} == {72, 64}
+    run(model, inputs(kind, timestep=900))
+    # 2 x 4 x 8 = 64 tokens (CogVideoX 1.5: 4 latent frames, 2 token frames)
+    latent = (4 if kind == "cogvideox15" else 2, 8, 16)
+    kw = inputs(kind, timestep=800, latent=latent)
+    want = run(model, kw)
+    handle.disable()
+    handle = stsa.diffusers.enable(model, dense_steps=0, dense_layers=0)
+    run(model, inputs(kind, timestep=900))
+    out = run(model, kw)
+    assert out.shape == want.shape
+    n = handle.layers
+    assert [s.sparse_calls for s in handle.stats()] == [n, n]
+    assert {(g.frames, g.height, g.width) for g, _ in handle._sessions} == \
+        {(3, 4, 6), (2, 4, 8)}
     handle.disable()
 
 

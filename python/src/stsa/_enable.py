@@ -47,6 +47,9 @@ class StepStats:
     density: float = 0.0    # mean kept fraction of the sparse calls
     est_error: float = 0.0  # largest estimated relative error of a sparse call's heads
     ms: float = 0.0         # time in stsa's attention calls
+    # CPU time of the process in those calls (all its threads): on cores
+    # other processes share, the work itself, where ms also counts the waits
+    cpu_ms: float = 0.0
     why: tuple = ()
     # heads of the session's calls (batch entries x heads, policy-dense calls
     # not counted) whose budget widened the mask (raised) or sent them dense
@@ -167,11 +170,13 @@ class Handle:
 
     # ------------------------------------------------------------ policy
     def _config(self):
-        """Density, dense steps and layers, ...: the preset's, then the
-        overrides."""
+        """Density, dense steps and layers, sampled rows, sink frames: the
+        preset's (CogVideoX's profile samples 32 rows, the others 64), then
+        the overrides."""
         cfg = preset_config(self.preset)
         settings = dict(density=cfg.density, dense_steps=cfg.dense_steps,
-                        dense_layers=cfg.dense_layers)
+                        dense_layers=cfg.dense_layers, sample_rows=cfg.sample_rows,
+                        sink_frames=cfg.sink_frames)
         if self.method in _TOP_P_METHODS:
             # SVG2 and auto keep a top-p (0.9), not SVG's window density
             # (density= among the overrides asks for SVG2's key budget)
@@ -187,9 +192,8 @@ class Handle:
         svg = self._sessions.get((geometry, self.preset))
         if svg is None:
             settings = self._config()
-            settings.setdefault("sample_rows", 64)
             settings["sample_rows"] = min(int(settings["sample_rows"]), geometry.video_tokens)
-            settings["sink_frames"] = min(int(settings.get("sink_frames", 1)), geometry.frames)
+            settings["sink_frames"] = min(int(settings["sink_frames"]), geometry.frames)
             settings.setdefault("threads", torch.get_num_threads())
             svg = METHODS[self.method](geometry, max_error=self.max_error, **settings)
             self._sessions[(geometry, self.preset)] = svg
@@ -219,7 +223,7 @@ class Handle:
             stat.why = tuple(sorted(set(stat.why) | {why}))
             return _SDPA(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                          is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         if real is None:
             out = self._run(layer, query, key, value, scale, stat)
         else:
@@ -234,6 +238,7 @@ class Handle:
                                                     layout="bhsd", scale=scale,
                                                     threads=torch.get_num_threads())
         stat.ms += (time.perf_counter() - start) * 1e3
+        stat.cpu_ms += (time.process_time() - cpu_start) * 1e3
         return out
 
     def _unsupported(self, query, key, value, dropout_p, is_causal, enable_gqa):

@@ -63,6 +63,7 @@ FAMILIES = {
         Family("WanTransformer3DModel", "none", True, ("wan21-480p", "wan21-720p")),
         Family("HunyuanVideoTransformer3DModel", "suffix", True,
                ("hunyuan-480p", "hunyuan-720p")),
+        # CogVideoX 1.0 and 1.5 (patch_size_t=2); SVG publishes settings for 1.5 alone
         Family("CogVideoXTransformer3DModel", "prefix", False, ("cogvideox15",)),
     )
 }

@@ -58,10 +58,10 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
     .transformer_2, which share the step count and number their layers on
     from the first's), or a WanTransformer3DModel,
     HunyuanVideoTransformer3DModel or CogVideoXTransformer3DModel.
-    preset: an SVG preset name whose density, dense_steps and dense_layers
-    are the defaults; None picks the model family's preset nearest the
-    call's resolution (wan21-480p / wan21-720p, hunyuan-480p / hunyuan-720p,
-    cogvideox15). method: "svg", "svg2", "auto" (stsa.Auto: per head the
+    preset: an SVG preset name whose density, dense_steps, dense_layers and
+    sample_rows are the defaults; None picks the model family's preset
+    nearest the call's resolution (wan21-480p / wan21-720p, hunyuan-480p /
+    hunyuan-720p, cogvideox15 for CogVideoX 1.0 and 1.5). method: "svg", "svg2", "auto" (stsa.Auto: per head the
     best of SVG, SVG2 and dense; SVG2's settings, top-p 0.9 unless
     overridden) or "dense" (every self-attention call dense through stsa: a
     reference). max_error: the error budget (stsa.SVG, stsa.SVG2,
@@ -76,7 +76,8 @@ def enable(pipe_or_transformer, preset=None, method="svg", max_error=None, **ove
     per candidate (choices), ms (see StepStats).
 
     The token grid is read at every transformer call from the latents'
-    shape and the model's patch size; the step advances when a transformer
+    shape and the model's patch size (CogVideoX 1.5's patch_size_t=2: two
+    latent frames a token frame); the step advances when a transformer
     call brings a new (smaller) timestep, and a larger one starts a new
     generation at step 0 (the two calls of a CFG pair share a step). Layers
     are numbered by block. Calls stsa cannot take (dropout, a causal or
