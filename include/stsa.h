@@ -264,8 +264,8 @@ typedef struct stsa_run_info {
   stsa_arith arith;
   int bf16_terms; /* STSA_ARITH_BF16_TILES: terms per probability, 1..3; else 0 */
   /* "" when the call ran the fastest arithmetic its backend has; else why it
-   * could not, e.g. "kv tiles of 240 keys: the bf16 tiles take multiples of
-   * 32" or "q, k and v are f16, f16 and f16: the bf16 tiles take bf16 only".
+   * could not, e.g. "q, k and v are f16, f16 and f16: the bf16 tiles take
+   * bf16 only".
    * NUL-terminated. */
   char why[192];
 } stsa_run_info;

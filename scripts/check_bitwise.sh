@@ -6,7 +6,8 @@
 #
 # save: `stsa run` on the same inputs (D 64, 80, 128; f32, f16, bf16; 397
 # tokens, no tile's multiple) in the modes dense, svg, svg2, auto, sparse
-# (spatial and temporal) and svg/svg2 with an error budget (the profiling
+# (spatial and temporal), svg on kv tiles of 64 and of 48 keys (a 16-key
+# multiple the bf16 tiles pad) and svg/svg2 with an error budget (the profiling
 # rows paths: their estimates are in the report), on the backends portable,
 # avx2 and avx512 of BUILD (default build) and amx of AMX_BUILD (default
 # build-amxemu: `make test-amx-emulated`; skipped when it is missing), at
@@ -54,7 +55,7 @@ save() {
                "auto:--mode auto" "spatial:--mode sparse --head-kind spatial"
                "temporal:--mode sparse --head-kind temporal"
                "svgerr:--mode svg --max-error 0.05" "svg2err:--mode svg2 --max-error 0.05"
-               "tile64:--mode svg --tile 64")
+               "tile64:--mode svg --tile 64" "tile48:--mode svg --tile 48")
   local runs=("portable:$build/stsa" "avx2:$build/stsa" "avx512:$build/stsa")
   [ -x "$amx/stsa" ] && runs+=("amx:$amx/stsa")
   for run in "${runs[@]}"; do

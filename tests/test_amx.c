@@ -34,6 +34,18 @@ static stsa_ctx *ctx_with(stsa_backend backend, int threads, const amx_case *c,
   return ctx;
 }
 
+/* Every call on the amx backend here has bf16 q, k and v: it must say it ran
+ * the bf16 tiles (stsa_run_info), whatever its kv tiles (fixed ones of any
+ * multiple of 16 keys pad to 32-key blocks). */
+static void check_ran_bf16_tiles(stsa_backend backend, const stsa_ctx *ctx,
+                                 const char *what) {
+  stsa_run_info info = STSA_INIT(stsa_run_info);
+  CHECK_STATUS(stsa_ctx_last_run(ctx, &info), STSA_OK);
+  if (backend == STSA_BACKEND_AMX)
+    CHECK(info.arith == STSA_ARITH_BF16_TILES && info.why[0] == 0,
+          "%s: ran %s, why = \"%s\"", what, stsa_arith_name(info.arith), info.why);
+}
+
 /* out = attention on `backend` with `terms` terms and `threads` threads. */
 static void run(stsa_backend backend, int threads, const amx_case *c, int terms,
                 const stsa_tensor *q, const stsa_tensor *k, const stsa_tensor *v,
@@ -41,6 +53,7 @@ static void run(stsa_backend backend, int threads, const amx_case *c, int terms,
   stsa_ctx *ctx = ctx_with(backend, threads, c, terms);
   stsa_attn_opts opts = {sizeof opts, 0.0f, lse};
   CHECK_STATUS(stsa_attention(ctx, q, k, v, out, &opts), STSA_OK);
+  check_ran_bf16_tiles(backend, ctx, "dense");
   stsa_ctx_free(ctx);
 }
 
@@ -176,6 +189,7 @@ static void run_sparse(stsa_backend backend, int terms, const stsa_plan *plan,
   CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 0), STSA_OK);
   stsa_sparse_opts opts = {sizeof opts, 0.0f, NULL, mode, NULL, 0};
   CHECK_STATUS(stsa_sparse_attention(ctx, plan, q, k, v, out, &opts), STSA_OK);
+  check_ran_bf16_tiles(backend, ctx, "sparse");
   stsa_ctx_free(ctx);
 }
 
@@ -248,12 +262,12 @@ static void check_sparse_plan(const char *name, const stsa_plan *plan,
  * fuses a token permutation into packing and the gathers, as for temporal
  * heads). */
 static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, int64_t D,
-                         const stsa_mask *mask, stsa_order order) {
+                         int kv_tile, const stsa_mask *mask, stsa_order order) {
   char name[96];
-  snprintf(name, sizeof name, "sparse %s S=%lld D=%lld", what, (long long)S,
-           (long long)D);
+  snprintf(name, sizeof name, "sparse %s S=%lld D=%lld kv tiles %d", what, (long long)S,
+           (long long)D, kv_tile);
   const stsa_mask *masks[2] = {mask, mask};
-  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, 64);
+  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, kv_tile);
   stsa_plan_desc desc = {
       sizeof desc, S,   S, 2, masks, g, order, order, 0, 0, STSA_PLAN_ALLOW_EMPTY_ROWS,
       NULL,        NULL};
@@ -307,14 +321,16 @@ static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t
   free(ql), free(kl), free(keep);
 }
 
-/* An SVG2 session on bf16 inputs: its cluster plans put their spans on the
- * bf16 key blocks, so the amx backend runs them on the bf16 tiles (one
- * term and three give different bytes), as close to the f32 path of the
- * avx512 backend as the f32 path is to itself across tiles (k-means runs
- * on the same kernels on both backends: the same clusters). */
-static void check_svg2_session(void) {
-  const stsa_geometry g = {4, 10, 12, 0, 0, STSA_TEXT_NONE}; /* 480 tokens */
-  enum { H = 2, D = 64 };
+/* An SVG or SVG2 session on bf16 inputs, head dim D, on geometry g (kv_tile:
+ * the SVG windows' kv tiles it must choose; 0: any): SVG2's cluster plans
+ * put their spans on the bf16 key blocks, SVG's fixed tiles pad to them, so
+ * the amx backend runs them on the bf16 tiles (one term and three give
+ * different bytes), as close to the f32 path of the avx512 backend as the
+ * f32 path is to itself across tiles (k-means runs on the same kernels on
+ * both backends: the same clusters). */
+static void check_svg_session(const char *what, stsa_svg_method method,
+                              const stsa_geometry g, int64_t D, int kv_tile) {
+  enum { H = 2 };
   const int64_t N = stsa_geometry_tokens(&g);
   stsa_tensor q32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
   stsa_tensor k32 = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
@@ -330,7 +346,7 @@ static void check_svg2_session(void) {
   CHECK_STATUS(stsa_tensor_copy(&v32, &v), STSA_OK);
   stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
   cfg.geometry = g, cfg.heads = H, cfg.head_dim = D, cfg.sample_rows = 32;
-  cfg.sink_frames = 1, cfg.seed = 3, cfg.method = STSA_SVG_METHOD_SVG2;
+  cfg.sink_frames = 1, cfg.seed = 3, cfg.method = method;
   cfg.q_clusters = 8, cfg.kv_clusters = 20, cfg.top_p = 0.9, cfg.density = 0.25;
   const stsa_backend backends[3] = {STSA_BACKEND_AVX512, STSA_BACKEND_AMX,
                                     STSA_BACKEND_AMX};
@@ -342,18 +358,29 @@ static void check_svg2_session(void) {
     stsa_svg *svg = NULL;
     CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
     out[i] = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);
-    CHECK_STATUS(stsa_svg_attention(svg, 0, 0, &q, &k, &v, &out[i], NULL), STSA_OK);
+    stsa_run_info ran = STSA_INIT(stsa_run_info);
+    stsa_svg_report rep = STSA_INIT(stsa_svg_report);
+    rep.run = &ran;
+    CHECK_STATUS(stsa_svg_attention(svg, 0, 0, &q, &k, &v, &out[i], &rep), STSA_OK);
+    stsa_svg_windows win = STSA_INIT(stsa_svg_windows);
+    CHECK_STATUS(stsa_svg_get_windows(svg, &win), STSA_OK);
+    CHECK(!kv_tile || win.kv_tile == kv_tile, "%s session: kv tiles %d", what,
+          win.kv_tile);
+    CHECK(backends[i] != STSA_BACKEND_AMX ||
+              (ran.arith == STSA_ARITH_BF16_TILES && ran.why[0] == 0),
+          "%s session: amx ran %s, why = \"%s\"", what, stsa_arith_name(ran.arith),
+          ran.why);
     stsa_svg_free(svg);
     stsa_ctx_free(ctx);
   }
   double scale;
   const double diff = tu_max_abs_diff(&out[1], &out[0], &scale);
   CHECK(diff <= 2e-5 * (scale > 1 ? scale : 1),
-        "svg2 session bf16: amx (3 terms) and avx512 differ by %.3g (scale %.3g)", diff,
-        scale);
-  CHECK(
-      !tu_same_bytes(&out[1], &out[2]),
-      "svg2 session bf16: 1 and 3 terms gave the same bytes: were the bf16 tiles used?");
+        "%s session bf16: amx (3 terms) and avx512 differ by %.3g (scale %.3g)", what,
+        diff, scale);
+  CHECK(!tu_same_bytes(&out[1], &out[2]),
+        "%s session bf16: 1 and 3 terms gave the same bytes: were the bf16 tiles used?",
+        what);
   for (int i = 0; i < 3; i++)
     tu_free_tensor(&out[i]);
   tu_free_tensor(&q), tu_free_tensor(&k), tu_free_tensor(&v);
@@ -368,10 +395,15 @@ static void check_sparse_cases(void) {
   CHECK_STATUS(stsa_mask_local(9, 9, &narrow), STSA_OK);
   const stsa_geometry g = {5, 6, 14, 0, 0, STSA_TEXT_NONE}; /* 420 tokens */
   CHECK_STATUS(stsa_mask_position_band(&g, 10, &temporal), STSA_OK);
-  check_sparse("band 100", NULL, 500, 64, wide, STSA_ORDER_NATIVE);
-  check_sparse("band 9", NULL, 333, 80, narrow, STSA_ORDER_NATIVE);
-  check_sparse("temporal, position-major", &g, stsa_geometry_tokens(&g), 128, temporal,
-               STSA_ORDER_POSITION_MAJOR);
+  check_sparse("band 100", NULL, 500, 64, 64, wide, STSA_ORDER_NATIVE);
+  check_sparse("band 9", NULL, 333, 80, 64, narrow, STSA_ORDER_NATIVE);
+  check_sparse("temporal, position-major", &g, stsa_geometry_tokens(&g), 128, 64,
+               temporal, STSA_ORDER_POSITION_MAJOR);
+  /* kv tiles of 16-key multiples, not 32: each packed with a zero half block */
+  check_sparse("band 100", NULL, 500, 64, 240, wide, STSA_ORDER_NATIVE);
+  check_sparse("band 9", NULL, 333, 80, 48, narrow, STSA_ORDER_NATIVE);
+  check_sparse("temporal, position-major", &g, stsa_geometry_tokens(&g), 128, 80,
+               temporal, STSA_ORDER_POSITION_MAJOR);
   const stsa_geometry suffix = {4, 6, 11, 21, 13, STSA_TEXT_SUFFIX}; /* 285 tokens */
   check_cluster_plan("no text", &g, 5, 7, 64);
   check_cluster_plan("text suffix with padding", &suffix, 4, 3, 128);
@@ -503,14 +535,28 @@ int main(void) {
     return tu_finish("test_amx");
   }
   const amx_case cases[] = {
-      {1, 1, 1, 1, 64, 192, 256, 1.0},      {1, 77, 130, 2, 80, 192, 256, 1.0},
-      {1, 300, 513, 2, 128, 192, 256, 1.0}, {2, 257, 1000, 1, 24, 36, 64, 1.0},
-      {1, 100, 333, 3, 64, 12, 32, 3.0},    {1, 40, 2000, 1, 128, 24, 96, 2.0},
+      {1, 1, 1, 1, 64, 192, 256, 1.0},
+      {1, 77, 130, 2, 80, 192, 256, 1.0},
+      {1, 300, 513, 2, 128, 192, 256, 1.0},
+      {2, 257, 1000, 1, 24, 36, 64, 1.0},
+      {1, 100, 333, 3, 64, 12, 32, 3.0},
+      {1, 40, 2000, 1, 128, 24, 96, 2.0},
+      /* kv tiles of 16-key multiples, not 32 (240: SVG's frame-aligned
+       * tiles at Wan 720p), S no multiple of them */
+      {1, 300, 601, 2, 128, 192, 240, 1.0},
+      {1, 100, 333, 2, 80, 36, 48, 2.0},
+      {2, 77, 250, 1, 64, 24, 80, 1.0},
+      {1, 50, 16, 1, 64, 36, 16, 1.0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_case(&cases[i]);
   check_sparse_cases();
-  check_svg2_session();
+  check_svg_session("svg2", STSA_SVG_METHOD_SVG2, (stsa_geometry){4, 10, 12, 0, 0, 0}, 64,
+                    0);
+  /* frames of 12 x 20: SVG's frame-aligned kv tiles of 240 keys (Wan 720p's
+   * case), 480 tokens */
+  check_svg_session("svg", STSA_SVG_METHOD_SVG, (stsa_geometry){2, 12, 20, 0, 0, 0}, 80,
+                    240);
   check_neg_inf_logits();
   check_nan_logits();
   check_lazy_rescale();

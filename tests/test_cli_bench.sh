@@ -128,24 +128,22 @@ expect_ok amx-tiles-text "$STSA" bench dense "${amx[@]}"
 expect_grep amx-tiles-text amx-tiles-text.stdout \
   "^  ran: amx, bf16-tiles (2 bf16 terms a probability)$"
 expect_grep amx-tiles-caveat amx-tiles-text.stdout "bf16 on the AMX tile multiply"
+# kv tiles of 48 keys (a 16-key multiple, not 32): the bf16 tiles too
 expect_ok amx-48 "$STSA" bench dense "${amx[@]}" --kv-tile 48 --json
-check amx-48.json amx-48.stdout "r['bf16_tiles'] is False" \
-  "r['ran'] == {'backend': 'amx', 'arithmetic': 'f32', 'bf16_terms': 0, 'why': 'kv tiles of 48 keys: the bf16 tiles take multiples of 32'}"
+check amx-48.json amx-48.stdout "r['bf16_tiles'] is True" \
+  "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}"
 expect_ok amx-48-text "$STSA" bench dense "${amx[@]}" --kv-tile 48
 expect_grep amx-48-text amx-48-text.stdout \
-  "^  ran: amx, f32 (kv tiles of 48 keys: the bf16 tiles take multiples of 32)$"
-if grep -q "AMX tile multiply" amx-48-text.stdout; then
-  bad "amx-48-text: the peak caveat of the tiles on a call that ran f32"
-else ok; fi
-# SVG on frames of 12 x 20 tokens: frame-aligned tiles of 240 keys
+  "^  ran: amx, bf16-tiles (2 bf16 terms a probability)$"
+# SVG on frames of 12 x 20 tokens: frame-aligned tiles of 240 keys take them
 expect_ok amx-svg env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
   --json
 check amx-svg.json amx-svg.stdout "r['kv_tile'] == 240" \
-  "r['ran'] == {'backend': 'amx', 'arithmetic': 'f32', 'bf16_terms': 0, 'why': 'kv tiles of 240 keys: the bf16 tiles take multiples of 32'}" \
+  "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}" \
   "r['dense_ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
 expect_ok amx-svg-text env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16
 expect_grep amx-svg-text amx-svg-text.stdout \
-  "^  ran: SVG amx, f32 (kv tiles of 240 keys: the bf16 tiles take multiples of 32); dense amx, bf16-tiles (3 bf16 terms a probability)$"
+  "^  ran: SVG amx, bf16-tiles (3 bf16 terms a probability); dense amx, bf16-tiles (3 bf16 terms a probability)$"
 # tiles of 96 x 128: the SVG call takes the bf16 tiles
 expect_ok amx-svg-fit env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
   --q-tile 96 --kv-tile 128 --json

@@ -2,9 +2,10 @@
  * test_run_info.c — no silent path: stsa_ctx_last_run and the SVG report's
  * run info name the backend and arithmetic each call ran, and why a bf16
  * call on a backend with bf16 tiles (amx, here or emulated) did not take
- * them: f16 inputs, kv tiles that are not multiples of 32 keys, an SVG
- * session whose frame-aligned tiles are 240 keys (Wan 720p's case), while
- * the same session on 32-key multiples runs the tiles. Dense, block-sparse,
+ * them (f16 inputs), and that fixed kv tiles of 16-key multiples that are
+ * not 32-key ones take them: 48 keys, an SVG session whose frame-aligned
+ * tiles are 240 keys (Wan 720p's case), as on 32-key multiples, while
+ * SVG2's variable tiles of 48 keys do not (and say so). Dense, block-sparse,
  * part 0 of a partitioned call, every backend this machine runs.
  */
 #include <stdio.h>
@@ -64,13 +65,12 @@ static void test_every_backend(void) {
     CHECK(!tiles || bf.bf16_terms == 3, "[%s] bf16 tiles with %d terms for an f32 output",
           name, bf.bf16_terms);
     CHECK(bf.why[0] == 0, "[%s] bf16 inputs: why = \"%s\"", name, bf.why);
-    /* kv tiles of 48 keys: a multiple of the panel, not of the bf16 blocks */
+    /* kv tiles of 48 keys: a multiple of the panel, not of the bf16 blocks,
+     * packed with a zero half block */
     CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, 48), STSA_OK);
     const stsa_run_info odd = dense_run(ctx, STSA_BF16, 100);
-    if (tiles)
-      CHECK(odd.arith == STSA_ARITH_F32 && strstr(odd.why, "kv tiles of 48 keys"),
-            "[%s] kv tile 48: %s, why = \"%s\"", name, stsa_arith_name(odd.arith),
-            odd.why);
+    CHECK(odd.arith == bf.arith && odd.why[0] == 0, "[%s] kv tile 48: %s, why = \"%s\"",
+          name, stsa_arith_name(odd.arith), odd.why);
     /* a failing call leaves the record of the last one that ran */
     stsa_tensor bad = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, 10, H, D);
     CHECK(stsa_attention(ctx, &bad, &bad, &bad, &bad, NULL) != STSA_OK,
@@ -118,9 +118,11 @@ static void test_parts_and_sizes(void) {
 
 /* An SVG call on bf16 inputs: the report's run. Frames of 12 x 20 tokens
  * give frame-aligned tiles of 240 (the session's automatic choice, as at
- * Wan 720p), which the bf16 tiles cannot take; tiles of 96 x 128 can. */
-static stsa_run_info svg_run(stsa_backend backend, int q_tile, int kv_tile) {
+ * Wan 720p), which the bf16 tiles take as tiles of 96 x 128 do. */
+static stsa_run_info svg_run(stsa_backend backend, stsa_svg_method method, int q_tile,
+                             int kv_tile) {
   stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
+  cfg.method = method;
   cfg.geometry = (stsa_geometry){2, 12, 20, 0, 0, STSA_TEXT_NONE};
   cfg.heads = H;
   cfg.head_dim = D;
@@ -142,7 +144,8 @@ static stsa_run_info svg_run(stsa_backend backend, int q_tile, int kv_tile) {
   CHECK_STATUS(stsa_svg_attention(svg, 0, 0, &q, &q, &q, &out, &rep), STSA_OK);
   stsa_svg_windows win = STSA_INIT(stsa_svg_windows);
   CHECK_STATUS(stsa_svg_get_windows(svg, &win), STSA_OK);
-  CHECK(q_tile || win.kv_tile == 240, "automatic tiles %d x %d", win.q_tile, win.kv_tile);
+  CHECK(q_tile || method != STSA_SVG_METHOD_SVG || win.kv_tile == 240,
+        "automatic tiles %d x %d", win.q_tile, win.kv_tile);
   stsa_svg_free(svg);
   stsa_ctx_free(ctx);
   tu_free_tensor(&q), tu_free_tensor(&out);
@@ -154,21 +157,28 @@ static void test_svg_report(void) {
   const int nb = tu_tiled_backends(backends);
   for (int i = 0; i < nb; i++) {
     const char *name = stsa_backend_name(backends[i]);
-    const stsa_run_info frame = svg_run(backends[i], 0, 0);
+    const int tiles = backends[i] == STSA_BACKEND_AMX; /* the backend with bf16 tiles */
+    const stsa_run_info frame = svg_run(backends[i], STSA_SVG_METHOD_SVG, 0, 0);
     CHECK(frame.size == sizeof frame && frame.backend == backends[i] &&
-              frame.arith == STSA_ARITH_F32,
-          "[%s] svg on 240-key tiles: %s on %s", name, stsa_arith_name(frame.arith),
-          stsa_backend_name(frame.backend));
-    if (backends[i] != STSA_BACKEND_AMX) {
-      CHECK(frame.why[0] == 0, "[%s] why = \"%s\"", name, frame.why);
+              frame.arith == (tiles ? STSA_ARITH_BF16_TILES : STSA_ARITH_F32) &&
+              frame.bf16_terms == (tiles ? 2 : 0) && frame.why[0] == 0,
+          "[%s] svg on 240-key tiles: %s (%d terms) on %s, why = \"%s\"", name,
+          stsa_arith_name(frame.arith), frame.bf16_terms,
+          stsa_backend_name(frame.backend), frame.why);
+    if (!tiles)
       continue;
-    }
-    CHECK(strstr(frame.why, "kv tiles of 240 keys") != NULL,
-          "[%s] svg on 240-key tiles: why = \"%s\"", name, frame.why);
-    const stsa_run_info fit = svg_run(backends[i], 96, 128);
+    const stsa_run_info fit = svg_run(backends[i], STSA_SVG_METHOD_SVG, 96, 128);
     CHECK(fit.arith == STSA_ARITH_BF16_TILES && fit.bf16_terms == 2 && fit.why[0] == 0,
           "[%s] svg on 96 x 128 tiles: %s (%d terms), why = \"%s\"", name,
           stsa_arith_name(fit.arith), fit.bf16_terms, fit.why);
+    /* SVG2's cluster plans of 48-key kv tiles: variable tiles, whose
+     * packed spans (up to 64 keys on 32-key blocks) the tiles' scratch of
+     * kv_tile keys cannot take */
+    const stsa_run_info cl = svg_run(backends[i], STSA_SVG_METHOD_SVG2, 36, 48);
+    CHECK(cl.arith == STSA_ARITH_F32 &&
+              strstr(cl.why, "variable kv tiles of up to 48 keys") != NULL,
+          "[%s] svg2 on 48-key tiles: %s, why = \"%s\"", name, stsa_arith_name(cl.arith),
+          cl.why);
   }
 }
 

@@ -85,19 +85,24 @@ def test_amx_bf16_tiles_and_why_not(threads):
     stsa.attention(q, k, v, layout="bshd", ctx=ctx)  # bf16 out: two terms
     assert ctx.last_run == {"backend": "amx", "arithmetic": "bf16-tiles", "bf16_terms": 2,
                             "why": ""}
-    ctx.set("kv_tile", 48)  # a multiple of the panel, not of the bf16 blocks
+    ctx.set("kv_tile", 48)  # a multiple of the panel, not of the bf16 blocks: padded
     stsa.attention(q, k, v, layout="bshd", ctx=ctx)
+    assert ctx.last_run == {"backend": "amx", "arithmetic": "bf16-tiles", "bf16_terms": 2,
+                            "why": ""}
+    ctx.set("kv_tile", 64)
+    q16, k16, v16 = (x.astype(np.float16) for x in (q, k, v))
+    stsa.attention(q16, k16, v16, layout="bshd", ctx=ctx)
     ran = ctx.last_run
-    assert ran["arithmetic"] == "f32" and "kv tiles of 48 keys" in ran["why"], ran
+    assert ran["arithmetic"] == "f32" and "the bf16 tiles take bf16 only" in ran["why"], ran
     # frames of 12 x 20 tokens: the session's frame-aligned tiles are 240 keys
-    # (Wan 720p's case), which the bf16 tiles cannot take; 96 x 128 can
+    # (Wan 720p's case), which the bf16 tiles take as they take 96 x 128
     g = stsa.Geometry(2, 12, 20)
     q, k, v = qkv((1, g.tokens, 2, 64), bf16)
     with stsa.SVG(g, density=0.5, sample_rows=16, backend="amx", threads=threads) as svg:
         assert svg.windows.kv_tile == 240
         _, info = svg(q, k, v, layout="bshd")
-    assert info.ran["backend"] == "amx" and info.ran["arithmetic"] == "f32"
-    assert "kv tiles of 240 keys: the bf16 tiles take multiples of 32" in info.ran["why"]
+    assert info.ran == {"backend": "amx", "arithmetic": "bf16-tiles", "bf16_terms": 2,
+                        "why": ""}
     with stsa.SVG(g, density=0.5, sample_rows=16, q_tile=96, kv_tile=128, backend="amx",
                   threads=threads) as svg:
         _, info = svg(q, k, v, layout="bshd")

@@ -48,8 +48,8 @@ void stsa_pack_kv_span(const stsa_attn_problem *pb, int64_t b, int64_t h, int64_
                        stsa_kv_packed *dst);
 
 /* The finite range of V. A row's P.V sum adds weights of at most 1 (of at
- * most kv_tile a tile on the lazy bf16 path, so again at most one a key)
- * times V: no partial sum passes S_kv_pad max|V|, and below V_SUM_LIMIT
+ * most kv_stride a tile on the lazy bf16 path, so again at most one a
+ * packed row) times V: no partial sum passes S_kv_pad max|V|, and below V_SUM_LIMIT
  * none overflows f32. A head whose V reaches further (values near FLT_MAX,
  * which the output itself holds: it is a weighted mean of V) has its packed
  * V scaled down by a power of two, exactly, and its rows scaled back at the

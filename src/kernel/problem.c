@@ -78,6 +78,7 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->lse = opts ? opts->lse : NULL;
   pb->q_tile = (int)stsa_round_up(q_tile, pb->mr);
   pb->kv_tile = kv_tile;
+  pb->kv_stride = kv_tile;
   pb->Skv_pad = stsa_round_up(pb->Skv, kv_tile);
   pb->kern = kern;
   pb->D32 = (int)stsa_round_up(pb->D, 32);
@@ -90,10 +91,14 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
 static int bf16_terms_for(stsa_dtype out) { return out == STSA_F32 ? 3 : 2; }
 
 void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
+  const int variable = pb->kv_tiles_max != 0;
   pb->bf16_tiles =
       stsa_bf16_tiles_take(pb->kern, pb->q->dtype, pb->k->dtype, pb->v->dtype) &&
-      pb->kv_tile % STSA_BF16_KEY_BLOCK == 0 &&
-      (!pb->kv_tiles_max || pb->spans_bf16_aligned);
+      (!variable || (pb->kv_tile % STSA_BF16_KEY_BLOCK == 0 && pb->spans_bf16_aligned));
+  if (pb->bf16_tiles && !variable) { /* fixed tiles on whole 32-key blocks */
+    pb->kv_stride = (int)stsa_round_up(pb->kv_tile, STSA_BF16_KEY_BLOCK);
+    pb->Skv_pad = stsa_kv_tiles(pb) * pb->kv_stride;
+  }
   pb->bf16_terms = terms ? terms : bf16_terms_for(pb->out->dtype);
   int e;
   (void)frexpf(pb->qscale, &e);
@@ -114,10 +119,11 @@ void stsa_problem_run_info(const stsa_attn_problem *pb, int ref, stsa_run_info *
     snprintf(info->why, sizeof info->why,
              "q, k and v are %s, %s and %s: the bf16 tiles take bf16 only",
              stsa_dtype_name(qt), stsa_dtype_name(kt), stsa_dtype_name(vt));
-  else if (pb->kv_tile % STSA_BF16_KEY_BLOCK != 0)
+  else if (pb->kv_tile % STSA_BF16_KEY_BLOCK != 0) /* fixed tiles of any size take them */
     snprintf(info->why, sizeof info->why,
-             "kv tiles of %d keys: the bf16 tiles take multiples of %d", pb->kv_tile,
-             STSA_BF16_KEY_BLOCK);
+             "a plan of variable kv tiles of up to %d keys: the bf16 tiles take variable "
+             "tiles of multiples of %d keys (fixed tiles: any size)",
+             pb->kv_tile, STSA_BF16_KEY_BLOCK);
   else
     snprintf(info->why, sizeof info->why,
              "a plan of variable tiles packed at %d-key boundaries: the bf16 tiles take "

@@ -26,13 +26,18 @@ typedef struct stsa_attn_problem {
    * (stsa_kv_k_exp); 0 for every other call (stsa_problem_init). */
   int k_fit;
   int64_t B, H, Sq, Skv;
-  int D;           /* head dim */
-  int mr, nr;      /* the kernel table's register tile (kernels.h) */
-  int D_pad;       /* D rounded up to a multiple of nr */
-  int q_tile;      /* rows per q tile (a multiple of mr) */
-  int kv_tile;     /* rows per kv tile (a multiple of nr) */
-  int64_t Skv_pad; /* packed K/V rows: S_kv rounded up to a multiple of kv_tile,
-                      or the longest packed layout (stsa_problem_fit_layouts) */
+  int D;       /* head dim */
+  int mr, nr;  /* the kernel table's register tile (kernels.h) */
+  int D_pad;   /* D rounded up to a multiple of nr */
+  int q_tile;  /* rows per q tile (a multiple of mr) */
+  int kv_tile; /* rows per kv tile (a multiple of nr) */
+  /* Packed rows of a fixed kv tile, and the key width of the tile scratch:
+   * kv_tile, or with bf16 tiles kv_tile rounded up to STSA_BF16_KEY_BLOCK
+   * (a 240-key tile packs as 256, its last block's 16 keys zeros: P.V
+   * reduces over whole 32-key blocks) */
+  int kv_stride;
+  int64_t Skv_pad; /* packed K/V rows: the fixed tiles times kv_stride, or the
+                      longest packed layout (stsa_problem_fit_layouts) */
   /* Variable tiles (block_sparse.h): the most q / kv tiles a head of the
    * call has, which size the units and the per-tile arrays; 0 when every
    * head has the fixed tiles. */
@@ -68,8 +73,9 @@ int stsa_head_q_exp(const stsa_tensor *q, const stsa_kernels *kern, int64_t b, i
                     double qscale);
 
 /* Every tile of pb, FULL or PARTIAL, goes through kern->full_tile_bf16
- * where the table has it, Q, K and V are bf16, kv tiles are multiples of 32
- * keys and fixed (variable tiles run the f32 path), with `terms` bf16 terms
+ * where the table has it, Q, K and V are bf16, and the kv tiles are fixed
+ * (any multiple of nr: kv_stride pads them to 32-key blocks) or variable
+ * with spans on 32-key blocks and kv_tile a multiple of 32, with `terms` bf16 terms
  * per probability (STSA_PARAM_BF16_TERMS; 0: by the output's dtype). All of
  * a call's tiles or none: so no call mixes the f32 and the bf16
  * arithmetic, a mask that keeps a whole tile gives the FULL tile's bytes,
@@ -128,7 +134,7 @@ typedef struct stsa_kv_span {
 } stsa_kv_span;
 
 /* kv tile kt of a layout (kv_start, kv_pack as in block_sparse.h; NULL:
- * pb's fixed tiles, packed at their positions, kv_tile rows each). */
+ * pb's fixed tiles, kv_tile positions each, packed kv_stride rows apart). */
 static inline stsa_kv_span stsa_kv_span_of(const stsa_attn_problem *pb,
                                            const int64_t *kv_start,
                                            const int64_t *kv_pack, int64_t kt) {
@@ -139,9 +145,10 @@ static inline stsa_kv_span stsa_kv_span_of(const stsa_attn_problem *pb,
     sp.n = (int)(kv_start[kt + 1] - sp.k0);
     sp.len = (int)(kv_pack[kt + 1] - sp.pack0);
   } else {
-    sp.k0 = sp.pack0 = kt * pb->kv_tile;
+    sp.k0 = kt * pb->kv_tile;
+    sp.pack0 = kt * pb->kv_stride;
     sp.n = (int)(pb->Skv - sp.k0 < pb->kv_tile ? pb->Skv - sp.k0 : pb->kv_tile);
-    sp.len = pb->kv_tile;
+    sp.len = pb->kv_stride;
   }
   return sp;
 }

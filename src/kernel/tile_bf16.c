@@ -26,7 +26,7 @@ static int64_t v_block_at(int key) {
  * bad_keys); returns their number. */
 static int screen_v_blocks(const stsa_attn_problem *pb, const uint16_t *vb,
                            int64_t v_panel, int n, stsa_tile_scratch *sc) {
-  const int64_t blocks = pb->kv_tile / 32, panels = pb->D_pad / 16;
+  const int64_t blocks = pb->kv_stride / 32, panels = pb->D_pad / 16;
   int nbad = 0;
   for (int key = 0; key < n; key++) {
     int bad = 0;
@@ -73,7 +73,7 @@ static stsa_bf16_tile bf16_tile_of(const stsa_attn_problem *pb, int rows, int ro
                           .safe = 1,
                           .terms = pb->bf16_terms,
                           .s = sc->s,
-                          .ld_s = pb->kv_tile,
+                          .ld_s = pb->kv_stride,
                           .p = sc->pbf,
                           .c = sc->cbuf,
                           .o = sc->o,
@@ -102,7 +102,7 @@ void stsa_run_tile_bf16(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
       mask && kv->v_nonfinite[v->tile] ? screen_v_blocks(pb, vb, v_panel, sp->n, sc) : 0;
   t.kb = bf16_k_blocks(pb, kv, sp);
   t.vb = nbad ? sc->vb_safe : vb;
-  t.v_panel = nbad ? pb->kv_tile / 32 * 512 : v_panel;
+  t.v_panel = nbad ? pb->kv_stride / 32 * 512 : v_panel;
   t.n = sp->n;
   t.safe = v->safe;
   t.mask = mask ? apply_bf16_mask : NULL;

@@ -10,7 +10,7 @@ enum { SCRATCH_SLOTS = 18 };
 
 /* Floats of each scratch slot, in the order of scratch_slots(). */
 static void scratch_sizes(const stsa_attn_problem *pb, size_t sizes[SCRATCH_SLOTS]) {
-  size_t nq = (size_t)pb->q_tile, nkv = (size_t)pb->kv_tile;
+  size_t nq = (size_t)pb->q_tile, nkv = (size_t)pb->kv_stride;
   const int bf16 = pb->bf16_tiles;
   const size_t pass = STSA_BF16_PASS_ROWS; /* full_tile_bf16's rows at once */
   const size_t s[SCRATCH_SLOTS] = {
@@ -61,11 +61,11 @@ void stsa_tile_scratch_at(const stsa_attn_problem *pb, void *mem, stsa_tile_scra
   sc->vb_safe = (uint16_t *)(void *)vb_safe;
   const int tails = pb->kv_tiles_max != 0;
   sc->vp_tails = tails && !pb->bf16_tiles
-                     ? sc->kt_tails + (size_t)pb->kv_tile * (size_t)pb->D
+                     ? sc->kt_tails + (size_t)pb->kv_stride * (size_t)pb->D
                      : NULL;
   sc->kb_tails = tails && pb->bf16_tiles ? (uint16_t *)(void *)sc->kt_tails : NULL;
   sc->vb_tails =
-      sc->kb_tails ? sc->kb_tails + (size_t)pb->kv_tile * (size_t)pb->D32 : NULL;
+      sc->kb_tails ? sc->kb_tails + (size_t)pb->kv_stride * (size_t)pb->D32 : NULL;
   if (pb->bf16_tiles)
     sc->kt_tails = NULL;
   for (int r = 0; r < pb->mr; r++)

@@ -13,7 +13,7 @@
 /* Per-thread working memory for one q tile. */
 typedef struct stsa_tile_scratch {
   float *q;             /* [q_tile][D], pre-scaled */
-  float *s;             /* [q_tile][kv_tile] scores, then probabilities */
+  float *s;             /* [q_tile][kv_stride] scores, then probabilities */
   float *o;             /* [q_tile][D_pad] unnormalised output */
   float *m, *l, *alpha; /* [q_tile] row max (log2 units), row sum, rescale */
   float *tile_max;      /* [q_tile] row max of the current kv tile's scores */
@@ -36,9 +36,9 @@ typedef struct stsa_tile_scratch {
   int32_t *span; /* [2 q_tile / mr] row block i keeps columns [span[2i], span[2i+1]) */
   /* Only with pb->bf16_tiles (kernels.h: stsa_bf16_tile): */
   uint16_t *qb;      /* [q_tile][D32] the q tile's bf16 rows, unscaled */
-  uint16_t *pbf;     /* [3][32][kv_tile] a pass's probabilities, hi, mid, lo */
+  uint16_t *pbf;     /* [3][32][kv_stride] a pass's probabilities, hi, mid, lo */
   float *cbuf;       /* [32][D_pad] tile multiplies' sums (32: STSA_BF16_PASS_ROWS) */
-  uint16_t *vb_safe; /* [D_pad/16][kv_tile/32][512] a PARTIAL tile's V blocks,
+  uint16_t *vb_safe; /* [D_pad/16][kv_stride/32][512] a PARTIAL tile's V blocks,
                         NaN/Inf -> 0 */
   void *block_;      /* the allocation of stsa_tile_scratch_alloc, else NULL */
 } stsa_tile_scratch;

@@ -245,7 +245,7 @@ class Context(NativeHandle):
         backend's bf16 tile multiply), "bf16_terms" (bf16 terms per
         probability with 'bf16-tiles', else 0) and "why" ('' when the call
         ran the fastest arithmetic its backend has, else the reason, e.g.
-        'kv tiles of 240 keys: the bf16 tiles take multiples of 32'). None
+        'q, k and v are f16, f16 and f16: the bf16 tiles take bf16 only'). None
         before the first successful call. Dense, block-sparse and the
         attention proper of an SVG call (every head of a call runs one
         arithmetic)."""

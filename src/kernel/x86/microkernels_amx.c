@@ -356,7 +356,7 @@ row_terms(const stsa_bf16_tile *t, const pass *ps, const float *row, float base,
  * A lazy rescale: a row that has a maximum m from earlier tiles first
  * takes its weights against m itself, without a pass for the tile's
  * maximum, and keeps them (m stays, alpha = 1) when they sum to at most
- * ld_s (kv_tile), the bound the weights (<= 1) of a rescaled tile keep, so
+ * ld_s (kv_stride), the bound the weights (<= 1) of a rescaled tile keep, so
  * o and l grow no further than there; otherwise (scores well above m, NaN
  * or +inf) the row is done again against its new maximum. The bound is
  * the call's, not the pass's: a tile's passes over the columns its mask
