@@ -393,6 +393,52 @@ static void test_fixed_unchanged(void) {
   tu_free_tensor(&q);
 }
 
+/* A bf16 call on the bf16 tiles with kv tiles of 48 keys, one head of
+ * variable kv tiles of 32 keys each (packed as they are) and one of the
+ * fixed tiles (packed kv_stride = 64 rows apart): the pack holds every
+ * head's spans, the fixed head's longer one included. */
+static void test_pack_holds_fixed_heads(void) {
+  if (!stsa_backend_available(STSA_BACKEND_AMX))
+    return; /* no table with bf16 tiles here */
+  const int64_t S = 333, D = 64;
+  const int kv_tile = 48;
+  tu_rng rng = {7};
+  stsa_tensor q = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, 2, D, 1);
+  stsa_backend_choice choice;
+  stsa_errbuf err;
+  CHECK(stsa_backend_choose(STSA_BACKEND_AMX, &choice, &err) == STSA_OK, "%s", err.text);
+  static var_head vh[2];
+  build_head(&rng, &vh[0], S, kv_tile, 0, 0, 0, 0, STSA_BF16_KEY_BLOCK);
+  build_head(&rng, &vh[1], S, kv_tile, 0, 0, 0, 0, STSA_BF16_KEY_BLOCK);
+  const int64_t kt_n = fixed_bounds(S, STSA_BF16_KEY_BLOCK, vh[0].kv_start);
+  for (int64_t kt = 0; kt <= kt_n; kt++)
+    vh[0].kv_pack[kt] = kt * STSA_BF16_KEY_BLOCK;
+  vh[0].bs.kv_tiles = kt_n;
+  vh[0].bs.kv_start = vh[0].kv_start;
+  vh[0].bs.kv_pack = vh[0].kv_pack;
+  for (int64_t e = 0; e < vh[0].bs.entries; e++) /* its entries name tiles below kt_n */
+    vh[0].kv_tile[e] %= (int32_t)kt_n;
+  const stsa_sparse_head heads[2] = {{&vh[0].bs, NULL, NULL, NULL, NULL, 0},
+                                     {&vh[1].bs, NULL, NULL, NULL, NULL, 0}};
+  stsa_attn_problem pb;
+  stsa_problem_init(&pb, &q, &q, &q, &q, NULL, Q_TILE, kv_tile, &choice.kern);
+  stsa_problem_fit_layouts(&pb, heads, 2);
+  stsa_problem_use_bf16_tiles(&pb, 0);
+  CHECK(pb.bf16_tiles && pb.kv_stride == 64, "bf16 tiles %d, kv_stride %d", pb.bf16_tiles,
+        pb.kv_stride);
+  for (int h = 0; h < 2; h++) {
+    const stsa_block_sparse *bs = heads[h].bs;
+    const int64_t tiles = bs->kv_start ? bs->kv_tiles : (S + kv_tile - 1) / kv_tile;
+    for (int64_t t = 0; t < tiles; t++) {
+      const stsa_kv_span sp = stsa_kv_span_of(&pb, bs->kv_start, bs->kv_pack, t);
+      CHECK(sp.pack0 + sp.len <= pb.Skv_pad,
+            "head %d tile %lld: packed rows to %lld of %lld", h, (long long)t,
+            (long long)(sp.pack0 + sp.len), (long long)pb.Skv_pad);
+    }
+  }
+  tu_free_tensor(&q);
+}
+
 int main(void) {
   tu_rng rng = {2024};
   const int64_t dims[] = {64, 80, 128};
@@ -405,5 +451,6 @@ int main(void) {
   for (int di = 0; di < 3; di++)
     run_case(&rng, 301 + 97 * di, dims[di], STSA_BF16, 48);
   test_fixed_unchanged();
+  test_pack_holds_fixed_heads();
   return tu_finish("test_sparse_varlen");
 }
