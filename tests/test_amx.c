@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel/dispatch.h"
 #include "kernel/kernels.h"
+#include "kernel/problem.h"
 #include "mask/cluster_plan.h"
 #include "mask/mask.h"
 #include "mask_util.h"
@@ -281,13 +283,14 @@ static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, in
 /* SVG2's cluster plans (variable tiles: each cluster its own tiles, text
  * tokens in groups of their own) on the bf16 tiles: random labels and a
  * random keep map with every query cluster keeping something; key
- * clusters of 1 to ~3 kv tiles, whose packed spans start on the bf16 key
- * blocks. */
+ * clusters of 1 to ~3 kv tiles of at most kv_tile keys (any multiple of
+ * 16: 48, 80 and 240 pack up to 64, 96 and 256 rows), whose packed spans
+ * start where the kernels ask (stsa_kv_pack_align: the bf16 key blocks). */
 static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t QC,
-                               int64_t KC, int64_t D) {
+                               int64_t KC, int64_t D, int kv_tile) {
   char name[96];
-  snprintf(name, sizeof name, "cluster plan %s, %lld x %lld clusters, D=%lld", what,
-           (long long)QC, (long long)KC, (long long)D);
+  snprintf(name, sizeof name, "cluster plan %s, %lld x %lld clusters, D=%lld, kv %d",
+           what, (long long)QC, (long long)KC, (long long)D, kv_tile);
   const int64_t N = stsa_geometry_tokens(g),
                 v0 = g->text_pos == STSA_TEXT_PREFIX ? g->text : 0,
                 L = g->frames * g->height * g->width;
@@ -309,8 +312,11 @@ static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t
   CHECK_STATUS(stsa_mask_clusters(ql, N, QC, kl, N, KC, keep, &rect), STSA_OK);
   CHECK_STATUS(stsa_mask_text(g, &text), STSA_OK);
   CHECK_STATUS(stsa_mask_or(rect, text, &mask), STSA_OK);
-  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, 64);
-  const stsa_cluster_layout lay = {g, QC, KC, ql, kl, keep, 36, 64, STSA_BF16_KEY_BLOCK};
+  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, kv_tile);
+  const int align = stsa_kv_pack_align(&pctx->run->kern, STSA_BF16, STSA_BF16, STSA_BF16);
+  CHECK(align == STSA_BF16_KEY_BLOCK, "%s: the amx backend asks spans on %d keys", name,
+        align);
+  const stsa_cluster_layout lay = {g, QC, KC, ql, kl, keep, 36, kv_tile, align};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_cluster_plan_build(pctx, &lay, mask, &plan, &pctx->err), STSA_OK);
   stsa_ctx_free(pctx);
@@ -322,7 +328,8 @@ static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t
 }
 
 /* An SVG or SVG2 session on bf16 inputs, head dim D, on geometry g (kv_tile:
- * the SVG windows' kv tiles it must choose; 0: any): SVG2's cluster plans
+ * the SVG windows' kv tiles it must choose, SVG2's cluster kv tiles it is
+ * configured with; 0: automatic): SVG2's cluster plans
  * put their spans on the bf16 key blocks, SVG's fixed tiles pad to them, so
  * the amx backend runs them on the bf16 tiles (one term and three give
  * different bytes), as close to the f32 path of the avx512 backend as the
@@ -348,6 +355,7 @@ static void check_svg_session(const char *what, stsa_svg_method method,
   cfg.geometry = g, cfg.heads = H, cfg.head_dim = D, cfg.sample_rows = 32;
   cfg.sink_frames = 1, cfg.seed = 3, cfg.method = method;
   cfg.q_clusters = 8, cfg.kv_clusters = 20, cfg.top_p = 0.9, cfg.density = 0.25;
+  cfg.kv_tile = method == STSA_SVG_METHOD_SVG2 ? kv_tile : 0;
   const stsa_backend backends[3] = {STSA_BACKEND_AVX512, STSA_BACKEND_AMX,
                                     STSA_BACKEND_AMX};
   const int terms[3] = {0, 3, 1};
@@ -405,9 +413,14 @@ static void check_sparse_cases(void) {
   check_sparse("temporal, position-major", &g, stsa_geometry_tokens(&g), 128, 80,
                temporal, STSA_ORDER_POSITION_MAJOR);
   const stsa_geometry suffix = {4, 6, 11, 21, 13, STSA_TEXT_SUFFIX}; /* 285 tokens */
-  check_cluster_plan("no text", &g, 5, 7, 64);
-  check_cluster_plan("text suffix with padding", &suffix, 4, 3, 128);
-  check_cluster_plan("text suffix, small clusters", &suffix, 9, 23, 80);
+  check_cluster_plan("no text", &g, 5, 7, 64, 64);
+  check_cluster_plan("text suffix with padding", &suffix, 4, 3, 128, 64);
+  check_cluster_plan("text suffix, small clusters", &suffix, 9, 23, 80, 64);
+  /* kv tiles of 16-key multiples, not 32: spans up to kv_tile rounded up */
+  check_cluster_plan("text suffix", &suffix, 6, 11, 64, 48);
+  check_cluster_plan("no text", &g, 4, 6, 80, 80);
+  check_cluster_plan("few clusters", &suffix, 2, 2, 128, 240);
+  check_cluster_plan("no text, small clusters", &g, 7, 19, 128, 48);
   stsa_mask_free(wide), stsa_mask_free(narrow), stsa_mask_free(temporal);
 }
 
@@ -553,6 +566,12 @@ int main(void) {
   check_sparse_cases();
   check_svg_session("svg2", STSA_SVG_METHOD_SVG2, (stsa_geometry){4, 10, 12, 0, 0, 0}, 64,
                     0);
+  /* cluster kv tiles of 16-key multiples, not 32 (240: method auto's SVG2
+   * heads on SVG's frame-aligned tiles at Wan 720p) */
+  check_svg_session("svg2", STSA_SVG_METHOD_SVG2, (stsa_geometry){4, 10, 12, 0, 0, 0}, 80,
+                    48);
+  check_svg_session("svg2", STSA_SVG_METHOD_SVG2, (stsa_geometry){4, 10, 12, 0, 0, 0},
+                    128, 240);
   /* frames of 12 x 20: SVG's frame-aligned kv tiles of 240 keys (Wan 720p's
    * case), 480 tokens */
   check_svg_session("svg", STSA_SVG_METHOD_SVG, (stsa_geometry){2, 12, 20, 0, 0, 0}, 80,

@@ -4,9 +4,11 @@
  * cluster-like boundaries (1-token tiles, tiles of exactly q_tile / kv_tile,
  * lengths off the panel width), a different layout per head in one call
  * (and one head of fixed tiles), permuted token maps, one PARTIAL tile with
- * stored patterns and a NaN in V of one of its keys. Each runs through the scheduler (1
- * and 2 threads, and nth = 3 parts) and the REF backend, against a plain double reference
- * of the same kept pairs; the tiled runs must agree bitwise, and nothing may be written
+ * stored patterns and a NaN in V of one of its keys; bf16 inputs run the
+ * bf16 tiles where the backend has them (amx), on kv tiles of 64 and 48
+ * keys. Each runs through the scheduler (1 and 2 threads, and nth = 3
+ * parts) and the REF backend, against a plain double reference of the same
+ * kept pairs; the tiled runs must agree bitwise, and nothing may be written
  * outside the output.
  */
 #include <math.h>
@@ -20,6 +22,8 @@
 #include "mask_util.h"
 #include "testutil.h"
 
+/* KV_TILE: the fixed kv tiles and the variable ones' maximum, unless a case
+ * says otherwise (48: a 16-key multiple the bf16 tiles pad to 64) */
 enum { Q_TILE = 48, KV_TILE = 64, MAX_TILES = 1024, MAX_ENTRIES = 1 << 16 };
 
 /* One head's hand-built structure and the storage behind it. */
@@ -92,20 +96,22 @@ static void random_pattern(tu_rng *rng, var_head *vh, int rows, int n) {
   vh->pat = (stsa_tile_pattern){rows, vh->row_ptr, vh->iv};
 }
 
-/* Builds head structure: variable q and/or kv tiles (or fixed ones), about
- * a third of the tiles visited per q tile (at least one), all FULL but for
- * one PARTIAL tile when `partial`; permuted token maps when `permuted`. */
-static void build_head(tu_rng *rng, var_head *vh, int64_t S, int var_q, int var_kv,
-                       int partial, int permuted, int nr) {
+/* Builds head structure: variable q and/or kv tiles (or fixed ones) of at
+ * most kv_tile keys, packed at multiples of `align`, about a third of the
+ * tiles visited per q tile (at least one), all FULL but for one PARTIAL
+ * tile when `partial`; permuted token maps when `permuted`. */
+static void build_head(tu_rng *rng, var_head *vh, int64_t S, int kv_tile, int var_q,
+                       int var_kv, int partial, int permuted, int align) {
   memset(&vh->bs, 0, sizeof vh->bs);
   const int64_t qt_n = var_q ? cluster_bounds(rng, S, Q_TILE, vh->q_start)
                              : fixed_bounds(S, Q_TILE, vh->q_start);
-  const int64_t kt_n = var_kv ? cluster_bounds(rng, S, KV_TILE, vh->kv_start)
-                              : fixed_bounds(S, KV_TILE, vh->kv_start);
+  const int64_t kt_n = var_kv ? cluster_bounds(rng, S, kv_tile, vh->kv_start)
+                              : fixed_bounds(S, kv_tile, vh->kv_start);
   vh->kv_pack[0] = 0;
   for (int64_t kt = 0; kt < kt_n; kt++)
     vh->kv_pack[kt + 1] =
-        vh->kv_pack[kt] + (vh->kv_start[kt + 1] - vh->kv_start[kt] + nr - 1) / nr * nr;
+        vh->kv_pack[kt] +
+        (vh->kv_start[kt + 1] - vh->kv_start[kt] + align - 1) / align * align;
   int64_t e = 0;
   vh->tile_ptr[0] = 0;
   for (int64_t qt = 0; qt < qt_n; qt++) {
@@ -240,14 +246,21 @@ static void free_out(run_out *r) {
 }
 
 /* The sparse work of the heads on `choice`, writing r; nth = 0 runs it on
- * `threads` threads, else as nth parts in one buffer, last part first. */
+ * `threads` threads, else as nth parts in one buffer, last part first. A
+ * call the bf16 tiles take (amx, bf16 inputs) runs them, with three terms
+ * (the f32 probabilities): spans packed where stsa_kv_pack_align asks. */
 static void run_kernel(const stsa_backend_choice *choice, const stsa_tensor *q,
                        const stsa_tensor *k, const stsa_tensor *v,
-                       const stsa_sparse_head *heads, run_out *r, int threads, int nth) {
+                       const stsa_sparse_head *heads, int kv_tile, run_out *r,
+                       int threads, int nth) {
   stsa_attn_problem pb;
   stsa_attn_opts opts = {sizeof opts, 0.0f, r->lse};
-  stsa_problem_init(&pb, q, k, v, &r->out, &opts, Q_TILE, KV_TILE, &choice->kern);
+  stsa_problem_init(&pb, q, k, v, &r->out, &opts, Q_TILE, kv_tile, &choice->kern);
   stsa_problem_fit_layouts(&pb, heads, q->shape[2]);
+  stsa_problem_use_bf16_tiles(&pb, 3);
+  CHECK(pb.bf16_tiles ==
+            stsa_bf16_tiles_take(&choice->kern, q->dtype, k->dtype, v->dtype),
+        "[%s] kv tiles %d: bf16 tiles %d", choice->kern.name, kv_tile, pb.bf16_tiles);
   stsa_sparse_run run;
   const stsa_work w = stsa_sparse_work(&run, &pb, heads, choice->ref);
   if (!nth) {
@@ -267,8 +280,23 @@ static int same_lse(const float *a, const float *b, int64_t n) {
   return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
 }
 
-/* One case: H heads of different layouts at head dim D, K/V in `dtype`. */
-static void run_case(tu_rng *rng, int64_t S, int64_t D, stsa_dtype dtype) {
+/* The packing alignment every backend here takes for calls on `dtype`:
+ * the largest they ask (powers of two: a multiple of the others). */
+static int common_pack_align(const stsa_backend *backends, int nb, stsa_dtype dtype) {
+  int align = 1;
+  for (int i = 0; i < nb; i++) {
+    stsa_backend_choice choice;
+    stsa_errbuf err;
+    CHECK(stsa_backend_choose(backends[i], &choice, &err) == STSA_OK, "%s", err.text);
+    const int a = stsa_kv_pack_align(&choice.kern, dtype, dtype, dtype);
+    align = a > align ? a : align;
+  }
+  return align;
+}
+
+/* One case: H heads of different layouts at head dim D, K/V in `dtype`,
+ * kv tiles of at most kv_tile keys. */
+static void run_case(tu_rng *rng, int64_t S, int64_t D, stsa_dtype dtype, int kv_tile) {
   enum { H = 4 };
   stsa_tensor q = tu_random_tensor(rng, dtype, TU_BSHD, 1, S, H, D, 1);
   stsa_tensor k = tu_random_tensor(rng, dtype, TU_BHSD, 1, S, H, D, 1);
@@ -279,13 +307,13 @@ static void run_case(tu_rng *rng, int64_t S, int64_t D, stsa_dtype dtype) {
    * variable; fixed tiles with a partial one */
   const int var_q[H] = {1, 1, 0, 0}, var_kv[H] = {1, 1, 1, 0}, partial[H] = {0, 1, 0, 1},
             permuted[H] = {1, 0, 1, 0};
-  stsa_backend_choice ref_choice;
-  stsa_errbuf err;
-  CHECK(stsa_backend_choose(STSA_BACKEND_REF, &ref_choice, &err) == STSA_OK, "%s",
-        err.text);
-  const int nr = ref_choice.kern.nr;
+  stsa_backend backends[TU_MAX_BACKENDS + 1];
+  int nb = tu_tiled_backends(backends);
+  backends[nb++] = STSA_BACKEND_REF;
+  const int align = common_pack_align(backends, nb, dtype);
   for (int h = 0; h < H; h++) {
-    build_head(rng, &vh[h], S, var_q[h], var_kv[h], partial[h], permuted[h], nr);
+    build_head(rng, &vh[h], S, kv_tile, var_q[h], var_kv[h], partial[h], permuted[h],
+               align);
     heads[h] = (stsa_sparse_head){&vh[h].bs, vh[h].q_rows, vh[h].kv_rows, NULL, NULL, 0};
   }
   /* A NaN in V of a key of head 1's partial tile: the rows that drop it
@@ -300,17 +328,15 @@ static void run_case(tu_rng *rng, int64_t S, int64_t D, stsa_dtype dtype) {
     reference_head(&q, &k, &v, h, &vh[h], ref + h * S * D, ref_lse + h * S);
   const double rel = dtype == STSA_F32 ? 2e-6 : 1e-5;
 
-  stsa_backend backends[TU_MAX_BACKENDS + 1];
-  int nb = tu_tiled_backends(backends);
-  backends[nb++] = STSA_BACKEND_REF;
   for (int bi = 0; bi < nb; bi++) {
+    stsa_errbuf err;
     stsa_backend_choice choice;
     CHECK(stsa_backend_choose(backends[bi], &choice, &err) == STSA_OK, "%s", err.text);
     const char *name = stsa_backend_name(backends[bi]);
     run_out one = new_out(S, H, D), two = new_out(S, H, D), parts = new_out(S, H, D);
-    run_kernel(&choice, &q, &k, &v, heads, &one, 1, 0);
-    run_kernel(&choice, &q, &k, &v, heads, &two, 2, 0);
-    run_kernel(&choice, &q, &k, &v, heads, &parts, 1, 3);
+    run_kernel(&choice, &q, &k, &v, heads, kv_tile, &one, 1, 0);
+    run_kernel(&choice, &q, &k, &v, heads, kv_tile, &two, 2, 0);
+    run_kernel(&choice, &q, &k, &v, heads, kv_tile, &parts, 1, 3);
     for (int h = 0; h < H; h++) {
       double scale, e = head_error(&one.out, h, ref + h * S * D, &scale);
       CHECK(e <= rel * scale, "[%s] D %lld %s head %d: err %.3g > %.3g x max %.3g", name,
@@ -357,7 +383,7 @@ static void test_fixed_unchanged(void) {
   stsa_errbuf err;
   CHECK(stsa_backend_choose(STSA_BACKEND_AUTO, &choice, &err) == STSA_OK, "%s", err.text);
   static var_head vh;
-  build_head(&rng, &vh, S, 0, 0, 0, 0, choice.kern.nr);
+  build_head(&rng, &vh, S, KV_TILE, 0, 0, 0, 0, choice.kern.nr);
   const stsa_sparse_head head = {&vh.bs, NULL, NULL, NULL, NULL, 0};
   stsa_attn_problem a, b;
   stsa_problem_init(&a, &q, &q, &q, &q, NULL, Q_TILE, KV_TILE, &choice.kern);
@@ -367,13 +393,64 @@ static void test_fixed_unchanged(void) {
   tu_free_tensor(&q);
 }
 
+/* A bf16 call on the bf16 tiles with kv tiles of 48 keys, one head of
+ * variable kv tiles of 32 keys each (packed as they are) and one of the
+ * fixed tiles (packed kv_stride = 64 rows apart): the pack holds every
+ * head's spans, the fixed head's longer one included. */
+static void test_pack_holds_fixed_heads(void) {
+  if (!stsa_backend_available(STSA_BACKEND_AMX))
+    return; /* no table with bf16 tiles here */
+  const int64_t S = 333, D = 64;
+  const int kv_tile = 48;
+  tu_rng rng = {7};
+  stsa_tensor q = tu_random_tensor(&rng, STSA_BF16, TU_BSHD, 1, S, 2, D, 1);
+  stsa_backend_choice choice;
+  stsa_errbuf err;
+  CHECK(stsa_backend_choose(STSA_BACKEND_AMX, &choice, &err) == STSA_OK, "%s", err.text);
+  static var_head vh[2];
+  build_head(&rng, &vh[0], S, kv_tile, 0, 0, 0, 0, STSA_BF16_KEY_BLOCK);
+  build_head(&rng, &vh[1], S, kv_tile, 0, 0, 0, 0, STSA_BF16_KEY_BLOCK);
+  const int64_t kt_n = fixed_bounds(S, STSA_BF16_KEY_BLOCK, vh[0].kv_start);
+  for (int64_t kt = 0; kt <= kt_n; kt++)
+    vh[0].kv_pack[kt] = kt * STSA_BF16_KEY_BLOCK;
+  vh[0].bs.kv_tiles = kt_n;
+  vh[0].bs.kv_start = vh[0].kv_start;
+  vh[0].bs.kv_pack = vh[0].kv_pack;
+  for (int64_t e = 0; e < vh[0].bs.entries; e++) /* its entries name tiles below kt_n */
+    vh[0].kv_tile[e] %= (int32_t)kt_n;
+  const stsa_sparse_head heads[2] = {{&vh[0].bs, NULL, NULL, NULL, NULL, 0},
+                                     {&vh[1].bs, NULL, NULL, NULL, NULL, 0}};
+  stsa_attn_problem pb;
+  stsa_problem_init(&pb, &q, &q, &q, &q, NULL, Q_TILE, kv_tile, &choice.kern);
+  stsa_problem_fit_layouts(&pb, heads, 2);
+  stsa_problem_use_bf16_tiles(&pb, 0);
+  CHECK(pb.bf16_tiles && pb.kv_stride == 64, "bf16 tiles %d, kv_stride %d", pb.bf16_tiles,
+        pb.kv_stride);
+  for (int h = 0; h < 2; h++) {
+    const stsa_block_sparse *bs = heads[h].bs;
+    const int64_t tiles = bs->kv_start ? bs->kv_tiles : (S + kv_tile - 1) / kv_tile;
+    for (int64_t t = 0; t < tiles; t++) {
+      const stsa_kv_span sp = stsa_kv_span_of(&pb, bs->kv_start, bs->kv_pack, t);
+      CHECK(sp.pack0 + sp.len <= pb.Skv_pad,
+            "head %d tile %lld: packed rows to %lld of %lld", h, (long long)t,
+            (long long)(sp.pack0 + sp.len), (long long)pb.Skv_pad);
+    }
+  }
+  tu_free_tensor(&q);
+}
+
 int main(void) {
   tu_rng rng = {2024};
   const int64_t dims[] = {64, 80, 128};
   const stsa_dtype dtypes[] = {STSA_F32, STSA_F16, STSA_BF16};
   for (int di = 0; di < 3; di++)
     for (int ti = 0; ti < 3; ti++)
-      run_case(&rng, 397 + 101 * di + 7 * ti, dims[di], dtypes[ti]);
+      run_case(&rng, 397 + 101 * di + 7 * ti, dims[di], dtypes[ti], KV_TILE);
+  /* bf16 on kv tiles of 48 keys: the bf16 tiles' scratch and the fixed-tile
+   * head's packing at 64 rows (kv_stride), variable spans of up to 64 */
+  for (int di = 0; di < 3; di++)
+    run_case(&rng, 301 + 97 * di, dims[di], STSA_BF16, 48);
   test_fixed_unchanged();
+  test_pack_holds_fixed_heads();
   return tu_finish("test_sparse_varlen");
 }

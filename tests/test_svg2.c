@@ -17,6 +17,7 @@
 #include "core/context.h"
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
+#include "kernel/problem.h"
 #include "mask/cluster_plan.h"
 #include "mask/sparse_call.h"
 #include "mask_util.h"
@@ -128,8 +129,8 @@ static void check_plan(const char *what, const stsa_geometry *g, int64_t B, int6
     CHECK_STATUS(stsa_mask_text(g, &text), STSA_OK);
     masks[h] = tu_or_free(rect, text);
     /* small tiles, so that clusters span several tiles of both kinds */
-    /* bf16 spans on 32-key blocks, as the session packs them for bf16
-     * calls: the bf16 tiles (amx) take them */
+    /* spans where the kernels ask, as the session packs them: on 32-key
+     * blocks for bf16 calls on the bf16 tiles (amx), which take them */
     stsa_cluster_layout lay = {g,
                                QC,
                                KC,
@@ -138,7 +139,7 @@ static void check_plan(const char *what, const stsa_geometry *g, int64_t B, int6
                                keep + h * QC * KC,
                                2 * mr,
                                kv_panels * nr,
-                               dtype == STSA_BF16 ? STSA_BF16_KEY_BLOCK : 0};
+                               stsa_kv_pack_align(&ctx->run->kern, dtype, dtype, dtype)};
     CHECK_STATUS(stsa_cluster_plan_build(ctx, &lay, masks[h], &plans[h], &ctx->err),
                  STSA_OK);
     stsa_plan_stats st = STSA_INIT(stsa_plan_stats);

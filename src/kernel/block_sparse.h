@@ -61,9 +61,9 @@ typedef struct stsa_block_sparse {
   const int64_t *kv_pack;  /* [kv_tiles + 1], with kv_start: kv tile kt's first
                               row in the packed K/V, a multiple of nr, and
                               kv_pack[kt+1] - kv_pack[kt] = its length rounded
-                              up to nr (to STSA_BF16_KEY_BLOCK on a backend
-                              with bf16 tiles); kv_pack[kv_tiles] = the packed
-                              length */
+                              up to nr or to the planner's alignment
+                              (problem.h: stsa_kv_pack_align);
+                              kv_pack[kv_tiles] = the packed length */
 } stsa_block_sparse;
 
 /* A partial tile's mask: sets s[r][c] = -inf for every dropped pair of query

@@ -90,14 +90,21 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
  * probabilities exactly. */
 static int bf16_terms_for(stsa_dtype out) { return out == STSA_F32 ? 3 : 2; }
 
+int stsa_kv_pack_align(const stsa_kernels *kern, stsa_dtype q, stsa_dtype k,
+                       stsa_dtype v) {
+  return stsa_bf16_tiles_take(kern, q, k, v) ? STSA_BF16_KEY_BLOCK : kern->nr;
+}
+
 void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
   const int variable = pb->kv_tiles_max != 0;
   pb->bf16_tiles =
       stsa_bf16_tiles_take(pb->kern, pb->q->dtype, pb->k->dtype, pb->v->dtype) &&
-      (!variable || (pb->kv_tile % STSA_BF16_KEY_BLOCK == 0 && pb->spans_bf16_aligned));
-  if (pb->bf16_tiles && !variable) { /* fixed tiles on whole 32-key blocks */
+      (!variable || pb->spans_bf16_aligned);
+  if (pb->bf16_tiles) { /* the scratch, and fixed tiles, on whole 32-key blocks */
     pb->kv_stride = (int)stsa_round_up(pb->kv_tile, STSA_BF16_KEY_BLOCK);
-    pb->Skv_pad = stsa_kv_tiles(pb) * pb->kv_stride;
+    const int64_t fixed = (pb->Skv + pb->kv_tile - 1) / pb->kv_tile * pb->kv_stride;
+    if (!variable || (pb->fixed_kv_heads && fixed > pb->Skv_pad))
+      pb->Skv_pad = fixed; /* variable spans keep the plans' packed length */
   }
   pb->bf16_terms = terms ? terms : bf16_terms_for(pb->out->dtype);
   int e;
@@ -119,16 +126,13 @@ void stsa_problem_run_info(const stsa_attn_problem *pb, int ref, stsa_run_info *
     snprintf(info->why, sizeof info->why,
              "q, k and v are %s, %s and %s: the bf16 tiles take bf16 only",
              stsa_dtype_name(qt), stsa_dtype_name(kt), stsa_dtype_name(vt));
-  else if (pb->kv_tile % STSA_BF16_KEY_BLOCK != 0) /* fixed tiles of any size take them */
-    snprintf(info->why, sizeof info->why,
-             "a plan of variable kv tiles of up to %d keys: the bf16 tiles take variable "
-             "tiles of multiples of %d keys (fixed tiles: any size)",
-             pb->kv_tile, STSA_BF16_KEY_BLOCK);
-  else
-    snprintf(info->why, sizeof info->why,
-             "a plan of variable tiles packed at %d-key boundaries: the bf16 tiles take "
-             "spans on %d-key blocks (plans built for this backend have them)",
-             pb->nr, STSA_BF16_KEY_BLOCK);
+  else /* the one call the tiles refuse: a plan built for f32 inputs (or another backend)
+        */
+    snprintf(
+        info->why, sizeof info->why,
+        "a plan of variable kv tiles packed at %d-key boundaries: the bf16 tiles take "
+        "spans on %d-key blocks (plans built for bf16 inputs on this backend have them)",
+        pb->nr, STSA_BF16_KEY_BLOCK);
 }
 
 void stsa_problem_record_run(const stsa_attn_problem *pb, const stsa_ctx *ctx) {
@@ -142,10 +146,11 @@ void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *hea
   const int64_t fixed_q = (pb->Sq + pb->q_tile - 1) / pb->q_tile,
                 fixed_kv = (pb->Skv + pb->kv_tile - 1) / pb->kv_tile;
   int64_t q_max = 0, kv_max = 0, pack = 0;
-  int variable = 0, aligned = 1;
+  int variable = 0, aligned = 1, fixed_kv_heads = 0;
   for (int64_t h = 0; h < H; h++) {
     const stsa_block_sparse *bs = heads[h].bs;
     variable |= bs->q_start || bs->kv_start;
+    fixed_kv_heads |= !bs->kv_start;
     for (int64_t t = 0; bs->kv_start && t <= bs->kv_tiles; t++)
       aligned &= bs->kv_pack[t] % STSA_BF16_KEY_BLOCK == 0;
     const int64_t q = bs->q_start ? bs->q_tiles : fixed_q,
@@ -160,6 +165,7 @@ void stsa_problem_fit_layouts(stsa_attn_problem *pb, const stsa_sparse_head *hea
   pb->q_tiles_max = q_max;
   pb->kv_tiles_max = kv_max;
   pb->spans_bf16_aligned = aligned;
+  pb->fixed_kv_heads = fixed_kv_heads;
   pb->Skv_pad = pack;
 }
 

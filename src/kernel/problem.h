@@ -31,10 +31,11 @@ typedef struct stsa_attn_problem {
   int D_pad;   /* D rounded up to a multiple of nr */
   int q_tile;  /* rows per q tile (a multiple of mr) */
   int kv_tile; /* rows per kv tile (a multiple of nr) */
-  /* Packed rows of a fixed kv tile, and the key width of the tile scratch:
-   * kv_tile, or with bf16 tiles kv_tile rounded up to STSA_BF16_KEY_BLOCK
-   * (a 240-key tile packs as 256, its last block's 16 keys zeros: P.V
-   * reduces over whole 32-key blocks) */
+  /* Packed rows of a fixed kv tile, and the key width of the tile scratch
+   * (scores, probabilities, a merged run's columns): kv_tile, or with bf16
+   * tiles kv_tile rounded up to STSA_BF16_KEY_BLOCK (a 240-key tile packs as
+   * 256, its last block's 16 keys zeros: P.V reduces over whole 32-key
+   * blocks; a variable tile of up to 48 keys spans up to 64 packed rows) */
   int kv_stride;
   int64_t Skv_pad; /* packed K/V rows: the fixed tiles times kv_stride, or the
                       longest packed layout (stsa_problem_fit_layouts) */
@@ -43,9 +44,12 @@ typedef struct stsa_attn_problem {
    * head has the fixed tiles. */
   int64_t q_tiles_max, kv_tiles_max;
   /* Variable tiles whose packed spans all start on multiples of
-   * STSA_BF16_KEY_BLOCK (plans built for a backend with bf16 tiles): they
-   * may take bf16 tiles. */
+   * STSA_BF16_KEY_BLOCK (plans built with stsa_kv_pack_align for a call the
+   * bf16 tiles take): they may take bf16 tiles. */
   int spans_bf16_aligned;
+  /* With variable tiles: 1 when some head has the fixed kv tiles (q tiles
+   * only variable), whose packed rows kv_stride also sizes. */
+  int fixed_kv_heads;
   const stsa_kernels *kern;
   /* Every kv tile goes through kern->full_tile_bf16 (stsa_problem_use_
    * bf16_tiles): K and V are then packed as bf16 blocks only, no f32
@@ -72,14 +76,22 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
 int stsa_head_q_exp(const stsa_tensor *q, const stsa_kernels *kern, int64_t b, int64_t h,
                     double qscale);
 
+/* The multiple of keys at which a plan of variable kv tiles must start
+ * each tile's packed span (block_sparse.h: kv_pack) for a call on q, k and
+ * v of these dtypes on kern: STSA_BF16_KEY_BLOCK where the bf16 tiles take
+ * the call, else the panel width nr. Planners ask it and know no kernel's
+ * blocks. */
+int stsa_kv_pack_align(const stsa_kernels *kern, stsa_dtype q, stsa_dtype k,
+                       stsa_dtype v);
+
 /* Every tile of pb, FULL or PARTIAL, goes through kern->full_tile_bf16
  * where the table has it, Q, K and V are bf16, and the kv tiles are fixed
- * (any multiple of nr: kv_stride pads them to 32-key blocks) or variable
- * with spans on 32-key blocks and kv_tile a multiple of 32, with `terms` bf16 terms
- * per probability (STSA_PARAM_BF16_TERMS; 0: by the output's dtype). All of
- * a call's tiles or none: so no call mixes the f32 and the bf16
- * arithmetic, a mask that keeps a whole tile gives the FULL tile's bytes,
- * and every row's result stays independent of the other rows' values.
+ * or variable of any multiple of nr (kv_stride pads the scratch, and fixed
+ * tiles' packing, to 32-key blocks), a variable plan's spans on 32-key
+ * blocks (stsa_kv_pack_align), with `terms` bf16 terms per probability
+ * (STSA_PARAM_BF16_TERMS; 0: by the output's dtype). All of a call's tiles or none: so no
+ * call mixes the f32 and the bf16 arithmetic, a mask that keeps a whole tile gives the
+ * FULL tile's bytes, and every row's result stays independent of the other rows' values.
  * Call after stsa_problem_fit_layouts, before sizing packs and scratch. */
 void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms);
 

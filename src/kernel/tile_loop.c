@@ -28,8 +28,9 @@ static int mergeable(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
  * the end of the run. An f32 run holds its tiles' whole panels (nr keys
  * each) and leaves their tails to the q tile's tail runs (stsa_tail_spans); a
  * bf16 run places each tile's whole 32-key blocks first and their tails
- * after them, sharing blocks (full_run_bf16). Either inside kv_tile
- * columns. */
+ * after them, sharing blocks (full_run_bf16). Either inside the score
+ * buffer's kv_stride columns (kv_tile on f32 tiles; rounded up to 32 keys on
+ * bf16 ones). */
 static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
                           const stsa_kv_list *list, const int64_t *kv_start,
                           const int64_t *kv_pack, int64_t i, int64_t ntiles,
@@ -45,7 +46,7 @@ static int64_t merged_end(const stsa_attn_problem *pb, const stsa_kv_packed *kv,
     /* f32 runs hold whole panels only (their tails go to the q tile's
      * tail runs); bf16 runs hold their tails too */
     if (j - i == STSA_MAX_RUN_TILES ||
-        (bf16 ? w + stsa_round_up(t, block) : w) > pb->kv_tile ||
+        (bf16 ? w + stsa_round_up(t, block) : w) > pb->kv_stride ||
         !mergeable(pb, kv, list, j, tile, sc))
       break;
     whole = w, tails = t;

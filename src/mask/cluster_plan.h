@@ -23,9 +23,9 @@ typedef struct stsa_cluster_layout {
   const uint8_t *keep;              /* [q_clusters][kv_clusters] rectangles kept */
   int q_tile, kv_tile;              /* tile maxima: multiples of the kernels' mr, nr */
   /* Packed kv spans start on multiples of this (0: the kernels' nr; else a
-   * multiple of nr). STSA_BF16_KEY_BLOCK lets calls on bf16 inputs take the
-   * bf16 tiles (kernels.h); f32 calls run ~3% slower on such spans (their
-   * padding rows are packed and spread the K/V), so only those ask for it. */
+   * multiple of nr): what the kernels ask for the calls the plan serves
+   * (kernel/problem.h: stsa_kv_pack_align). The plan knows no kernel's
+   * blocks; a wider alignment than a call needs only pads its K/V more. */
   int pack_align;
 } stsa_cluster_layout;
 

@@ -37,6 +37,7 @@
 
 #include "core/context.h"
 #include "kernel/dispatch.h"
+#include "kernel/problem.h"
 #include "mask/geometry.h"
 #include "mask/mask.h"
 #include "svg/strata.h"
@@ -198,10 +199,8 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   for (int64_t h = 0; h < H; h++)
     heads[h] = (stsa_svg2_head){0};
   w.row_seed = row_seed;
-  /* bf16 inputs on a backend with bf16 tiles: spans on its key blocks */
-  w.pack_align = stsa_bf16_tiles_take(&ctx->run->kern, q->dtype, k->dtype, v->dtype)
-                     ? STSA_BF16_KEY_BLOCK
-                     : 0;
+  /* the kv spans' alignment the kernels ask for a call of these dtypes */
+  w.pack_align = stsa_kv_pack_align(&ctx->run->kern, q->dtype, k->dtype, v->dtype);
   /* the candidates' rules (stsa_svg2_pick_head reads their top_p) are every head's */
   const stsa_select_args rule = stsa_svg2_base_rule(s, env->cfg);
   stsa_select_args cand[STSA_SVG2_LADDER_MAX];
