@@ -430,7 +430,7 @@ static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
         su->backend == STSA_BACKEND_REF
             ? 0
             : worst_error(&out, &ref_out, &ex, tolerance(&out, &q),
-                          stsa_ctx_backend(ctx) == STSA_BACKEND_AMX, Skv, at);
+                          tu_has_bf16_tiles(stsa_ctx_backend(ctx)), Skv, at);
     if (err > 1) {
       char why[200];
       snprintf(why, sizeof why, "%s: b %lld s %lld h %lld d %lld, %g x the tolerance",

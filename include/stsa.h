@@ -188,6 +188,9 @@ typedef enum stsa_backend {
   /* avx512, plus FULL tiles of bf16 Q, K and V on the AMX tile-multiply unit
    * (x86-64 Linux): results of f32 quality (stsa_kernels: full_tile_bf16) */
   STSA_BACKEND_AMX = 6,
+  /* avx512, plus the same bf16 tiles on AVX512-BF16's vdpbf16ps, for CPUs
+   * without AMX (AMD Zen 4 and 5) */
+  STSA_BACKEND_AVX512BF16 = 7,
   STSA_BACKEND_COUNT_ /* this header's count; stsa_backend_count is the library's */
 } stsa_backend;
 

@@ -188,11 +188,12 @@ typedef struct stsa_kernels {
    * registers across its tiles rather than loading and storing o per tile. */
   void (*pv2_segs)(const struct stsa_pv_seg *seg, int nseg, int ld_p,
                    int64_t panel_stride, float *o, int ld_o, const float *alpha);
-  /* Optional (NULL but on the amx backend): a whole kv tile (FULL, or
-   * PARTIAL with its mask) for bf16 Q, K and V on bf16 tile-multiply
-   * hardware, with the non-finite rules of stsa.h. Q.K^T multiplies bf16 exactly and sums
-   * in f32 like qk; each f32 probability goes to P.V as t->terms bf16 terms (three: their
-   * sum is p exactly, so P.V multiplies the f32 p as the f32 path does). */
+  /* Optional (NULL but on the amx and avx512bf16 backends): a whole kv
+   * tile (FULL, or PARTIAL with its mask) for bf16 Q, K and V on bf16
+   * dot-product hardware (x86/bf16_engine.h: the AMX unit or vdpbf16ps), with the
+   * non-finite rules of stsa.h. Q.K^T multiplies bf16 exactly and sums in f32 like qk;
+   * each f32 probability goes to P.V as t->terms bf16 terms (three: their sum is p
+   * exactly, so P.V multiplies the f32 p as the f32 path does). */
   void (*full_tile_bf16)(const stsa_bf16_tile *t);
   /* Optional (NULL: one full_tile_bf16 per tile): FULL tiles whose logits
    * are finite (safe), nseg of them side by side as one tile: one softmax
@@ -310,6 +311,9 @@ void stsa_kernels_override_avx2(stsa_kernels *t);
 void stsa_kernels_override_avx512(stsa_kernels *t);
 /* The AVX-512 entries plus full_tile_bf16 on AMX; only after stsa_cpu_has_amx(). */
 void stsa_kernels_override_amx(stsa_kernels *t);
+/* The AVX-512 entries plus full_tile_bf16 on vdpbf16ps; only after
+ * stsa_cpu_runs_avx512bf16() (core/context.h). */
+void stsa_kernels_override_avx512bf16(stsa_kernels *t);
 #endif
 #if defined(__aarch64__)
 /* NEON entries (NEON is part of the AArch64 base ISA). */
