@@ -154,7 +154,5 @@ static void unit_pv(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
   }
 }
 
-void stsa_kernels_override_amx(stsa_kernels *t) {
-  engine_override(t, "amx");
-}
+void stsa_kernels_override_amx(stsa_kernels *t) { engine_override(t, "amx"); }
 #endif /* x86-64 */
