@@ -92,6 +92,14 @@ typedef struct stsa_bf16_tile {
   uint16_t *kb_tails, *vb_tails;
 } stsa_bf16_tile;
 
+/* Where one 32-key block of bf16 V is (the bf16 multiply unit's P.V
+ * operand, kernels.h: bf16_pv): its column panel 0 at `at`, panel j at
+ * at + j panel uint16 on ([key / 2][column][key % 2], 16 columns a panel). */
+typedef struct stsa_bf16_vblock {
+  const uint16_t *at;
+  int64_t panel;
+} stsa_bf16_vblock;
+
 /* The most tiles (segments) one pv2_segs or full_run_bf16 call takes. */
 #define STSA_MAX_RUN_TILES 64
 
@@ -203,6 +211,24 @@ typedef struct stsa_kernels {
    * nseg <= STSA_MAX_RUN_TILES. t's kb, vb, n, mask, span and nbad are not
    * read; safe must be 1. */
   void (*full_run_bf16)(const stsa_bf16_tile *t, const stsa_bf16_seg *seg, int nseg);
+  /* Optional (set with full_tile_bf16): the bf16 engine's two matrix
+   * products, operands only (x86/bf16_engine.h runs its own unit's directly;
+   * these are the same functions, each call on its own, for tests). Rows
+   * 1..32, both written (not added to):
+   * bf16_scores: s[r][16 p + c] = sum over d < 32 nch of q[r][d] K_p[d][c]
+   *   for r < rows, p < npanels, c < 16: q rows ld_q uint16 apart, K panel p
+   *   at kb + p nch 512 (nch chunks of [16 pairs][16 keys][2]), s rows ld_s
+   *   floats apart.
+   * bf16_pv: c[r][16 j + e] = sum over blocks b < nblocks, terms x < terms,
+   *   keys i < 32 of p[x ld_term + r ld_p + 32 b + i] V_b[i][16 j + e] for
+   *   r < rows, j < npanels, e < 16; V_b: vblk[b]; c rows ld_c floats apart.
+   * Products of bf16 are exact; the sums are f32 (bf16 inputs below the
+   * normal range count as zero, sums below it flush to zero). */
+  void (*bf16_scores)(const uint16_t *q, int ld_q, int rows, const uint16_t *kb, int nch,
+                      int npanels, float *s, int ld_s);
+  void (*bf16_pv)(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
+                  const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c,
+                  int ld_c, int rows);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);

@@ -55,33 +55,20 @@
  * STSA_PARAM_KV_TILE), rounded up to 32. */
 #define MAX_KEY_BLOCKS (4096 / STSA_BF16_KEY_BLOCK)
 
-/* Where one 32-key block of V is: its column panel 0 at `at`, panel j at
- * at + j panel ([key / 2][column][key % 2], 16 columns a panel). */
-typedef struct bf16_vblock {
-  const uint16_t *at;
-  int64_t panel;
-} bf16_vblock;
-
-/* The multiply unit's contract: operands only, no masks or spans. Row
- * counts are 1..32; rows > 16 are two blocks of 16 and rows - 16. Rows past
- * a tile's real rows (up to rows_pad) are computed like any other.
- *
- * unit_scores: s[r][16 p + c] = sum over d < 32 nch of q[r][d] K_p[d][c],
- *   for r < rows, p < npanels, c < 16: q rows ld_q uint16 apart (32 nch
- *   bf16 each), K panel p at kb + p nch 512 (nch chunks of [16 pairs][16
- *   keys][2]), s rows ld_s floats apart. Written, not added to.
- * unit_pv: c[r][16 j + e] = sum over blocks b < nblocks, terms x < terms and
- *   keys i < 32 of p[x ld_term + r ld_p + 32 b + i] V_b[i][16 j + e], for
- *   r < rows, j < npanels, e < 16: V_b is vblk[b] (bf16_vblock), c rows
- *   ld_c floats apart. Written, not added to.
+/* The multiply unit's contract (kernels.h: bf16_scores, bf16_pv):
+ * operands only, no masks or spans. Row counts are 1..32; rows > 16 are two
+ * blocks of 16 and rows - 16. Rows past a tile's real rows (up to rows_pad)
+ * are computed like any other.
+ * unit_scores, unit_pv: as bf16_scores and bf16_pv, between unit_configure
+ *   for the rows' blocks and unit_release.
  * unit_configure: the pass's blocks (rows0 1..16, rows1 0..16) change
  *   before the next products (AMX configures its tiles).
  * unit_release: the engine's call is done (AMX releases its tiles). */
 static void unit_scores(const uint16_t *q, int ld_q, int rows, const uint16_t *kb,
                         int nch, int npanels, float *s, int ld_s);
 static void unit_pv(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
-                    const bf16_vblock *vblk, int nblocks, int npanels, float *c, int ld_c,
-                    int rows);
+                    const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c,
+                    int ld_c, int rows);
 static void unit_configure(int rows0, int rows1);
 static void unit_release(void);
 
@@ -386,11 +373,11 @@ static void add_to_output(const stsa_bf16_tile *t, const pass *ps) {
  * column on a 32-key block, one after the other) as one sum into t->c,
  * which then joins o. */
 static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
-  bf16_vblock vblk[MAX_KEY_BLOCKS];
+  stsa_bf16_vblock vblk[MAX_KEY_BLOCKS];
   int nblocks = 0;
   for (int g = 0; g < ps->nseg; g++)
     for (int k = ps->seg[g].lo / 32; k < seg_end32(&ps->seg[g]) / 32; k++)
-      vblk[nblocks++] = (bf16_vblock){ps->seg[g].vb + k * 512, ps->seg[g].v_panel};
+      vblk[nblocks++] = (stsa_bf16_vblock){ps->seg[g].vb + k * 512, ps->seg[g].v_panel};
   const uint16_t *p = t->p + ps->seg[0].off + ps->seg[0].lo / 32 * 32;
   unit_pv(p, t->ld_s, (int64_t)PASS * t->ld_s, t->terms, vblk, nblocks, t->D_pad / NR,
           t->c, t->D_pad, ps->rows0 + ps->rows1);
@@ -672,6 +659,27 @@ static void engine_pack_bf16(const stsa_bf16_rows *rows, uint16_t *kb, uint16_t 
   abs_bits[1] = vb_max > abs_bits[1] ? vb_max : abs_bits[1];
 }
 
+/* The unit configured for `rows` as a pass of that many rows would. */
+static void configure_rows(int rows) {
+  unit_configure(rows < BLOCK ? rows : BLOCK, rows < BLOCK ? 0 : rows - BLOCK);
+}
+
+/* kernels.h: bf16_scores and bf16_pv, the unit's products one call each. */
+static void engine_scores(const uint16_t *q, int ld_q, int rows, const uint16_t *kb,
+                          int nch, int npanels, float *s, int ld_s) {
+  configure_rows(rows);
+  unit_scores(q, ld_q, rows, kb, nch, npanels, s, ld_s);
+  unit_release();
+}
+
+static void engine_pv(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
+                      const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c,
+                      int ld_c, int rows) {
+  configure_rows(rows);
+  unit_pv(p, ld_p, ld_term, terms, vblk, nblocks, npanels, c, ld_c, rows);
+  unit_release();
+}
+
 /* A backend's table: the AVX-512 entries, and this engine's on its unit. */
 static void engine_override(stsa_kernels *t, const char *name) {
   stsa_kernels_override_avx512(t);
@@ -679,6 +687,8 @@ static void engine_override(stsa_kernels *t, const char *name) {
   t->full_tile_bf16 = engine_full_tile;
   t->full_run_bf16 = engine_full_run;
   t->pack_bf16 = engine_pack_bf16;
+  t->bf16_scores = engine_scores;
+  t->bf16_pv = engine_pv;
 }
 
 #endif

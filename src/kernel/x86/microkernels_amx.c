@@ -110,8 +110,8 @@ static void unit_scores(const uint16_t *q, int ld_q, int rows, const uint16_t *k
  * them back right after the tile stores (to add them to o) held the tile
  * multiplies of the next pair behind the stores (~12% of P.V's time). */
 static void unit_pv(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
-                    const bf16_vblock *vblk, int nblocks, int npanels, float *c, int ld_c,
-                    int rows) {
+                    const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c,
+                    int ld_c, int rows) {
   const int two_blocks = rows > BLOCK;
   const int p_bytes = ld_p * 2, c_bytes = ld_c * 4;
   const int64_t block = (int64_t)BLOCK * ld_p;

@@ -105,7 +105,7 @@ static void unit_scores(const uint16_t *q, int ld_q, int rows, const uint16_t *k
  * terms' sum, some 2^8 times smaller, rounds at its own scale. */
 static inline __attribute__((always_inline)) void
 pv_tile(const uint16_t *p, int ld_p, int64_t ld_term, const int terms,
-        const bf16_vblock *vblk, int nblocks, int j0, const int panels, float *c,
+        const stsa_bf16_vblock *vblk, int nblocks, int j0, const int panels, float *c,
         int ld_c, const int rows) {
   const int split = terms > 1;
   __m512 acc[RT][CT], rest[RT][CT];
@@ -142,7 +142,7 @@ pv_tile(const uint16_t *p, int ld_p, int64_t ld_term, const int terms,
  * `ct` panels (CT with one term; half as many with two sums a panel). */
 static inline __attribute__((always_inline)) void
 pv_terms(const uint16_t *p, int ld_p, int64_t ld_term, const int terms,
-         const bf16_vblock *vblk, int nblocks, int npanels, float *c, int ld_c,
+         const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c, int ld_c,
          int rows) {
   const int ct = terms > 1 ? CT / 2 : CT;
   int r = 0;
@@ -168,8 +168,8 @@ pv_terms(const uint16_t *p, int ld_p, int64_t ld_term, const int terms,
 
 /* bf16_engine.h: unit_pv, one copy per number of terms. */
 static void unit_pv(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
-                    const bf16_vblock *vblk, int nblocks, int npanels, float *c, int ld_c,
-                    int rows) {
+                    const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c,
+                    int ld_c, int rows) {
   if (terms == 1)
     pv_terms(p, ld_p, ld_term, 1, vblk, nblocks, npanels, c, ld_c, rows);
   else if (terms == 2)
