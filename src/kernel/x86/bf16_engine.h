@@ -51,8 +51,9 @@
 #define NR 16                    /* keys of a K panel, columns of a V panel */
 
 /* The most 32-key blocks one P.V sum reads: a pass reads at most ld_s keys
- * (kernels.h: stsa_bf16_tile), and kv tiles are at most 4096 keys (stsa.h:
- * STSA_PARAM_KV_TILE), rounded up to 32. */
+ * (kernels.h: stsa_bf16_tile), the packed kv tile, and kv tiles are at most
+ * 4096 keys (stsa.h: STSA_PARAM_KV_TILE; plans: mask/plan_build.c MAX_TILE),
+ * rounded up to 32. */
 #define MAX_KEY_BLOCKS (4096 / STSA_BF16_KEY_BLOCK)
 
 /* The multiply unit's contract (kernels.h: bf16_scores, bf16_pv):
