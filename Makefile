@@ -77,7 +77,7 @@ test-c: build
 # (src/kernel/x86/amx_emulation.h), where the CPU has the rest of its ISA
 # (AVX-512 with AVX512-BF16: Zen 4 and later, Cooper Lake and later) but no
 # AMX; elsewhere the amx backend is unavailable and those tests skip it.
-AMX_EMULATED_TESTS = amx|finite_range|nonfinite|run_info|dense|sparse|svg|kernel|pack|rows|plan_kv
+AMX_EMULATED_TESTS = amx|bf16_unit|finite_range|nonfinite|run_info|dense|sparse|svg|kernel|pack|rows|plan_kv
 test-amx-emulated: deps
 	@cmake -S . -B build-amxemu -DCMAKE_BUILD_TYPE=Release -DSTSA_AMX_EMULATION=ON \
 	  -DSTSA_WERROR=ON $(QUIET_FLAGS) >/dev/null

@@ -65,20 +65,20 @@ static double tolerance(const stsa_tensor *out, const stsa_tensor *q) {
 /* The largest |out - ref| over the elements the contract covers, each over
  * its tolerance (> 1 fails; +inf where either is not finite). Each logit
  * carries the f32 dot product's rounding, (D + 8) ulps of the row's reach
- * scale |q_i| max_j |k_j|, and an absolute error from subnormals (the amx
- * tile unit takes bf16 values below 2^-126 as zero, the others lose the
+ * scale |q_i| max_j |k_j|, and an absolute error from subnormals (the bf16
+ * tiles, AMX's or vdpbf16ps, take bf16 values below 2^-126 as zero, the others lose the
  * bits of scaled q under 2^-149): a weight then moves by expm1(2 delta).
  * Besides out's own rounding, an absolute floor: f32's subnormal spacing
  * per operation, times 2^v_exp where a head's V near FLT_MAX makes the
  * kernels scale its V down (tile_loop.c, stsa_v_exp_for: 2^v_exp <= 2 max|v|
  * Skv_pad / 2^126, kv tiles <= 512), which a column of tiny values shows. */
 static double worst_error(const stsa_tensor *out, const stsa_tensor *ref, const expect *e,
-                          double base, int amx, int64_t skv, int64_t *at) {
-  const double sub = amx ? 0x1p-124 : 0x1p-147;
+                          double base, int bf16_tiles, int64_t skv, int64_t *at) {
+  const double sub = bf16_tiles ? 0x1p-124 : 0x1p-147;
   const double floor_out = (out->dtype == STSA_F16    ? 0x1p-24
                             : out->dtype == STSA_BF16 ? 0x1p-132
                                                       : 0x1p-148) +
-                           (double)skv * 0x1p-147 + (amx ? 0x1p-124 : 0);
+                           (double)skv * 0x1p-147 + (bf16_tiles ? 0x1p-124 : 0);
   const double rootd = sqrt((double)e->D), big = fmax(e->scale, 1.0);
   double worst = 0;
   for (int64_t b = 0; b < out->shape[0]; b++)
@@ -426,11 +426,10 @@ static void run_attention(reader *r, int op, const setup *su, uint64_t seed) {
     if (rs != STSA_OK)
       fail("the reference refused what the backend accepted", stsa_ctx_last_error(ref));
     int64_t at[4] = {0, 0, 0, 0};
-    const double err =
-        su->backend == STSA_BACKEND_REF
-            ? 0
-            : worst_error(&out, &ref_out, &ex, tolerance(&out, &q),
-                          stsa_ctx_backend(ctx) == STSA_BACKEND_AMX, Skv, at);
+    const double err = su->backend == STSA_BACKEND_REF
+                           ? 0
+                           : worst_error(&out, &ref_out, &ex, tolerance(&out, &q),
+                                         fuzz_bf16_tiles(stsa_ctx_backend(ctx)), Skv, at);
     if (err > 1) {
       char why[200];
       snprintf(why, sizeof why, "%s: b %lld s %lld h %lld d %lld, %g x the tolerance",

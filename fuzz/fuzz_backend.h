@@ -18,4 +18,10 @@ static inline stsa_backend fuzz_backend(unsigned choice) {
   return here[choice % (unsigned)n]; /* ref and portable always run: n >= 2 */
 }
 
+/* 1 for the backends with bf16 tiles (kernels.h: full_tile_bf16), whose
+ * bf16 products flush inputs and sums below f32's normal range. */
+static inline int fuzz_bf16_tiles(stsa_backend b) {
+  return b == STSA_BACKEND_AMX || b == STSA_BACKEND_AVX512BF16;
+}
+
 #endif

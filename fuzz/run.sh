@@ -31,7 +31,7 @@ mkdir -p "$out"
 io_srcs="$(ls "$root"/src/io/*.c) $root/src/core/status.c"
 # The plan, attention and svg2_session targets link the whole library (the
 # mask layer calls the kernels) but not libstsa_mpi (src/dist); the AVX2,
-# AVX-512 and AMX micro-kernels are compiled on their own with their ISA
+# AVX-512, AMX and AVX512-BF16 micro-kernels are compiled on their own with their ISA
 # flags (x86 only), as CMake does.
 lib_srcs="$(find "$root/src" -name '*.c' ! -path '*/x86/*' ! -path '*/dist/*' | sort)"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
@@ -50,9 +50,10 @@ if [ "${FUZZ_FAST_LIB:-0}" = 1 ]; then
 fi
 case $(uname -m) in
   x86_64 | i?86)
-    for isa in avx2 avx512 amx; do
+    for isa in avx2 avx512 amx avx512bf16; do
       flags="-mavx2 -mfma -mf16c"
       [ "$isa" = avx512 ] && flags="$flags -mavx512f -mavx512dq"
+      [ "$isa" = avx512bf16 ] && flags="$flags -mavx512f -mavx512dq -mavx512bw -mavx512bf16"
       [ "$isa" = amx ] && flags="$flags -mavx512f -mavx512dq -mavx512bw -mavx512bf16 -mamx-tile -mamx-bf16"
       "$cc" -std=c11 $lib_cov $san -g -O1 -fopenmp $flags \
         -I"$root/include" -I"$root/src" \

@@ -188,6 +188,9 @@ typedef enum stsa_backend {
   /* avx512, plus FULL tiles of bf16 Q, K and V on the AMX tile-multiply unit
    * (x86-64 Linux): results of f32 quality (stsa_kernels: full_tile_bf16) */
   STSA_BACKEND_AMX = 6,
+  /* avx512, plus the same bf16 tiles on AVX512-BF16's vdpbf16ps, for CPUs
+   * without AMX (AMD Zen 4 and 5) */
+  STSA_BACKEND_AVX512BF16 = 7,
   STSA_BACKEND_COUNT_ /* this header's count; stsa_backend_count is the library's */
 } stsa_backend;
 
@@ -213,8 +216,8 @@ typedef enum stsa_param {
    * kv_tile is not a multiple of the new backend's panel width */
   STSA_PARAM_BACKEND = 1,
   /* query rows per tile, 6..4096, default 192; calls round it up to a
-   * multiple of the backend's register-tile rows (12 for avx512 and amx, 6
-   * for the others) */
+   * multiple of the backend's register-tile rows (12 for avx512, amx and
+   * avx512bf16, 6 for the others) */
   STSA_PARAM_Q_TILE = 2,
   /* key rows per tile, 16..4096, default 256: a multiple of the backend's
    * panel width (16 for every backend today) */
@@ -222,7 +225,7 @@ typedef enum stsa_param {
   /* 1: reject NaN/Inf inputs (default); 0: skip the scan, and NaN/Inf then
    * propagate as in PyTorch SDPA (see "Non-finite inputs" at stsa_attention) */
   STSA_PARAM_CHECK_FINITE = 4,
-  /* The amx backend on bf16 Q, K and V (dense calls): how many bf16 terms
+  /* The amx and avx512bf16 backends on bf16 Q, K and V: how many bf16 terms
    * each f32 probability enters P.V as, 0..3. 0 (default): what the output
    * keeps, 3 for f32 out (their sum is the f32 probability exactly, as the
    * f32 backends multiply it), 2 for f16 and bf16 out (within 2^-18 of it);
@@ -248,9 +251,9 @@ typedef enum stsa_arith {
   STSA_ARITH_F64 = 0, /* the ref backend: every row in double */
   STSA_ARITH_F32 = 1, /* q, k and v converted to f32 as they load; f32 products,
                          sums and softmax (every tiled backend) */
-  /* the amx backend on bf16 q, k and v: exact bf16 products summed in f32 on
-   * the tile unit, the softmax in f32, each probability entering P.V as
-   * bf16_terms bf16 terms (STSA_PARAM_BF16_TERMS) */
+  /* the amx and avx512bf16 backends on bf16 q, k and v: exact bf16 products
+   * summed in f32 (the AMX tile unit, or vdpbf16ps), the softmax in f32, each probability
+   * entering P.V as bf16_terms bf16 terms (STSA_PARAM_BF16_TERMS) */
   STSA_ARITH_BF16_TILES = 2,
   STSA_ARITH_COUNT_
 } stsa_arith;
@@ -301,8 +304,8 @@ STSA_API stsa_status stsa_ctx_last_run(const stsa_ctx *ctx, stsa_run_info *info)
  * hold any finite values up to the largest of its dtype: for finite q, k
  * and v in that range every backend, dense, sparse and SVG alike, returns
  * finite rows within f32's rounding of the exact result (the logits' own
- * f32 rounding, a few ulps of scale |q_i| |k_j|, included; the amx
- * backend's tile unit takes bf16 values below 2^-126 as zero, as the
+ * f32 rounding, a few ulps of scale |q_i| |k_j|, included; the bf16
+ * tiles of amx and avx512bf16 take bf16 values below 2^-126 as zero, as the
  * hardware does). The range holds row by row: a row whose q and the keys
  * of its head are inside it is held to this whatever other rows and heads
  * of the call hold. Beyond it a logit may overflow f32 to +-inf or NaN, and
@@ -677,9 +680,9 @@ typedef struct stsa_svg_config {
    * context's; for SVG2 at most 256 x 512 (the largest multiples of the
    * kernels' register tile), whose tiles follow clusters. kv_tile must be a
    * multiple of 16; q_tile is rounded up to a multiple of the backend's
-   * register-tile rows (12 on avx512 and amx, 6 on the others): by the plans
-   * at create for SVG, at each call for SVG2 (stsa_svg_get_windows gives
-   * the rounded tiles then) */
+   * register-tile rows (12 on avx512, amx and avx512bf16, 6 on the others):
+   * by the plans at create for SVG, at each call for SVG2
+   * (stsa_svg_get_windows gives the rounded tiles then) */
   int q_tile, kv_tile;
   /* ---- Sparse VideoGen 2 (method = STSA_SVG_METHOD_SVG2) ---- */
   int method; /* stsa_svg_method; 0 = SVG */

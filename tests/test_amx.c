@@ -1,5 +1,6 @@
 /*
- * test_amx.c — the amx backend's bf16 tiles (kernels.h: full_tile_bf16) on
+ * test_amx.c — the bf16 tiles (kernels.h: full_tile_bf16) of the amx and
+ * avx512bf16 backends (one engine, two multiply units) on
  * dense and sparse calls with bf16 q, k and v, against the double-precision
  * reference
  * and against the f32 path of the avx512 backend, for each number of bf16
@@ -23,6 +24,10 @@
 #include "mask_util.h"
 #include "testutil.h"
 
+/* The backend with bf16 tiles under test (main runs every case on amx and
+ * on avx512bf16, where this machine runs them). */
+static stsa_backend TILES = STSA_BACKEND_AMX;
+
 typedef struct amx_case {
   int64_t B, Sq, Skv, H, D;
   int q_tile, kv_tile;
@@ -36,14 +41,14 @@ static stsa_ctx *ctx_with(stsa_backend backend, int threads, const amx_case *c,
   return ctx;
 }
 
-/* Every call on the amx backend here has bf16 q, k and v: it must say it ran
+/* Every call on a backend with bf16 tiles here has bf16 q, k and v: it must say it ran
  * the bf16 tiles (stsa_run_info), whatever its kv tiles (fixed ones of any
  * multiple of 16 keys pad to 32-key blocks). */
 static void check_ran_bf16_tiles(stsa_backend backend, const stsa_ctx *ctx,
                                  const char *what) {
   stsa_run_info info = STSA_INIT(stsa_run_info);
   CHECK_STATUS(stsa_ctx_last_run(ctx, &info), STSA_OK);
-  if (backend == STSA_BACKEND_AMX)
+  if (tu_has_bf16_tiles(backend))
     CHECK(info.arith == STSA_ARITH_BF16_TILES && info.why[0] == 0,
           "%s: ran %s, why = \"%s\"", what, stsa_arith_name(info.arith), info.why);
 }
@@ -96,7 +101,7 @@ static void check_case(const amx_case *c) {
   for (int terms = 1; terms <= 3; terms++) {
     out[terms] = tu_sentinel_tensor(STSA_F32, TU_BSHD, c->B, c->Sq, c->H, c->D);
     float *lse = tu_guarded_alloc(nlse * sizeof(float));
-    run(STSA_BACKEND_AMX, 2, c, terms, &q, &k, &v, &out[terms], lse);
+    run(TILES, 2, c, terms, &q, &k, &v, &out[terms], lse);
     const double err = tu_max_abs_diff(&out[terms], &ref, NULL);
     /* one term: each p off by up to 2^-9 of itself, so out by 2^-9 max|v|
      * (|v| <= ~5 here); two: 2^-18 of p, under the f32 path's 1e-5; three:
@@ -122,7 +127,7 @@ static void check_case(const amx_case *c) {
   /* thread counts, and the default (0: three terms for an f32 output) */
   for (int threads = 1; threads <= 3; threads += 2) {
     stsa_tensor again = tu_sentinel_tensor(STSA_F32, TU_BSHD, c->B, c->Sq, c->H, c->D);
-    run(STSA_BACKEND_AMX, threads, c, 0, &q, &k, &v, &again, NULL);
+    run(TILES, threads, c, 0, &q, &k, &v, &again, NULL);
     CHECK(tu_same_bytes(&again, &out[3]),
           "%s: %d threads (default terms) differ from 2 "
           "threads (3 terms)",
@@ -131,7 +136,7 @@ static void check_case(const amx_case *c) {
   }
   /* a bf16 output: two terms by default, within its rounding of the reference */
   stsa_tensor low = tu_sentinel_tensor(STSA_BF16, TU_BHSD, c->B, c->Sq, c->H, c->D);
-  run(STSA_BACKEND_AMX, 2, c, 0, &q, &k, &v, &low, NULL);
+  run(TILES, 2, c, 0, &q, &k, &v, &low, NULL);
   const double low_err = tu_max_abs_diff(&low, &ref, NULL);
   CHECK(low_err <= 1e-5 * scale + 0.5 * 0x1p-7 * scale * 1.01,
         "%s: bf16 output off by %.3g (scale %.3g)", name, low_err, scale);
@@ -169,7 +174,7 @@ static void check_lazy_rescale(void) {
     stsa_tensor out = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, c.Sq, 1, c.D);
     run(STSA_BACKEND_REF, 1, &c, 0, &q, &k, &v, &ref, NULL);
     run(STSA_BACKEND_AVX512, 1, &c, 0, &q, &k, &v, &f32, NULL);
-    run(STSA_BACKEND_AMX, 2, &c, 3, &q, &k, &v, &out, NULL);
+    run(TILES, 2, &c, 3, &q, &k, &v, &out, NULL);
     double scale, f32_err = tu_max_abs_diff(&f32, &ref, &scale);
     const double err = tu_max_abs_diff(&out, &ref, NULL);
     CHECK(err <= f32_err + 1e-7 * scale,
@@ -216,9 +221,9 @@ static void check_sparse_plan(const char *name, const stsa_plan *plan,
   stsa_tensor one = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
   run_sparse(STSA_BACKEND_REF, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v, &ref);
   run_sparse(STSA_BACKEND_AVX512, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v, &f32);
-  run_sparse(STSA_BACKEND_AMX, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v, &exact);
-  run_sparse(STSA_BACKEND_AMX, 0, plan, STSA_SPARSE_NAIVE, &q, &k, &v, &naive);
-  run_sparse(STSA_BACKEND_AMX, 1, plan, STSA_SPARSE_EXACT, &q, &k, &v, &one);
+  run_sparse(TILES, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v, &exact);
+  run_sparse(TILES, 0, plan, STSA_SPARSE_NAIVE, &q, &k, &v, &naive);
+  run_sparse(TILES, 1, plan, STSA_SPARSE_EXACT, &q, &k, &v, &one);
   double scale, f32_err = tu_max_abs_diff(&f32, &ref, &scale);
   const double err = tu_max_abs_diff(&exact, &ref, NULL);
   CHECK(err <= f32_err + 1e-7 * scale, "%s: max abs err %.3g, the f32 path's %.3g", name,
@@ -239,7 +244,7 @@ static void check_sparse_plan(const char *name, const stsa_plan *plan,
   memcpy(v_nan.data, v.data, tu_span(&v) * stsa_dtype_size(STSA_BF16));
   tu_store(v_nan.data, STSA_BF16, tu_offset(&v_nan, 0, bad, HS - 1, 0), NAN);
   stsa_tensor poisoned = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, S, HS, D);
-  run_sparse(STSA_BACKEND_AMX, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v_nan, &poisoned);
+  run_sparse(TILES, 0, plan, STSA_SPARSE_EXACT, &q, &k, &v_nan, &poisoned);
   int64_t wrong = 0, reached = 0;
   for (int64_t i = 0; i < S; i++)
     for (int64_t h = 0; h < HS; h++)
@@ -269,7 +274,7 @@ static void check_sparse(const char *what, const stsa_geometry *g, int64_t S, in
   snprintf(name, sizeof name, "sparse %s S=%lld D=%lld kv tiles %d", what, (long long)S,
            (long long)D, kv_tile);
   const stsa_mask *masks[2] = {mask, mask};
-  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, kv_tile);
+  stsa_ctx *pctx = tu_make_ctx(TILES, 1, 36, kv_tile);
   stsa_plan_desc desc = {
       sizeof desc, S,   S, 2, masks, g, order, order, 0, 0, STSA_PLAN_ALLOW_EMPTY_ROWS,
       NULL,        NULL};
@@ -312,10 +317,10 @@ static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t
   CHECK_STATUS(stsa_mask_clusters(ql, N, QC, kl, N, KC, keep, &rect), STSA_OK);
   CHECK_STATUS(stsa_mask_text(g, &text), STSA_OK);
   CHECK_STATUS(stsa_mask_or(rect, text, &mask), STSA_OK);
-  stsa_ctx *pctx = tu_make_ctx(STSA_BACKEND_AMX, 1, 36, kv_tile);
+  stsa_ctx *pctx = tu_make_ctx(TILES, 1, 36, kv_tile);
   const int align = stsa_kv_pack_align(&pctx->run->kern, STSA_BF16, STSA_BF16, STSA_BF16);
-  CHECK(align == STSA_BF16_KEY_BLOCK, "%s: the amx backend asks spans on %d keys", name,
-        align);
+  CHECK(align == STSA_BF16_KEY_BLOCK, "%s: the %s backend asks spans on %d keys", name,
+        stsa_backend_name(TILES), align);
   const stsa_cluster_layout lay = {g, QC, KC, ql, kl, keep, 36, kv_tile, align};
   stsa_plan *plan = NULL;
   CHECK_STATUS(stsa_cluster_plan_build(pctx, &lay, mask, &plan, &pctx->err), STSA_OK);
@@ -331,7 +336,7 @@ static void check_cluster_plan(const char *what, const stsa_geometry *g, int64_t
  * the SVG windows' kv tiles it must choose, SVG2's cluster kv tiles it is
  * configured with; 0: automatic): SVG2's cluster plans
  * put their spans on the bf16 key blocks, SVG's fixed tiles pad to them, so
- * the amx backend runs them on the bf16 tiles (one term and three give
+ * the backend under test runs them on the bf16 tiles (one term and three give
  * different bytes), as close to the f32 path of the avx512 backend as the
  * f32 path is to itself across tiles (k-means runs on the same kernels on
  * both backends: the same clusters). */
@@ -356,8 +361,7 @@ static void check_svg_session(const char *what, stsa_svg_method method,
   cfg.sink_frames = 1, cfg.seed = 3, cfg.method = method;
   cfg.q_clusters = 8, cfg.kv_clusters = 20, cfg.top_p = 0.9, cfg.density = 0.25;
   cfg.kv_tile = method == STSA_SVG_METHOD_SVG2 ? kv_tile : 0;
-  const stsa_backend backends[3] = {STSA_BACKEND_AVX512, STSA_BACKEND_AMX,
-                                    STSA_BACKEND_AMX};
+  const stsa_backend backends[3] = {STSA_BACKEND_AVX512, TILES, TILES};
   const int terms[3] = {0, 3, 1};
   stsa_tensor out[3];
   for (int i = 0; i < 3; i++) {
@@ -374,18 +378,18 @@ static void check_svg_session(const char *what, stsa_svg_method method,
     CHECK_STATUS(stsa_svg_get_windows(svg, &win), STSA_OK);
     CHECK(!kv_tile || win.kv_tile == kv_tile, "%s session: kv tiles %d", what,
           win.kv_tile);
-    CHECK(backends[i] != STSA_BACKEND_AMX ||
+    CHECK(!tu_has_bf16_tiles(backends[i]) ||
               (ran.arith == STSA_ARITH_BF16_TILES && ran.why[0] == 0),
-          "%s session: amx ran %s, why = \"%s\"", what, stsa_arith_name(ran.arith),
-          ran.why);
+          "%s session: %s ran %s, why = \"%s\"", what, stsa_backend_name(TILES),
+          stsa_arith_name(ran.arith), ran.why);
     stsa_svg_free(svg);
     stsa_ctx_free(ctx);
   }
   double scale;
   const double diff = tu_max_abs_diff(&out[1], &out[0], &scale);
   CHECK(diff <= 2e-5 * (scale > 1 ? scale : 1),
-        "%s session bf16: amx (3 terms) and avx512 differ by %.3g (scale %.3g)", what,
-        diff, scale);
+        "%s session bf16: %s (3 terms) and avx512 differ by %.3g (scale %.3g)", what,
+        stsa_backend_name(TILES), diff, scale);
   CHECK(!tu_same_bytes(&out[1], &out[2]),
         "%s session bf16: 1 and 3 terms gave the same bytes: were the bf16 tiles used?",
         what);
@@ -451,7 +455,7 @@ static void check_neg_inf_logits(void) {
     float *ref_lse = tu_guarded_alloc(S * sizeof(float)),
           *lse = tu_guarded_alloc(S * sizeof(float));
     for (int i = 0; i < 2; i++) {
-      stsa_ctx *ctx = ctx_with(i ? STSA_BACKEND_AMX : STSA_BACKEND_REF, 2, &c, 0);
+      stsa_ctx *ctx = ctx_with(i ? TILES : STSA_BACKEND_REF, 2, &c, 0);
       CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 0), STSA_OK);
       stsa_attn_opts opts = {sizeof opts, 0.0f, i ? lse : ref_lse};
       CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, i ? &out : &ref, &opts), STSA_OK);
@@ -506,7 +510,7 @@ static void check_nan_logits(void) {
         stsa_tensor *bad = side ? &k : &q;
         uint16_t *at = (uint16_t *)bad->data + tu_offset(bad, 0, side ? KEY : ROW, 0, 5);
         *at = nans[ni];
-        stsa_ctx *ctx = ctx_with(STSA_BACKEND_AMX, 2, &c, terms);
+        stsa_ctx *ctx = ctx_with(TILES, 2, &c, terms);
         CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_CHECK_FINITE, 0), STSA_OK);
         CHECK_STATUS(stsa_attention(ctx, &q, &k, &v, &out, NULL), STSA_OK);
         stsa_ctx_free(ctx);
@@ -528,25 +532,8 @@ static void check_nan_logits(void) {
       }
 }
 
-int main(void) {
-  /* the backend runs where the CPU check says, and nowhere else */
-  CHECK(stsa_backend_available(STSA_BACKEND_AMX) == stsa_cpu_has_amx(),
-        "amx available %d but stsa_cpu_has_amx %d",
-        stsa_backend_available(STSA_BACKEND_AMX), stsa_cpu_has_amx());
-  int64_t lo, hi;
-  CHECK_STATUS(stsa_param_bounds(STSA_PARAM_BF16_TERMS, &lo, &hi), STSA_OK);
-  CHECK(lo == 0 && hi == 3, "bf16_terms bounds [%lld, %lld]", (long long)lo,
-        (long long)hi);
-  stsa_ctx *ctx = tu_make_ctx(STSA_BACKEND_PORTABLE, 1, 192, 256);
-  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, 4), STSA_ERR_BAD_PARAM);
-  int64_t got = -1;
-  CHECK_STATUS(stsa_ctx_get(ctx, STSA_PARAM_BF16_TERMS, &got), STSA_OK);
-  CHECK(got == 0, "bf16_terms defaults to %lld", (long long)got);
-  stsa_ctx_free(ctx);
-  if (!stsa_backend_available(STSA_BACKEND_AMX)) {
-    printf("test_amx: no AMX on this machine; the bf16 tiles are not exercised\n");
-    return tu_finish("test_amx");
-  }
+/* Every case on the backend TILES. */
+static void check_backend(void) {
   const amx_case cases[] = {
       {1, 1, 1, 1, 64, 192, 256, 1.0},
       {1, 77, 130, 2, 80, 192, 256, 1.0},
@@ -579,5 +566,32 @@ int main(void) {
   check_neg_inf_logits();
   check_nan_logits();
   check_lazy_rescale();
+}
+
+int main(void) {
+  /* the backend runs where the CPU check says, and nowhere else */
+  CHECK(stsa_backend_available(STSA_BACKEND_AMX) == stsa_cpu_has_amx(),
+        "amx available %d but stsa_cpu_has_amx %d",
+        stsa_backend_available(STSA_BACKEND_AMX), stsa_cpu_has_amx());
+  int64_t lo, hi;
+  CHECK_STATUS(stsa_param_bounds(STSA_PARAM_BF16_TERMS, &lo, &hi), STSA_OK);
+  CHECK(lo == 0 && hi == 3, "bf16_terms bounds [%lld, %lld]", (long long)lo,
+        (long long)hi);
+  stsa_ctx *ctx = tu_make_ctx(STSA_BACKEND_PORTABLE, 1, 192, 256);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, 4), STSA_ERR_BAD_PARAM);
+  int64_t got = -1;
+  CHECK_STATUS(stsa_ctx_get(ctx, STSA_PARAM_BF16_TERMS, &got), STSA_OK);
+  CHECK(got == 0, "bf16_terms defaults to %lld", (long long)got);
+  stsa_ctx_free(ctx);
+  const stsa_backend tiled[2] = {STSA_BACKEND_AMX, STSA_BACKEND_AVX512BF16};
+  for (int i = 0; i < 2; i++) {
+    TILES = tiled[i];
+    if (!stsa_backend_available(TILES)) {
+      printf("test_amx: this machine does not run %s; its bf16 tiles are not exercised\n",
+             stsa_backend_name(TILES));
+      continue;
+    }
+    check_backend();
+  }
   return tu_finish("test_amx");
 }

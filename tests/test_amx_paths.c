@@ -1,6 +1,6 @@
 /*
- * test_amx_paths.c — a bf16 call on the backend with bf16 tiles (amx, here
- * or emulated) leaves them only where its run info says why: a table of
+ * test_amx_paths.c — a bf16 call on each backend with bf16 tiles (amx, here
+ * or emulated, and avx512bf16) leaves them only where its run info says why: a table of
  * the tile shapes and rows a plan makes (q tiles shorter than a 32-row
  * pass, last kv tiles shorter than kv_tile, kv tiles of 16-key multiples,
  * PARTIAL tiles with stored patterns and with the mask callback, token
@@ -23,6 +23,9 @@
 #include "testutil.h"
 
 enum { H = 2 };
+
+/* The backend with bf16 tiles under test (main runs each one here). */
+static stsa_backend UNIT = STSA_BACKEND_AMX;
 
 typedef enum path_kind {
   DENSE,
@@ -136,7 +139,7 @@ static stsa_run_info run_kernel_call(stsa_backend backend, const path_case *c,
   return info;
 }
 
-/* A kernel call of c on amx and on the reference: amx's run info. A
+/* A kernel call of c on UNIT and on the reference: UNIT's run info. A
  * cluster plan is one head's. */
 static stsa_run_info kernel_case(const path_case *c) {
   tu_rng rng = {(uint64_t)(c->Sq * 31 + c->Skv)};
@@ -146,7 +149,7 @@ static stsa_run_info kernel_case(const path_case *c) {
   stsa_tensor v = tu_random_tensor(&rng, c->kv_dtype, TU_BSHD, 1, c->Skv, h, c->D, 1.0);
   stsa_tensor out = tu_sentinel_tensor(c->out_dtype, TU_BSHD, 1, c->Sq, h, c->D);
   stsa_tensor ref = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, c->Sq, h, c->D);
-  const stsa_run_info info = run_kernel_call(STSA_BACKEND_AMX, c, &q, &k, &v, &out);
+  const stsa_run_info info = run_kernel_call(UNIT, c, &q, &k, &v, &out);
   (void)run_kernel_call(STSA_BACKEND_REF, c, &q, &k, &v, &ref);
   double scale;
   const double diff = tu_max_abs_diff(&out, &ref, &scale);
@@ -158,7 +161,7 @@ static stsa_run_info kernel_case(const path_case *c) {
   return info;
 }
 
-/* An SVG or SVG2 session call of c on amx: the report's run info. The
+/* An SVG or SVG2 session call of c on UNIT: the report's run info. The
  * session runs sparse (text rows and sink frames in its plans). */
 static stsa_run_info session_case(const path_case *c) {
   const int64_t N = stsa_geometry_tokens(&c->g);
@@ -175,7 +178,7 @@ static stsa_run_info session_case(const path_case *c) {
   cfg.q_tile = c->q_tile;
   cfg.kv_tile = c->kv_tile;
   cfg.max_rel_error = c->kind == SVG_BUDGET ? 0.5 : 0;
-  stsa_ctx *ctx = tu_make_ctx(STSA_BACKEND_AMX, 2, 192, 256);
+  stsa_ctx *ctx = tu_make_ctx(UNIT, 2, 192, 256);
   CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, c->terms), STSA_OK);
   tu_rng rng = {(uint64_t)N};
   stsa_tensor q = tu_random_tensor(&rng, c->q_dtype, TU_BSHD, 1, N, H, c->D, 1.0);
@@ -241,25 +244,35 @@ static const path_case cases[] = {
      no_geometry, STSA_ARITH_F32, 0, "on 32-key blocks"},
 };
 
-int main(void) {
-  if (!stsa_backend_available(STSA_BACKEND_AMX)) {
-    printf("test_amx_paths: no amx backend here (nor its emulation); skipped\n");
-    return tu_finish("test_amx_paths");
-  }
+/* Every case on UNIT. */
+static void check_unit(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const path_case *c = &cases[i];
     const int session = c->kind == SVG || c->kind == SVG_BUDGET || c->kind == SVG2;
     const stsa_run_info info = session ? session_case(c) : kernel_case(c);
-    CHECK(info.backend == STSA_BACKEND_AMX && info.arith == c->arith &&
+    CHECK(info.backend == UNIT && info.arith == c->arith &&
               info.bf16_terms == c->bf16_terms,
-          "%s: ran %s (%d terms) on %s, expected %s (%d terms)", c->name,
+          "%s: ran %s (%d terms) on %s, expected %s (%d terms) on %s", c->name,
           stsa_arith_name(info.arith), info.bf16_terms, stsa_backend_name(info.backend),
-          stsa_arith_name(c->arith), c->bf16_terms);
+          stsa_arith_name(c->arith), c->bf16_terms, stsa_backend_name(UNIT));
     CHECK((info.why[0] == 0) == (info.arith == STSA_ARITH_BF16_TILES),
           "%s: ran %s, why = \"%s\"", c->name, stsa_arith_name(info.arith), info.why);
     if (c->why)
       CHECK(strstr(info.why, c->why) != NULL, "%s: why = \"%s\", expected \"%s\"",
             c->name, info.why, c->why);
+  }
+}
+
+int main(void) {
+  const stsa_backend units[2] = {STSA_BACKEND_AMX, STSA_BACKEND_AVX512BF16};
+  for (int i = 0; i < 2; i++) {
+    UNIT = units[i];
+    if (!stsa_backend_available(UNIT)) {
+      printf("test_amx_paths: this machine does not run %s (nor its emulation); skipped\n",
+             stsa_backend_name(UNIT));
+      continue;
+    }
+    check_unit();
   }
   return tu_finish("test_amx_paths");
 }

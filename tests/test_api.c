@@ -83,7 +83,9 @@ static void test_env_backend(void) {
   stsa_ctx_free(ctx);
   unsetenv("STSA_BACKEND");
   stsa_ctx_create(&ctx);
-  stsa_backend want = stsa_backend_available(STSA_BACKEND_AMX)      ? STSA_BACKEND_AMX
+  stsa_backend want = stsa_backend_available(STSA_BACKEND_AMX) ? STSA_BACKEND_AMX
+                      : stsa_backend_available(STSA_BACKEND_AVX512BF16)
+                          ? STSA_BACKEND_AVX512BF16
                       : stsa_backend_available(STSA_BACKEND_AVX512) ? STSA_BACKEND_AVX512
                       : stsa_backend_available(STSA_BACKEND_AVX2)   ? STSA_BACKEND_AVX2
                       : stsa_backend_available(STSA_BACKEND_NEON)   ? STSA_BACKEND_NEON

@@ -46,7 +46,7 @@ svg2_small=(--preset wan21-480p --frames 3 --height 8 --width 8 --heads 1 --reps
 expect_ok dense "$STSA" bench dense "${small[@]}" --json
 check dense.json dense.stdout "set(r['ran']) == KEYS and r['ran']['backend'] == r['backend']" \
   "r['ran']['arithmetic'] == 'f32' and r['ran']['bf16_terms'] == 0" \
-  "r['bf16_tiles'] is False and (r['ran']['why'] == '') == (r['backend'] != 'amx')"
+  "r['bf16_tiles'] is False and (r['ran']['why'] == '') == (r['backend'] not in ('amx', 'avx512bf16'))"
 # the tool's OpenMP threads wait passive unless the user chose a policy
 case "$STSA" in
 *-qemu) passive="('passive', 'default')" ;; # restarting may not reach QEMU
@@ -114,40 +114,48 @@ for want in portable:f32 ref:f64; do
     "r['ran'] == r['cold_ran'] == r['dense_ran'] == $RAN"
 done
 
-# ------------------------------------------------ the amx backend's bf16 tiles
-if ! "$STSA" --help | grep -q "this machine runs:.* amx"; then
-  echo "test_cli_bench: the amx checks skipped: this stsa does not run the amx backend"
-  finish
-  exit
-fi
-amx=(--backend amx --dtype bf16 --seq 64 --heads 1 --dim 64 --reps 1 --threads 1)
-expect_ok amx-tiles "$STSA" bench dense "${amx[@]}" --json
-check amx-tiles.json amx-tiles.stdout "r['bf16_tiles'] is True" \
-  "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}"
-expect_ok amx-tiles-text "$STSA" bench dense "${amx[@]}"
-expect_grep amx-tiles-text amx-tiles-text.stdout \
-  "^  ran: amx, bf16-tiles (2 bf16 terms a probability)$"
-expect_grep amx-tiles-caveat amx-tiles-text.stdout "bf16 on the AMX tile multiply"
-# kv tiles of 48 keys (a 16-key multiple, not 32): the bf16 tiles too
-expect_ok amx-48 "$STSA" bench dense "${amx[@]}" --kv-tile 48 --json
-check amx-48.json amx-48.stdout "r['bf16_tiles'] is True" \
-  "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}"
-expect_ok amx-48-text "$STSA" bench dense "${amx[@]}" --kv-tile 48
-expect_grep amx-48-text amx-48-text.stdout \
-  "^  ran: amx, bf16-tiles (2 bf16 terms a probability)$"
-# SVG on frames of 12 x 20 tokens: frame-aligned tiles of 240 keys take them
-expect_ok amx-svg env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
-  --json
-check amx-svg.json amx-svg.stdout "r['kv_tile'] == 240" \
-  "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}" \
-  "r['dense_ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
-expect_ok amx-svg-text env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16
-expect_grep amx-svg-text amx-svg-text.stdout \
-  "^  ran: SVG amx, bf16-tiles (3 bf16 terms a probability); dense amx, bf16-tiles (3 bf16 terms a probability)$"
-# tiles of 96 x 128: the SVG call takes the bf16 tiles
-expect_ok amx-svg-fit env STSA_BACKEND=amx "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
-  --q-tile 96 --kv-tile 128 --json
-check amx-svg-fit.json amx-svg-fit.stdout \
-  "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+# ------------------------------------------------ the bf16 tiles (amx, avx512bf16)
+for tb in amx avx512bf16; do
+  if ! "$STSA" --help | grep -q "this machine runs:.* $tb\b"; then
+    echo "test_cli_bench: the $tb checks skipped: this stsa does not run the $tb backend"
+    continue
+  fi
+  caveat="bf16 on the AMX tile multiply"
+  [ "$tb" = amx ] || caveat="bf16 on vdpbf16ps"
+  tiles=(--backend "$tb" --dtype bf16 --seq 64 --heads 1 --dim 64 --reps 1 --threads 1)
+  expect_ok "$tb"-tiles "$STSA" bench dense "${tiles[@]}" --json
+  check "$tb"-tiles.json "$tb"-tiles.stdout "r['bf16_tiles'] is True" \
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}"
+  expect_ok "$tb"-tiles-text "$STSA" bench dense "${tiles[@]}"
+  expect_grep "$tb"-tiles-text "$tb"-tiles-text.stdout \
+    "^  ran: $tb, bf16-tiles (2 bf16 terms a probability)$"
+  expect_grep "$tb"-tiles-caveat "$tb"-tiles-text.stdout "$caveat"
+  # kv tiles of 48 keys (a 16-key multiple, not 32): the bf16 tiles too
+  expect_ok "$tb"-48 "$STSA" bench dense "${tiles[@]}" --kv-tile 48 --json
+  check "$tb"-48.json "$tb"-48.stdout "r['bf16_tiles'] is True" \
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}"
+  expect_ok "$tb"-48-text "$STSA" bench dense "${tiles[@]}" --kv-tile 48
+  expect_grep "$tb"-48-text "$tb"-48-text.stdout \
+    "^  ran: $tb, bf16-tiles (2 bf16 terms a probability)$"
+  # SVG on frames of 12 x 20 tokens: frame-aligned tiles of 240 keys take them
+  expect_ok "$tb"-svg env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
+    --json
+  check "$tb"-svg.json "$tb"-svg.stdout "r['kv_tile'] == 240" \
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}" \
+    "r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+  expect_ok "$tb"-svg-text env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" --dtype bf16
+  expect_grep "$tb"-svg-text "$tb"-svg-text.stdout \
+    "^  ran: SVG $tb, bf16-tiles (3 bf16 terms a probability); dense $tb, bf16-tiles (3 bf16 terms a probability)$"
+  # tiles of 96 x 128: the SVG call takes the bf16 tiles
+  expect_ok "$tb"-svg-fit env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
+    --q-tile 96 --kv-tile 128 --json
+  check "$tb"-svg-fit.json "$tb"-svg-fit.stdout \
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+  # --bf16-terms reaches the SVG and dense calls
+  expect_ok "$tb"-svg-one env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" \
+    --dtype bf16 --bf16-terms 1 --json
+  check "$tb"-svg-one.json "$tb"-svg-one.stdout \
+    "r['ran'] == r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 1, 'why': ''}"
+done
 
 finish

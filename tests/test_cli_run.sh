@@ -8,8 +8,8 @@
 # plots are valid PNGs; and that the summary and the report say what each
 # call ran (backend, arithmetic, bf16 terms, why): the automatic backend,
 # STSA_BACKEND=portable and ref, and bf16 inputs whose SVG tiles of 240 keys
-# the amx backend's bf16 tiles cannot take (checked where this stsa runs
-# amx). Prints "test_cli_run: N passed, M failed".
+# the bf16 tiles of amx and avx512bf16 take (checked where this stsa runs
+# them). Prints "test_cli_run: N passed, M failed".
 set -euo pipefail
 
 . "$(dirname "$0")/cli_common.sh" test_cli_run "$@"
@@ -402,7 +402,7 @@ expect_grep run-help-heads run-help.txt "a preset's head count is"
 # ------------------------------------------------------------- what ran
 # the report's "ran" (and "dense_ran" of --compare-dense) and the summary's
 # "ran:" lines name the backend and the arithmetic of the calls; f32 inputs
-# run f32 on every tiled backend (the amx backend says why not its bf16 tiles)
+# run f32 on every tiled backend (amx and avx512bf16 say why not their bf16 tiles)
 KEYS="{'backend', 'arithmetic', 'bf16_terms', 'why'}"
 expect_ok ran-auto "$STSA" run --in bshd.t0.safetensors "${base[@]}" --mode svg \
   --density 0.6 --compare-dense --report ran-auto.json
@@ -410,7 +410,7 @@ expect_ok ran-auto-report python3 helper.py check-json ran-auto.json \
   "set(r['ran']) == $KEYS and set(r['dense_ran']) == $KEYS" \
   "r['ran']['backend'] == r['dense_ran']['backend'] == r['backend']" \
   "r['ran']['arithmetic'] == 'f32' and r['ran']['bf16_terms'] == 0" \
-  "(r['ran']['why'] == '') == (r['backend'] != 'amx')" \
+  "(r['ran']['why'] == '') == (r['backend'] not in ('amx', 'avx512bf16'))" \
   "'ran_note' not in r and all('ran' not in h for h in r['per_head'])"
 expect_grep ran-auto-text ran-auto.stdout "^  ran: [a-z0-9]*, f32"
 expect_grep ran-auto-dense-text ran-auto.stdout "^  dense reference ran: [a-z0-9]*, f32"
@@ -427,23 +427,28 @@ for want in portable:f32 ref:f64; do
   done
 done
 # bf16 inputs in frames of 12 x 20 tokens: the session's frame-aligned tiles
-# are 240 keys (Wan 720p's case). The amx backend's bf16 tiles take them
+# are 240 keys (Wan 720p's case). The bf16 tiles (amx, avx512bf16) take them
 # (padded to 256-key blocks) with 2 bf16 terms (bf16 out), the dense
 # reference (f32 out, 256-key tiles) with 3. Elsewhere f32, no why.
 python3 helper.py gen-bf16 bf16.safetensors 480 2 64 11
 bf16_geo=(--in bf16.safetensors --layout bshd --frames 2 --height 12 --width 20
   --density 0.5 --compare-dense)
-if "$STSA" --help | grep -q "this machine runs:.* amx"; then
-  expect_ok ran-amx env STSA_BACKEND=amx "$STSA" run "${bf16_geo[@]}" --report ran-amx.json
-  expect_ok ran-amx-report python3 helper.py check-json ran-amx.json \
-    "r['svg']['kv_tile'] == 240 and r['ran']['backend'] == 'amx'" \
-    "r['ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}" \
-    "r['dense_ran'] == {'backend': 'amx', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
-  expect_grep ran-amx-text ran-amx.stdout \
-    "^  ran: amx, bf16-tiles (2 bf16 terms a probability)$"
-  expect_grep ran-amx-dense-text ran-amx.stdout \
-    "^  dense reference ran: amx, bf16-tiles (3 bf16 terms a probability)$"
-else
+tiled=0
+for tb in amx avx512bf16; do
+  "$STSA" --help | grep -q "this machine runs:.* $tb\b" || continue
+  tiled=1
+  expect_ok ran-"$tb" env STSA_BACKEND="$tb" "$STSA" run "${bf16_geo[@]}" \
+    --report ran-"$tb".json
+  expect_ok ran-"$tb"-report python3 helper.py check-json ran-"$tb".json \
+    "r['svg']['kv_tile'] == 240 and r['ran']['backend'] == '$tb'" \
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}" \
+    "r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+  expect_grep ran-"$tb"-text ran-"$tb".stdout \
+    "^  ran: $tb, bf16-tiles (2 bf16 terms a probability)$"
+  expect_grep ran-"$tb"-dense-text ran-"$tb".stdout \
+    "^  dense reference ran: $tb, bf16-tiles (3 bf16 terms a probability)$"
+done
+if [ "$tiled" = 0 ]; then
   expect_ok ran-bf16 "$STSA" run "${bf16_geo[@]}" --report ran-bf16.json
   expect_ok ran-bf16-report python3 helper.py check-json ran-bf16.json \
     "r['ran'] == r['dense_ran'] == {'backend': r['backend'], 'arithmetic': 'f64' if r['backend'] == 'ref' else 'f32', 'bf16_terms': 0, 'why': ''}"

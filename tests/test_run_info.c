@@ -1,7 +1,7 @@
 /*
  * test_run_info.c — no silent path: stsa_ctx_last_run and the SVG report's
  * run info name the backend and arithmetic each call ran, and why a bf16
- * call on a backend with bf16 tiles (amx, here or emulated) did not take
+ * call on a backend with bf16 tiles (amx, here or emulated, and avx512bf16) did not take
  * them (f16 inputs), and that fixed kv tiles of 16-key multiples that are
  * not 32-key ones take them: 48 keys, an SVG session whose frame-aligned
  * tiles are 240 keys (Wan 720p's case), as on 32-key multiples, and so do
@@ -54,7 +54,7 @@ static void test_every_backend(void) {
         backends[i] == STSA_BACKEND_REF ? STSA_ARITH_F64 : STSA_ARITH_F32;
     CHECK(f32.arith == want && f32.bf16_terms == 0, "[%s] f32 inputs ran %s (%d terms)",
           name, stsa_arith_name(f32.arith), f32.bf16_terms);
-    const int tiles = backends[i] == STSA_BACKEND_AMX; /* the backend with bf16 tiles */
+    const int tiles = tu_has_bf16_tiles(backends[i]);
     CHECK((f32.why[0] != 0) == tiles, "[%s] why = \"%s\"", name, f32.why);
     if (tiles)
       CHECK(strstr(f32.why, "bf16 only") != NULL, "[%s] f32 inputs: why = \"%s\"", name,
@@ -157,7 +157,7 @@ static void test_svg_report(void) {
   const int nb = tu_tiled_backends(backends);
   for (int i = 0; i < nb; i++) {
     const char *name = stsa_backend_name(backends[i]);
-    const int tiles = backends[i] == STSA_BACKEND_AMX; /* the backend with bf16 tiles */
+    const int tiles = tu_has_bf16_tiles(backends[i]);
     const stsa_run_info frame = svg_run(backends[i], STSA_SVG_METHOD_SVG, 0, 0);
     CHECK(frame.size == sizeof frame && frame.backend == backends[i] &&
               frame.arith == (tiles ? STSA_ARITH_BF16_TILES : STSA_ARITH_F32) &&

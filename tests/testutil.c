@@ -205,6 +205,10 @@ int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]) {
   return n;
 }
 
+int tu_has_bf16_tiles(stsa_backend backend) {
+  return backend == STSA_BACKEND_AMX || backend == STSA_BACKEND_AVX512BF16;
+}
+
 int tu_emulated(void) {
   const char *e = getenv("STSA_TEST_EMULATED");
   return e && *e && strcmp(e, "0") != 0;

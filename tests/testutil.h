@@ -91,6 +91,10 @@ int tu_same_bytes(const stsa_tensor *a, const stsa_tensor *b);
 enum { TU_MAX_BACKENDS = STSA_BACKEND_COUNT_ - 2 };
 int tu_tiled_backends(stsa_backend out[TU_MAX_BACKENDS]);
 
+/* 1 for the backends with bf16 tiles (kernels.h: full_tile_bf16): amx and
+ * avx512bf16. */
+int tu_has_bf16_tiles(stsa_backend backend);
+
 /* 1 when the test runs under an emulator (QEMU, 10-50x slower: ctest sets
  * STSA_TEST_EMULATED in cross builds), where a long sweep takes fewer
  * points; its kernels' correctness is what such a run checks. */

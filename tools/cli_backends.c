@@ -18,9 +18,16 @@ const char *cli_backend_names(char *buf, size_t len, int here_only, const char *
   return buf;
 }
 
+/* One line a backend: its name in a column as wide as the longest and two
+ * spaces, then what it is. */
 void cli_print_backends(FILE *f, int indent) {
+  int width = 0;
+  for (int b = 0; b < stsa_backend_count(); b++) {
+    const int n = (int)strlen(stsa_backend_name((stsa_backend)b));
+    width = n > width ? n : width;
+  }
   for (int b = 0; b < stsa_backend_count(); b++)
-    fprintf(f, "%*s%-10s %s\n", indent, "", stsa_backend_name((stsa_backend)b),
+    fprintf(f, "%*s%-*s  %s\n", indent, "", width, stsa_backend_name((stsa_backend)b),
             stsa_backend_about((stsa_backend)b));
 }
 

@@ -104,8 +104,8 @@ static const cli_opt BENCH_OPTIONS[] = {
     {.name = "--bf16-terms",
      .metavar = "N",
      CLI_INT(bench_opts, bf16_terms, 0, 3),
-     .help = "amx, bf16 inputs: bf16 terms per probability in P.V (default 0: by the "
-             "output dtype)"},
+     .help = "amx or avx512bf16, bf16 inputs: bf16 terms per probability in P.V\n"
+             "(default 0: by the output dtype)"},
     {.name = "--q-tile",
      .metavar = "N",
      CLI_INT(bench_opts, q_tile, 6, 4096),
@@ -284,7 +284,7 @@ static int bench_dense(const bench_opts *o) {
   double gflops_med = dense_flops(o) / (t.median_ms * 1e-3) * 1e-9;
   double pct = peak > 0 ? 100.0 * gflops / peak : 0.0; /* 0: no peak measured here */
   const char *backend = stsa_backend_name(ran.backend);
-  /* the calls that ran on the amx tile multiply (what they recorded), which
+  /* the calls that ran on the bf16 tiles (what they recorded), which
    * the f32 FMA peak does not bound: the percentage then compares, not
    * measures */
   const int tiles = cli_ran_tiles(&ran);
@@ -316,11 +316,13 @@ static int bench_dense(const bench_opts *o) {
            cli_ran_text(&ran, ran_text, sizeof ran_text), t.median_ms, t.best_ms, o->reps,
            gflops, gflops_med);
     if (peak > 0)
-      printf(
-          " = %.1f%% of the measured %s FMA peak (%.1f GFLOP/s)%s\n", pct,
-          cli_fma_peak_isa(), peak,
-          tiles ? ";\n  bf16 on the AMX tile multiply, which that f32 peak does not bound"
-                : "");
+      printf(" = %.1f%% of the measured %s FMA peak (%.1f GFLOP/s)%s%s%s\n", pct,
+             cli_fma_peak_isa(), peak, tiles ? ";\n  bf16 on " : "",
+             !tiles ? ""
+             : ran.backend == STSA_BACKEND_AMX
+                 ? "the AMX tile multiply"
+                 : "vdpbf16ps (bf16 pairs, twice an FMA's work)",
+             tiles ? ", which that f32 peak does not bound" : "");
     else
       printf("; the FMA peak is measured on x86 with AVX2 only\n");
   }

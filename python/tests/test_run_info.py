@@ -1,16 +1,17 @@
 """What a call ran (stsa_ctx_last_run): stsa.Context.last_run and the "ran"
 of SVG and SVG2 reports name the backend, the arithmetic, the bf16 terms and
-why a call did not take its backend's fastest arithmetic (the amx backend's
-bf16 tiles: checked where this build runs amx, emulated or not)."""
+why a call did not take its backend's fastest arithmetic (the bf16 tiles of
+the amx and avx512bf16 backends: checked where this build runs them, amx
+emulated or not)."""
 
 import numpy as np
 import pytest
 
 import stsa
-from stsa._lib import lib
 
 KEYS = {"backend", "arithmetic", "bf16_terms", "why"}
-AMX = bool(lib.stsa_backend_available(lib.STSA_BACKEND_AMX))
+TILES = ("amx", "avx512bf16")  # the backends with bf16 tiles
+TILED_HERE = [b for b in TILES if b in stsa.backends(here=True)]
 BACKENDS = [b for b in stsa.backends(here=True) if b != "auto"]
 
 
@@ -32,7 +33,7 @@ def test_last_run_of_dense_and_sparse_calls(backend, threads):
     assert set(ran) == KEYS and ran["backend"] == backend == ctx.backend
     assert ran["arithmetic"] == ("f64" if backend == "ref" else "f32")
     assert ran["bf16_terms"] == 0
-    if backend == "amx":  # the backend with bf16 tiles: f32 inputs cannot take them
+    if backend in TILES:  # f32 inputs cannot take the bf16 tiles
         assert "bf16 only" in ran["why"], ran
     else:
         assert ran["why"] == "", ran
@@ -47,7 +48,7 @@ def test_last_run_of_dense_and_sparse_calls(backend, threads):
     sparse = ctx.last_run
     assert sparse["backend"] == backend
     assert sparse["arithmetic"] == ("f64" if backend == "ref" else "f32")
-    if backend == "amx":
+    if backend in TILES:
         assert "f16, f16 and f16" in sparse["why"], sparse
 
 
@@ -76,18 +77,18 @@ def test_svg_report_on_a_forced_backend(backend, threads):
                         "bf16_terms": 0, "why": ""}
 
 
-@pytest.mark.skipif(not AMX, reason="this build and CPU do not run the amx backend")
-def test_amx_bf16_tiles_and_why_not(threads):
+@pytest.mark.parametrize("backend", TILED_HERE)
+def test_bf16_tiles_and_why_not(backend, threads):
     ml_dtypes = pytest.importorskip("ml_dtypes", reason="numpy has no bfloat16 without it")
     bf16 = ml_dtypes.bfloat16
-    ctx = stsa.Context(backend="amx", threads=threads)
+    ctx = stsa.Context(backend=backend, threads=threads)
     q, k, v = qkv((1, 64, 2, 64), bf16)
     stsa.attention(q, k, v, layout="bshd", ctx=ctx)  # bf16 out: two terms
-    assert ctx.last_run == {"backend": "amx", "arithmetic": "bf16-tiles", "bf16_terms": 2,
+    assert ctx.last_run == {"backend": backend, "arithmetic": "bf16-tiles", "bf16_terms": 2,
                             "why": ""}
     ctx.set("kv_tile", 48)  # a multiple of the panel, not of the bf16 blocks: padded
     stsa.attention(q, k, v, layout="bshd", ctx=ctx)
-    assert ctx.last_run == {"backend": "amx", "arithmetic": "bf16-tiles", "bf16_terms": 2,
+    assert ctx.last_run == {"backend": backend, "arithmetic": "bf16-tiles", "bf16_terms": 2,
                             "why": ""}
     ctx.set("kv_tile", 64)
     q16, k16, v16 = (x.astype(np.float16) for x in (q, k, v))
@@ -98,13 +99,13 @@ def test_amx_bf16_tiles_and_why_not(threads):
     # (Wan 720p's case), which the bf16 tiles take as they take 96 x 128
     g = stsa.Geometry(2, 12, 20)
     q, k, v = qkv((1, g.tokens, 2, 64), bf16)
-    with stsa.SVG(g, density=0.5, sample_rows=16, backend="amx", threads=threads) as svg:
+    with stsa.SVG(g, density=0.5, sample_rows=16, backend=backend, threads=threads) as svg:
         assert svg.windows.kv_tile == 240
         _, info = svg(q, k, v, layout="bshd")
-    assert info.ran == {"backend": "amx", "arithmetic": "bf16-tiles", "bf16_terms": 2,
+    assert info.ran == {"backend": backend, "arithmetic": "bf16-tiles", "bf16_terms": 2,
                         "why": ""}
-    with stsa.SVG(g, density=0.5, sample_rows=16, q_tile=96, kv_tile=128, backend="amx",
+    with stsa.SVG(g, density=0.5, sample_rows=16, q_tile=96, kv_tile=128, backend=backend,
                   threads=threads) as svg:
         _, info = svg(q, k, v, layout="bshd")
-    assert info.ran == {"backend": "amx", "arithmetic": "bf16-tiles", "bf16_terms": 2,
+    assert info.ran == {"backend": backend, "arithmetic": "bf16-tiles", "bf16_terms": 2,
                         "why": ""}

@@ -50,9 +50,24 @@ int stsa_cpu_has_avx512(void) {
   (void)xcr0_hi;
   return (xcr0_lo & 0xE6u) == 0xE6u;
 }
+
+/* stsa_cpu_has_avx512, AVX512-BW and VL (CPUID 7.0 EBX bits 30 and 31) and
+ * AVX512-BF16 (7.1 EAX bit 5). */
+int stsa_cpu_runs_avx512bf16(void) {
+  if (!stsa_cpu_has_avx512())
+    return 0;
+  unsigned a, b, c, d;
+  __cpuid_count(7, 0, a, b, c, d);
+  const unsigned bw_vl = (1u << 30) | (1u << 31);
+  if ((b & bw_vl) != bw_vl)
+    return 0;
+  __cpuid_count(7, 1, a, b, c, d);
+  return (a & (1u << 5)) != 0;
+}
 #else
 int stsa_cpu_has_avx2(void) { return 0; }
 int stsa_cpu_has_avx512(void) { return 0; }
+int stsa_cpu_runs_avx512bf16(void) { return 0; }
 #endif
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -64,22 +79,17 @@ int stsa_cpu_has_avx512(void) { return 0; }
 #define STSA_ARCH_REQ_XCOMP_PERM 0x1023
 #define STSA_XFEATURE_XTILEDATA 18
 
-/* AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22), AVX512-BW and
- * AVX512-BF16 (7.0 EBX bit 30, 7.1 EAX bit 5: they split the probabilities
- * into bf16 terms), the OS saving the tile state (XCR0 bits 17-18), and
- * Linux granting it to this process. */
+/* AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22) on top of the
+ * avx512bf16 backend's ISA (its AVX512-BW and -BF16 split the
+ * probabilities into bf16 terms), the OS saving the tile state (XCR0 bits
+ * 17-18), and Linux granting it to this process. */
 int stsa_cpu_has_amx(void) {
-  if (!stsa_cpu_has_avx512() || __get_cpuid_max(0, NULL) < 7)
+  if (!stsa_cpu_runs_avx512bf16())
     return 0;
   unsigned a, b, c, d;
   __cpuid_count(7, 0, a, b, c, d);
   const unsigned amx = (1u << 22) | (1u << 24);
   const int tile_unit = (d & amx) == amx;
-  if ((b & (1u << 30)) == 0)
-    return 0;
-  __cpuid_count(7, 1, a, b, c, d);
-  if ((a & (1u << 5)) == 0)
-    return 0;
 #ifdef STSA_AMX_EMULATION
   /* a test build: the tile instructions run in C (kernel/x86/amx_emulation.h)
    * and the CPU needs only the rest of the backend's ISA, checked above */

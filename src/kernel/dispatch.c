@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/context.h"
+
 static int always(void) { return 1; }
 
 /* An ISA's entry where this build targets the ISA, NULL (not in this
@@ -59,7 +61,11 @@ static const backend_row BACKENDS[STSA_BACKEND_COUNT_] = {
                              ON_X86(stsa_kernels_override_avx512), 4, 0},
     [STSA_BACKEND_AMX] = {"amx", "avx512, and bf16 tiles on the AMX unit (x86-64 Linux)",
                           ON_X86_64(stsa_cpu_has_amx),
-                          ON_X86_64(stsa_kernels_override_amx), 5, 0},
+                          ON_X86_64(stsa_kernels_override_amx), 6, 0},
+    [STSA_BACKEND_AVX512BF16] =
+        {"avx512bf16", "avx512, and bf16 tiles with AVX512-BF16 vdpbf16ps (x86)",
+         ON_X86_64(stsa_cpu_runs_avx512bf16), ON_X86_64(stsa_kernels_override_avx512bf16),
+         5, 0},
 };
 
 static int available(stsa_backend b) {

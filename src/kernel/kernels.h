@@ -92,6 +92,14 @@ typedef struct stsa_bf16_tile {
   uint16_t *kb_tails, *vb_tails;
 } stsa_bf16_tile;
 
+/* Where one 32-key block of bf16 V is (the bf16 multiply unit's P.V
+ * operand, kernels.h: bf16_pv): its column panel 0 at `at`, panel j at
+ * at + j panel uint16 on ([key / 2][column][key % 2], 16 columns a panel). */
+typedef struct stsa_bf16_vblock {
+  const uint16_t *at;
+  int64_t panel;
+} stsa_bf16_vblock;
+
 /* The most tiles (segments) one pv2_segs or full_run_bf16 call takes. */
 #define STSA_MAX_RUN_TILES 64
 
@@ -188,11 +196,12 @@ typedef struct stsa_kernels {
    * registers across its tiles rather than loading and storing o per tile. */
   void (*pv2_segs)(const struct stsa_pv_seg *seg, int nseg, int ld_p,
                    int64_t panel_stride, float *o, int ld_o, const float *alpha);
-  /* Optional (NULL but on the amx backend): a whole kv tile (FULL, or
-   * PARTIAL with its mask) for bf16 Q, K and V on bf16 tile-multiply
-   * hardware, with the non-finite rules of stsa.h. Q.K^T multiplies bf16 exactly and sums
-   * in f32 like qk; each f32 probability goes to P.V as t->terms bf16 terms (three: their
-   * sum is p exactly, so P.V multiplies the f32 p as the f32 path does). */
+  /* Optional (NULL but on the amx and avx512bf16 backends): a whole kv
+   * tile (FULL, or PARTIAL with its mask) for bf16 Q, K and V on bf16
+   * dot-product hardware (x86/bf16_engine.h: the AMX unit or vdpbf16ps), with the
+   * non-finite rules of stsa.h. Q.K^T multiplies bf16 exactly and sums in f32 like qk;
+   * each f32 probability goes to P.V as t->terms bf16 terms (three: their sum is p
+   * exactly, so P.V multiplies the f32 p as the f32 path does). */
   void (*full_tile_bf16)(const stsa_bf16_tile *t);
   /* Optional (NULL: one full_tile_bf16 per tile): FULL tiles whose logits
    * are finite (safe), nseg of them side by side as one tile: one softmax
@@ -202,6 +211,24 @@ typedef struct stsa_kernels {
    * nseg <= STSA_MAX_RUN_TILES. t's kb, vb, n, mask, span and nbad are not
    * read; safe must be 1. */
   void (*full_run_bf16)(const stsa_bf16_tile *t, const stsa_bf16_seg *seg, int nseg);
+  /* Optional (set with full_tile_bf16): the bf16 engine's two matrix
+   * products, operands only (x86/bf16_engine.h runs its own unit's directly;
+   * these are the same functions, each call on its own, for tests). Rows
+   * 1..32, both written (not added to):
+   * bf16_scores: s[r][16 p + c] = sum over d < 32 nch of q[r][d] K_p[d][c]
+   *   for r < rows, p < npanels, c < 16: q rows ld_q uint16 apart, K panel p
+   *   at kb + p nch 512 (nch chunks of [16 pairs][16 keys][2]), s rows ld_s
+   *   floats apart.
+   * bf16_pv: c[r][16 j + e] = sum over blocks b < nblocks, terms x < terms,
+   *   keys i < 32 of p[x ld_term + r ld_p + 32 b + i] V_b[i][16 j + e] for
+   *   r < rows, j < npanels, e < 16; V_b: vblk[b]; c rows ld_c floats apart.
+   * Products of bf16 are exact; the sums are f32 (bf16 inputs below the
+   * normal range count as zero, sums below it flush to zero). */
+  void (*bf16_scores)(const uint16_t *q, int ld_q, int rows, const uint16_t *kb, int nch,
+                      int npanels, float *s, int ld_s);
+  void (*bf16_pv)(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
+                  const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c,
+                  int ld_c, int rows);
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);
@@ -310,6 +337,9 @@ void stsa_kernels_override_avx2(stsa_kernels *t);
 void stsa_kernels_override_avx512(stsa_kernels *t);
 /* The AVX-512 entries plus full_tile_bf16 on AMX; only after stsa_cpu_has_amx(). */
 void stsa_kernels_override_amx(stsa_kernels *t);
+/* The AVX-512 entries plus full_tile_bf16 on vdpbf16ps; only after
+ * stsa_cpu_runs_avx512bf16() (core/context.h). */
+void stsa_kernels_override_avx512bf16(stsa_kernels *t);
 #endif
 #if defined(__aarch64__)
 /* NEON entries (NEON is part of the AArch64 base ISA). */

@@ -199,7 +199,7 @@ class Context(NativeHandle):
     def set(self, name, value):
         """Sets a parameter: threads, backend (a name of stsa.backends():
         'auto', 'ref', 'portable', 'avx2', ...), q_tile, kv_tile, check_finite (bool),
-        bf16_terms (0-3: the amx backend's bf16 terms per probability on bf16
+        bf16_terms (0-3: the amx and avx512bf16 backends' bf16 terms per probability on bf16
         inputs; 0 by the output dtype, 1 as PyTorch's bf16 SDPA rounds).
         Integers outside the library's bounds (stsa_param_bounds) are
         refused with the range."""
@@ -241,8 +241,8 @@ class Context(NativeHandle):
     def last_run(self):
         """What the last attention call on this context that succeeded ran
         (stsa_ctx_last_run), as a dict: "backend" ('avx512', ...),
-        "arithmetic" ('f64' for ref, 'f32', or 'bf16-tiles': the amx
-        backend's bf16 tile multiply), "bf16_terms" (bf16 terms per
+        "arithmetic" ('f64' for ref, 'f32', or 'bf16-tiles': the bf16 tiles
+        of the amx and avx512bf16 backends), "bf16_terms" (bf16 terms per
         probability with 'bf16-tiles', else 0) and "why" ('' when the call
         ran the fastest arithmetic its backend has, else the reason, e.g.
         'q, k and v are f16, f16 and f16: the bf16 tiles take bf16 only'). None
