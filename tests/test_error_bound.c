@@ -219,6 +219,88 @@ static void test_strata_risky(void) {
     EXPECT(r == 0 || rows[r] > rows[r - 1]);
 }
 
+/* Geometric strata: labels in range, sizes their members, the largest
+ * score in stratum 0, scores below STSA_STRATA_DECADES decades of it (and
+ * zeros) in the last one, a split row G strata further. */
+static void test_strata_geometric(void) {
+  enum { L = 9, G = 4 };
+  const double score[L] = {1.0, 0.5, 0.09, 0.011, 0.0009, 0, 0.2, 1.0, 0.5};
+  const uint8_t split[L] = {0, 0, 0, 0, 0, 0, 0, 1, 1};
+  double log_score[L];
+  int32_t label[L];
+  int64_t size[2 * G], total = 0;
+  for (int i = 0; i < L; i++)
+    log_score[i] = log(score[i]); /* log(0) = -inf */
+  stsa_strata_geometric(log_score, split, L, G, label, size);
+  /* 3 decades in G - 1 = 3 steps of 10x: [1, 0.1), [0.1, 0.01), [0.01, 0.001) */
+  const int32_t want[L] = {0, 0, 1, 1, 3, 3, 0, 4, 4};
+  for (int i = 0; i < L; i++)
+    EXPECT(label[i] == want[i]);
+  for (int g = 0; g < 2 * G; g++)
+    total += size[g];
+  EXPECT(total == L && size[0] == 3 && size[4] == 2 && size[2] == 0);
+  for (int i = 0; i < L; i++)
+    log_score[i] = -INFINITY;
+  stsa_strata_geometric(log_score, NULL, L, G, label, size);
+  EXPECT(size[G - 1] == L);
+}
+
+/* Bound coverage of a head whose error sits in 6 rows of 1,680 (half of
+ * it: a few queries that lose keys their cluster keeps), R = 64 rows.
+ * Each row's score, its estimated dropped mass, is the square root of its
+ * error up to a lognormal factor (sigma 0.7, about 2x either way): a
+ * row's error goes as the square of the mass it loses. Strata of equal
+ * runs of the rows (what the draw had without a score) miss the 6 rows in
+ * most draws and under-read there; geometric strata on the score hold the
+ * bound above the true error in >= 95% of the draws. */
+static double tail_bound(const double *e, const double *E, const int32_t *label,
+                         const int64_t *size, int64_t L, int64_t G, int64_t R,
+                         uint64_t seed) {
+  int64_t rows[64], group[64], pop[64];
+  double err[64], energy[64], scratch[5 * 64];
+  stsa_strata d = {rows, group, pop, 0};
+  EXPECT(stsa_strata_draw(label, L, 0, G, size, NULL, NULL, R, seed, &d) == 0);
+  for (int64_t r = 0; r < R; r++) {
+    err[r] = e[rows[r]];
+    energy[r] = E[rows[r]];
+  }
+  const stsa_err_sample smp = {R, group, pop, d.groups};
+  return stsa_err_bound(&smp, err, energy, scratch, NULL);
+}
+
+static void test_rare_tail_coverage(void) {
+  enum { L = 1680, R = 64, TAIL = 6, TRIALS = 400 };
+  static double e[L], E[L], score[L]; /* score: its log */
+  static int32_t runs[L], geo[L];
+  int64_t run_size[R / 2] = {0}, geo_size[R / 2];
+  uint64_t s = 2718;
+  double te = 0, tE = 0;
+  for (int i = 0; i < L; i++) {
+    const double u = uniform(&s);
+    e[i] = -0.02 * log(uniform(&s)); /* exponential background, mean 0.02 */
+    if (i % (L / TAIL) == 101)
+      e[i] = 5.6; /* the 6 rows: about half the error */
+    E[i] = 1.0 + 0.3 * u;
+    const double z = sqrt(-2 * log(uniform(&s))) * cos(6.283185307179586 * uniform(&s));
+    score[i] = 0.5 * log(e[i]) + 0.7 * z; /* the log of sqrt(e) x lognormal */
+    te += e[i];
+    tE += E[i];
+    runs[i] = (int32_t)(i * (R / 2) / L);
+    run_size[runs[i]]++;
+  }
+  const double truth = sqrt(te / tE);
+  stsa_strata_geometric(score, NULL, L, R / 4, geo, geo_size);
+  int by_runs = 0, by_score = 0;
+  for (uint64_t t = 1; t <= TRIALS; t++) {
+    by_runs += tail_bound(e, E, runs, run_size, L, R / 2, R, t) >= truth;
+    by_score += tail_bound(e, E, geo, geo_size, L, R / 2, R, t) >= truth;
+  }
+  printf("rare tail: bound >= truth in %d (equal runs) and %d (geometric) of %d draws\n",
+         by_runs, by_score, TRIALS);
+  EXPECT(by_runs < TRIALS / 2); /* the population defeats the old strata */
+  EXPECT(by_score >= TRIALS * 95 / 100);
+}
+
 /* SVG2's automatic cluster counts: at least 6 query and 20 key clusters
  * a frame on small inputs (at most one a cluster per 8 tokens), the
  * published scaling where it gives more (Wan 480p: 130 / 433). */
@@ -412,6 +494,8 @@ int main(void) {
   test_strata_draw();
   test_strata_grouped();
   test_strata_risky();
+  test_strata_geometric();
+  test_rare_tail_coverage();
   test_cluster_floor();
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);

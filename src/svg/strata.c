@@ -203,6 +203,27 @@ int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
   return 0;
 }
 
+void stsa_strata_geometric(const double *log_score, const uint8_t *split, int64_t L,
+                           int64_t G, int32_t *label, int64_t *size) {
+  double top = -INFINITY;
+  for (int64_t i = 0; i < L; i++)
+    top = log_score[i] > top ? log_score[i] : top;
+  for (int64_t g = 0; g < 2 * G; g++)
+    size[g] = 0;
+  const double span = STSA_STRATA_DECADES * log(10.0), least = top - span;
+  const double step = G > 1 ? span / (double)(G - 1) : 1;
+  for (int64_t i = 0; i < L; i++) {
+    int64_t g = G - 1;
+    if (G > 1 && log_score[i] > least) { /* steps of equal ratio below the top */
+      const double r = (top - log_score[i]) / step;
+      g = r < (double)(G - 2) ? (int64_t)r : G - 2;
+    }
+    g += split && split[i] ? G : 0;
+    label[i] = (int32_t)g;
+    size[g]++;
+  }
+}
+
 void stsa_svg_strata(const stsa_geometry *g, int64_t R, int64_t *group, int64_t *pop,
                      int64_t *groups) {
   const int64_t L = g->frames * g->height * g->width;

@@ -63,6 +63,20 @@ int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
                      const int64_t *sizes, const double *key, const uint8_t *risk,
                      int64_t R, uint64_t seed, stsa_strata *out);
 
+/* The strata of a skewed score, given as its natural log log_score[L]
+ * (SVG2: each query's estimated dropped mass): G - 1 strata of equal ratio
+ * from the largest score down STSA_STRATA_DECADES decades, and one below
+ * them (with it zeros, -inf, and NaN), each split in two by split[i]
+ * (NULL: none). label[L] each row's stratum,
+ * 0..2G-1 (g + G for a split row), size[2G] their members. Geometric
+ * bounds on a skewed auxiliary variable (Gunning and Horgan's stratification
+ * of skewed populations) leave the few rows of the largest scores in small
+ * strata of their own; stsa_strata_draw gives every stratum two rows, so
+ * those few are drawn at a far higher rate than the rest. */
+#define STSA_STRATA_DECADES 3.0
+void stsa_strata_geometric(const double *log_score, const uint8_t *split, int64_t L,
+                           int64_t G, int32_t *label, int64_t *size);
+
 /* SVG's strata: row r of stsa_svg_sample_rows was drawn, one row, from the
  * r-th of R equal runs of the video tokens; runs are taken in adjacent pairs
  * (collapsed strata: two rows give each a spread; an odd last run joins the
