@@ -68,11 +68,13 @@ stsa_select_args stsa_svg2_base_rule(const stsa_svg2 *s, const stsa_svg_config *
   return a;
 }
 
-/* Key clusters of a centroid probability below this are left out of the
- * pooled keys: all of them together weigh at most KC x 1e-5 (0.004 at Wan
- * 480p), against dropped masses of 0.02-0.1; the tilt only orders queries
- * into strata, so an approximate one costs width, not validity. */
-#define TILT_LEAST 1e-5f
+/* Key clusters less likely than this share of the query cluster's most
+ * likely one are left out of the pooled keys: the pooled keys are the means
+ * of the others, weighted by their probabilities. At Wan 480p that cuts the
+ * pooling from 0.67 to 0.19 ms a head (thread CPU time), what the centre
+ * distances it replaces cost; the tilt only orders queries into strata,
+ * so an approximate one costs the bound width, not validity. */
+#define TILT_LEAST 1e-2
 
 /* The tilt of query cluster c's dropped mass (w->q_tilt): its selection
  * drops the key clusters of centroid probabilities p_j (j not kept), mass
@@ -87,19 +89,24 @@ static void dropped_tilt(const stsa_svg2 *s, const uint8_t *keep, const double *
                          float *tilt, double *at) {
   const int64_t D = s->D; /* acc [2 D]: the dropped and the kept keys' sums */
   memset(acc, 0, sizeof(float) * (size_t)(2 * D));
+  double top = 0, weight[2] = {0, 0}; /* dropped, kept */
+  for (int64_t j = 0; j < s->KC; j++)
+    top = prob[j] > top ? prob[j] : top;
   for (int64_t j = 0; j < s->KC; j++) {
-    const float p = (float)prob[j], *k = kc + j * D;
-    if (p < TILT_LEAST) /* an empty key cluster (its centroid is never read),
-                         * or one too unlikely to move the pooled keys */
+    if (!(prob[j] > 0) || prob[j] < TILT_LEAST * top) /* an empty key cluster (its
+                                                         centroid is never read) */
       continue;
+    const float p = (float)prob[j], *k = kc + j * D;
     float *a = acc + (keep[j] ? D : 0);
+    weight[keep[j] ? 1 : 0] += prob[j];
     for (int64_t d = 0; d < D; d++) /* vectorised over d */
       a[d] += p * k[d];
   }
   const double scale = 1.0 / sqrt((double)D);
   double centre = 0;
   for (int64_t d = 0; d < D; d++) {
-    const double kd = m > 0 ? acc[d] / m : 0, kk = m < 1 ? acc[D + d] / (1 - m) : 0;
+    const double kd = weight[0] > 0 ? acc[d] / weight[0] : 0,
+                 kk = weight[1] > 0 ? acc[D + d] / weight[1] : 0;
     tilt[d] = (float)(scale * (kd - kk));
     centre += (double)tilt[d] * qc[d];
   }
