@@ -110,7 +110,7 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
       dropped_logit(s, w, b, q, &geo, h, row, lean);
       own_key_dropped(s, w, &geo, h, own);
       stsa_strata_geometric(lean, own, s->L, G, label, size);
-      failed = stsa_strata_draw(label, s->L, geo.v0, 2 * G, size, NULL, NULL, w->R,
+      failed = stsa_strata_draw(label, s->L, geo.v0, 2 * G, size, w->R,
                                 stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
     }
     w->job_status[h] = failed ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
