@@ -7,8 +7,11 @@
  *  - coverage: over many draws from a fixed population of heavy-tailed row
  *    errors (a few rows of a stratum hold most of its error), the bound is
  *    at least the population's true error in >= 95% of the draws;
- *  - SVG2's strata: the rows drawn are distinct, ascending, of the cluster
- *    their group names, and every cluster gets min(size, 2) of them;
+ *  - SVG2's strata: the rows drawn are distinct, ascending, of the stratum
+ *    their group names, and every stratum gets min(size, 2) of them; the
+ *    geometric strata of a score; on a rare tail (6 of 1,680 rows hold
+ *    half the error) with a noisy estimate of each row's error, strata of
+ *    equal runs under-cover and geometric strata on the estimate cover;
  *  - SVG2's automatic cluster counts keep a floor per frame;
  *  - the session: on heads whose error sits in few rows (moving objects at
  *    a user's first small dump, 5 x 12 x 16 tokens, the issue's case),
@@ -99,74 +102,43 @@ static void test_coverage(void) {
 }
 
 /* Checks a draw: R distinct ascending rows in [v0, v0 + L), each in its
- * stratum, the strata's populations those of their clusters, and every
- * non-empty stratum holding min(pop, 2) rows or more. */
+ * stratum, the strata's populations their sizes, and every non-empty
+ * stratum holding min(size, 2) rows or more. */
 static void check_draw(const int32_t *labels, int64_t L, int64_t v0, const int64_t *sizes,
-                       int64_t QC, const int64_t *strat, int64_t R,
-                       const stsa_strata *d) {
-  int64_t per[64] = {0}, pop[64] = {0};
-  EXPECT(d->groups >= 1 && d->groups <= QC && d->groups <= 64);
-  for (int64_t c = 0; c < QC; c++)
-    pop[strat[c]] += sizes[c];
-  for (int64_t g = 0; g < d->groups; g++)
-    EXPECT(d->pop[g] == pop[g]);
+                       int64_t G, int64_t R, const stsa_strata *d) {
+  int64_t per[64] = {0};
+  EXPECT(d->groups == G && G <= 64);
+  for (int64_t g = 0; g < G; g++)
+    EXPECT(d->pop[g] == sizes[g]);
   for (int64_t r = 0; r < R; r++) {
     EXPECT(d->rows[r] >= v0 && d->rows[r] < v0 + L);
     EXPECT(r == 0 || d->rows[r] > d->rows[r - 1]); /* ascending, so distinct */
-    EXPECT(strat[labels[d->rows[r] - v0]] == d->group[r]);
+    EXPECT(labels[d->rows[r] - v0] == d->group[r]);
     per[d->group[r]]++;
   }
-  for (int64_t g = 0; g < d->groups; g++)
-    EXPECT(per[g] >= (pop[g] < 2 ? pop[g] : 2) && per[g] <= pop[g]);
+  for (int64_t g = 0; g < G; g++)
+    EXPECT(per[g] >= (sizes[g] < 2 ? sizes[g] : 2) && per[g] <= sizes[g]);
 }
 
 static void test_strata_draw(void) {
   enum { L = 500, QC = 7, R = 40 };
   int32_t labels[L];
-  int64_t sizes[QC] = {0}, rows[R], group[R], pop[2 * QC];
+  int64_t sizes[QC] = {0}, rows[R], group[R], pop[QC];
   uint64_t s = 99;
   for (int i = 0; i < L; i++) { /* cluster 6 has one member, cluster 5 none */
     labels[i] = i == 17 ? 6 : (int32_t)(stsa_splitmix64(&s) % 5);
     sizes[labels[i]]++;
   }
-  /* R >= 2 QC: a stratum per cluster */
   stsa_strata d = {rows, group, pop, 0};
-  EXPECT(stsa_strata_draw(labels, L, 100, QC, sizes, NULL, NULL, R, 5, &d) == 0);
-  const int64_t own[QC] = {0, 1, 2, 3, 4, 5, 6};
-  EXPECT(d.groups == QC);
-  check_draw(labels, L, 100, sizes, QC, own, R, &d);
+  EXPECT(stsa_strata_draw(labels, L, 100, QC, sizes, R, 5, &d) == 0);
+  check_draw(labels, L, 100, sizes, QC, R, &d);
   EXPECT(stsa_strata_rows(64, 30, 960, 4092) == 64);
   EXPECT(stsa_strata_rows(64, 100, 960, 4092) == 200);
   EXPECT(stsa_strata_rows(64, 100, 150, 4092) == 150);
 }
 
-/* Fewer rows than two a cluster: clusters alike in the key (the mass their
- * selection drops) share a stratum of about equal population, every
- * stratum is drawn from, and the rows follow the call's density. */
-static void test_strata_grouped(void) {
-  enum { L = 1200, QC = 24, R = 8 };
-  int32_t labels[L];
-  int64_t sizes[QC] = {0}, rows[R], group[R], pop[QC], strat[QC];
-  double key[QC];
-  for (int i = 0; i < L; i++) {
-    labels[i] = (int32_t)(i % QC);
-    sizes[labels[i]]++;
-  }
-  for (int c = 0; c < QC; c++)
-    key[c] = (double)((c * 7) % QC); /* a permutation of 0..23 */
-  stsa_strata d = {rows, group, pop, 0};
-  EXPECT(stsa_strata_draw(labels, L, 3, QC, sizes, key, NULL, R, 11, &d) == 0);
-  EXPECT(d.groups == R / 2);
-  /* key order, 50 members a cluster, 300 a stratum: key k in stratum k / 6 */
-  for (int c = 0; c < QC; c++)
-    strat[c] = (int64_t)key[c] / 6;
-  check_draw(labels, L, 3, sizes, QC, strat, R, &d);
-  /* a NaN key sorts last, not anywhere */
-  key[0] = NAN;
-  EXPECT(stsa_strata_draw(labels, L, 3, QC, sizes, key, NULL, R, 11, &d) == 0);
-  for (int c = 0; c < QC; c++)
-    strat[c] = c == 0 ? 3 : ((int64_t)key[c] - 1) / 6;
-  check_draw(labels, L, 3, sizes, QC, strat, R, &d);
+/* The rows a call draws follow its density. */
+static void test_call_rows(void) {
   /* 2% of a call at density 0.1 over 32,760 tokens: 66 rows; at least the
    * sampled rows, at most the session's, even */
   EXPECT(stsa_strata_call_rows(260, 64, 0.1, 32760) == 66);
@@ -176,47 +148,86 @@ static void test_strata_grouped(void) {
   EXPECT(stsa_strata_call_rows(260, 64, 0.105, 32760) == 70);
 }
 
-/* Risky tokens (a few, heavy-tailed errors) form strata of their own that
- * get a quarter of the rows: of 6 risky tokens in 1,200, a draw of 16 rows
- * holds 4 of them, where proportional allocation would expect 0.08. */
-static void test_strata_risky(void) {
-  enum { L = 1200, QC = 24, R = 16 };
-  int32_t labels[L];
-  int64_t sizes[QC] = {0}, rows[R], group[R], pop[2 * QC];
-  uint8_t risk[L] = {0};
-  for (int i = 0; i < L; i++) {
-    labels[i] = (int32_t)(i % QC);
-    sizes[labels[i]]++;
-  }
-  for (int i = 0; i < 6; i++)
-    risk[i * 200 + 7] = 1; /* clusters 7, 15, 23, 7, 15, 23 */
-  for (uint64_t seed = 1; seed <= 20; seed++) {
-    stsa_strata d = {rows, group, pop, 0};
-    EXPECT(stsa_strata_draw(labels, L, 0, QC, sizes, NULL, risk, R, seed, &d) == 0);
-    int64_t drawn_risky = 0, risky_pop = 0, total = 0;
-    for (int r = 0; r < R; r++) {
-      EXPECT(r == 0 || rows[r] > rows[r - 1]);
-      drawn_risky += risk[rows[r]];
-      /* a risky row's stratum holds risky tokens only, and the others' none */
-      for (int r2 = 0; r2 < R; r2++)
-        if (group[r2] == group[r])
-          EXPECT(risk[rows[r2]] == risk[rows[r]]);
-    }
-    for (int64_t g = 0; g < d.groups; g++)
-      total += pop[g];
-    EXPECT(total == L);
-    EXPECT(drawn_risky == R / 4);
-    for (int r = 0; r < R; r++)
-      if (risk[rows[r]])
-        risky_pop += pop[group[r]] > 0;
-    EXPECT(risky_pop == R / 4);
-  }
-  /* every token risky: all rows from the risky strata, none left out */
-  memset(risk, 1, sizeof risk);
+/* Geometric strata: labels in range, sizes their members, the largest
+ * score in stratum 0, scores below STSA_STRATA_DECADES decades of it (and
+ * zeros) in the last one, a split row G strata further. */
+static void test_strata_geometric(void) {
+  enum { L = 9, G = 4 };
+  const double score[L] = {1.0, 0.5, 0.09, 0.011, 0.0009, 0, 0.2, 1.0, 0.5};
+  const uint8_t split[L] = {0, 0, 0, 0, 0, 0, 0, 1, 1};
+  double log_score[L];
+  int32_t label[L];
+  int64_t size[2 * G], total = 0;
+  for (int i = 0; i < L; i++)
+    log_score[i] = log(score[i]); /* log(0) = -inf */
+  stsa_strata_geometric(log_score, split, L, G, label, size);
+  /* 3 decades in G - 1 = 3 steps of 10x: [1, 0.1), [0.1, 0.01), [0.01, 0.001) */
+  const int32_t want[L] = {0, 0, 1, 1, 3, 3, 0, 4, 4};
+  for (int i = 0; i < L; i++)
+    EXPECT(label[i] == want[i]);
+  for (int g = 0; g < 2 * G; g++)
+    total += size[g];
+  EXPECT(total == L && size[0] == 3 && size[4] == 2 && size[2] == 0);
+  for (int i = 0; i < L; i++)
+    log_score[i] = -INFINITY;
+  stsa_strata_geometric(log_score, NULL, L, G, label, size);
+  EXPECT(size[G - 1] == L);
+}
+
+/* Bound coverage of a head whose error sits in 6 rows of 1,680 (half of
+ * it: a few queries that lose keys their cluster keeps), R = 64 rows.
+ * Each row's score, its estimated dropped mass, is the square root of its
+ * error up to a lognormal factor (sigma 0.7, about 2x either way): a
+ * row's error goes as the square of the mass it loses. Strata of equal
+ * runs of the rows (what the draw had without a score) miss the 6 rows in
+ * most draws and under-read there; geometric strata on the score hold the
+ * bound above the true error in >= 95% of the draws. */
+static double tail_bound(const double *e, const double *E, const int32_t *label,
+                         const int64_t *size, int64_t L, int64_t G, int64_t R,
+                         uint64_t seed) {
+  int64_t rows[64], group[64], pop[64];
+  double err[64], energy[64], scratch[5 * 64];
   stsa_strata d = {rows, group, pop, 0};
-  EXPECT(stsa_strata_draw(labels, L, 0, QC, sizes, NULL, risk, R, 3, &d) == 0);
-  for (int r = 0; r < R; r++)
-    EXPECT(r == 0 || rows[r] > rows[r - 1]);
+  EXPECT(stsa_strata_draw(label, L, 0, G, size, R, seed, &d) == 0);
+  for (int64_t r = 0; r < R; r++) {
+    err[r] = e[rows[r]];
+    energy[r] = E[rows[r]];
+  }
+  const stsa_err_sample smp = {R, group, pop, d.groups};
+  return stsa_err_bound(&smp, err, energy, scratch, NULL);
+}
+
+static void test_rare_tail_coverage(void) {
+  enum { L = 1680, R = 64, TAIL = 6, TRIALS = 400 };
+  static double e[L], E[L], score[L]; /* score: its log */
+  static int32_t runs[L], geo[L];
+  int64_t run_size[R / 2] = {0}, geo_size[R / 2];
+  uint64_t s = 2718;
+  double te = 0, tE = 0;
+  for (int i = 0; i < L; i++) {
+    const double u = uniform(&s);
+    e[i] = -0.02 * log(uniform(&s)); /* exponential background, mean 0.02 */
+    if (i % (L / TAIL) == 101)
+      e[i] = 5.6; /* the 6 rows: about half the error */
+    E[i] = 1.0 + 0.3 * u;
+    const double z = sqrt(-2 * log(uniform(&s))) * cos(6.283185307179586 * uniform(&s));
+    score[i] = 0.5 * log(e[i]) + 0.7 * z; /* the log of sqrt(e) x lognormal */
+    te += e[i];
+    tE += E[i];
+    runs[i] = (int32_t)(i * (R / 2) / L);
+    run_size[runs[i]]++;
+  }
+  const double truth = sqrt(te / tE);
+  stsa_strata_geometric(score, NULL, L, R / 4, geo, geo_size);
+  int by_runs = 0, by_score = 0;
+  for (uint64_t t = 1; t <= TRIALS; t++) {
+    by_runs += tail_bound(e, E, runs, run_size, L, R / 2, R, t) >= truth;
+    by_score += tail_bound(e, E, geo, geo_size, L, R / 2, R, t) >= truth;
+  }
+  printf("rare tail: bound >= truth in %d (equal runs) and %d (geometric) of %d draws\n",
+         by_runs, by_score, TRIALS);
+  EXPECT(by_runs < TRIALS / 2); /* the population defeats the old strata */
+  EXPECT(by_score >= TRIALS * 95 / 100);
 }
 
 /* SVG2's automatic cluster counts: at least 6 query and 20 key clusters
@@ -410,8 +421,9 @@ int main(void) {
   test_census_and_edges();
   test_coverage();
   test_strata_draw();
-  test_strata_grouped();
-  test_strata_risky();
+  test_call_rows();
+  test_strata_geometric();
+  test_rare_tail_coverage();
   test_cluster_floor();
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);

@@ -63,117 +63,28 @@ static int by_token(const void *a, const void *b) {
   return (x->token > y->token) - (x->token < y->token);
 }
 
-typedef struct keyed {
-  double key;
-  int64_t cluster;
-} keyed;
-
-/* Ascending key (NaN last), then cluster index: a total order, so the
- * grouping does not depend on qsort's handling of ties. */
-static int by_key(const void *a, const void *b) {
-  const keyed *x = a, *y = b;
-  const int xn = isnan(x->key), yn = isnan(y->key);
-  if (xn != yn)
-    return xn - yn;
-  if (!xn && x->key != y->key)
-    return x->key < y->key ? -1 : 1;
-  return (x->cluster > y->cluster) - (x->cluster < y->cluster);
-}
-
-/* strat[QC]: each cluster's stratum; pop[]: the strata's members; returns
- * the number of strata. S >= QC: a stratum per cluster. Else clusters in
- * key order fill about S strata of about L / S members each (a cluster
- * goes where its middle member falls); strata left empty are skipped. */
-static int64_t group_clusters(const int64_t *sizes, const double *key, int64_t QC,
-                              int64_t L, int64_t S, keyed *ord, int64_t *strat,
-                              int64_t *pop) {
-  if (S >= QC) {
-    for (int64_t c = 0; c < QC; c++) {
-      strat[c] = c;
-      pop[c] = sizes[c];
-    }
-    return QC;
-  }
-  for (int64_t c = 0; c < QC; c++)
-    ord[c] = (keyed){key ? key[c] : (double)c, c};
-  qsort(ord, (size_t)QC, sizeof *ord, by_key);
-  int64_t groups = 0, last = -1, before = 0;
-  for (int64_t i = 0; i < QC; i++) {
-    const int64_t c = ord[i].cluster;
-    int64_t s = L > 0 ? (2 * before + sizes[c]) * S / (2 * L) : 0;
-    s = s < S ? s : S - 1;
-    if (s != last) {
-      pop[groups++] = 0;
-      last = s;
-    }
-    strat[c] = groups - 1;
-    pop[groups - 1] += sizes[c];
-    before += sizes[c];
-  }
-  return groups;
-}
-
-/* Rows the strata of risky tokens get: a quarter of R (their errors are
- * the heavy tail), at least 2, at most the risky tokens, and so that the
- * other tokens' strata can take the rest. */
-static int64_t risky_rows(int64_t R, int64_t risky, int64_t L) {
-  if (risky == 0)
-    return 0;
-  int64_t r = R / 4 > 2 ? R / 4 : 2;
-  r = r < risky ? r : risky;
-  r = r < R ? r : R;
-  return R - r > L - risky ? R - (L - risky) : r;
-}
-
-int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
-                     const int64_t *sizes, const double *key, const uint8_t *risk,
-                     int64_t R, uint64_t seed, stsa_strata *out) {
-  int64_t *start = malloc(sizeof(int64_t) * (size_t)(8 * QC + 1));
+int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t G,
+                     const int64_t *sizes, int64_t R, uint64_t seed, stsa_strata *out) {
+  int64_t *start = malloc(sizeof(int64_t) * (size_t)(2 * G + 1));
   int32_t *members = malloc(sizeof(int32_t) * (size_t)L);
   drawn *d = malloc(sizeof *d * (size_t)R);
-  keyed *ord = malloc(sizeof *ord * (size_t)QC);
-  if (!start || !members || !d || !ord) {
+  if (!start || !members || !d) {
     free(start);
     free(members);
     free(d);
-    free(ord);
     return -1;
   }
-  /* start [2 QC + 1], n [2 QC], each cluster's safe and risky tokens and
-   * strata [QC] x 4 */
-  int64_t *n = start + 2 * QC + 1, *safe = n + 2 * QC, *risky = safe + QC;
-  int64_t *strat = risky + QC, *strat_risky = strat + QC, *pop = out->pop;
-  int64_t nrisky = 0;
-  for (int64_t c = 0; c < QC; c++) {
-    safe[c] = sizes[c];
-    risky[c] = 0;
-  }
-  for (int64_t i = 0; risk && i < L; i++)
-    if (risk[i]) {
-      safe[labels[i]]--;
-      risky[labels[i]]++;
-      nrisky++;
-    }
-  const int64_t R_risky = risky_rows(R, nrisky, L), R_safe = R - R_risky;
-  const int64_t G_safe = group_clusters(safe, key, QC, L - nrisky,
-                                        R_safe / 2 > 1 ? R_safe / 2 : 1, ord, strat, pop);
-  const int64_t G_risky =
-      R_risky ? group_clusters(risky, key, QC, nrisky, R_risky / 2 > 1 ? R_risky / 2 : 1,
-                               ord, strat_risky, pop + G_safe)
-              : 0;
-  const int64_t G = G_safe + G_risky;
-  allocate(pop, G_safe, L - nrisky, R_safe, n);
-  if (G_risky)
-    allocate(pop + G_safe, G_risky, nrisky, R_risky, n + G_safe);
+  int64_t *n = start + G + 1; /* start [G + 1], n [G] */
+  for (int64_t g = 0; g < G; g++)
+    out->pop[g] = sizes[g];
+  allocate(sizes, G, L, R, n);
   start[0] = 0;
   for (int64_t g = 0; g < G; g++)
-    start[g + 1] = start[g] + pop[g];
+    start[g + 1] = start[g] + sizes[g];
   /* members by stratum, in token order (a counting sort; start[] advances
    * and is rebuilt after) */
-  for (int64_t i = 0; i < L; i++) {
-    const int32_t c = labels[i];
-    members[start[risk && risk[i] ? G_safe + strat_risky[c] : strat[c]]++] = (int32_t)i;
-  }
+  for (int64_t i = 0; i < L; i++)
+    members[start[labels[i]]++] = (int32_t)i;
   for (int64_t g = G; g > 0; g--)
     start[g] = start[g - 1];
   start[0] = 0;
@@ -181,9 +92,9 @@ int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
   int64_t drew = 0;
   for (int64_t g = 0; g < G; g++) {
     int32_t *m = members + start[g];
-    const int64_t size = pop[g];
     for (int64_t j = 0; j < n[g]; j++) { /* a partial Fisher-Yates shuffle */
-      const int64_t pick = j + (int64_t)(stsa_splitmix64(&state) % (uint64_t)(size - j));
+      const int64_t pick =
+          j + (int64_t)(stsa_splitmix64(&state) % (uint64_t)(sizes[g] - j));
       const int32_t t = m[j];
       m[j] = m[pick];
       m[pick] = t;
@@ -199,8 +110,28 @@ int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
   free(start);
   free(members);
   free(d);
-  free(ord);
   return 0;
+}
+
+void stsa_strata_geometric(const double *log_score, const uint8_t *split, int64_t L,
+                           int64_t G, int32_t *label, int64_t *size) {
+  double top = -INFINITY;
+  for (int64_t i = 0; i < L; i++)
+    top = log_score[i] > top ? log_score[i] : top;
+  for (int64_t g = 0; g < 2 * G; g++)
+    size[g] = 0;
+  const double span = STSA_STRATA_DECADES * log(10.0), least = top - span;
+  const double step = G > 1 ? span / (double)(G - 1) : 1;
+  for (int64_t i = 0; i < L; i++) {
+    int64_t g = G - 1;
+    if (G > 1 && log_score[i] > least) { /* steps of equal ratio below the top */
+      const double r = (top - log_score[i]) / step;
+      g = r < (double)(G - 2) ? (int64_t)r : G - 2;
+    }
+    g += split && split[i] ? G : 0;
+    label[i] = (int32_t)g;
+    size[g]++;
+  }
 }
 
 void stsa_svg_strata(const stsa_geometry *g, int64_t R, int64_t *group, int64_t *pop,

@@ -37,31 +37,33 @@ int64_t stsa_strata_call_rows(int64_t most, int64_t sample_rows, double density,
 typedef struct stsa_strata {
   int64_t *rows;  /* [R] native token indices (video token i is v0 + i), ascending */
   int64_t *group; /* [R] each row's stratum, 0..groups-1 */
-  int64_t *pop;   /* [2 QC] the strata's rows (0 for an empty one), of which groups */
+  int64_t *pop;   /* [G] the strata's rows (0 for an empty one), of which groups */
   int64_t groups;
 } stsa_strata;
 
-/* Draws R rows of one head: labels[L] the video tokens' clusters (0..QC-1),
- * sizes[QC] their members. The strata:
- *   - risk[L] (or NULL) marks the tokens whose error is likely large (SVG2:
- *     the selection of its query cluster drops the token's own key
- *     cluster, so a local head loses its nearest keys there). They form
- *     strata of their own that get a quarter of the rows (at least 2, at
- *     most all of them): an error held by a few such rows is otherwise
- *     seen by no draw;
- *   - the other tokens, and the risky ones among themselves, by cluster:
- *     with as many rows as two a cluster each cluster is its own stratum,
- *     else the clusters are grouped into (their rows) / 2 groups of about
- *     equal population, consecutive in the order of `key` ([QC], ascending;
- *     NULL: by index), so that a group holds clusters alike in what decides
- *     their error (SVG2: the mass their selection drops).
+/* Draws R rows of one head from G strata: labels[L] each video token's
+ * stratum (0..G-1), sizes[G] their members (SVG2: stsa_strata_geometric's).
  * Each stratum gets min(size, 2) rows, the rest go in proportion to the
  * strata's sizes (never more than they hold; with fewer than 2 a stratum,
  * one as far as they go); a stratum's rows are drawn uniformly from all its
- * members. Deterministic in seed. 0, or -1 when out of memory. */
-int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t QC,
-                     const int64_t *sizes, const double *key, const uint8_t *risk,
-                     int64_t R, uint64_t seed, stsa_strata *out);
+ * members. out->pop gets sizes, out->groups G. Deterministic in seed. 0,
+ * or -1 when out of memory. */
+int stsa_strata_draw(const int32_t *labels, int64_t L, int64_t v0, int64_t G,
+                     const int64_t *sizes, int64_t R, uint64_t seed, stsa_strata *out);
+
+/* The strata of a skewed score, given as its natural log log_score[L]
+ * (SVG2: each query's estimated dropped mass): G - 1 strata of equal ratio
+ * from the largest score down STSA_STRATA_DECADES decades, and one below
+ * them (with it zeros, -inf, and NaN), each split in two by split[i]
+ * (NULL: none). label[L] each row's stratum,
+ * 0..2G-1 (g + G for a split row), size[2G] their members. Geometric
+ * bounds on a skewed auxiliary variable (Gunning and Horgan's stratification
+ * of skewed populations) leave the few rows of the largest scores in small
+ * strata of their own; stsa_strata_draw gives every stratum two rows, so
+ * those few are drawn at a far higher rate than the rest. */
+#define STSA_STRATA_DECADES 3.0
+void stsa_strata_geometric(const double *log_score, const uint8_t *split, int64_t L,
+                           int64_t G, int32_t *label, int64_t *size);
 
 /* SVG's strata: row r of stsa_svg_sample_rows was drawn, one row, from the
  * r-th of R equal runs of the video tokens; runs are taken in adjacent pairs

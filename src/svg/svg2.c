@@ -206,9 +206,10 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   stsa_select_args cand[STSA_SVG2_LADDER_MAX];
   const int n = stsa_svg2_ladder(s->L, max_rel_error, &rule, cand);
   const int bounds = max_rel_error > 0 || env->estimate;
-  if (st == STSA_OK && bounds) { /* the strata's outliers */
-    w.q_spread = malloc(sizeof(float) * (size_t)(H * s->L));
-    if (!w.q_spread)
+  if (st == STSA_OK && bounds) { /* what the strata are drawn by */
+    w.q_tilt = malloc(sizeof(float) * (size_t)(H * s->QC * s->D));
+    w.q_tilt_at = malloc(sizeof(double) * (size_t)(H * s->QC));
+    if (!w.q_tilt || !w.q_tilt_at)
       st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   }
   if (st == STSA_OK) {
@@ -246,7 +247,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
     defer = ls->first_met[b * H + h];
   settle_state *pending = NULL;
   if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
-    st = stsa_svg2_draw_rows(ctx, s, env, &w);
+    st = stsa_svg2_draw_rows(ctx, s, env, b, q, &w);
   if (st == STSA_OK && defer)
     st = stsa_svg2_dense_rows_heads(ctx, s, env, &w, q, k, v, b, &pending);
   else if (st == STSA_OK && (max_rel_error > 0 || env->estimate))

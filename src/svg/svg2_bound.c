@@ -33,70 +33,95 @@ static void cluster_order(const call_work *w, int64_t h, int64_t QC, int32_t *or
     order[count[label[rows[r]]]++] = (int32_t)r;
 }
 
-/* A query this many times its cluster's mean squared distance from the
- * centre is an outlier: the selection, made for the centre, fits it least. */
-#define RISK_SPREAD 2.0
-
-/* Head h's video tokens whose error is likely large ([L], malloc'ed; NULL
- * when out of memory): those whose own key cluster the first candidate's
- * selection drops for their query cluster (a local head loses its nearest
- * keys there), and the queries farther than RISK_SPREAD x their cluster's
- * mean squared distance from its centre. Measured on heads not from the
- * repository's generators (3-D rotary codes, smooth semantic fields), the
- * bound's errors sat in a handful of such rows (4 of 1,680 held half). */
-static uint8_t *risky_tokens(const stsa_svg2 *s, const call_work *w, int64_t h,
-                             int64_t v0) {
-  const int32_t *ql = w->q_label + h * w->N + v0, *kl = w->k_label + h * w->N + v0;
-  const uint8_t *keep = stsa_svg2_keep_of(w, h, 0);
-  const float *spread = w->q_spread + h * s->L;
-  const int64_t *size = w->q_sizes + h * s->QC;
-  uint8_t *risk = malloc((size_t)s->L);
-  double *mean = calloc((size_t)s->QC, sizeof(double)); /* x the cluster's size */
-  if (!risk || !mean) {
-    free(risk);
-    free(mean);
-    return NULL;
+/* The log of each video query's estimated dropped mass under head h's
+ * first candidate (svg2_select.c, dropped_tilt), lean[L]; row[D] scratch.
+ * The mass is 1 / (1 + e^-z) for a logit z, whose log is min(z, 0) within
+ * log 2 (within 5% of z for a mass of a tenth or less): no transcendental a
+ * query, and the few queries that lose most of their mass (z > 0) do not
+ * stretch the strata's scale. */
+static void dropped_logit(const stsa_svg2 *s, const call_work *w, int64_t b,
+                          const stsa_tensor *q, const stsa_geo *geo, int64_t h,
+                          float *row, double *lean) {
+  const int32_t *ql = w->q_label + h * w->N + geo->v0;
+  const float *tilt = w->q_tilt + h * s->QC * s->D;
+  const double *at = w->q_tilt_at + h * s->QC;
+  enum { LANES = 8 }; /* independent sums the compiler keeps in vector lanes */
+  const int in_place = q->dtype == STSA_F32 && q->stride[3] == 1;
+  for (int64_t i = 0; i < s->L; i++) {
+    const void *src = stsa_tensor_row(q, b, geo->v0 + i, h);
+    const float *x = in_place ? src : row, *t = tilt + (int64_t)ql[i] * s->D;
+    if (!in_place)
+      stsa_load_row_f32(src, q->dtype, q->stride[3], s->D, row);
+    float acc[LANES] = {0};
+    int64_t d = 0;
+    for (; d + LANES <= s->D; d += LANES)
+      for (int j = 0; j < LANES; j++)
+        acc[j] += x[d + j] * t[d + j];
+    for (; d < s->D; d++)
+      acc[0] += x[d] * t[d];
+    double z = at[ql[i]];
+    for (int j = 0; j < LANES; j++)
+      z += acc[j];
+    lean[i] = z < 0 ? z : 0;
   }
+}
+
+/* own[L]: whether head h's first candidate drops, for a video query's
+ * cluster, the key cluster of its own key (a local head loses its nearest
+ * keys there). */
+static void own_key_dropped(const stsa_svg2 *s, const call_work *w, const stsa_geo *geo,
+                            int64_t h, uint8_t *own) {
+  const int32_t *ql = w->q_label + h * w->N + geo->v0,
+                *kl = w->k_label + h * w->N + geo->v0;
+  const uint8_t *keep = stsa_svg2_keep_of(w, h, 0);
   for (int64_t i = 0; i < s->L; i++)
-    mean[ql[i]] += spread[i];
-  for (int64_t i = 0; i < s->L; i++)
-    risk[i] = !keep[ql[i] * s->KC + kl[i]] ||
-              (double)spread[i] * (double)size[ql[i]] > RISK_SPREAD * mean[ql[i]];
-  free(mean);
-  return risk;
+    own[i] = !keep[ql[i] * s->KC + kl[i]];
 }
 
 /* Phase 2 under a budget: the rows the heads' bounds are taken on. As many
  * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
  * attention at the heads' mean planned density (the same count for every
- * head: one pass profiles them), drawn per head from strata of its
- * query clusters alike in the mass their selection drops, the tokens whose
- * own key cluster the selection drops in strata of their own (strata.h). */
+ * head: one pass profiles them), drawn per head from geometric strata of
+ * each query's estimated dropped mass (stsa_strata_geometric), split by
+ * whether the selection drops its own key's cluster. */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
-                                const stsa_svg2_env *env, call_work *w) {
+                                const stsa_svg2_env *env, int64_t b, const stsa_tensor *q,
+                                call_work *w) {
   /* the call's work is the sum over its heads: R rows a head keep to the
    * share of it at the heads' mean density */
   double mean = 0;
   for (int64_t h = 0; h < s->H; h++)
     mean += w->planned[h] / (double)s->H;
   w->R = stsa_strata_call_rows(s->R, env->cfg->sample_rows, mean, s->L);
+  const int64_t G = w->R / 4 > 1 ? w->R / 4 : 1;
   stsa_geo geo;
   stsa_geo_init(&geo, &env->cfg->geometry);
 #pragma omp parallel for num_threads(w->plan_threads) schedule(dynamic, 1)
   for (int64_t h = 0; h < s->H; h++) {
-    const int32_t *ql = w->q_label + h * w->N + geo.v0;
-    uint8_t *risk = risky_tokens(s, w, h, geo.v0);
-    stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
-                       w->row_pop + h * 2 * s->QC, 0};
-    const int failed =
-        !risk || stsa_strata_draw(ql, s->L, geo.v0, s->QC, w->q_sizes + h * s->QC,
-                                  w->q_drop + h * s->QC, risk, w->R,
-                                  stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
+    double *lean = malloc(sizeof(double) * (size_t)s->L);
+    int32_t *label = malloc(sizeof(int32_t) * (size_t)s->L);
+    int64_t *size = malloc(sizeof(int64_t) * (size_t)(2 * G));
+    uint8_t *own = malloc((size_t)s->L);
+    float *row = malloc(sizeof(float) * (size_t)s->D);
+    stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R, w->row_pop + h * s->R,
+                       0};
+    int failed = !lean || !label || !size || !row || !own;
+    if (!failed) {
+      dropped_logit(s, w, b, q, &geo, h, row, lean);
+      own_key_dropped(s, w, &geo, h, own);
+      stsa_strata_geometric(lean, own, s->L, G, label, size);
+      failed = stsa_strata_draw(label, s->L, geo.v0, 2 * G, size, w->R,
+                                stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
+    }
     w->job_status[h] = failed ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
     if (failed)
       stsa_fail(&w->job_err[h], STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
     w->groups[h] = got.groups;
-    free(risk);
+    free(lean);
+    free(label);
+    free(size);
+    free(row);
+    free(own);
   }
   return stsa_svg2_first_failure(ctx, w, s->H);
 }
@@ -105,7 +130,7 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
  * energies ([R] each). */
 static double candidate_bound(const stsa_svg2 *s, const call_work *w, int64_t h,
                               const double *err, const double *energy, double *scratch) {
-  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->row_pop + h * 2 * s->QC,
+  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->row_pop + h * s->R,
                                w->groups[h]};
   return stsa_err_bound(&smp, err, energy, scratch, NULL);
 }
@@ -121,9 +146,9 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
                                   double *rel) {
   const int64_t H = s->H, R = w->R;
-  /* the rows' squares, then the bound's scratch: 5 a stratum, 2 QC strata */
+  /* the rows' squares, then the bound's scratch: 5 a stratum, R / 2 strata at most */
   double *sq =
-      malloc(sizeof(double) * (size_t)((1 + STSA_SVG2_LADDER_MAX) * H * R + 10 * s->QC));
+      malloc(sizeof(double) * (size_t)((1 + STSA_SVG2_LADDER_MAX) * H * R + 5 * s->R));
   int32_t *order = malloc(sizeof(int32_t) * (size_t)(H * R));
   const int32_t **orders = malloc(sizeof *orders * (size_t)H);
   int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
@@ -248,9 +273,9 @@ stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int
   const stsa_svg2_env env = stsa_svg2_call_env(session_env);
   const int64_t H = s->H, R = p->w.R;
   /* each row's error, the ladder's squares, the bound's scratch (5 a
-   * stratum, 2 QC strata) */
+   * stratum, R / 2 strata at most) */
   double *err =
-      malloc(sizeof(double) * (size_t)((2 + STSA_SVG2_LADDER_MAX) * R + 10 * s->QC));
+      malloc(sizeof(double) * (size_t)((2 + STSA_SVG2_LADDER_MAX) * R + 5 * s->R));
   double *rel = malloc(sizeof(double) * (size_t)(STSA_SVG2_LADDER_MAX * H));
   float *row = malloc(sizeof(float) * (size_t)s->D);
   int32_t *order = malloc(sizeof(int32_t) * (size_t)R);

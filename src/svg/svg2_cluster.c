@@ -1,8 +1,7 @@
 /*
  * svg2_cluster.c — step 1 of an svg2 call: every head's video queries and
  * keys, gathered as f32 where needed, clustered by k-means (warm from the
- * layer's centroids), and each query's distance to its centre for the
- * bound's strata.
+ * layer's centroids).
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -37,26 +36,6 @@ static const float *video_rows(const stsa_tensor *t, int64_t b, int64_t h,
                       buf + i * D);
   *ld = D;
   return buf;
-}
-
-/* dist[i] = ||x_i - centre of its label||^2 over L rows of D (ld apart). */
-static void centre_distances(const float *x, int64_t ld, int64_t L, int64_t D,
-                             const float *cent, const int32_t *labels, float *dist) {
-  enum { LANES = 8 }; /* independent sums the compiler keeps in vector lanes */
-  for (int64_t i = 0; i < L; i++) {
-    const float *xi = x + i * ld, *c = cent + (int64_t)labels[i] * D;
-    float acc[LANES] = {0};
-    int64_t d = 0;
-    for (; d + LANES <= D; d += LANES)
-      for (int j = 0; j < LANES; j++)
-        acc[j] += (xi[d + j] - c[d + j]) * (xi[d + j] - c[d + j]);
-    for (; d < D; d++)
-      acc[0] += (xi[d] - c[d]) * (xi[d] - c[d]);
-    float sum = 0;
-    for (int j = 0; j < LANES; j++)
-      sum += acc[j];
-    dist[i] = sum;
-  }
 }
 
 /* The session's k-means scratch for `slots` k-means at once. */
@@ -130,8 +109,6 @@ stsa_status stsa_svg2_cluster_heads(stsa_ctx *ctx, stsa_svg2 *s,
     a.hint = warm ? labels : NULL; /* the layer's last labels, overwritten */
     int64_t *sizes = keys ? w->k_sizes + h * s->KC : w->q_sizes + h * s->QC;
     w->job_status[j] = stsa_kmeans(ctx, &a, cent, labels, sizes, NULL);
-    if (!keys && w->q_spread && w->job_status[j] == STSA_OK)
-      centre_distances(x, ld, L, D, cent, labels, w->q_spread + h * L);
   }
   int64_t j = 0;
   while (j < jobs && w->job_status[j] == STSA_OK)

@@ -76,11 +76,13 @@ typedef struct call_work {
   uint64_t row_seed;          /* of the call's profiled rows */
   int64_t R;                  /* profiled rows per head this call (<= the session's) */
   int64_t *rows, *row_group;  /* [H][R] each head's rows and their strata */
-  int64_t *row_pop, *groups;  /* [H][2 QC] the strata's rows, [H] how many strata */
-  float *q_spread;            /* [H][L] each video query's squared distance to its
-                               * centroid, when the call bounds its error */
-  double *q_drop;             /* [H][QC] the mass each query cluster's selection drops */
-  double *planned;            /* [H] the first candidate's density (video pairs) */
+  int64_t *row_pop, *groups;  /* [H][R] the strata's rows, [H] how many strata */
+  float *q_tilt;              /* [H][QC][D] and [H][QC], when the call bounds its
+                               * error: the logit of the mass a query's selection
+                               * drops is q_tilt_at + q . q_tilt (svg2_select.c) */
+  double *q_tilt_at;
+  double *q_drop;   /* [H][QC] the mass each query cluster's selection drops */
+  double *planned;  /* [H] the first candidate's density (video pairs) */
   stsa_mask **mask; /* [(1 + STSA_SVG2_LADDER_MAX) * H]: dense, then the candidates */
   int pack_align;   /* the plans' (stsa_cluster_layout) */
 } call_work;
@@ -146,7 +148,8 @@ stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
 
 /* Step 3, the error bound (svg2_bound.c; stsa_svg2_settle is svg2.h's). */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
-                                const stsa_svg2_env *env, call_work *w);
+                                const stsa_svg2_env *env, int64_t b, const stsa_tensor *q,
+                                call_work *w);
 stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                   const stsa_svg2_env *env, const call_work *w, int n,
                                   double budget, const stsa_tensor *q,

@@ -24,7 +24,8 @@ void stsa_svg2_work_free(call_work *w) {
   free(w->row_group);
   free(w->row_pop);
   free(w->groups);
-  free(w->q_spread);
+  free(w->q_tilt);
+  free(w->q_tilt_at);
   free(w->q_drop);
   free(w->planned);
 }
@@ -51,7 +52,7 @@ int stsa_svg2_work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int thread
   w->R = s->R;
   w->rows = malloc(sizeof(int64_t) * H * (size_t)s->R);
   w->row_group = malloc(sizeof(int64_t) * H * (size_t)s->R);
-  w->row_pop = malloc(sizeof(int64_t) * H * 2 * (size_t)s->QC);
+  w->row_pop = malloc(sizeof(int64_t) * H * (size_t)s->R);
   w->groups = malloc(sizeof(int64_t) * H);
   w->q_drop = malloc(sizeof(double) * H * (size_t)s->QC);
   w->planned = malloc(sizeof(double) * H);
