@@ -202,52 +202,52 @@ static stsa_run_info session_case(const path_case *c) {
 #define TILES STSA_ARITH_BF16_TILES
 /* geometries as initialisers (a static const object is not a constant
  * expression in C) */
-#define no_geometry                                                                      \
+#define NO_GEOMETRY                                                                      \
   { 0, 0, 0, 0, 0, STSA_TEXT_NONE }
-#define suffix_text                                                                      \
+#define SUFFIX_TEXT                                                                      \
   { 3, 12, 20, 23, 17, STSA_TEXT_SUFFIX }
-#define prefix_text                                                                      \
+#define PREFIX_TEXT                                                                      \
   { 3, 9, 14, 11, 11, STSA_TEXT_PREFIX }
-#define video_4x6x14                                                                     \
+#define VIDEO_4X6X14                                                                     \
   { 4, 6, 14, 0, 0, STSA_TEXT_NONE }
 
 static const path_case cases[] = {
     /* dense: q tiles of 5 and 12 rows (shorter than a 32-row pass), the
      * last kv tile of 7 keys on 240-key tiles, of 1 key on 48-key ones */
-    {"dense, 5 q rows, kv 240", DENSE, 5, 247, 64, 36, 240, BF, BF, BF, 0, no_geometry,
+    {"dense, 5 q rows, kv 240", DENSE, 5, 247, 64, 36, 240, BF, BF, BF, 0, NO_GEOMETRY,
      TILES, 2, NULL},
     {"dense, q tiles of 12 rows, last kv tile 1 key", DENSE, 77, 97, 80, 12, 48, BF, BF,
-     STSA_F32, 0, no_geometry, TILES, 3, NULL},
-    {"dense, one term, kv 80", DENSE, 50, 161, 128, 36, 80, BF, BF, BF, 1, no_geometry,
+     STSA_F32, 0, NO_GEOMETRY, TILES, 3, NULL},
+    {"dense, one term, kv 80", DENSE, 50, 161, 128, 36, 80, BF, BF, BF, 1, NO_GEOMETRY,
      TILES, 1, NULL},
-    {"part 0 of 2, kv 240", PART0, 130, 300, 64, 36, 240, BF, BF, BF, 0, no_geometry,
+    {"part 0 of 2, kv 240", PART0, 130, 300, 64, 36, 240, BF, BF, BF, 0, NO_GEOMETRY,
      TILES, 2, NULL},
     /* sparse: PARTIAL tiles at the band's edges */
     {"band, stored patterns, kv 48", BAND, 201, 201, 64, 36, 48, BF, BF, BF, 0,
-     no_geometry, TILES, 2, NULL},
+     NO_GEOMETRY, TILES, 2, NULL},
     {"band, naive mode, kv 80", BAND_NAIVE, 190, 190, 80, 24, 80, BF, BF, STSA_F32, 0,
-     no_geometry, TILES, 3, NULL},
+     NO_GEOMETRY, TILES, 3, NULL},
     {"temporal, position-major, kv 240", TEMPORAL, 336, 336, 128, 36, 240, BF, BF, BF, 0,
-     video_4x6x14, TILES, 2, NULL},
+     VIDEO_4X6X14, TILES, 2, NULL},
     /* sessions: text rows (suffix with padding, prefix), sink frames */
-    {"svg, text suffix, frame tiles 240", SVG, 0, 0, 64, 0, 0, BF, BF, BF, 0, suffix_text,
+    {"svg, text suffix, frame tiles 240", SVG, 0, 0, 64, 0, 0, BF, BF, BF, 0, SUFFIX_TEXT,
      TILES, 2, NULL},
-    {"svg, text prefix", SVG, 0, 0, 80, 0, 0, BF, BF, BF, 0, prefix_text, TILES, 2, NULL},
+    {"svg, text prefix", SVG, 0, 0, 80, 0, 0, BF, BF, BF, 0, PREFIX_TEXT, TILES, 2, NULL},
     {"svg, error budget (profiling rows)", SVG_BUDGET, 0, 0, 64, 0, 0, BF, BF, BF, 0,
-     suffix_text, TILES, 2, NULL},
-    {"svg2, text suffix, kv 48", SVG2, 0, 0, 64, 36, 48, BF, BF, BF, 0, suffix_text,
+     SUFFIX_TEXT, TILES, 2, NULL},
+    {"svg2, text suffix, kv 48", SVG2, 0, 0, 64, 36, 48, BF, BF, BF, 0, SUFFIX_TEXT,
      TILES, 2, NULL},
     {"svg2, text prefix, kv 240", SVG2, 0, 0, 128, 0, 240, BF, BF, STSA_F32, 0,
-     prefix_text, TILES, 3, NULL},
+     PREFIX_TEXT, TILES, 3, NULL},
     /* refused, and said why */
     {"dense, f16 inputs", DENSE, 40, 100, 64, 36, 64, STSA_F16, STSA_F16, BF, 0,
-     no_geometry, STSA_ARITH_F32, 0, "bf16 only"},
+     NO_GEOMETRY, STSA_ARITH_F32, 0, "bf16 only"},
     {"dense, bf16 q, f16 k and v", DENSE, 40, 100, 64, 36, 64, BF, STSA_F16, BF, 0,
-     no_geometry, STSA_ARITH_F32, 0, "bf16, f16 and f16"},
-    {"svg2, f16 inputs", SVG2, 0, 0, 64, 36, 48, STSA_F16, STSA_F16, BF, 0, suffix_text,
+     NO_GEOMETRY, STSA_ARITH_F32, 0, "bf16, f16 and f16"},
+    {"svg2, f16 inputs", SVG2, 0, 0, 64, 36, 48, STSA_F16, STSA_F16, BF, 0, SUFFIX_TEXT,
      STSA_ARITH_F32, 0, "bf16 only"},
     {"cluster plan packed for f32", UNALIGNED, 300, 300, 64, 36, 64, BF, BF, BF, 0,
-     no_geometry, STSA_ARITH_F32, 0, "on 32-key blocks"},
+     NO_GEOMETRY, STSA_ARITH_F32, 0, "on 32-key blocks"},
 };
 
 /* Every case on UNIT. */
