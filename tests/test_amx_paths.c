@@ -268,8 +268,9 @@ int main(void) {
   for (int i = 0; i < 2; i++) {
     UNIT = units[i];
     if (!stsa_backend_available(UNIT)) {
-      printf("test_amx_paths: this machine does not run %s (nor its emulation); skipped\n",
-             stsa_backend_name(UNIT));
+      printf(
+          "test_amx_paths: this machine does not run %s (nor its emulation); skipped\n",
+          stsa_backend_name(UNIT));
       continue;
     }
     check_unit();

@@ -259,6 +259,14 @@ static inline __m512 logit_from(__m512 raw, __m512 vscale, __m512 vneg,
                  : _mm512_fmadd_ps(raw, vscale, vneg);
 }
 
+/* exp2 for probabilities stored as `terms` bf16 terms: with one term they
+ * are rounded to 8 significant bits, and exp2_bf16_avx512's error (2^-13.5
+ * of p) is far below that rounding's (2^-9); with two or three the f32
+ * path's exp2, whose p they carry to 2^-18 or exactly. */
+static inline __m512 exp2_for(__m512 x, const int terms) {
+  return terms == 1 ? exp2_bf16_avx512(x) : exp2_avx512(x);
+}
+
 /* p = exp2(logit - base) for each tile's n keys of a score row, 0 past
  * them up to the next multiple of 32 (the key chunk P.V reads), written at
  * hi (mid, lo) as `terms` bf16 terms; returns the lanes of the row sum. */
@@ -276,8 +284,9 @@ row_terms_as(const stsa_bf16_tile *t, const pass *ps, const float *row, float ba
      * is safe depends on the other rows' values), -inf giving 0 */
     for (; c + 32 <= n; c += 32) {
       __m512 p[2] = {
-          exp2_avx512(logit_from(_mm512_loadu_ps(at + c), vscale, vneg, rounded)),
-          exp2_avx512(logit_from(_mm512_loadu_ps(at + c + 16), vscale, vneg, rounded))};
+          exp2_for(logit_from(_mm512_loadu_ps(at + c), vscale, vneg, rounded), terms),
+          exp2_for(logit_from(_mm512_loadu_ps(at + c + 16), vscale, vneg, rounded),
+                   terms)};
       sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
     }
     if (c < n) { /* the last, partial block: lanes past n give 0 */
@@ -286,7 +295,7 @@ row_terms_as(const stsa_bf16_tile *t, const pass *ps, const float *row, float ba
         const __mmask16 live = valid_lanes(c + 16 * i, n);
         const __m512 x = logit_from(_mm512_maskz_loadu_ps(live, at + c + 16 * i), vscale,
                                     vneg, rounded);
-        p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
+        p[i] = _mm512_maskz_mov_ps(live, exp2_for(x, terms));
       }
       sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
     }
