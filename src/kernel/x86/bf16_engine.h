@@ -73,18 +73,20 @@ static void unit_pv(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
 static void unit_configure(int rows0, int rows1);
 static void unit_release(void);
 
-/* A unit that defines UNIT_PV_F32 multiplies three-term probabilities as
- * f32 (the three terms sum to p exactly, so nothing is lost):
+/* A unit that defines UNIT_PV_F32 multiplies the probabilities of two or
+ * three terms as f32 p itself (what three terms sum to exactly, and two
+ * within 2^-18), where its products of f32 are faster than those of the
+ * terms:
  * unit_pv_f32: as unit_pv with one term, on f32 p (row r at p + r ld_p).
- * The softmax then writes p itself in f32 into t->p (PASS rows of ld_s
- * floats fit in its three bf16 planes); F32_P_TERMS is the number of
- * terms that asks for it (0: never). */
+ * The softmax then writes p in f32 into t->p (PASS rows of ld_s floats fit
+ * in its three bf16 planes); F32_P_TERMS is the fewest terms that ask for
+ * it (4: none). */
 #ifdef UNIT_PV_F32
-#define F32_P_TERMS 3
+#define F32_P_TERMS 2
 static void unit_pv_f32(const float *p, int ld_p, const stsa_bf16_vblock *vblk,
                         int nblocks, int npanels, float *c, int ld_c, int rows);
 #else
-#define F32_P_TERMS 0
+#define F32_P_TERMS 4
 #endif
 
 /* One tile's keys in a pass: its K and V blocks (v_panel uint16 between
@@ -241,7 +243,7 @@ static float row_max(const stsa_bf16_tile *t, const pass *ps, const float *row) 
  * term: p rounded; three: p exactly), with two terms p itself. */
 static inline __m512 emit_terms(__m512 p[2], const int terms, uint16_t *hi, uint16_t *mid,
                                 uint16_t *lo, int c, __m512 sum) {
-  if (terms == F32_P_TERMS) { /* p itself, hi the row's f32 start */
+  if (terms >= F32_P_TERMS) { /* p itself, hi the row's f32 start */
     _mm512_storeu_ps((float *)(void *)hi + c, p[0]);
     _mm512_storeu_ps((float *)(void *)hi + c + 16, p[1]);
   } else if (terms == 3)
@@ -349,7 +351,7 @@ softmax_terms(const stsa_bf16_tile *t, const pass *ps, const int terms) {
   for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
     const float *row = t->s + (int64_t)r * t->ld_s;
     /* f32 p: row r's floats at (float *)t->p + r ld_s */
-    uint16_t *hi = t->p + (int64_t)r * t->ld_s * (terms == F32_P_TERMS ? 2 : 1),
+    uint16_t *hi = t->p + (int64_t)r * t->ld_s * (terms >= F32_P_TERMS ? 2 : 1),
              *mid = hi + (int64_t)PASS * t->ld_s, *lo = mid + (int64_t)PASS * t->ld_s;
     const float m = t->m[r0 + r];
     if (m > -FLT_MAX) {
@@ -408,7 +410,7 @@ static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
       vblk[nblocks++] = (stsa_bf16_vblock){ps->seg[g].vb + k * 512, ps->seg[g].v_panel};
   const int64_t first = ps->seg[0].off + ps->seg[0].lo / 32 * 32;
 #ifdef UNIT_PV_F32
-  if (t->terms == F32_P_TERMS) {
+  if (t->terms >= F32_P_TERMS) {
     unit_pv_f32((const float *)(const void *)t->p + first, t->ld_s, vblk, nblocks,
                 t->D_pad / NR, t->c, t->D_pad, ps->rows0 + ps->rows1);
     add_to_output(t, ps);
@@ -424,7 +426,7 @@ static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
 /* The bf16 terms of row r, key c of the pass, summed: the weight P.V gave
  * the key. */
 static float weight_of(const stsa_bf16_tile *t, int r, int c) {
-  if (t->terms == F32_P_TERMS)
+  if (t->terms >= F32_P_TERMS)
     return ((const float *)(const void *)t->p)[(int64_t)r * t->ld_s + c];
   float w = 0.0f;
   for (int x = 0; x < t->terms; x++) {
