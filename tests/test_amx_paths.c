@@ -200,10 +200,16 @@ static stsa_run_info session_case(const path_case *c) {
 
 #define BF STSA_BF16
 #define TILES STSA_ARITH_BF16_TILES
-static const stsa_geometry no_geometry = {0, 0, 0, 0, 0, STSA_TEXT_NONE};
-static const stsa_geometry suffix_text = {3, 12, 20, 23, 17, STSA_TEXT_SUFFIX};
-static const stsa_geometry prefix_text = {3, 9, 14, 11, 11, STSA_TEXT_PREFIX};
-static const stsa_geometry video_4x6x14 = {4, 6, 14, 0, 0, STSA_TEXT_NONE};
+/* macros, not const objects: C11 takes only constant expressions in a
+ * static array's initializer (clang rejects the objects, gcc accepts them) */
+#define no_geometry                                                                      \
+  { 0, 0, 0, 0, 0, STSA_TEXT_NONE }
+#define suffix_text                                                                      \
+  { 3, 12, 20, 23, 17, STSA_TEXT_SUFFIX }
+#define prefix_text                                                                      \
+  { 3, 9, 14, 11, 11, STSA_TEXT_PREFIX }
+#define video_4x6x14                                                                     \
+  { 4, 6, 14, 0, 0, STSA_TEXT_NONE }
 
 static const path_case cases[] = {
     /* dense: q tiles of 5 and 12 rows (shorter than a 32-row pass), the
