@@ -233,7 +233,10 @@ typedef enum stsa_param {
    * rounds it: the fastest; a bf16 output may then move by an ulp or two,
    * and lse by up to 2^-9 (with fewer than three terms a row is normalised
    * by the sum of its rounded weights, which keeps the output unbiased).
-   * Other backends and dtypes compute in f32 and ignore it. */
+   * avx512bf16 multiplies the f32 probability itself for 2 and 3 (its f32
+   * FMAs on V are faster there than the terms' bf16 products): both give
+   * the f32 path's P.V arithmetic and the same bytes. Other backends and dtypes compute
+   * in f32 and ignore it. */
   STSA_PARAM_BF16_TERMS = 5,
   STSA_PARAM_COUNT_
 } stsa_param;

@@ -73,6 +73,22 @@ static void unit_pv(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
 static void unit_configure(int rows0, int rows1);
 static void unit_release(void);
 
+/* A unit that defines UNIT_PV_F32 multiplies the probabilities of two or
+ * three terms as f32 p itself (what three terms sum to exactly, and two
+ * within 2^-18), where its products of f32 are faster than those of the
+ * terms:
+ * unit_pv_f32: as unit_pv with one term, on f32 p (row r at p + r ld_p).
+ * The softmax then writes p in f32 into t->p (PASS rows of ld_s floats fit
+ * in its three bf16 planes); F32_P_TERMS is the fewest terms that ask for
+ * it (4: none). */
+#ifdef UNIT_PV_F32
+#define F32_P_TERMS 2
+static void unit_pv_f32(const float *p, int ld_p, const stsa_bf16_vblock *vblk,
+                        int nblocks, int npanels, float *c, int ld_c, int rows);
+#else
+#define F32_P_TERMS 4
+#endif
+
 /* One tile's keys in a pass: its K and V blocks (v_panel uint16 between
  * V column panels), its n keys, the column of the score and probability
  * rows where they start (a multiple of 32: 0 for one tile, the tiles side
@@ -227,7 +243,10 @@ static float row_max(const stsa_bf16_tile *t, const pass *ps, const float *row) 
  * term: p rounded; three: p exactly), with two terms p itself. */
 static inline __m512 emit_terms(__m512 p[2], const int terms, uint16_t *hi, uint16_t *mid,
                                 uint16_t *lo, int c, __m512 sum) {
-  if (terms == 3)
+  if (terms >= F32_P_TERMS) { /* p itself, hi the row's f32 start */
+    _mm512_storeu_ps((float *)(void *)hi + c, p[0]);
+    _mm512_storeu_ps((float *)(void *)hi + c + 16, p[1]);
+  } else if (terms == 3)
     store_terms(p[0], p[1], hi, mid, lo, c); /* they sum to p exactly */
   else if (terms == 2)
     store_two_terms(p, hi, mid, c);
@@ -259,6 +278,14 @@ static inline __m512 logit_from(__m512 raw, __m512 vscale, __m512 vneg,
                  : _mm512_fmadd_ps(raw, vscale, vneg);
 }
 
+/* exp2 for probabilities stored as `terms` bf16 terms: with one term they
+ * are rounded to 8 significant bits, and exp2_bf16_avx512's error (2^-13.5
+ * of p) is far below that rounding's (2^-9); with two or three the f32
+ * path's exp2, whose p they carry to 2^-18 or exactly. */
+static inline __m512 exp2_for(__m512 x, const int terms) {
+  return terms == 1 ? exp2_bf16_avx512(x) : exp2_avx512(x);
+}
+
 /* p = exp2(logit - base) for each tile's n keys of a score row, 0 past
  * them up to the next multiple of 32 (the key chunk P.V reads), written at
  * hi (mid, lo) as `terms` bf16 terms; returns the lanes of the row sum. */
@@ -276,8 +303,9 @@ row_terms_as(const stsa_bf16_tile *t, const pass *ps, const float *row, float ba
      * is safe depends on the other rows' values), -inf giving 0 */
     for (; c + 32 <= n; c += 32) {
       __m512 p[2] = {
-          exp2_avx512(logit_from(_mm512_loadu_ps(at + c), vscale, vneg, rounded)),
-          exp2_avx512(logit_from(_mm512_loadu_ps(at + c + 16), vscale, vneg, rounded))};
+          exp2_for(logit_from(_mm512_loadu_ps(at + c), vscale, vneg, rounded), terms),
+          exp2_for(logit_from(_mm512_loadu_ps(at + c + 16), vscale, vneg, rounded),
+                   terms)};
       sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
     }
     if (c < n) { /* the last, partial block: lanes past n give 0 */
@@ -286,7 +314,7 @@ row_terms_as(const stsa_bf16_tile *t, const pass *ps, const float *row, float ba
         const __mmask16 live = valid_lanes(c + 16 * i, n);
         const __m512 x = logit_from(_mm512_maskz_loadu_ps(live, at + c + 16 * i), vscale,
                                     vneg, rounded);
-        p[i] = _mm512_maskz_mov_ps(live, exp2_avx512(x));
+        p[i] = _mm512_maskz_mov_ps(live, exp2_for(x, terms));
       }
       sum = emit_terms(p, terms, hi, mid, lo, off + c, sum);
     }
@@ -322,8 +350,9 @@ softmax_terms(const stsa_bf16_tile *t, const pass *ps, const int terms) {
   const int r0 = ps->r0;
   for (int r = 0; r < ps->rows0 + ps->rows1; r++) {
     const float *row = t->s + (int64_t)r * t->ld_s;
-    uint16_t *hi = t->p + (int64_t)r * t->ld_s, *mid = hi + (int64_t)PASS * t->ld_s,
-             *lo = mid + (int64_t)PASS * t->ld_s;
+    /* f32 p: row r's floats at (float *)t->p + r ld_s */
+    uint16_t *hi = t->p + (int64_t)r * t->ld_s * (terms >= F32_P_TERMS ? 2 : 1),
+             *mid = hi + (int64_t)PASS * t->ld_s, *lo = mid + (int64_t)PASS * t->ld_s;
     const float m = t->m[r0 + r];
     if (m > -FLT_MAX) {
       const float sum =
@@ -379,7 +408,16 @@ static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
   for (int g = 0; g < ps->nseg; g++)
     for (int k = ps->seg[g].lo / 32; k < seg_end32(&ps->seg[g]) / 32; k++)
       vblk[nblocks++] = (stsa_bf16_vblock){ps->seg[g].vb + k * 512, ps->seg[g].v_panel};
-  const uint16_t *p = t->p + ps->seg[0].off + ps->seg[0].lo / 32 * 32;
+  const int64_t first = ps->seg[0].off + ps->seg[0].lo / 32 * 32;
+#ifdef UNIT_PV_F32
+  if (t->terms >= F32_P_TERMS) {
+    unit_pv_f32((const float *)(const void *)t->p + first, t->ld_s, vblk, nblocks,
+                t->D_pad / NR, t->c, t->D_pad, ps->rows0 + ps->rows1);
+    add_to_output(t, ps);
+    return;
+  }
+#endif
+  const uint16_t *p = t->p + first;
   unit_pv(p, t->ld_s, (int64_t)PASS * t->ld_s, t->terms, vblk, nblocks, t->D_pad / NR,
           t->c, t->D_pad, ps->rows0 + ps->rows1);
   add_to_output(t, ps);
@@ -388,6 +426,8 @@ static void pass_pv(const stsa_bf16_tile *t, const pass *ps) {
 /* The bf16 terms of row r, key c of the pass, summed: the weight P.V gave
  * the key. */
 static float weight_of(const stsa_bf16_tile *t, int r, int c) {
+  if (t->terms >= F32_P_TERMS)
+    return ((const float *)(const void *)t->p)[(int64_t)r * t->ld_s + c];
   float w = 0.0f;
   for (int x = 0; x < t->terms; x++) {
     const uint32_t bits = (uint32_t)t->p[((int64_t)x * PASS + r) * t->ld_s + c] << 16;
