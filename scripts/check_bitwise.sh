@@ -9,7 +9,8 @@
 # (spatial and temporal), svg on kv tiles of 64 and of 48 keys (a 16-key
 # multiple the bf16 tiles pad) and svg/svg2 with an error budget (the profiling
 # rows paths: their estimates are in the report), on the backends portable,
-# avx2 and avx512 of BUILD (default build) and amx of AMX_BUILD (default
+# avx2, avx512 and (where this CPU runs it) avx512bf16 of BUILD (default
+# build) and amx of AMX_BUILD (default
 # build-amxemu: `make test-amx-emulated`; skipped when it is missing), at
 # one thread; the reports without their timings; and the bf16-terms cases
 # (1, 2, 3) through the Python binding, which needs numpy and ml_dtypes
@@ -57,6 +58,8 @@ save() {
                "svgerr:--mode svg --max-error 0.05" "svg2err:--mode svg2 --max-error 0.05"
                "tile64:--mode svg --tile 64" "tile48:--mode svg --tile 48")
   local runs=("portable:$build/stsa" "avx2:$build/stsa" "avx512:$build/stsa")
+  "$build/stsa" --help | grep -q 'this machine runs:.* avx512bf16' &&
+    runs+=("avx512bf16:$build/stsa")
   [ -x "$amx/stsa" ] && runs+=("amx:$amx/stsa")
   for run in "${runs[@]}"; do
     local backend=${run%%:*} stsa=${run#*:}
@@ -72,7 +75,7 @@ save() {
         : "$tag"
       done
     done
-    [ "$backend" = avx512 ] || [ "$backend" = amx ] &&
+    [ "$backend" = avx512 ] || [ "$backend" = avx512bf16 ] || [ "$backend" = amx ] &&
       STSA_LIBRARY=$(dirname "$stsa")/libstsa.so PYTHONPATH=$ROOT/python/src \
         "$PYTHON" "$HERE/check_bitwise.py" terms "$dir/out" "$backend"
   done
