@@ -27,8 +27,8 @@ stsa_status stsa_backend_choose(stsa_backend requested, stsa_backend_choice *out
 
 /* Whether a table's bf16 tiles (kernels.h: full_tile_bf16) can take a call
  * on q, k and v of these dtypes: all bf16, on a backend that has them. The
- * tile loop decides per call (stsa_problem_use_bf16_tiles); SVG2 asks
- * before planning, for plans whose spans the tiles can take. */
+ * tile loop decides per call (stsa_problem_use_bf16_tiles); planners ask
+ * through stsa_kv_pack_align (problem.h) where to start their spans. */
 static inline int stsa_bf16_tiles_take(const stsa_kernels *kern, stsa_dtype q,
                                        stsa_dtype k, stsa_dtype v) {
   return kern->full_tile_bf16 && q == STSA_BF16 && k == STSA_BF16 && v == STSA_BF16;

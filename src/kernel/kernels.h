@@ -60,7 +60,9 @@ typedef struct stsa_bf16_tile {
                          loop's f32 path does (KEPT_NEG_INF) */
   float *s;           /* scratch [STSA_BF16_PASS_ROWS][ld_s] f32 */
   int ld_s;           /* >= n rounded up to 32 */
-  uint16_t *p;        /* scratch [3][STSA_BF16_PASS_ROWS][ld_s] bf16 */
+  /* scratch [3][STSA_BF16_PASS_ROWS][ld_s] bf16: the terms of P (a unit
+   * that multiplies V by the f32 p keeps p there instead; bf16_engine.h) */
+  uint16_t *p;
   /* bf16 terms each probability enters P.V as: 3 = exactly the f32 p; 2 =
    * p to 2^-18; 1 = p rounded to bf16 (2^-9, PyTorch's bf16 SDPA). */
   int terms;
