@@ -130,6 +130,13 @@ for tb in amx avx512bf16; do
   expect_grep "$tb"-tiles-text "$tb"-tiles-text.stdout \
     "^  ran: $tb, bf16-tiles (2 bf16 terms a probability)$"
   expect_grep "$tb"-tiles-caveat "$tb"-tiles-text.stdout "$caveat"
+  # f32 inputs on the same backend run the f32 kernels: no bf16 caveat
+  expect_ok "$tb"-f32-text "$STSA" bench dense --backend "$tb" --dtype f32 --seq 64 --heads 1 \
+    --dim 64 --reps 1 --threads 1
+  expect_grep "$tb"-f32-text "$tb"-f32-text.stdout "^  ran: $tb, f32 (q, k and v are f32"
+  if grep -q -- "$caveat" "$tb"-f32-text.stdout; then
+    bad "$tb-f32-caveat: an f32 run printed '$caveat'"
+  else ok; fi
   # kv tiles of 48 keys (a 16-key multiple, not 32): the bf16 tiles too
   expect_ok "$tb"-48 "$STSA" bench dense "${tiles[@]}" --kv-tile 48 --json
   check "$tb"-48.json "$tb"-48.stdout "r['bf16_tiles'] is True" \
