@@ -314,7 +314,8 @@ static stsa_svg *small_session(stsa_ctx *ctx, const stsa_geometry *g, int64_t H,
   cfg.heads = H;
   cfg.head_dim = D;
   cfg.density = 0.3;
-  cfg.sample_rows = 64;
+  const int64_t L = stsa_geometry_tokens(g);
+  cfg.sample_rows = L < 64 ? L : 64; /* at most the video tokens */
   cfg.sink_frames = 1;
   cfg.seed = seed;
   cfg.method = method;
@@ -417,6 +418,31 @@ static void test_settle(void) {
   small_dump_free(&d);
 }
 
+/* A head of one video token under a budget: its call draws its one row
+ * from the two halves of one geometric stratum, which the per-head strata
+ * storage must hold (fuzz_svg2_session found them sized by the rows, 1;
+ * ASan caught the overflow). Cold (bound before the run) and warm (the bound
+ * settled on the output) calls; the output is v's row. */
+static void test_one_token(void) {
+  const stsa_geometry g = {1, 1, 1, 0, 0, STSA_TEXT_NONE};
+  enum { H = 2, D = 64 };
+  small_dump d = small_dump_make(&g, H, D, STSA_HEAD_SEMANTIC, 1010);
+  const int methods[2] = {STSA_SVG_METHOD_SVG2, STSA_SVG_METHOD_AUTO};
+  for (int m = 0; m < 2; m++) {
+    stsa_svg *svg = small_session(d.ctx, &g, H, D, methods[m], 0.05, 1010);
+    for (int64_t step = 0; step < 3; step++) {
+      CHECK_STATUS(stsa_svg_attention(svg, 0, step, &d.q, &d.k, &d.v, &d.o, NULL),
+                   STSA_OK);
+      for (int64_t h = 0; h < H; h++)
+        CHECK(head_error(&d.o, d.ref, h) <= 1e-6, "%s step %lld head %lld: error %.3g",
+              stsa_svg_method_name(methods[m]), (long long)step, (long long)h,
+              head_error(&d.o, d.ref, h));
+    }
+    stsa_svg_free(svg);
+  }
+  small_dump_free(&d);
+}
+
 int main(void) {
   test_census_and_edges();
   test_coverage();
@@ -429,5 +455,6 @@ int main(void) {
   test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_TEMPORAL);
   test_settle();
+  test_one_token();
   return tu_finish("test_error_bound");
 }

@@ -103,8 +103,8 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
     int64_t *size = malloc(sizeof(int64_t) * (size_t)(2 * G));
     uint8_t *own = malloc((size_t)s->L);
     float *row = malloc(sizeof(float) * (size_t)s->D);
-    stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R, w->row_pop + h * s->R,
-                       0};
+    stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
+                       w->row_pop + h * w->pop_stride, 0};
     int failed = !lean || !label || !size || !row || !own;
     if (!failed) {
       dropped_logit(s, w, b, q, &geo, h, row, lean);
@@ -128,10 +128,10 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
 
 /* The bound of head h's candidate from its rows' squared errors and dense
  * energies ([R] each). */
-static double candidate_bound(const stsa_svg2 *s, const call_work *w, int64_t h,
-                              const double *err, const double *energy, double *scratch) {
-  const stsa_err_sample smp = {w->R, w->row_group + h * w->R, w->row_pop + h * s->R,
-                               w->groups[h]};
+static double candidate_bound(const call_work *w, int64_t h, const double *err,
+                              const double *energy, double *scratch) {
+  const stsa_err_sample smp = {w->R, w->row_group + h * w->R,
+                               w->row_pop + h * w->pop_stride, w->groups[h]};
   return stsa_err_bound(&smp, err, energy, scratch, NULL);
 }
 
@@ -146,9 +146,10 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
                                   double *rel) {
   const int64_t H = s->H, R = w->R;
-  /* the rows' squares, then the bound's scratch: 5 a stratum, R / 2 strata at most */
-  double *sq =
-      malloc(sizeof(double) * (size_t)((1 + STSA_SVG2_LADDER_MAX) * H * R + 5 * s->R));
+  /* the rows' squares, then the bound's scratch: 5 a stratum, pop_stride strata at most
+   */
+  double *sq = malloc(sizeof(double) *
+                      (size_t)((1 + STSA_SVG2_LADDER_MAX) * H * R + 5 * w->pop_stride));
   int32_t *order = malloc(sizeof(int32_t) * (size_t)(H * R));
   const int32_t **orders = malloc(sizeof *orders * (size_t)H);
   int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
@@ -166,7 +167,7 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   if (st == STSA_OK) /* the dense masks, then the first candidates: masks[0 .. 2H) */
     st = stsa_svg_profile_heads(ctx, g, masks, 2, w->rows, 1, R, orders, q, k, v, b, sq);
   for (int64_t h = 0; st == STSA_OK && h < H; h++)
-    rel[h] = candidate_bound(s, w, h, sq + (H + h) * R, sq + h * R, scratch);
+    rel[h] = candidate_bound(w, h, sq + (H + h) * R, sq + h * R, scratch);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     if (n < 2 || rel[h] <= budget)
       continue;
@@ -177,7 +178,7 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
     st = stsa_svg_profile_head(ctx, g, pm, n, w->rows + h * R, R, orders[h], q, k, v, b,
                                h, sq);
     for (int i = 1; st == STSA_OK && i < n; i++)
-      rel[i * H + h] = candidate_bound(s, w, h, sq + i * R, sq, scratch);
+      rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch);
   }
   free(count);
   free(orders);
@@ -252,7 +253,7 @@ static stsa_status climb_ladder(const stsa_svg2 *s, const stsa_svg2_env *env,
     STSA_TRY(stsa_svg_profile_head(env->ctx, &env->cfg->geometry, pm, p->n,
                                    w->rows + h * R, R, order, q, k, v, p->b, h, sq));
     for (int i = 1; i < p->n; i++)
-      rel[i * H + h] = candidate_bound(s, w, h, sq + i * R, sq, scratch);
+      rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch);
   }
   return stsa_svg2_pick_head(s, env, p->ls, p->b, h, w, p->cand, p->n, rel, budget, res,
                              &env->ctx->err);
@@ -273,9 +274,9 @@ stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int
   const stsa_svg2_env env = stsa_svg2_call_env(session_env);
   const int64_t H = s->H, R = p->w.R;
   /* each row's error, the ladder's squares, the bound's scratch (5 a
-   * stratum, R / 2 strata at most) */
-  double *err =
-      malloc(sizeof(double) * (size_t)((2 + STSA_SVG2_LADDER_MAX) * R + 5 * s->R));
+   * stratum, pop_stride strata at most) */
+  double *err = malloc(sizeof(double) *
+                       (size_t)((2 + STSA_SVG2_LADDER_MAX) * R + 5 * p->w.pop_stride));
   double *rel = malloc(sizeof(double) * (size_t)(STSA_SVG2_LADDER_MAX * H));
   float *row = malloc(sizeof(float) * (size_t)s->D);
   int32_t *order = malloc(sizeof(int32_t) * (size_t)R);
@@ -290,7 +291,7 @@ stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int
     rel[i] = INFINITY;
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     output_errors(s, p, h, out, row, err);
-    rel[h] = candidate_bound(s, &p->w, h, err, p->energy + h * R, scratch);
+    rel[h] = candidate_bound(&p->w, h, err, p->energy + h * R, scratch);
     heads[h] = (stsa_svg2_head){.est_error = (float)rel[h]};
     redo[h] = !(rel[h] <= max_rel_error);
     p->ls->first_met[b * H + h] = !redo[h];

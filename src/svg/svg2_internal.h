@@ -76,10 +76,15 @@ typedef struct call_work {
   uint64_t row_seed;          /* of the call's profiled rows */
   int64_t R;                  /* profiled rows per head this call (<= the session's) */
   int64_t *rows, *row_group;  /* [H][R] each head's rows and their strata */
-  int64_t *row_pop, *groups;  /* [H][R] the strata's rows, [H] how many strata */
-  float *q_tilt;              /* [H][QC][D] and [H][QC], when the call bounds its
-                               * error: the logit of the mass a query's selection
-                               * drops is q_tilt_at + q . q_tilt (svg2_select.c) */
+  /* [H][pop_stride] the strata's rows, [H] how many strata */
+  int64_t *row_pop, *groups;
+  /* row_pop's entries a head: the session's R, and at least the 2 halves of
+   * one geometric stratum (stsa_svg2_draw_rows: 2 G strata, G >= 1, where a
+   * one-token head has R = 1) */
+  int64_t pop_stride;
+  float *q_tilt; /* [H][QC][D] and [H][QC], when the call bounds its
+                  * error: the logit of the mass a query's selection
+                  * drops is q_tilt_at + q . q_tilt (svg2_select.c) */
   double *q_tilt_at;
   double *q_drop;   /* [H][QC] the mass each query cluster's selection drops */
   double *planned;  /* [H] the first candidate's density (video pairs) */

@@ -52,7 +52,8 @@ int stsa_svg2_work_alloc(call_work *w, const stsa_svg2 *s, int64_t N, int thread
   w->R = s->R;
   w->rows = malloc(sizeof(int64_t) * H * (size_t)s->R);
   w->row_group = malloc(sizeof(int64_t) * H * (size_t)s->R);
-  w->row_pop = malloc(sizeof(int64_t) * H * (size_t)s->R);
+  w->pop_stride = s->R > 2 ? s->R : 2;
+  w->row_pop = malloc(sizeof(int64_t) * H * (size_t)w->pop_stride);
   w->groups = malloc(sizeof(int64_t) * H);
   w->q_drop = malloc(sizeof(double) * H * (size_t)s->QC);
   w->planned = malloc(sizeof(double) * H);
