@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/tensor_file.h"
+#include "stsa_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,13 +1,15 @@
 #!/bin/sh
 # The library's layers include one way only:
 #
-#   core  <-  kernel  <-  mask  <-  svg        io: core only
+#   core  <-  kernel  <-  mask  <-  svg
 #
 # A file of a layer may include its own layer and the ones to its left (and
-# the public stsa.h); nothing else. The distributed layer (src/dist,
-# libstsa_mpi) is a client of the library: it includes only its own headers
-# and the public stsa.h / stsa_mpi.h, so it links against libstsa's exported
-# API alone. Micro-kernels (src/kernel/generic, x86,
+# the public headers of include/); nothing else. The file layer (src/io,
+# libstsa_io) and the distributed layer (src/dist, libstsa_mpi) are clients
+# of the library: each includes only its own headers and the public ones
+# (stsa.h, stsa_io.h, stsa_mpi.h), so it links against libstsa's exported
+# API alone. The CLI (tools/) is a client too: it includes public headers
+# and its own (same-folder) headers only. Micro-kernels (src/kernel/generic, x86,
 # arm) include only their contract (kernel/kernels.h), the SIMD vocabulary
 # (kernel/simd/), the exp2 constants and the f16/bf16 conversions: they know
 # nothing of tiles, plans or contexts. See docs/architecture.md.
@@ -23,7 +25,7 @@ allowed() { # layer -> the layers its files may include
     kernel) echo "core kernel" ;;
     mask) echo "core kernel mask" ;;
     svg) echo "core kernel mask svg" ;;
-    io) echo "core io" ;;
+    io) echo "io" ;;
     dist) echo "dist" ;;
     *) echo "?" ;;
   esac
@@ -60,5 +62,17 @@ for f in $(find src -name '*.[ch]' | sort); do
     status=1
   done
 done
+# tools/: public headers and tools/ headers only (no folder in the name).
+for f in $(find tools -name '*.[ch]' | sort); do
+  for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+    n=$((n + 1))
+    if [ -e "include/$inc" ] || [ -e "tools/$inc" ]; then
+      continue
+    fi
+    echo "check_includes: $f includes \"$inc\": tools/ may include only the public headers (include/) and its own" >&2
+    status=1
+  done
+done
+
 [ $status = 0 ] && echo "check_includes: $n includes, all in the layers' one direction"
 exit $status

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/tensor_file.h"
 #include "io_util.h"
+#include "stsa_io.h"
 #include "testutil.h"
 
 static void test_atomic(void) {

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/tensor_file.h"
 #include "io_util.h"
+#include "stsa_io.h"
 #include "testutil.h"
 
 static void test_npy_roundtrip(void) {

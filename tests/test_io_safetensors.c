@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/tensor_file.h"
 #include "io_util.h"
+#include "stsa_io.h"
 #include "testutil.h"
 
 /* ---- round trips ---- */

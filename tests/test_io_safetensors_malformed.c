@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "io/io_common.h" /* stsa_io_utf8_valid */
-#include "io/tensor_file.h"
 #include "io_util.h"
+#include "stsa_io.h"
 #include "testutil.h"
 
 typedef struct st_bad {

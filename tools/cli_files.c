@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "io/io_common.h"
+#include "stsa_io.h"
 
 #include "cli_util.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/convert.h"
+#include "cli_convert.h"
 
 static void (*die_hook)(const char *msg);
 
@@ -79,32 +79,33 @@ double cli_min(const double *v, int n) {
   return m;
 }
 
+/* Values made per conversion call (even: Box-Muller makes pairs). */
+#define RANDOM_BLOCK 4096
+
 void *cli_random_buffer(size_t n, stsa_dtype dtype, double scale, uint64_t seed) {
   size_t es = stsa_dtype_size(dtype);
   void *buf = aligned_alloc(64, (n * es + 63) / 64 * 64);
   if (!buf)
     cli_die("out of memory allocating %zu elements", n);
   uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < n; i += 2) {
-    /* Box-Muller on a xorshift stream: two normals per step */
-    double u[2];
-    for (int j = 0; j < 2; j++) {
-      s ^= s << 13;
-      s ^= s >> 7;
-      s ^= s << 17;
-      u[j] = ((double)(s >> 11) + 0.5) / 9007199254740992.0;
+  float z[RANDOM_BLOCK];
+  for (size_t i0 = 0; i0 < n; i0 += RANDOM_BLOCK) {
+    const size_t m = n - i0 < RANDOM_BLOCK ? n - i0 : RANDOM_BLOCK;
+    for (size_t i = 0; i < m; i += 2) {
+      /* Box-Muller on a xorshift stream: two normals per step */
+      double u[2];
+      for (int j = 0; j < 2; j++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        u[j] = ((double)(s >> 11) + 0.5) / 9007199254740992.0;
+      }
+      double r = sqrt(-2.0 * log(u[0])) * scale;
+      z[i] = (float)(r * cos(6.283185307179586 * u[1]));
+      if (i + 1 < m)
+        z[i + 1] = (float)(r * sin(6.283185307179586 * u[1]));
     }
-    double r = sqrt(-2.0 * log(u[0])) * scale;
-    float z[2] = {(float)(r * cos(6.283185307179586 * u[1])),
-                  (float)(r * sin(6.283185307179586 * u[1]))};
-    for (size_t j = 0; j < 2 && i + j < n; j++) {
-      if (dtype == STSA_F32)
-        ((float *)buf)[i + j] = z[j];
-      else if (dtype == STSA_F16)
-        ((uint16_t *)buf)[i + j] = stsa_f32_to_f16(z[j]);
-      else
-        ((uint16_t *)buf)[i + j] = stsa_f32_to_bf16(z[j]);
-    }
+    cli_store_f32(z, m, (char *)buf + i0 * es, dtype);
   }
   return buf;
 }

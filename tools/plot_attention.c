@@ -9,10 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_convert.h"
 #include "cli_options.h"
 #include "cli_util.h"
-#include "core/convert.h"
-#include "core/tensor.h"
 #include "plot_cmd.h"
 #include "run_input.h"
 
@@ -71,8 +70,7 @@ static int64_t video_start(const stsa_geometry *g) {
 /* Row (b, s, h) of t as doubles. */
 static void load_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t h, float *tmp,
                      double *out) {
-  stsa_load_row_f32(stsa_tensor_row(t, b, s, h), t->dtype, t->stride[3], t->shape[3],
-                    tmp);
+  cli_load_row_f32(t, b, s, h, tmp);
   for (int64_t d = 0; d < t->shape[3]; d++)
     out[d] = tmp[d];
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cli_util.h"
-#include "io/io_common.h"
+#include "stsa_io.h"
 
 const rgb PLOT_WHITE = {255, 255, 255}, PLOT_BLACK = {20, 20, 20},
           PLOT_GREY = {120, 120, 120}, PLOT_LIGHT = {225, 225, 225},

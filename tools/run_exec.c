@@ -9,10 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_convert.h"
 #include "cli_ran.h"
 #include "cli_util.h"
-#include "core/convert.h"
-#include "core/tensor.h"
 #include "progress.h"
 #include "run_report.h"
 #include "run_state.h"
@@ -46,7 +45,7 @@ int run_find_nonfinite(const stsa_tensor *t, const char *const *label, int64_t h
     for (int64_t b = 0; b < B; b++)
       for (int64_t s = 0; s < S; s++)
         for (int64_t h = h0; h < h1; h++) {
-          stsa_load_row_f32(stsa_tensor_row(x, b, s, h), x->dtype, x->stride[3], D, row);
+          cli_load_row_f32(x, b, s, h, row);
           for (int64_t d = 0; d < D; d++)
             if (!isfinite(row[d])) {
               snprintf(msg, len, "%s holds %s at b=%lld, s=%lld, h=%lld, d=%lld",
@@ -347,8 +346,8 @@ void run_compare_sums(const stsa_tensor *out, const stsa_tensor *ref, int64_t b,
   const int64_t S = out->shape[1], D = out->shape[3];
   double diff = 0, nr = 0, no = 0, dot = 0;
   for (int64_t i = 0; i < S; i++) {
-    stsa_load_row_f32(stsa_tensor_row(out, b, i, h), out->dtype, 1, D, row_o);
-    stsa_load_row_f32(stsa_tensor_row(ref, b, i, h), ref->dtype, 1, D, row_r);
+    cli_load_row_f32(out, b, i, h, row_o);
+    cli_load_row_f32(ref, b, i, h, row_r);
     for (int64_t d = 0; d < D; d++) {
       double x = row_o[d], y = row_r[d];
       diff += (x - y) * (x - y);

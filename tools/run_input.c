@@ -12,7 +12,6 @@
 #include "cli_files.h"
 #include "cli_options.h"
 #include "cli_util.h"
-#include "io/io_common.h"
 #include "run_input.h"
 
 /* ======================================================================== */
@@ -142,8 +141,15 @@ const cli_opt RUN_GEO_OPTIONS[] = {
 
 /* ---- loading Q, K, V ----------------------------------------------------- */
 
+/* A shape as "[2,3,4]" ("[]" for rank 0); cut if buf is short. */
 static const char *shape_str(char *buf, size_t len, int rank, const int64_t *shape) {
-  return stsa_io_shape_str(buf, len, rank, shape);
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < rank && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
+                             (long long)shape[i]);
+  if (used < len)
+    snprintf(buf + used, len - used, "]");
+  return buf;
 }
 
 /* Makes x->t[i] a [B,S,H,D] view of one stored tensor, after checking its

@@ -14,8 +14,8 @@
 #include "cli_files.h"
 #include "cli_options.h"
 #include "cli_util.h"
-#include "io/tensor_file.h"
 #include "stsa.h"
+#include "stsa_io.h"
 
 /* How the tensors sit in the file: [B,S,H,D], [B,H,S,D] or [S,H,D]. */
 typedef enum run_layout { RUN_BSHD = 0, RUN_BHSD = 1, RUN_SHD = 2 } run_layout;

@@ -12,9 +12,9 @@
 #include "cli_files.h"
 #include "cli_ran.h"
 #include "cli_util.h"
-#include "io/io_common.h"
 #include "run_report.h"
 #include "run_state.h"
+#include "stsa_io.h"
 
 static int ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);

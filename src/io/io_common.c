@@ -141,15 +141,17 @@ int stsa_io_text_ok(const char *s, size_t n) {
 
 /* "cannot <what> "<path>": <reason>". strerror_r (XSI form, as selected by
  * _POSIX_C_SOURCE) because plain strerror may use a static buffer. */
-static stsa_status sys_fail(stsa_errbuf *err, int e, const char *what, const char *path) {
+static stsa_status sys_fail(stsa_io_errbuf *err, int e, const char *what,
+                            const char *path) {
   char reason[128];
   if (strerror_r(e, reason, sizeof reason) != 0)
     snprintf(reason, sizeof reason, "errno %d", e);
-  return stsa_fail(err, STSA_ERR_IO, "cannot %s \"%s\": %s", what, path, reason);
+  return stsa_io_fail(err, STSA_ERR_IO, "cannot %s \"%s\": %s", what, path, reason);
 }
 
-stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, stsa_errbuf *err) {
-  STSA_RETURN_IF(!path || !m, err, STSA_ERR_NULL_ARG, "path and output must not be NULL");
+stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!path || !m, err, STSA_ERR_NULL_ARG,
+                    "path and output must not be NULL");
   memset(m, 0, sizeof *m);
   /* O_NONBLOCK: opening a FIFO would otherwise block until a writer comes;
    * it is refused just below, like every file that is not a regular one. */
@@ -164,11 +166,11 @@ stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, stsa_errbuf *err)
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return stsa_fail(err, STSA_ERR_IO, "\"%s\" is not a regular file", path);
+    return stsa_io_fail(err, STSA_ERR_IO, "\"%s\" is not a regular file", path);
   }
   if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
     close(fd);
-    return stsa_fail(err, STSA_ERR_IO, "\"%s\" is too large to map", path);
+    return stsa_io_fail(err, STSA_ERR_IO, "\"%s\" is too large to map", path);
   }
   size_t len = (size_t)st.st_size;
   if (len > 0) { /* mmap rejects a zero length; an empty file maps to NULL */
@@ -196,7 +198,7 @@ void stsa_io_unmap(stsa_io_map *m) {
 /* ---- atomic write -------------------------------------------------------- */
 
 static stsa_status write_all(int fd, const void *data, size_t len, const char *tmp,
-                             stsa_errbuf *err) {
+                             stsa_io_errbuf *err) {
   const char *p = data;
   while (len > 0) {
     /* Linux writes at most ~2 GiB per call; ask for 1 GiB at a time. */
@@ -207,7 +209,7 @@ static stsa_status write_all(int fd, const void *data, size_t len, const char *t
         continue;
       return sys_fail(err, errno, "write", tmp);
     }
-    STSA_RETURN_IF(k == 0, err, STSA_ERR_IO, "cannot write \"%s\": no progress", tmp);
+    STSA_IO_RETURN_IF(k == 0, err, STSA_ERR_IO, "cannot write \"%s\": no progress", tmp);
     p += k;
     len -= (size_t)k;
   }
@@ -272,13 +274,14 @@ static void sync_parent(const char *path) {
 }
 
 stsa_status stsa_io_write_file(const char *path, const stsa_io_chunk *chunks,
-                               size_t count, stsa_errbuf *err) {
-  STSA_RETURN_IF(!path || (count > 0 && !chunks), err, STSA_ERR_NULL_ARG,
-                 "path and chunks must not be NULL");
-  STSA_RETURN_IF(path[0] == '\0', err, STSA_ERR_IO, "empty path");
+                               size_t count, stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!path || (count > 0 && !chunks), err, STSA_ERR_NULL_ARG,
+                    "path and chunks must not be NULL");
+  STSA_IO_RETURN_IF(path[0] == '\0', err, STSA_ERR_IO, "empty path");
   size_t tmp_len = strlen(path) + sizeof ".tmp.XXXXXX";
   char *tmp = malloc(tmp_len);
-  STSA_RETURN_IF(!tmp, err, STSA_ERR_OUT_OF_MEMORY, "out of memory for a temp file name");
+  STSA_IO_RETURN_IF(!tmp, err, STSA_ERR_OUT_OF_MEMORY,
+                    "out of memory for a temp file name");
   int fd = open_temp(path, tmp, tmp_len);
   if (fd < 0) {
     stsa_status st = sys_fail(err, errno, "create temp file", tmp);
@@ -306,6 +309,6 @@ stsa_status stsa_io_write_file(const char *path, const stsa_io_chunk *chunks,
 
 stsa_status stsa_io_atomic_write(const char *path, const stsa_io_chunk *chunks,
                                  size_t count, char *err, size_t err_len) {
-  stsa_errbuf e = {""};
-  return stsa_err_copy(&e, stsa_io_write_file(path, chunks, count, &e), err, err_len);
+  stsa_io_errbuf e = {""};
+  return stsa_io_err_copy(&e, stsa_io_write_file(path, chunks, count, &e), err, err_len);
 }

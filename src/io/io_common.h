@@ -1,6 +1,7 @@
 /*
  * io_common.h — helpers shared by the tensor file readers and writers
- * (internal). Nothing here prints, exits or keeps global state.
+ * (internal to libstsa_io; stsa_io_quote and stsa_io_atomic_write are
+ * public, in stsa_io.h). Nothing here prints, exits or keeps global state.
  */
 #ifndef STSA_IO_COMMON_H
 #define STSA_IO_COMMON_H
@@ -8,14 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/error.h"
-#include "stsa.h"
-
-/* Renders the n bytes at s as a double-quoted string for messages: control
- * bytes, '"' and '\\' are escaped, and long names are cut with "...".
- * Bytes >= 0x80 pass through if the whole input is valid UTF-8, else they
- * are escaped too. Returns buf. buf_len must be at least 16. */
-const char *stsa_io_quote(char *buf, size_t buf_len, const char *s, size_t n);
+#include "io/io_error.h"
+#include "stsa_io.h"
 
 /* Renders a shape as "[2,3,4]" ("[]" for rank 0), cut with "..." if long. */
 const char *stsa_io_shape_str(char *buf, size_t buf_len, int rank, const int64_t *shape);
@@ -46,26 +41,16 @@ typedef struct stsa_io_map {
 
 /* Maps a regular file read-only (PROT_READ, MAP_PRIVATE). Errors: NULL_ARG,
  * IO (open/stat/mmap failures, not a regular file). */
-stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, stsa_errbuf *err);
+stsa_status stsa_io_map_file(const char *path, stsa_io_map *m, stsa_io_errbuf *err);
 void stsa_io_unmap(stsa_io_map *m);
 
 /* ---- atomic write -------------------------------------------------------- */
-typedef struct stsa_io_chunk {
-  const void *data;
-  size_t len;
-} stsa_io_chunk;
-
 /* Writes the concatenation of chunks to path atomically: creates
  * "<path>.tmp.XXXXXX" in the same folder (O_EXCL, mode 0666 & ~umask),
  * writes, fsyncs, closes and renames it over path, then fsyncs the folder
  * (best effort). On any failure the temp file is removed and path is left
  * as it was. Errors: IO, OUT_OF_MEMORY. */
 stsa_status stsa_io_write_file(const char *path, const stsa_io_chunk *chunks,
-                               size_t count, stsa_errbuf *err);
-
-/* stsa_io_write_file for a caller with its own message buffer (the CLI):
- * the message goes to err (err_len bytes, "" on success). */
-stsa_status stsa_io_atomic_write(const char *path, const stsa_io_chunk *chunks,
-                                 size_t count, char *err, size_t err_len);
+                               size_t count, stsa_io_errbuf *err);
 
 #endif /* STSA_IO_COMMON_H */

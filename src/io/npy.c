@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "io/io_common.h"
-#include "io/tensor_file.h"
+#include "stsa_io.h"
 
 static const uint8_t k_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
@@ -31,7 +31,7 @@ static const char *const k_descr[STSA_DTYPE_COUNT_] = {
 typedef struct npy_lex {
   const char *s;
   size_t n, i;
-  stsa_errbuf *err;
+  stsa_io_errbuf *err;
 } npy_lex;
 
 static void skip_ws(npy_lex *p) {
@@ -56,8 +56,9 @@ static const char *found_str(const npy_lex *p, char *buf, size_t len) {
 
 static stsa_status syntax(npy_lex *p, const char *expected) {
   char f[32];
-  return stsa_fail(p->err, STSA_ERR_FORMAT, "header: expected %s at offset %zu, found %s",
-                   expected, p->i, found_str(p, f, sizeof f));
+  return stsa_io_fail(p->err, STSA_ERR_FORMAT,
+                      "header: expected %s at offset %zu, found %s", expected, p->i,
+                      found_str(p, f, sizeof f));
 }
 
 static stsa_status expect(npy_lex *p, char c, const char *what) {
@@ -79,19 +80,19 @@ static stsa_status parse_str(npy_lex *p, char *out, size_t cap, const char *what
     /* No escapes and no control bytes: a NUL would let "<f4\0x" pass as
      * "<f4" through strcmp. */
     unsigned char c = (unsigned char)p->s[p->i];
-    STSA_RETURN_IF(c == '\\' || c < 0x20 || c == 0x7f, p->err, STSA_ERR_FORMAT,
-                   "header: unsupported %s 0x%02x inside a string at "
-                   "offset %zu",
-                   c == '\\' ? "backslash escape" : "control byte", c, p->i);
+    STSA_IO_RETURN_IF(c == '\\' || c < 0x20 || c == 0x7f, p->err, STSA_ERR_FORMAT,
+                      "header: unsupported %s 0x%02x inside a string at "
+                      "offset %zu",
+                      c == '\\' ? "backslash escape" : "control byte", c, p->i);
     p->i++;
   }
-  STSA_RETURN_IF(p->i >= p->n, p->err, STSA_ERR_FORMAT,
-                 "header: unterminated string starting at offset %zu", start - 1);
+  STSA_IO_RETURN_IF(p->i >= p->n, p->err, STSA_ERR_FORMAT,
+                    "header: unterminated string starting at offset %zu", start - 1);
   size_t len = p->i - start;
   p->i++; /* closing quote */
-  STSA_RETURN_IF(len >= cap, p->err, STSA_ERR_FORMAT,
-                 "header: %s at offset %zu is too long (%zu bytes)", what, start - 1,
-                 len);
+  STSA_IO_RETURN_IF(len >= cap, p->err, STSA_ERR_FORMAT,
+                    "header: %s at offset %zu is too long (%zu bytes)", what, start - 1,
+                    len);
   memcpy(out, p->s + start, len);
   out[len] = '\0';
   return STSA_OK;
@@ -121,8 +122,9 @@ static stsa_status parse_dim(npy_lex *p, int index, int64_t *out) {
     return syntax(p, "an integer in 'shape'");
   if (p->s[p->i] == '0' && p->i + 1 < p->n && p->s[p->i + 1] >= '0' &&
       p->s[p->i + 1] <= '9')
-    return stsa_fail(p->err, STSA_ERR_FORMAT,
-                     "header: shape[%d] has a leading zero at offset %zu", index, start);
+    return stsa_io_fail(p->err, STSA_ERR_FORMAT,
+                        "header: shape[%d] has a leading zero at offset %zu", index,
+                        start);
   uint64_t v = 0;
   int overflow = 0;
   while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
@@ -133,11 +135,11 @@ static stsa_status parse_dim(npy_lex *p, int index, int64_t *out) {
       v = v * 10 + digit;
   }
   int len = (int)(p->i - start);
-  STSA_RETURN_IF(overflow, p->err, STSA_ERR_BAD_SHAPE,
-                 "header: shape[%d] = %.*s does not fit in 64 bits", index,
-                 len > 40 ? 40 : len, p->s + start);
-  STSA_RETURN_IF(neg && v != 0, p->err, STSA_ERR_BAD_SHAPE,
-                 "header: shape[%d] is negative (%.*s)", index, len, p->s + start);
+  STSA_IO_RETURN_IF(overflow, p->err, STSA_ERR_BAD_SHAPE,
+                    "header: shape[%d] = %.*s does not fit in 64 bits", index,
+                    len > 40 ? 40 : len, p->s + start);
+  STSA_IO_RETURN_IF(neg && v != 0, p->err, STSA_ERR_BAD_SHAPE,
+                    "header: shape[%d] is negative (%.*s)", index, len, p->s + start);
   *out = (int64_t)v;
   return STSA_OK;
 }
@@ -149,9 +151,9 @@ static stsa_status parse_shape(npy_lex *p, int *rank, int64_t *shape) {
   int n = 0, comma = 0;
   skip_ws(p);
   while (st == STSA_OK && p->i < p->n && p->s[p->i] != ')') {
-    STSA_RETURN_IF(n == STSA_IO_MAX_RANK, p->err, STSA_ERR_BAD_SHAPE,
-                   "header: shape has more than %d dims", STSA_IO_MAX_RANK);
-    STSA_TRY(parse_dim(p, n, &shape[n]));
+    STSA_IO_RETURN_IF(n == STSA_IO_MAX_RANK, p->err, STSA_ERR_BAD_SHAPE,
+                      "header: shape has more than %d dims", STSA_IO_MAX_RANK);
+    STSA_IO_TRY(parse_dim(p, n, &shape[n]));
     n++;
     skip_ws(p);
     comma = p->i < p->n && p->s[p->i] == ',';
@@ -164,10 +166,10 @@ static stsa_status parse_shape(npy_lex *p, int *rank, int64_t *shape) {
   }
   if (st == STSA_OK)
     st = expect(p, ')', "')' closing the 'shape' tuple");
-  STSA_RETURN_IF(st == STSA_OK && n == 1 && !comma, p->err, STSA_ERR_FORMAT,
-                 "header: 'shape' (%lld) is not a tuple; expected "
-                 "(%lld,)",
-                 (long long)shape[0], (long long)shape[0]);
+  STSA_IO_RETURN_IF(st == STSA_OK && n == 1 && !comma, p->err, STSA_ERR_FORMAT,
+                    "header: 'shape' (%lld) is not a tuple; expected "
+                    "(%lld,)",
+                    (long long)shape[0], (long long)shape[0]);
   *rank = n;
   return st;
 }
@@ -189,24 +191,24 @@ static stsa_status parse_dict(npy_lex *p, npy_header *h) {
     if (p->i < p->n && p->s[p->i] == '}')
       break;
     char key[32];
-    STSA_TRY(parse_str(p, key, sizeof key, "a quoted key or '}'"));
+    STSA_IO_TRY(parse_str(p, key, sizeof key, "a quoted key or '}'"));
     int k = 0;
     while (k < 3 && strcmp(key, keys[k]) != 0)
       k++;
     char qk[48];
     stsa_io_quote(qk, sizeof qk, key, strlen(key));
-    STSA_RETURN_IF(k == 3, p->err, STSA_ERR_FORMAT,
-                   "header: unknown key %s (expected 'descr', "
-                   "'fortran_order', 'shape')",
-                   qk);
-    STSA_RETURN_IF(seen[k]++, p->err, STSA_ERR_FORMAT, "header: duplicate key %s", qk);
+    STSA_IO_RETURN_IF(k == 3, p->err, STSA_ERR_FORMAT,
+                      "header: unknown key %s (expected 'descr', "
+                      "'fortran_order', 'shape')",
+                      qk);
+    STSA_IO_RETURN_IF(seen[k]++, p->err, STSA_ERR_FORMAT, "header: duplicate key %s", qk);
     st = expect(p, ':', "':' after a key");
     skip_ws(p);
     if (st == STSA_OK && k == 0) {
-      STSA_RETURN_IF(p->i < p->n && (p->s[p->i] == '[' || p->s[p->i] == '{'), p->err,
-                     STSA_ERR_BAD_DTYPE,
-                     "header: structured dtypes are not supported "
-                     "(descr is a list)");
+      STSA_IO_RETURN_IF(p->i < p->n && (p->s[p->i] == '[' || p->s[p->i] == '{'), p->err,
+                        STSA_ERR_BAD_DTYPE,
+                        "header: structured dtypes are not supported "
+                        "(descr is a list)");
       st = parse_str(p, h->descr, sizeof h->descr, "a quoted 'descr'");
     } else if (st == STSA_OK && k == 1) {
       st = parse_bool(p, &h->fortran);
@@ -221,19 +223,20 @@ static stsa_status parse_dict(npy_lex *p, npy_header *h) {
     else if (p->i >= p->n || p->s[p->i] != '}')
       return syntax(p, "',' or '}' after a value");
   }
-  STSA_TRY(st);
-  STSA_TRY(expect(p, '}', "'}' closing the header dict"));
+  STSA_IO_TRY(st);
+  STSA_IO_TRY(expect(p, '}', "'}' closing the header dict"));
   /* numpy pads with spaces before the final '\n'. */
   while (p->i < p->n && p->s[p->i] == ' ')
     p->i++;
   if (p->i < p->n)
     return syntax(p, "only space padding after the header dict");
   for (int k = 0; k < 3; k++)
-    STSA_RETURN_IF(!seen[k], p->err, STSA_ERR_FORMAT, "header has no '%s' key", keys[k]);
+    STSA_IO_RETURN_IF(!seen[k], p->err, STSA_ERR_FORMAT, "header has no '%s' key",
+                      keys[k]);
   return STSA_OK;
 }
 
-static stsa_status check_descr(const npy_header *h, stsa_dtype *dt, stsa_errbuf *err) {
+static stsa_status check_descr(const npy_header *h, stsa_dtype *dt, stsa_io_errbuf *err) {
   const char *d = h->descr;
   for (int i = 0; i < STSA_DTYPE_COUNT_; i++)
     if (k_descr[i] && strcmp(d, k_descr[i]) == 0) {
@@ -242,17 +245,17 @@ static stsa_status check_descr(const npy_header *h, stsa_dtype *dt, stsa_errbuf 
     }
   char q[48];
   stsa_io_quote(q, sizeof q, d, strlen(d));
-  STSA_RETURN_IF(d[0] == '>', err, STSA_ERR_BAD_DTYPE,
-                 "descr %s: big-endian data is not supported (expected "
-                 "'<f4' or '<f2')",
-                 q);
+  STSA_IO_RETURN_IF(d[0] == '>', err, STSA_ERR_BAD_DTYPE,
+                    "descr %s: big-endian data is not supported (expected "
+                    "'<f4' or '<f2')",
+                    q);
   const char *kind = d[0] == '<' || d[0] == '|' || d[0] == '=' ? d + 1 : d;
-  STSA_RETURN_IF(kind[0] == 'O', err, STSA_ERR_BAD_DTYPE,
-                 "descr %s: object arrays are not supported", q);
-  return stsa_fail(err, STSA_ERR_BAD_DTYPE,
-                   "descr %s is not supported (expected '<f4' for F32 or "
-                   "'<f2' for F16)",
-                   q);
+  STSA_IO_RETURN_IF(kind[0] == 'O', err, STSA_ERR_BAD_DTYPE,
+                    "descr %s: object arrays are not supported", q);
+  return stsa_io_fail(err, STSA_ERR_BAD_DTYPE,
+                      "descr %s is not supported (expected '<f4' for F32 or "
+                      "'<f2' for F16)",
+                      q);
 }
 
 typedef struct npy_info {
@@ -264,74 +267,74 @@ typedef struct npy_info {
 
 /* Validates a whole .npy image held in b[0..len). */
 static stsa_status parse_npy(const uint8_t *b, size_t len, npy_info *info,
-                             stsa_errbuf *err) {
+                             stsa_io_errbuf *err) {
   const size_t head = len < 6 ? len : 6;
   if (head && memcmp(b, k_magic, head) != 0) {
     char got[32] = "";
     for (size_t i = 0; i < head; i++)
       snprintf(got + 4 * i, sizeof got - 4 * i, "\\x%02x", b[i]);
-    return stsa_fail(err, STSA_ERR_FORMAT,
-                     "not a .npy file: it starts with %s, not the magic "
-                     "\\x93NUMPY",
-                     got);
+    return stsa_io_fail(err, STSA_ERR_FORMAT,
+                        "not a .npy file: it starts with %s, not the magic "
+                        "\\x93NUMPY",
+                        got);
   }
-  STSA_RETURN_IF(len < 8, err, STSA_ERR_FORMAT,
-                 "file is %zu bytes, shorter than the 8-byte magic "
-                 "and version",
-                 len);
+  STSA_IO_RETURN_IF(len < 8, err, STSA_ERR_FORMAT,
+                    "file is %zu bytes, shorter than the 8-byte magic "
+                    "and version",
+                    len);
   unsigned major = b[6], minor = b[7];
-  STSA_RETURN_IF(major < 1 || major > 3 || minor != 0, err, STSA_ERR_FORMAT,
-                 "unsupported .npy version %u.%u (expected 1.0, 2.0 or "
-                 "3.0)",
-                 major, minor);
+  STSA_IO_RETURN_IF(major < 1 || major > 3 || minor != 0, err, STSA_ERR_FORMAT,
+                    "unsupported .npy version %u.%u (expected 1.0, 2.0 or "
+                    "3.0)",
+                    major, minor);
   size_t pre = major == 1 ? 10 : 12;
-  STSA_RETURN_IF(len < pre, err, STSA_ERR_FORMAT,
-                 "file is %zu bytes, too short for the version %u.0 "
-                 "header length",
-                 len, major);
+  STSA_IO_RETURN_IF(len < pre, err, STSA_ERR_FORMAT,
+                    "file is %zu bytes, too short for the version %u.0 "
+                    "header length",
+                    len, major);
   uint64_t hl = (uint64_t)b[8] | (uint64_t)b[9] << 8;
   if (major > 1)
     hl |= (uint64_t)b[10] << 16 | (uint64_t)b[11] << 24;
-  STSA_RETURN_IF(hl > STSA_NPY_MAX_HEADER, err, STSA_ERR_FORMAT,
-                 "header length %llu exceeds the limit of %llu bytes",
-                 (unsigned long long)hl, (unsigned long long)STSA_NPY_MAX_HEADER);
-  STSA_RETURN_IF(hl > len - pre, err, STSA_ERR_FORMAT,
-                 "header is truncated: length field says %llu bytes "
-                 "but only %zu follow",
-                 (unsigned long long)hl, len - pre);
+  STSA_IO_RETURN_IF(hl > STSA_NPY_MAX_HEADER, err, STSA_ERR_FORMAT,
+                    "header length %llu exceeds the limit of %llu bytes",
+                    (unsigned long long)hl, (unsigned long long)STSA_NPY_MAX_HEADER);
+  STSA_IO_RETURN_IF(hl > len - pre, err, STSA_ERR_FORMAT,
+                    "header is truncated: length field says %llu bytes "
+                    "but only %zu follow",
+                    (unsigned long long)hl, len - pre);
   const char *hdr = (const char *)b + pre;
-  STSA_RETURN_IF(hl == 0 || hdr[hl - 1] != '\n', err, STSA_ERR_FORMAT,
-                 "header does not end with '\\n'");
+  STSA_IO_RETURN_IF(hl == 0 || hdr[hl - 1] != '\n', err, STSA_ERR_FORMAT,
+                    "header does not end with '\\n'");
   size_t bad;
-  STSA_RETURN_IF(major == 3 && !stsa_io_utf8_valid((const uint8_t *)hdr, hl, &bad), err,
-                 STSA_ERR_FORMAT, "version 3.0 header is not valid UTF-8 at offset %zu",
-                 bad);
+  STSA_IO_RETURN_IF(major == 3 && !stsa_io_utf8_valid((const uint8_t *)hdr, hl, &bad),
+                    err, STSA_ERR_FORMAT,
+                    "version 3.0 header is not valid UTF-8 at offset %zu", bad);
 
   npy_header h;
   memset(&h, 0, sizeof h);
   npy_lex p = {hdr, (size_t)hl - 1, 0, err};
-  STSA_TRY(parse_dict(&p, &h));
-  STSA_TRY(check_descr(&h, &info->dtype, err));
-  STSA_RETURN_IF(h.fortran, err, STSA_ERR_FORMAT,
-                 "Fortran-order arrays are not supported; save with "
-                 "np.ascontiguousarray");
+  STSA_IO_TRY(parse_dict(&p, &h));
+  STSA_IO_TRY(check_descr(&h, &info->dtype, err));
+  STSA_IO_RETURN_IF(h.fortran, err, STSA_ERR_FORMAT,
+                    "Fortran-order arrays are not supported; save with "
+                    "np.ascontiguousarray");
   char shp[96];
   stsa_io_shape_str(shp, sizeof shp, h.rank, h.shape);
   uint64_t need;
-  STSA_RETURN_IF(
+  STSA_IO_RETURN_IF(
       !stsa_io_tensor_bytes(h.rank, h.shape, stsa_dtype_size(info->dtype), &need), err,
       STSA_ERR_BAD_SHAPE, "shape %s x %s has a byte size that overflows", shp, h.descr);
   size_t have = len - pre - (size_t)hl;
-  STSA_RETURN_IF(have < need, err, STSA_ERR_FORMAT,
-                 "data is truncated: shape %s x %s needs %llu bytes but "
-                 "the file has %zu after the header",
-                 shp, h.descr, (unsigned long long)need, have);
-  STSA_RETURN_IF(have > need, err, STSA_ERR_FORMAT,
-                 "%llu trailing bytes after the data: shape %s x %s "
-                 "needs %llu bytes but the file has %zu after the "
-                 "header",
-                 (unsigned long long)(have - need), shp, h.descr,
-                 (unsigned long long)need, have);
+  STSA_IO_RETURN_IF(have < need, err, STSA_ERR_FORMAT,
+                    "data is truncated: shape %s x %s needs %llu bytes but "
+                    "the file has %zu after the header",
+                    shp, h.descr, (unsigned long long)need, have);
+  STSA_IO_RETURN_IF(have > need, err, STSA_ERR_FORMAT,
+                    "%llu trailing bytes after the data: shape %s x %s "
+                    "needs %llu bytes but the file has %zu after the "
+                    "header",
+                    (unsigned long long)(have - need), shp, h.descr,
+                    (unsigned long long)need, have);
   info->rank = h.rank;
   memcpy(info->shape, h.shape, sizeof h.shape);
   info->data_off = pre + (size_t)hl;
@@ -342,18 +345,18 @@ static stsa_status parse_npy(const uint8_t *b, size_t len, npy_info *info,
 /* ---- reader: public ------------------------------------------------------ */
 
 static stsa_status read_memory(const void *bytes, size_t len, stsa_npy_array *out,
-                               stsa_errbuf *err) {
-  STSA_RETURN_IF(!out, err, STSA_ERR_NULL_ARG, "out is NULL");
+                               stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!out, err, STSA_ERR_NULL_ARG, "out is NULL");
   memset(out, 0, sizeof *out);
-  STSA_RETURN_IF(!bytes && len > 0, err, STSA_ERR_NULL_ARG,
-                 "bytes is NULL but len is %zu", len);
+  STSA_IO_RETURN_IF(!bytes && len > 0, err, STSA_ERR_NULL_ARG,
+                    "bytes is NULL but len is %zu", len);
   npy_info info;
   memset(&info, 0, sizeof info);
-  STSA_TRY(parse_npy(bytes, len, &info, err));
+  STSA_IO_TRY(parse_npy(bytes, len, &info, err));
   /* At least one byte so that data is non-NULL even for an empty array. */
   void *data = malloc(info.nbytes ? info.nbytes : 1);
-  STSA_RETURN_IF(!data, err, STSA_ERR_OUT_OF_MEMORY,
-                 "out of memory for %zu bytes of data", info.nbytes);
+  STSA_IO_RETURN_IF(!data, err, STSA_ERR_OUT_OF_MEMORY,
+                    "out of memory for %zu bytes of data", info.nbytes);
   if (info.nbytes)
     memcpy(data, (const uint8_t *)bytes + info.data_off, info.nbytes);
   out->dtype = info.dtype;
@@ -364,11 +367,12 @@ static stsa_status read_memory(const void *bytes, size_t len, stsa_npy_array *ou
   return STSA_OK;
 }
 
-static stsa_status read_path(const char *path, stsa_npy_array *out, stsa_errbuf *err) {
-  STSA_RETURN_IF(!path || !out, err, STSA_ERR_NULL_ARG, "path and out must not be NULL");
+static stsa_status read_path(const char *path, stsa_npy_array *out, stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!path || !out, err, STSA_ERR_NULL_ARG,
+                    "path and out must not be NULL");
   memset(out, 0, sizeof *out);
   stsa_io_map map;
-  STSA_TRY(stsa_io_map_file(path, &map, err));
+  STSA_IO_TRY(stsa_io_map_file(path, &map, err));
   /* An empty file maps to NULL with len 0; read_memory reports it short. */
   stsa_status st = read_memory(map.bytes, map.len, out, err);
   stsa_io_unmap(&map);
@@ -387,24 +391,24 @@ void stsa_npy_free(stsa_npy_array *a) {
 /* Validates the array and builds the preamble + header into hdr (malloc'd). */
 static stsa_status build_header(stsa_dtype dtype, int rank, const int64_t *shape,
                                 const void *data, char **hdr, size_t *hdr_len,
-                                size_t *nbytes, stsa_errbuf *err) {
+                                size_t *nbytes, stsa_io_errbuf *err) {
   *hdr = NULL;
-  STSA_RETURN_IF(dtype == STSA_BF16, err, STSA_ERR_BAD_DTYPE,
-                 "npy has no bfloat16 type; use safetensors");
-  STSA_RETURN_IF((unsigned)dtype >= STSA_DTYPE_COUNT_ || !k_descr[dtype], err,
-                 STSA_ERR_BAD_DTYPE, "invalid dtype %d (expected F32 or F16)",
-                 (int)dtype);
-  STSA_RETURN_IF(rank < 0 || rank > STSA_IO_MAX_RANK, err, STSA_ERR_BAD_SHAPE,
-                 "rank %d is outside 0..%d", rank, STSA_IO_MAX_RANK);
-  STSA_RETURN_IF(rank > 0 && !shape, err, STSA_ERR_NULL_ARG,
-                 "shape is NULL but rank is %d", rank);
+  STSA_IO_RETURN_IF(dtype == STSA_BF16, err, STSA_ERR_BAD_DTYPE,
+                    "npy has no bfloat16 type; use safetensors");
+  STSA_IO_RETURN_IF((unsigned)dtype >= STSA_DTYPE_COUNT_ || !k_descr[dtype], err,
+                    STSA_ERR_BAD_DTYPE, "invalid dtype %d (expected F32 or F16)",
+                    (int)dtype);
+  STSA_IO_RETURN_IF(rank < 0 || rank > STSA_IO_MAX_RANK, err, STSA_ERR_BAD_SHAPE,
+                    "rank %d is outside 0..%d", rank, STSA_IO_MAX_RANK);
+  STSA_IO_RETURN_IF(rank > 0 && !shape, err, STSA_ERR_NULL_ARG,
+                    "shape is NULL but rank is %d", rank);
   for (int d = 0; d < rank; d++)
-    STSA_RETURN_IF(shape[d] < 0, err, STSA_ERR_BAD_SHAPE, "shape[%d] is negative (%lld)",
-                   d, (long long)shape[d]);
+    STSA_IO_RETURN_IF(shape[d] < 0, err, STSA_ERR_BAD_SHAPE,
+                      "shape[%d] is negative (%lld)", d, (long long)shape[d]);
   uint64_t need;
-  STSA_RETURN_IF(!stsa_io_tensor_bytes(rank, shape, stsa_dtype_size(dtype), &need), err,
-                 STSA_ERR_BAD_SHAPE, "the byte size of the shape overflows");
-  STSA_RETURN_IF(need > 0 && !data, err, STSA_ERR_NULL_ARG, "data is NULL");
+  STSA_IO_RETURN_IF(!stsa_io_tensor_bytes(rank, shape, stsa_dtype_size(dtype), &need),
+                    err, STSA_ERR_BAD_SHAPE, "the byte size of the shape overflows");
+  STSA_IO_RETURN_IF(need > 0 && !data, err, STSA_ERR_NULL_ARG, "data is NULL");
 
   /* The dict exactly as numpy writes it; shape like Python's tuple repr. */
   char dict[400];
@@ -423,7 +427,7 @@ static stsa_status build_header(stsa_dtype dtype, int rank, const int64_t *shape
     total = (pre + dl + 1 + 63) & ~(size_t)63;
   }
   char *h = malloc(total);
-  STSA_RETURN_IF(!h, err, STSA_ERR_OUT_OF_MEMORY, "out of memory for the header");
+  STSA_IO_RETURN_IF(!h, err, STSA_ERR_OUT_OF_MEMORY, "out of memory for the header");
   size_t hl = total - pre;
   memcpy(h, k_magic, 6);
   h[6] = (char)(pre == 10 ? 1 : 2);
@@ -441,23 +445,24 @@ static stsa_status build_header(stsa_dtype dtype, int rank, const int64_t *shape
 
 static stsa_status serialize(stsa_dtype dtype, int rank, const int64_t *shape,
                              const void *data, void **out, size_t *out_len,
-                             stsa_errbuf *err) {
-  STSA_RETURN_IF(!out || !out_len, err, STSA_ERR_NULL_ARG,
-                 "out and out_len must not be NULL");
+                             stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!out || !out_len, err, STSA_ERR_NULL_ARG,
+                    "out and out_len must not be NULL");
   *out = NULL;
   *out_len = 0;
   char *hdr;
   size_t hl = 0, nb = 0;
-  STSA_TRY(build_header(dtype, rank, shape, data, &hdr, &hl, &nb, err));
+  STSA_IO_TRY(build_header(dtype, rank, shape, data, &hdr, &hl, &nb, err));
   if (nb > SIZE_MAX - hl) {
     free(hdr);
-    return stsa_fail(err, STSA_ERR_OUT_OF_MEMORY,
-                     "array of %zu bytes does not fit in memory", nb);
+    return stsa_io_fail(err, STSA_ERR_OUT_OF_MEMORY,
+                        "array of %zu bytes does not fit in memory", nb);
   }
   char *buf = realloc(hdr, hl + nb);
   if (!buf) {
     free(hdr);
-    return stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes", hl + nb);
+    return stsa_io_fail(err, STSA_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes",
+                        hl + nb);
   }
   if (nb)
     memcpy(buf + hl, data, nb);
@@ -467,11 +472,12 @@ static stsa_status serialize(stsa_dtype dtype, int rank, const int64_t *shape,
 }
 
 static stsa_status write_path(const char *path, stsa_dtype dtype, int rank,
-                              const int64_t *shape, const void *data, stsa_errbuf *err) {
-  STSA_RETURN_IF(!path, err, STSA_ERR_NULL_ARG, "path is NULL");
+                              const int64_t *shape, const void *data,
+                              stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!path, err, STSA_ERR_NULL_ARG, "path is NULL");
   char *hdr;
   size_t hl = 0, nb = 0;
-  STSA_TRY(build_header(dtype, rank, shape, data, &hdr, &hl, &nb, err));
+  STSA_IO_TRY(build_header(dtype, rank, shape, data, &hdr, &hl, &nb, err));
   stsa_io_chunk chunks[2] = {{hdr, hl}, {data, nb}};
   stsa_status st = stsa_io_write_file(path, chunks, 2, err);
   free(hdr);
@@ -482,27 +488,28 @@ static stsa_status write_path(const char *path, stsa_dtype dtype, int rank,
 
 stsa_status stsa_npy_read_memory(const void *bytes, size_t len, stsa_npy_array *out,
                                  char *err, size_t err_len) {
-  stsa_errbuf e = {""};
-  return stsa_err_copy(&e, read_memory(bytes, len, out, &e), err, err_len);
+  stsa_io_errbuf e = {""};
+  return stsa_io_err_copy(&e, read_memory(bytes, len, out, &e), err, err_len);
 }
 
 stsa_status stsa_npy_read(const char *path, stsa_npy_array *out, char *err,
                           size_t err_len) {
-  stsa_errbuf e = {""};
-  return stsa_err_copy(&e, read_path(path, out, &e), err, err_len);
+  stsa_io_errbuf e = {""};
+  return stsa_io_err_copy(&e, read_path(path, out, &e), err, err_len);
 }
 
 stsa_status stsa_npy_serialize(stsa_dtype dtype, int rank, const int64_t *shape,
                                const void *data, void **out, size_t *out_len, char *err,
                                size_t err_len) {
-  stsa_errbuf e = {""};
-  return stsa_err_copy(&e, serialize(dtype, rank, shape, data, out, out_len, &e), err,
-                       err_len);
+  stsa_io_errbuf e = {""};
+  return stsa_io_err_copy(&e, serialize(dtype, rank, shape, data, out, out_len, &e), err,
+                          err_len);
 }
 
 stsa_status stsa_npy_write(const char *path, stsa_dtype dtype, int rank,
                            const int64_t *shape, const void *data, char *err,
                            size_t err_len) {
-  stsa_errbuf e = {""};
-  return stsa_err_copy(&e, write_path(path, dtype, rank, shape, data, &e), err, err_len);
+  stsa_io_errbuf e = {""};
+  return stsa_io_err_copy(&e, write_path(path, dtype, rank, shape, data, &e), err,
+                          err_len);
 }

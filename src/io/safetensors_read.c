@@ -12,7 +12,7 @@
 
 #include "io/io_common.h"
 #include "io/safetensors.h"
-#include "io/tensor_file.h"
+#include "stsa_io.h"
 
 typedef struct st_entry {
   stsa_io_tensor t;
@@ -68,11 +68,11 @@ static uint64_t load_le64(const uint8_t *p) {
 /* ---- reader: one tensor entry -------------------------------------------- */
 
 static stsa_status parse_dtype(const json_t *v, const char *qn, stsa_dtype *dt,
-                               stsa_errbuf *err) {
+                               stsa_io_errbuf *err) {
   char qd[80];
-  STSA_RETURN_IF(!json_is_string(v), err, STSA_ERR_FORMAT,
-                 "tensor %s: field \"dtype\" must be a string, found %s", qn,
-                 json_type_name(v));
+  STSA_IO_RETURN_IF(!json_is_string(v), err, STSA_ERR_FORMAT,
+                    "tensor %s: field \"dtype\" must be a string, found %s", qn,
+                    json_type_name(v));
   const char *s = json_string_value(v);
   for (int i = 0; i < STSA_DTYPE_COUNT_; i++) {
     if (strcmp(s, stsa_st_dtype_name((stsa_dtype)i)) == 0) {
@@ -81,62 +81,62 @@ static stsa_status parse_dtype(const json_t *v, const char *qn, stsa_dtype *dt,
     }
   }
   stsa_io_quote(qd, sizeof qd, s, json_string_length(v));
-  STSA_RETURN_IF(is_unsupported_dtype(s), err, STSA_ERR_BAD_DTYPE,
-                 "tensor %s: dtype %s is not supported (expected F32, "
-                 "F16 or BF16)",
-                 qn, s);
-  return stsa_fail(err, STSA_ERR_BAD_DTYPE,
-                   "tensor %s: unknown dtype %s (expected F32, F16 or BF16)", qn, qd);
+  STSA_IO_RETURN_IF(is_unsupported_dtype(s), err, STSA_ERR_BAD_DTYPE,
+                    "tensor %s: dtype %s is not supported (expected F32, "
+                    "F16 or BF16)",
+                    qn, s);
+  return stsa_io_fail(err, STSA_ERR_BAD_DTYPE,
+                      "tensor %s: unknown dtype %s (expected F32, F16 or BF16)", qn, qd);
 }
 
 static stsa_status parse_shape(const json_t *v, const char *qn, st_entry *e,
-                               stsa_errbuf *err) {
-  STSA_RETURN_IF(!json_is_array(v), err, STSA_ERR_FORMAT,
-                 "tensor %s: field \"shape\" must be an array of "
-                 "integers, found %s",
-                 qn, json_type_name(v));
+                               stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!json_is_array(v), err, STSA_ERR_FORMAT,
+                    "tensor %s: field \"shape\" must be an array of "
+                    "integers, found %s",
+                    qn, json_type_name(v));
   size_t rank = json_array_size(v);
-  STSA_RETURN_IF(rank > STSA_IO_MAX_RANK, err, STSA_ERR_BAD_SHAPE,
-                 "tensor %s: shape has rank %zu, more than the maximum "
-                 "%d",
-                 qn, rank, STSA_IO_MAX_RANK);
+  STSA_IO_RETURN_IF(rank > STSA_IO_MAX_RANK, err, STSA_ERR_BAD_SHAPE,
+                    "tensor %s: shape has rank %zu, more than the maximum "
+                    "%d",
+                    qn, rank, STSA_IO_MAX_RANK);
   e->t.rank = (int)rank;
   for (size_t i = 0; i < rank; i++) {
     const json_t *d = json_array_get(v, i);
-    STSA_RETURN_IF(!json_is_integer(d), err, STSA_ERR_FORMAT,
-                   "tensor %s: shape[%zu] must be an integer, found %s", qn, i,
-                   json_type_name(d));
+    STSA_IO_RETURN_IF(!json_is_integer(d), err, STSA_ERR_FORMAT,
+                      "tensor %s: shape[%zu] must be an integer, found %s", qn, i,
+                      json_type_name(d));
     json_int_t x = json_integer_value(d);
-    STSA_RETURN_IF(x < 0, err, STSA_ERR_BAD_SHAPE,
-                   "tensor %s: shape[%zu] is negative (%lld)", qn, i, (long long)x);
+    STSA_IO_RETURN_IF(x < 0, err, STSA_ERR_BAD_SHAPE,
+                      "tensor %s: shape[%zu] is negative (%lld)", qn, i, (long long)x);
     e->t.shape[i] = (int64_t)x;
   }
   return STSA_OK;
 }
 
 static stsa_status parse_offsets(const json_t *v, const char *qn, st_entry *e,
-                                 stsa_errbuf *err) {
+                                 stsa_io_errbuf *err) {
   if (!json_is_array(v) || json_array_size(v) != 2) {
-    STSA_RETURN_IF(json_is_array(v), err, STSA_ERR_FORMAT,
-                   "tensor %s: field \"data_offsets\" must have 2 "
-                   "elements [begin, end], found %zu",
-                   qn, json_array_size(v));
-    return stsa_fail(err, STSA_ERR_FORMAT,
-                     "tensor %s: field \"data_offsets\" must be an array "
-                     "[begin, end], found %s",
-                     qn, json_type_name(v));
+    STSA_IO_RETURN_IF(json_is_array(v), err, STSA_ERR_FORMAT,
+                      "tensor %s: field \"data_offsets\" must have 2 "
+                      "elements [begin, end], found %zu",
+                      qn, json_array_size(v));
+    return stsa_io_fail(err, STSA_ERR_FORMAT,
+                        "tensor %s: field \"data_offsets\" must be an array "
+                        "[begin, end], found %s",
+                        qn, json_type_name(v));
   }
   uint64_t off[2];
   for (size_t i = 0; i < 2; i++) {
     const json_t *d = json_array_get(v, i);
-    STSA_RETURN_IF(!json_is_integer(d), err, STSA_ERR_FORMAT,
-                   "tensor %s: data_offsets[%zu] must be an integer, "
-                   "found %s",
-                   qn, i, json_type_name(d));
+    STSA_IO_RETURN_IF(!json_is_integer(d), err, STSA_ERR_FORMAT,
+                      "tensor %s: data_offsets[%zu] must be an integer, "
+                      "found %s",
+                      qn, i, json_type_name(d));
     json_int_t x = json_integer_value(d);
-    STSA_RETURN_IF(x < 0, err, STSA_ERR_FORMAT,
-                   "tensor %s: data_offsets[%zu] is negative (%lld)", qn, i,
-                   (long long)x);
+    STSA_IO_RETURN_IF(x < 0, err, STSA_ERR_FORMAT,
+                      "tensor %s: data_offsets[%zu] is negative (%lld)", qn, i,
+                      (long long)x);
     off[i] = (uint64_t)x;
   }
   e->begin = off[0];
@@ -146,13 +146,13 @@ static stsa_status parse_offsets(const json_t *v, const char *qn, st_entry *e,
 
 /* Validates one tensor entry of the header and fills e (not its data). */
 static stsa_status parse_entry(const json_t *v, const char *qn, uint64_t data_size,
-                               st_entry *e, stsa_errbuf *err) {
+                               st_entry *e, stsa_io_errbuf *err) {
   static const char *const fields[] = {"dtype", "shape", "data_offsets"};
   const json_t *field[3] = {NULL, NULL, NULL};
-  STSA_RETURN_IF(!json_is_object(v), err, STSA_ERR_FORMAT,
-                 "tensor %s: expected an object with dtype, shape and "
-                 "data_offsets, found %s",
-                 qn, json_type_name(v));
+  STSA_IO_RETURN_IF(!json_is_object(v), err, STSA_ERR_FORMAT,
+                    "tensor %s: expected an object with dtype, shape and "
+                    "data_offsets, found %s",
+                    qn, json_type_name(v));
   for (void *it = json_object_iter((json_t *)v); it;
        it = json_object_iter_next((json_t *)v, it)) {
     const char *k = json_object_iter_key(it);
@@ -166,44 +166,44 @@ static stsa_status parse_entry(const json_t *v, const char *qn, uint64_t data_si
     if (!found) {
       char qk[80];
       stsa_io_quote(qk, sizeof qk, k, json_object_iter_key_len(it));
-      return stsa_fail(err, STSA_ERR_FORMAT,
-                       "tensor %s: unexpected field %s (expected exactly "
-                       "dtype, shape and data_offsets)",
-                       qn, qk);
+      return stsa_io_fail(err, STSA_ERR_FORMAT,
+                          "tensor %s: unexpected field %s (expected exactly "
+                          "dtype, shape and data_offsets)",
+                          qn, qk);
     }
   }
   for (int i = 0; i < 3; i++)
-    STSA_RETURN_IF(!field[i], err, STSA_ERR_FORMAT, "tensor %s: missing field \"%s\"", qn,
-                   fields[i]);
+    STSA_IO_RETURN_IF(!field[i], err, STSA_ERR_FORMAT, "tensor %s: missing field \"%s\"",
+                      qn, fields[i]);
 
-  STSA_TRY(parse_dtype(field[0], qn, &e->t.dtype, err));
-  STSA_TRY(parse_shape(field[1], qn, e, err));
-  STSA_TRY(parse_offsets(field[2], qn, e, err));
+  STSA_IO_TRY(parse_dtype(field[0], qn, &e->t.dtype, err));
+  STSA_IO_TRY(parse_shape(field[1], qn, e, err));
+  STSA_IO_TRY(parse_offsets(field[2], qn, e, err));
 
   char shp[96];
   uint64_t need;
   const char *dname = stsa_st_dtype_name(e->t.dtype);
-  STSA_RETURN_IF(
+  STSA_IO_RETURN_IF(
       !stsa_io_tensor_bytes(e->t.rank, e->t.shape, stsa_dtype_size(e->t.dtype), &need),
       err, STSA_ERR_BAD_SHAPE,
       "tensor %s: shape %s x %s has a byte size that "
       "overflows",
       qn, stsa_io_shape_str(shp, sizeof shp, e->t.rank, e->t.shape), dname);
-  STSA_RETURN_IF(e->begin > e->end, err, STSA_ERR_FORMAT,
-                 "tensor %s: data_offsets [%llu, %llu] has begin > end", qn,
-                 (unsigned long long)e->begin, (unsigned long long)e->end);
-  STSA_RETURN_IF(e->end > data_size, err, STSA_ERR_FORMAT,
-                 "tensor %s: data_offsets [%llu, %llu] end beyond the "
-                 "data section of %llu bytes",
-                 qn, (unsigned long long)e->begin, (unsigned long long)e->end,
-                 (unsigned long long)data_size);
-  STSA_RETURN_IF(e->end - e->begin != need, err, STSA_ERR_FORMAT,
-                 "tensor %s: data_offsets [%llu, %llu] span %llu bytes "
-                 "but shape %s x %s needs %llu",
-                 qn, (unsigned long long)e->begin, (unsigned long long)e->end,
-                 (unsigned long long)(e->end - e->begin),
-                 stsa_io_shape_str(shp, sizeof shp, e->t.rank, e->t.shape), dname,
-                 (unsigned long long)need);
+  STSA_IO_RETURN_IF(e->begin > e->end, err, STSA_ERR_FORMAT,
+                    "tensor %s: data_offsets [%llu, %llu] has begin > end", qn,
+                    (unsigned long long)e->begin, (unsigned long long)e->end);
+  STSA_IO_RETURN_IF(e->end > data_size, err, STSA_ERR_FORMAT,
+                    "tensor %s: data_offsets [%llu, %llu] end beyond the "
+                    "data section of %llu bytes",
+                    qn, (unsigned long long)e->begin, (unsigned long long)e->end,
+                    (unsigned long long)data_size);
+  STSA_IO_RETURN_IF(e->end - e->begin != need, err, STSA_ERR_FORMAT,
+                    "tensor %s: data_offsets [%llu, %llu] span %llu bytes "
+                    "but shape %s x %s needs %llu",
+                    qn, (unsigned long long)e->begin, (unsigned long long)e->end,
+                    (unsigned long long)(e->end - e->begin),
+                    stsa_io_shape_str(shp, sizeof shp, e->t.rank, e->t.shape), dname,
+                    (unsigned long long)need);
   e->t.nbytes = (size_t)need;
   return STSA_OK;
 }
@@ -234,11 +234,11 @@ static const char *arena_put(char *arena, size_t *pos, const char *s, size_t n) 
 }
 
 static stsa_status parse_metadata(const json_t *v, stsa_st_file *f, char *arena,
-                                  size_t *pos, stsa_errbuf *err) {
-  STSA_RETURN_IF(!json_is_object(v), err, STSA_ERR_FORMAT,
-                 "\"" STSA_ST_META_KEY "\" must be an object of string -> "
-                 "string, found %s",
-                 json_type_name(v));
+                                  size_t *pos, stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!json_is_object(v), err, STSA_ERR_FORMAT,
+                    "\"" STSA_ST_META_KEY "\" must be an object of string -> "
+                    "string, found %s",
+                    json_type_name(v));
   for (void *it = json_object_iter((json_t *)v); it;
        it = json_object_iter_next((json_t *)v, it)) {
     const char *k = json_object_iter_key(it);
@@ -246,17 +246,17 @@ static stsa_status parse_metadata(const json_t *v, stsa_st_file *f, char *arena,
     const json_t *val = json_object_iter_value(it);
     char qk[80];
     stsa_io_quote(qk, sizeof qk, k, kn);
-    STSA_RETURN_IF(!json_is_string(val), err, STSA_ERR_FORMAT,
-                   "\"" STSA_ST_META_KEY "\" entry %s must be a string, found "
-                   "%s",
-                   qk, json_type_name(val));
+    STSA_IO_RETURN_IF(!json_is_string(val), err, STSA_ERR_FORMAT,
+                      "\"" STSA_ST_META_KEY "\" entry %s must be a string, found "
+                      "%s",
+                      qk, json_type_name(val));
     const char *s = json_string_value(val);
     size_t sn = json_string_length(val);
-    STSA_RETURN_IF(!stsa_io_text_ok(k, kn) || !stsa_io_text_ok(s, sn), err,
-                   STSA_ERR_FORMAT,
-                   "\"" STSA_ST_META_KEY "\" entry %s holds a NUL byte or "
-                   "invalid UTF-8",
-                   qk);
+    STSA_IO_RETURN_IF(!stsa_io_text_ok(k, kn) || !stsa_io_text_ok(s, sn), err,
+                      STSA_ERR_FORMAT,
+                      "\"" STSA_ST_META_KEY "\" entry %s holds a NUL byte or "
+                      "invalid UTF-8",
+                      qk);
     stsa_st_meta *m = &f->meta[f->meta_count++];
     m->key = arena_put(arena, pos, k, kn);
     m->value = arena_put(arena, pos, s, sn);
@@ -265,7 +265,8 @@ static stsa_status parse_metadata(const json_t *v, stsa_st_file *f, char *arena,
 }
 
 /* Sizes the arena and the arrays, then allocates them. */
-static stsa_status alloc_tables(const json_t *root, stsa_st_file *f, stsa_errbuf *err) {
+static stsa_status alloc_tables(const json_t *root, stsa_st_file *f,
+                                stsa_io_errbuf *err) {
   size_t ntensors = 0, nmeta = 0, bytes = 1;
   for (void *it = json_object_iter((json_t *)root); it;
        it = json_object_iter_next((json_t *)root, it)) {
@@ -288,13 +289,14 @@ static stsa_status alloc_tables(const json_t *root, stsa_st_file *f, stsa_errbuf
   f->by_name = calloc(ntensors ? ntensors : 1, sizeof *f->by_name);
   f->meta = calloc(nmeta ? nmeta : 1, sizeof *f->meta);
   f->strings = malloc(bytes);
-  STSA_RETURN_IF(!f->entries || !f->by_name || !f->meta || !f->strings, err,
-                 STSA_ERR_OUT_OF_MEMORY, "out of memory for %zu tensor entries",
-                 ntensors);
+  STSA_IO_RETURN_IF(!f->entries || !f->by_name || !f->meta || !f->strings, err,
+                    STSA_ERR_OUT_OF_MEMORY, "out of memory for %zu tensor entries",
+                    ntensors);
   return STSA_OK;
 }
 
-static stsa_status check_layout(stsa_st_file *f, uint64_t data_size, stsa_errbuf *err) {
+static stsa_status check_layout(stsa_st_file *f, uint64_t data_size,
+                                stsa_io_errbuf *err) {
   qsort(f->entries, f->count, sizeof *f->entries, cmp_offset);
   uint64_t max_end = 0;
   const st_entry *max_owner = NULL;
@@ -302,7 +304,7 @@ static stsa_status check_layout(stsa_st_file *f, uint64_t data_size, stsa_errbuf
     const st_entry *e = &f->entries[i];
     if (e->begin < max_end) {
       char qa[80], qb[80];
-      return stsa_fail(
+      return stsa_io_fail(
           err, STSA_ERR_FORMAT, "tensors %s [%llu, %llu] and %s [%llu, %llu] overlap",
           stsa_io_quote(qa, sizeof qa, max_owner->t.name, strlen(max_owner->t.name)),
           (unsigned long long)max_owner->begin, (unsigned long long)max_owner->end,
@@ -314,50 +316,52 @@ static stsa_status check_layout(stsa_st_file *f, uint64_t data_size, stsa_errbuf
       max_owner = e;
     }
   }
-  STSA_RETURN_IF(max_end != data_size, err, STSA_ERR_FORMAT,
-                 "data section is %llu bytes but the tensors end at "
-                 "byte %llu: %llu bytes of trailing garbage",
-                 (unsigned long long)data_size, (unsigned long long)max_end,
-                 (unsigned long long)(data_size - max_end));
+  STSA_IO_RETURN_IF(max_end != data_size, err, STSA_ERR_FORMAT,
+                    "data section is %llu bytes but the tensors end at "
+                    "byte %llu: %llu bytes of trailing garbage",
+                    (unsigned long long)data_size, (unsigned long long)max_end,
+                    (unsigned long long)(data_size - max_end));
   return STSA_OK;
 }
 
 static stsa_status parse_file(const uint8_t *bytes, size_t len, stsa_st_file *f,
-                              stsa_errbuf *err) {
-  STSA_RETURN_IF(len < 8, err, STSA_ERR_FORMAT,
-                 "file is %zu bytes, shorter than the 8-byte header "
-                 "length prefix",
-                 len);
+                              stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(len < 8, err, STSA_ERR_FORMAT,
+                    "file is %zu bytes, shorter than the 8-byte header "
+                    "length prefix",
+                    len);
   uint64_t n = load_le64(bytes);
   /* A header length that cannot be right, with no '{' opening a JSON header
    * at byte 8, means another kind of file rather than a damaged one. */
-  STSA_RETURN_IF((n > STSA_ST_MAX_HEADER || n > len - 8) && (len == 8 || bytes[8] != '{'),
-                 err, STSA_ERR_FORMAT,
-                 "not a safetensors file: its first 8 bytes give a header "
-                 "length of %llu (%s) and no JSON header starts at byte 8",
-                 (unsigned long long)n,
-                 n > STSA_ST_MAX_HEADER ? "above the limit" : "longer than the file");
-  STSA_RETURN_IF(n > STSA_ST_MAX_HEADER, err, STSA_ERR_FORMAT,
-                 "header length %llu exceeds the limit of %llu bytes",
-                 (unsigned long long)n, (unsigned long long)STSA_ST_MAX_HEADER);
-  STSA_RETURN_IF(n > len - 8, err, STSA_ERR_FORMAT,
-                 "header length %llu exceeds the %zu bytes after the "
-                 "8-byte prefix",
-                 (unsigned long long)n, len - 8);
+  STSA_IO_RETURN_IF((n > STSA_ST_MAX_HEADER || n > len - 8) &&
+                        (len == 8 || bytes[8] != '{'),
+                    err, STSA_ERR_FORMAT,
+                    "not a safetensors file: its first 8 bytes give a header "
+                    "length of %llu (%s) and no JSON header starts at byte 8",
+                    (unsigned long long)n,
+                    n > STSA_ST_MAX_HEADER ? "above the limit" : "longer than the file");
+  STSA_IO_RETURN_IF(n > STSA_ST_MAX_HEADER, err, STSA_ERR_FORMAT,
+                    "header length %llu exceeds the limit of %llu bytes",
+                    (unsigned long long)n, (unsigned long long)STSA_ST_MAX_HEADER);
+  STSA_IO_RETURN_IF(n > len - 8, err, STSA_ERR_FORMAT,
+                    "header length %llu exceeds the %zu bytes after the "
+                    "8-byte prefix",
+                    (unsigned long long)n, len - 8);
   const uint8_t *hdr = bytes + 8;
   size_t bad;
-  STSA_RETURN_IF(!stsa_io_utf8_valid(hdr, (size_t)n, &bad), err, STSA_ERR_FORMAT,
-                 "header is not valid UTF-8: byte 0x%02x at header "
-                 "offset %zu",
-                 hdr[bad], bad);
+  STSA_IO_RETURN_IF(!stsa_io_utf8_valid(hdr, (size_t)n, &bad), err, STSA_ERR_FORMAT,
+                    "header is not valid UTF-8: byte 0x%02x at header "
+                    "offset %zu",
+                    hdr[bad], bad);
   json_error_t je;
   json_t *root = json_loadb((const char *)hdr, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-  STSA_RETURN_IF(!root, err, STSA_ERR_FORMAT,
-                 "header is not valid JSON: %s (header byte %d)", je.text, je.position);
+  STSA_IO_RETURN_IF(!root, err, STSA_ERR_FORMAT,
+                    "header is not valid JSON: %s (header byte %d)", je.text,
+                    je.position);
   stsa_status st = STSA_OK;
   if (!json_is_object(root)) {
-    st = stsa_fail(err, STSA_ERR_FORMAT, "header must be a JSON object, found %s",
-                   json_type_name(root));
+    st = stsa_io_fail(err, STSA_ERR_FORMAT, "header must be a JSON object, found %s",
+                      json_type_name(root));
     goto done;
   }
   st = alloc_tables(root, f, err);
@@ -378,13 +382,13 @@ static stsa_status parse_file(const uint8_t *bytes, size_t len, stsa_st_file *f,
     char qn[80];
     stsa_io_quote(qn, sizeof qn, k, kn);
     if (kn == 0) {
-      st = stsa_fail(err, STSA_ERR_FORMAT,
-                     "tensor name is empty (entry %zu of the header)", f->count);
+      st = stsa_io_fail(err, STSA_ERR_FORMAT,
+                        "tensor name is empty (entry %zu of the header)", f->count);
       break;
     }
     if (!stsa_io_text_ok(k, kn)) {
-      st = stsa_fail(err, STSA_ERR_FORMAT,
-                     "tensor %s: name holds a NUL byte or invalid UTF-8", qn);
+      st = stsa_io_fail(err, STSA_ERR_FORMAT,
+                        "tensor %s: name holds a NUL byte or invalid UTF-8", qn);
       break;
     }
     st_entry *e = &f->entries[f->count];
@@ -412,13 +416,13 @@ done:
 /* ---- reader: public ------------------------------------------------------ */
 
 static stsa_status open_memory(const void *bytes, size_t len, stsa_st_file **out,
-                               stsa_errbuf *err) {
-  STSA_RETURN_IF(!out, err, STSA_ERR_NULL_ARG, "out is NULL");
+                               stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!out, err, STSA_ERR_NULL_ARG, "out is NULL");
   *out = NULL;
-  STSA_RETURN_IF(!bytes && len > 0, err, STSA_ERR_NULL_ARG,
-                 "bytes is NULL but len is %zu", len);
+  STSA_IO_RETURN_IF(!bytes && len > 0, err, STSA_ERR_NULL_ARG,
+                    "bytes is NULL but len is %zu", len);
   stsa_st_file *f = calloc(1, sizeof *f);
-  STSA_RETURN_IF(!f, err, STSA_ERR_OUT_OF_MEMORY, "out of memory for the file object");
+  STSA_IO_RETURN_IF(!f, err, STSA_ERR_OUT_OF_MEMORY, "out of memory for the file object");
   stsa_status st = parse_file(bytes, len, f, err);
   if (st != STSA_OK) {
     stsa_st_close(f);
@@ -428,11 +432,12 @@ static stsa_status open_memory(const void *bytes, size_t len, stsa_st_file **out
   return STSA_OK;
 }
 
-static stsa_status open_path(const char *path, stsa_st_file **out, stsa_errbuf *err) {
-  STSA_RETURN_IF(!path || !out, err, STSA_ERR_NULL_ARG, "path and out must not be NULL");
+static stsa_status open_path(const char *path, stsa_st_file **out, stsa_io_errbuf *err) {
+  STSA_IO_RETURN_IF(!path || !out, err, STSA_ERR_NULL_ARG,
+                    "path and out must not be NULL");
   *out = NULL;
   stsa_io_map map;
-  STSA_TRY(stsa_io_map_file(path, &map, err));
+  STSA_IO_TRY(stsa_io_map_file(path, &map, err));
   stsa_status st = open_memory(map.bytes, map.len, out, err);
   if (st != STSA_OK) {
     stsa_io_unmap(&map);
@@ -495,12 +500,12 @@ const char *stsa_st_metadata_get(const stsa_st_file *f, const char *key) {
 
 stsa_status stsa_st_open_memory(const void *bytes, size_t len, stsa_st_file **out,
                                 char *err, size_t err_len) {
-  stsa_errbuf e = {""};
-  return stsa_err_copy(&e, open_memory(bytes, len, out, &e), err, err_len);
+  stsa_io_errbuf e = {""};
+  return stsa_io_err_copy(&e, open_memory(bytes, len, out, &e), err, err_len);
 }
 
 stsa_status stsa_st_open(const char *path, stsa_st_file **out, char *err,
                          size_t err_len) {
-  stsa_errbuf e = {""};
-  return stsa_err_copy(&e, open_path(path, out, &e), err, err_len);
+  stsa_io_errbuf e = {""};
+  return stsa_io_err_copy(&e, open_path(path, out, &e), err, err_len);
 }

@@ -1,14 +1,18 @@
 /*
- * tensor_file.h — safetensors and .npy readers and writers (internal API).
+ * stsa_io.h — tensor files for stsa (libstsa_io): safetensors and .npy
+ * readers and writers, and an atomic file write.
  *
- * Every function returns an stsa_status and, when err is non-NULL and
+ * libstsa_io is a separate library on top of libstsa's public API (it links
+ * libstsa and jansson; libstsa itself needs neither a JSON parser nor file
+ * access): link it (pkg-config stsa_io, CMake stsa::stsa_io) only to read or
+ * write tensor files. Its experimental section (the synthetic workload) is
+ * declared only when STSA_EXPERIMENTAL is defined before this header.
+ *
+ * Every file function returns an stsa_status and, when err is non-NULL and
  * err_len > 0, writes a NUL-terminated message into err saying which tensor,
  * which field, what was expected and what was found (err is set to "" on
- * success; a message is at most 511 bytes). Inside, io reports failures the
- * way the rest of the library does (core/error.h: stsa_fail into an
- * stsa_errbuf); only these entry points copy the message into the caller's
- * buffer (stsa_err_copy). Nothing here prints, exits or keeps global state;
- * distinct objects may be used from distinct threads.
+ * success; a message is at most 511 bytes). Nothing here prints, exits or keeps global
+ * state; distinct objects may be used from distinct threads.
  *
  * Status codes used:
  *   STSA_ERR_NULL_ARG       a required pointer is NULL
@@ -25,13 +29,17 @@
  *                           that disagrees with the shape
  *   STSA_ERR_OUT_OF_MEMORY
  */
-#ifndef STSA_IO_TENSOR_FILE_H
-#define STSA_IO_TENSOR_FILE_H
+#ifndef STSA_IO_H
+#define STSA_IO_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "stsa.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define STSA_IO_MAX_RANK 8
 /* Readers reject a safetensors header (or a .npy header) longer than this. */
@@ -84,31 +92,32 @@ typedef struct stsa_st_meta {
  *
  * *out is set to NULL on failure.
  */
-stsa_status stsa_st_open(const char *path, stsa_st_file **out, char *err, size_t err_len);
+STSA_API stsa_status stsa_st_open(const char *path, stsa_st_file **out, char *err,
+                                  size_t err_len);
 
 /* Same as stsa_st_open on a buffer already in memory (used by the fuzzers).
  * Nothing is copied: the buffer must outlive the file object. */
-stsa_status stsa_st_open_memory(const void *bytes, size_t len, stsa_st_file **out,
-                                char *err, size_t err_len);
+STSA_API stsa_status stsa_st_open_memory(const void *bytes, size_t len,
+                                         stsa_st_file **out, char *err, size_t err_len);
 
 /* Releases the object and unmaps the file. NULL is accepted. */
-void stsa_st_close(stsa_st_file *f);
+STSA_API void stsa_st_close(stsa_st_file *f);
 
 /* Number of tensors (0 for NULL). */
-size_t stsa_st_count(const stsa_st_file *f);
+STSA_API size_t stsa_st_count(const stsa_st_file *f);
 
 /* Tensor i (0 <= i < count), ordered by data offset: by begin, then end,
  * then position in the header. NULL if out of range. */
-const stsa_io_tensor *stsa_st_tensor(const stsa_st_file *f, size_t i);
+STSA_API const stsa_io_tensor *stsa_st_tensor(const stsa_st_file *f, size_t i);
 
 /* The tensor named `name` (binary search), NULL if absent. */
-const stsa_io_tensor *stsa_st_find(const stsa_st_file *f, const char *name);
+STSA_API const stsa_io_tensor *stsa_st_find(const stsa_st_file *f, const char *name);
 
 /* "__metadata__": number of entries, entry i in header order (NULL if out of
  * range), and the value of a key (NULL if absent). */
-size_t stsa_st_metadata_count(const stsa_st_file *f);
-const stsa_st_meta *stsa_st_metadata(const stsa_st_file *f, size_t i);
-const char *stsa_st_metadata_get(const stsa_st_file *f, const char *key);
+STSA_API size_t stsa_st_metadata_count(const stsa_st_file *f);
+STSA_API const stsa_st_meta *stsa_st_metadata(const stsa_st_file *f, size_t i);
+STSA_API const char *stsa_st_metadata_get(const stsa_st_file *f, const char *key);
 
 /*
  * Writes tensors, in the given order, to path atomically: the bytes go to
@@ -123,21 +132,22 @@ const char *stsa_st_metadata_get(const stsa_st_file *f, const char *key);
  * negative dims (BAD_SHAPE), nbytes != numel x element size (BAD_PARAM) and
  * NULL data with nbytes > 0 (NULL_ARG).
  */
-stsa_status stsa_st_write(const char *path, const stsa_io_tensor *tensors, size_t count,
-                          char *err, size_t err_len);
+STSA_API stsa_status stsa_st_write(const char *path, const stsa_io_tensor *tensors,
+                                   size_t count, char *err, size_t err_len);
 
 /* stsa_st_write with a "__metadata__" object of meta_count entries (keys
  * unique and UTF-8, possibly empty; values UTF-8). meta may be NULL if
  * meta_count is 0. */
-stsa_status stsa_st_write_meta(const char *path, const stsa_io_tensor *tensors,
-                               size_t count, const stsa_st_meta *meta, size_t meta_count,
-                               char *err, size_t err_len);
+STSA_API stsa_status stsa_st_write_meta(const char *path, const stsa_io_tensor *tensors,
+                                        size_t count, const stsa_st_meta *meta,
+                                        size_t meta_count, char *err, size_t err_len);
 
 /* Builds the exact bytes stsa_st_write_meta would write, into a malloc'd
  * buffer (*out, *out_len; free() it). Used by tests and fuzzers. */
-stsa_status stsa_st_serialize(const stsa_io_tensor *tensors, size_t count,
-                              const stsa_st_meta *meta, size_t meta_count, void **out,
-                              size_t *out_len, char *err, size_t err_len);
+STSA_API stsa_status stsa_st_serialize(const stsa_io_tensor *tensors, size_t count,
+                                       const stsa_st_meta *meta, size_t meta_count,
+                                       void **out, size_t *out_len, char *err,
+                                       size_t err_len);
 
 /* ======================================================================== */
 /* .npy                                                                     */
@@ -166,15 +176,15 @@ typedef struct stsa_npy_array {
  * itemsize bytes (truncated or trailing bytes are FORMAT).
  * *out is zeroed on failure.
  */
-stsa_status stsa_npy_read(const char *path, stsa_npy_array *out, char *err,
-                          size_t err_len);
+STSA_API stsa_status stsa_npy_read(const char *path, stsa_npy_array *out, char *err,
+                                   size_t err_len);
 
 /* Same as stsa_npy_read on a buffer in memory; the data is copied. */
-stsa_status stsa_npy_read_memory(const void *bytes, size_t len, stsa_npy_array *out,
-                                 char *err, size_t err_len);
+STSA_API stsa_status stsa_npy_read_memory(const void *bytes, size_t len,
+                                          stsa_npy_array *out, char *err, size_t err_len);
 
 /* Frees the data and zeroes *a. NULL or a zeroed struct is accepted. */
-void stsa_npy_free(stsa_npy_array *a);
+STSA_API void stsa_npy_free(stsa_npy_array *a);
 
 /*
  * Writes a C-order little-endian array of F32 or F16 to path atomically
@@ -184,14 +194,43 @@ void stsa_npy_free(stsa_npy_array *a);
  * has no bfloat16 type). shape may be NULL when rank is 0; data may be NULL
  * when the array is empty.
  */
-stsa_status stsa_npy_write(const char *path, stsa_dtype dtype, int rank,
-                           const int64_t *shape, const void *data, char *err,
-                           size_t err_len);
+STSA_API stsa_status stsa_npy_write(const char *path, stsa_dtype dtype, int rank,
+                                    const int64_t *shape, const void *data, char *err,
+                                    size_t err_len);
 
 /* Builds the exact bytes stsa_npy_write would write into a malloc'd buffer
  * (free() it). */
-stsa_status stsa_npy_serialize(stsa_dtype dtype, int rank, const int64_t *shape,
-                               const void *data, void **out, size_t *out_len, char *err,
-                               size_t err_len);
+STSA_API stsa_status stsa_npy_serialize(stsa_dtype dtype, int rank, const int64_t *shape,
+                                        const void *data, void **out, size_t *out_len,
+                                        char *err, size_t err_len);
 
-#endif /* STSA_IO_TENSOR_FILE_H */
+/* ======================================================================== */
+/* Files and messages                                                       */
+/* ======================================================================== */
+
+/* One piece of a file stsa_io_atomic_write writes. */
+typedef struct stsa_io_chunk {
+  const void *data;
+  size_t len;
+} stsa_io_chunk;
+
+/* Writes the concatenation of chunks to path atomically: creates
+ * "<path>.tmp.XXXXXX" in the same folder (O_EXCL, mode 0666 & ~umask),
+ * writes, fsyncs, closes and renames it over path, then fsyncs the folder
+ * (best effort). On any failure the temp file is removed and path is left
+ * as it was. Errors: NULL_ARG, IO, OUT_OF_MEMORY. */
+STSA_API stsa_status stsa_io_atomic_write(const char *path, const stsa_io_chunk *chunks,
+                                          size_t count, char *err, size_t err_len);
+
+/* Renders the n bytes at s (a tensor name read from a file, say) as a
+ * double-quoted string for messages: control bytes, '"' and '\\' are
+ * escaped, and long names are cut with "...". Bytes >= 0x80 pass through if
+ * the whole input is valid UTF-8, else they are escaped too. Returns buf.
+ * buf_len must be at least 16. */
+STSA_API const char *stsa_io_quote(char *buf, size_t buf_len, const char *s, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STSA_IO_H */
