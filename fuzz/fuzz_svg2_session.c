@@ -43,6 +43,7 @@
  *     freed on every path.
  * Any violation calls abort() so libFuzzer records the input.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate (libstsa_io) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@
 #define FUZZ_TRACE "FUZZ_SVG2_TRACE"
 #include "fuzz_backend.h"
 #include "fuzz_tensor.h"
+#include "stsa_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -879,8 +879,7 @@ STSA_API stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order orde
 /* ------------------------------------------------------------------------ */
 /*
  * What the tools, tests and benchmarks need but a stable API should not
- * promise yet: the synthetic workload (its statistics will follow new
- * measurements), the session's internal masks and the CPU feature query
+ * promise yet: the session's internal masks and the CPU feature query
  * (which grows with every backend; stsa_backend_available is the stable
  * question). Their structs are extensible like the others, but names,
  * fields and semantics may change in a minor release.
@@ -907,39 +906,6 @@ STSA_API int stsa_cpu_has_amx(void);
  * others convert through f32 as the kernels' loads and stores do (round to
  * nearest even). The distributed layer packs and unpacks shards with it. */
 STSA_API stsa_status stsa_tensor_copy(const stsa_tensor *in, const stsa_tensor *out);
-
-/*
- * The built-in workload: deterministic video-DiT-like Q, K, V for a geometry.
- * Per head: content noise plus a 3-D rotary position embedding (head dim
- * split into time, height and width frequency bands, as Wan does), weighted
- * so the head is spatial-dominant (scores fall off with frame distance),
- * temporal-dominant (fall off with spatial distance) or mixed, plus a
- * first-frame sink term. Text tokens get content only. A semantic head (only
- * where `kinds` asks for one) attends by object identity instead: objects
- * that move across frames over static background regions, each token's
- * identity adding the same score to every key of that identity, with weak
- * position terms.
- */
-typedef struct stsa_workload_desc {
-  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
-  stsa_geometry geometry;
-  int64_t batch, heads, head_dim;
-  uint64_t seed;
-  /* ground-truth kinds per head; NULL picks the default mix: about a third
-   * spatial, two thirds temporal, a few mixed (HunyuanVideo's statistics) */
-  const stsa_head_kind *kinds;
-} stsa_workload_desc;
-
-/* Fills q, k, v (shape [B, N, H, D], any layout/dtype the tensors describe)
- * and, if kinds_out is not NULL, the ground-truth kind of each head [H].
- * q, k and v may interleave in one buffer (a fused [B, N, 3, H, D] QKV), but
- * no element may belong to two of them: STSA_ERR_OVERLAP (recognised exactly
- * for tensors of one dtype, shape and strides; otherwise any overlap of
- * their byte ranges counts). */
-STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
-                                            const stsa_tensor *q, const stsa_tensor *k,
-                                            const stsa_tensor *v,
-                                            stsa_head_kind *kinds_out);
 
 /* The mask the session runs heads of `kind` with (a new reference, free it
  * with stsa_mask_free) and the memory orders its plan walks: spatial heads

@@ -229,6 +229,50 @@ STSA_API stsa_status stsa_io_atomic_write(const char *path, const stsa_io_chunk 
  * buf_len must be at least 16. */
 STSA_API const char *stsa_io_quote(char *buf, size_t buf_len, const char *s, size_t n);
 
+#ifdef STSA_EXPERIMENTAL
+/* ======================================================================== */
+/* Experimental: may change in any release (define STSA_EXPERIMENTAL)       */
+/* ======================================================================== */
+/*
+ * The synthetic workload: what the tools, tests and benchmarks measure on,
+ * whose statistics will follow new measurements. Its struct is extensible
+ * like libstsa's (stsa.h, "Extensible structs"), but names, fields and
+ * semantics may change in a minor release.
+ */
+/*
+ * The built-in workload: deterministic video-DiT-like Q, K, V for a geometry.
+ * Per head: content noise plus a 3-D rotary position embedding (head dim
+ * split into time, height and width frequency bands, as Wan does), weighted
+ * so the head is spatial-dominant (scores fall off with frame distance),
+ * temporal-dominant (fall off with spatial distance) or mixed, plus a
+ * first-frame sink term. Text tokens get content only. A semantic head (only
+ * where `kinds` asks for one) attends by object identity instead: objects
+ * that move across frames over static background regions, each token's
+ * identity adding the same score to every key of that identity, with weak
+ * position terms.
+ */
+typedef struct stsa_workload_desc {
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
+  stsa_geometry geometry;
+  int64_t batch, heads, head_dim;
+  uint64_t seed;
+  /* ground-truth kinds per head; NULL picks the default mix: about a third
+   * spatial, two thirds temporal, a few mixed (HunyuanVideo's statistics) */
+  const stsa_head_kind *kinds;
+} stsa_workload_desc;
+
+/* Fills q, k, v (shape [B, N, H, D], any layout/dtype the tensors describe)
+ * and, if kinds_out is not NULL, the ground-truth kind of each head [H].
+ * q, k and v may interleave in one buffer (a fused [B, N, 3, H, D] QKV), but
+ * no element may belong to two of them: STSA_ERR_OVERLAP (recognised exactly
+ * for tensors of one dtype, shape and strides; otherwise any overlap of
+ * their byte ranges counts). */
+STSA_API stsa_status stsa_workload_generate(const stsa_workload_desc *desc,
+                                            const stsa_tensor *q, const stsa_tensor *k,
+                                            const stsa_tensor *v,
+                                            stsa_head_kind *kinds_out);
+#endif /* STSA_EXPERIMENTAL */
+
 #ifdef __cplusplus
 }
 #endif

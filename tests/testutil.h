@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "stsa.h"
+#include "stsa_io.h"
 
 void tu_check(int ok, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -16,6 +16,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "progress.h"
+#include "stsa_io.h"
 #include "svg_eval.h"
 
 typedef struct demo_opts {

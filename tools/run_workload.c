@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "run_state.h"
+#include "stsa_io.h"
 
 /* SVG2 is about heads SVG's two masks do not describe: its default workload
  * plants them beside SVG's own kinds, a third of each. */

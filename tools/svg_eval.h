@@ -6,6 +6,7 @@
 #define STSA_TOOLS_SVG_EVAL_H
 
 #include "stsa.h"
+#include "stsa_io.h"
 
 /* Q, K, V (f32 [B, N, H, D]) of the built-in workload and an output buffer. */
 typedef struct svg_workload {

@@ -65,18 +65,22 @@
  * (0.303); D 128 alike). Spatial, temporal and mixed heads are untouched
  * by all this (bitwise; test_workload holds their hashes).
  *
+ * The generator is libstsa_io's, a client of libstsa's public API: it writes
+ * through stsa_tensor_copy (workload/outputs.h).
+ *
  * Every random number is a counter-based hash of (seed, stream, batch, head,
  * token, dim), so the values do not depend on layout, dtype or thread count.
  */
+#define STSA_EXPERIMENTAL
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/convert.h"
-#include "core/error.h"
-#include "core/sized.h"
-#include "core/tensor.h"
+#include "io/io_error.h"
 #include "stsa.h"
+#include "stsa_io.h"
+#include "workload/outputs.h"
 
 /* Wan uses 10000, which spreads each band's frequencies over four decades;
  * video extents (<= ~85 positions) only see the top two, the rest add a
@@ -181,16 +185,6 @@ enum {
   STREAM_IDENT_W   /* its angular speed and phase */
 };
 
-const char *stsa_head_kind_name(stsa_head_kind kind) {
-  static const char *const names[STSA_HEAD_KIND_COUNT_] = {
-      [STSA_HEAD_SPATIAL] = "spatial",
-      [STSA_HEAD_TEMPORAL] = "temporal",
-      [STSA_HEAD_MIXED] = "mixed",
-      [STSA_HEAD_SEMANTIC] = "semantic",
-  };
-  return (unsigned)kind < STSA_HEAD_KIND_COUNT_ ? names[kind] : "unknown";
-}
-
 /* ---- counter-based random numbers ---------------------------------------- */
 #define GOLDEN 0x9e3779b97f4a7c15ull
 #define TWO_PI 6.283185307179586
@@ -225,9 +219,25 @@ static double unit_interval(uint64_t key, uint64_t idx) {
 }
 
 /* ---- validation -------------------------------------------------------------- */
+/* The most the struct may have grown in a caller's newer header (bytes). */
+#define MAX_GROWTH 1024
+
+/* stsa.h's "Extensible structs": a caller's desc is at least this library's
+ * (its only layout so far), and a newer one sets none of the fields this
+ * library lacks. */
+static stsa_status check_size(const stsa_workload_desc *d) {
+  const size_t known = sizeof *d;
+  if (d->size < known || d->size - known > MAX_GROWTH)
+    return STSA_ERR_BAD_PARAM;
+  const unsigned char *extra = (const unsigned char *)d + known;
+  for (size_t i = 0; i < d->size - known; i++)
+    if (extra[i] != 0)
+      return STSA_ERR_UNSUPPORTED;
+  return STSA_OK;
+}
+
 static stsa_status check_desc(const stsa_workload_desc *d, int64_t *n_out) {
-  stsa_errbuf err; /* this entry point has no context for a message */
-  STSA_TRY(STSA_SIZED_CHECK(d, stsa_workload_desc, &err));
+  STSA_IO_TRY(check_size(d));
   const stsa_geometry *g = &d->geometry;
   if (g->frames < 1 || g->height < 1 || g->width < 1 || g->text < 0)
     return STSA_ERR_BAD_SHAPE; /* a workload needs video */
@@ -259,11 +269,7 @@ static stsa_status check_kinds(const stsa_workload_desc *d) {
 
 static stsa_status check_out(const stsa_tensor *t, const stsa_workload_desc *d,
                              int64_t n) {
-  STSA_TRY(stsa_check_tensor(t, "workload output", NULL));
-  if (t->shape[0] != d->batch || t->shape[1] != n || t->shape[2] != d->heads ||
-      t->shape[3] != d->head_dim)
-    return STSA_ERR_BAD_SHAPE;
-  return STSA_OK;
+  return wl_check_output(t, d->batch, n, d->heads, d->head_dim);
 }
 
 /* ---- head kinds ------------------------------------------------------------ */
@@ -385,6 +391,9 @@ typedef struct tables {
   int ids;
   float *qk[3], *v[3], *sink, *ident, *ident_v, *ident_w;
   float *block;
+  /* One token's q, k and v rows ([3][H][D] f32) per thread, stored whole */
+  float *tokens;
+  int threads;
 } tables;
 
 static void band_split(int64_t D, int64_t len[3], int64_t off[3]) {
@@ -531,10 +540,13 @@ static stsa_status build_tables(tables *tb, const stsa_workload_desc *d,
     per[b] = (size_t)(H * tb->ext[b] * tb->len[b]);
     total += 2 * per[b];
   }
+  tb->threads = omp_get_max_threads();
   tb->block = malloc(total * sizeof(float));
+  tb->tokens = malloc((size_t)tb->threads * 3 * (size_t)(H * D) * sizeof(float));
   unsigned char *dims = malloc(2 * (size_t)D); /* flags: sink dims, identity dims */
-  if (!tb->block || !dims) {
+  if (!tb->block || !tb->tokens || !dims) {
     free(tb->block);
+    free(tb->tokens);
     free(dims);
     return STSA_ERR_OUT_OF_MEMORY;
   }
@@ -567,9 +579,12 @@ static void generate(const tables *tb, const stsa_workload_desc *d,
     scene sc;
     if (tb->ids > 0)
       build_scene(&sc, g, d->seed, b);
-#pragma omp parallel for schedule(static) if (rows * D > (1 << 16))
+#pragma omp parallel for schedule(static) if (rows * D > (1 << 16))                      \
+    num_threads(tb->threads)
     for (int64_t s = 0; s < n; s++) {
-      float qr[STSA_MAX_HEAD_DIM], kr[STSA_MAX_HEAD_DIM], vr[STSA_MAX_HEAD_DIM];
+      float *const token_q =
+          tb->tokens + (size_t)omp_get_thread_num() * 3 * (size_t)(H * D);
+      float *const token_k = token_q + H * D, *const token_v = token_k + H * D;
       const int64_t i = s - v0;
       const int video = i >= 0 && i < L;
       const int64_t f = video ? i / P : 0, y = video ? i % P / g->width : 0,
@@ -577,6 +592,8 @@ static void generate(const tables *tb, const stsa_workload_desc *d,
       const int64_t pos[3] = {f, y, x};
       const int id = video && tb->ids > 0 ? token_identity(&sc, f, y, x) : 0;
       for (int64_t h = 0; h < H; h++) {
+        float *const qr = token_q + h * D, *const kr = token_k + h * D,
+                     *const vr = token_v + h * D;
         const uint64_t kq = stream_key(d->seed, STREAM_Q, b, h);
         const uint64_t kk = stream_key(d->seed, STREAM_K, b, h);
         const uint64_t kv = stream_key(d->seed, STREAM_V, b, h);
@@ -620,10 +637,10 @@ static void generate(const tables *tb, const stsa_workload_desc *d,
             vr[e] = vs * vr[e] + V_NOISE * noise(kv, idx0 + (uint64_t)e);
           }
         }
-        stsa_store_row(qr, D, stsa_tensor_row(q, b, s, h), q->dtype, q->stride[3]);
-        stsa_store_row(kr, D, stsa_tensor_row(k, b, s, h), k->dtype, k->stride[3]);
-        stsa_store_row(vr, D, stsa_tensor_row(v, b, s, h), v->dtype, v->stride[3]);
       }
+      wl_store_token(token_q, q, b, s);
+      wl_store_token(token_k, k, b, s);
+      wl_store_token(token_v, v, b, s);
     }
   }
 }
@@ -634,16 +651,15 @@ stsa_status stsa_workload_generate(const stsa_workload_desc *desc, const stsa_te
   if (!desc || !q || !k || !v)
     return STSA_ERR_NULL_ARG;
   int64_t n = 0;
-  STSA_TRY(check_desc(desc, &n));
-  STSA_TRY(check_out(q, desc, n));
-  STSA_TRY(check_out(k, desc, n));
-  STSA_TRY(check_out(v, desc, n));
+  STSA_IO_TRY(check_desc(desc, &n));
+  STSA_IO_TRY(check_out(q, desc, n));
+  STSA_IO_TRY(check_out(k, desc, n));
+  STSA_IO_TRY(check_out(v, desc, n));
   /* q, k and v may interleave in one buffer (fused QKV): only outputs that
    * share elements are refused */
-  if (stsa_tensors_share_memory(q, k) || stsa_tensors_share_memory(q, v) ||
-      stsa_tensors_share_memory(k, v))
+  if (wl_share_element(q, k) || wl_share_element(q, v) || wl_share_element(k, v))
     return STSA_ERR_OVERLAP;
-  STSA_TRY(check_kinds(desc));
+  STSA_IO_TRY(check_kinds(desc));
   stsa_head_kind *kinds = malloc((size_t)desc->heads * sizeof *kinds);
   if (!kinds)
     return STSA_ERR_OUT_OF_MEMORY;
@@ -656,6 +672,7 @@ stsa_status stsa_workload_generate(const stsa_workload_desc *desc, const stsa_te
   if (st == STSA_OK) {
     generate(&tb, desc, kinds, n, q, k, v);
     free(tb.block);
+    free(tb.tokens);
     if (kinds_out)
       memcpy(kinds_out, kinds, (size_t)desc->heads * sizeof *kinds);
   }
