@@ -115,9 +115,11 @@ bench-e2e: build
 	$(DIFFUSERS_VENV)/bin/pip install -q ./python torch==2.15.0 diffusers==0.42.1
 	$(DIFFUSERS_VENV)/bin/python bench/e2e/wan_step.py $(E2E_ARGS)
 
-# A self-contained wheel: the package with the libstsa.so just built, then
-# auditwheel (from PyPI) grafts the shared libraries it needs (libgomp,
-# libjansson) into it and tags it manylinux: dist/stsa-*-manylinux_*.whl.
+# A self-contained wheel: the package with the libstsa.so and libstsa_io.so
+# just built, then auditwheel (from PyPI) grafts the shared libraries they
+# need (libgomp; libjansson for libstsa_io) into it and tags it manylinux:
+# dist/stsa-*-manylinux_*.whl. libstsa_io's libstsa.so.0 is the libstsa.so
+# shipped beside it (loaded first, found by its soname), not a second copy.
 WHEEL_VENV ?= build-venv-wheel
 wheel: build
 	@rm -rf dist $(BUILD)/wheel && mkdir -p dist
@@ -127,7 +129,8 @@ wheel: build
 	  | tar -C $(WHEEL_VENV)/src -xf -
 	@STSA_LIBRARY=$(abspath $(BUILD))/libstsa.so $(WHEEL_VENV)/bin/pip wheel -q \
 	  --disable-pip-version-check --no-deps -w $(BUILD)/wheel $(WHEEL_VENV)/src
-	@PATH=$(abspath $(WHEEL_VENV))/bin:$$PATH $(WHEEL_VENV)/bin/auditwheel repair -w dist $(BUILD)/wheel/stsa-*.whl
+	@PATH=$(abspath $(WHEEL_VENV))/bin:$$PATH $(WHEEL_VENV)/bin/auditwheel repair --exclude libstsa.so.0 \
+	  -w dist $(BUILD)/wheel/stsa-*.whl
 	@ls dist/stsa-*-manylinux_*.whl
 
 # The wheel installed into a clean venv (no STSA_LIBRARY, no source tree on

@@ -1,17 +1,19 @@
-"""Build glue: builds libstsa.so with CMake and ships it inside the package,
-with the header it was built from.
+"""Build glue: builds libstsa.so and libstsa_io.so with CMake and ships them
+inside the package, with the headers they were built from.
 
 `pip install ./python` (from the repository root) configures the repository
-(python/..) with CMake in python/build/cmake, builds the target stsa_shared
-only, and copies libstsa.so and include/stsa.h to stsa/_lib/ in the wheel:
-the binding declares the C API from that header at import (cffi, ABI mode),
-so the header is the one description of the ABI. Needs what the C build
+(python/..) with CMake in python/build/cmake, builds the targets stsa_shared
+and stsa_io_shared only, and copies libstsa.so, libstsa_io.so,
+include/stsa.h and include/stsa_io.h to stsa/_lib/ in the wheel: the binding
+declares the C API from those headers at import (cffi, ABI mode), so the
+headers are the one description of the ABI. Needs what the C build
 needs: cmake, a C compiler, pkg-config, libjansson-dev, libpng-dev (Debian:
 apt-get install build-essential cmake pkg-config libjansson-dev libpng-dev).
 
 Environment, all optional:
-  STSA_LIBRARY=/path/libstsa.so   ship this library instead of building one;
-                                  its header is include/stsa.h of the source
+  STSA_LIBRARY=/path/libstsa.so   ship this library (and the libstsa_io.so next
+                                  to it) instead of building them; their
+                                  headers are include/ of the source
                                   tree (below), else of the tree its CMake
                                   build directory was configured from
   STSA_SOURCE_DIR=/path/to/stsa   the C source tree when python/.. is not it
@@ -74,7 +76,7 @@ def build_library():
     jobs = os.environ.get("STSA_BUILD_JOBS", "2")
     extra = shlex.split(os.environ.get("STSA_CMAKE_ARGS", ""))
     _run([cmake, "-S", root, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release", *extra])
-    _run([cmake, "--build", build_dir, "--target", "stsa_shared", "-j", jobs])
+    _run([cmake, "--build", build_dir, "--target", "stsa_shared", "stsa_io_shared", "-j", jobs])
     lib = build_dir / "libstsa.so"
     if not lib.exists():
         raise SystemExit(f"stsa: the build finished but {lib} is missing")
@@ -122,10 +124,16 @@ class BuildPyWithLibrary(build_py):
         else:
             dest = pathlib.Path(self.build_lib) / "stsa" / "_lib"
         dest.mkdir(parents=True, exist_ok=True)
+        io_lib = lib.with_name("libstsa_io.so")
+        if not io_lib.exists():
+            raise SystemExit(f"stsa: no libstsa_io.so next to {lib}: build both libraries")
         # copyfile follows the libstsa.so -> .so.0 -> .so.0.1.0 links: one real file
         shutil.copyfile(lib, dest / "libstsa.so")
+        shutil.copyfile(io_lib, dest / "libstsa_io.so")
         shutil.copyfile(header, dest / "stsa.h")
-        print(f"stsa build: shipped {lib} and {header} in {dest}", flush=True)
+        shutil.copyfile(header.with_name("stsa_io.h"), dest / "stsa_io.h")
+        print(f"stsa build: shipped {lib}, {io_lib} and their headers ({header.parent}) in "
+              f"{dest}", flush=True)
 
 
 class PlatformDistribution(Distribution):

@@ -42,7 +42,7 @@ cmake -S "$root" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-g
   -DCMAKE_BUILD_TYPE=Release -DSTSA_WERROR=ON \
   -DCMAKE_RULE_MESSAGES=OFF -DCMAKE_TARGET_MESSAGES=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" -- --no-print-directory
-for bin in libstsa.so stsa; do
+for bin in libstsa.so libstsa_io.so stsa; do
   readelf -h "$build/$bin" | grep -q 'Machine:.*AArch64' || fail "$bin is not an AArch64 binary"
 done
 symbols=$(aarch64-linux-gnu-nm -A "$build/libstsa.a" "$build/stsa")
@@ -54,7 +54,7 @@ done
 if avx2=$(grep -i avx2 <<<"$symbols" | grep -v ' [TU] stsa_cpu_has_avx2$'); then
   fail "AVX2 code in an aarch64 build: $avx2"
 fi
-echo "check_cross: built for aarch64 (library, CLI, tests): NEON kernels, no AVX2"
+echo "check_cross: built for aarch64 (libraries, CLI, tests): NEON kernels, no AVX2"
 [ "$build_only" = 1 ] && exit 0
 
 # ------------------------------------------------------------ run under QEMU

@@ -8,8 +8,10 @@
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-# Open MPI: libstsa_mpi and `stsa run --dist` (sequence parallelism) are part
-# of the default build, and the tests run it on 1-4 ranks.
+# jansson: libstsa_io (safetensors; libstsa itself needs none), which the CLI
+# and the tests link. libpng: the CLI's plots. Open MPI: libstsa_mpi and
+# `stsa run --dist` (sequence parallelism) are part of the default build, and
+# the tests run it on 1-4 ranks.
 for pkg in build-essential cmake pkg-config libjansson-dev libpng-dev python3 python3-venv \
   openmpi-bin libopenmpi-dev; do
   have_pkg "$pkg" || need+=("$pkg")

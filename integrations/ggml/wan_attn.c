@@ -1,10 +1,12 @@
 /* wan_attn.c — see wan_attn.h. */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate (libstsa_io) */
 #include "wan_attn.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "ggml-cpu.h"
+#include "stsa_io.h"
 
 size_t wan_ctx_bytes(int64_t L, int64_t C, int masked) {
   const int64_t Lp = (L + 255) / 256 * 256;

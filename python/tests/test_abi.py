@@ -1,7 +1,8 @@
-"""The binding's ABI is include/stsa.h: properties, not a copy of it.
+"""The binding's ABI is include/stsa.h and include/stsa_io.h: properties,
+not a copy of them.
 
-Every STSA_API function of the header resolves in the library with the
-header's arity; struct layouts, enum values and integer macros seen by
+Every STSA_API function of a header resolves in its library (libstsa,
+libstsa_io) with the header's arity; struct layouts, enum values and integer macros seen by
 Python equal what the C compiler makes of the same header; struct `size`
 fields are filled; library loading and the GIL."""
 
@@ -20,9 +21,10 @@ import pytest
 
 import stsa
 from stsa import _lib
-from stsa._lib import ffi, lib
+from stsa._lib import ffi, io_ffi, io_lib, lib
 
 CHECKOUT_HEADER = pathlib.Path(__file__).resolve().parents[2] / "include" / "stsa.h"
+CHECKOUT_IO_HEADER = CHECKOUT_HEADER.with_name("stsa_io.h")
 # a function of the header: STSA_API <type> name(<params>);
 EXPORTED = re.compile(r"STSA_API\s[^;(]*?\b(stsa_\w+)\s*\(([^;]*?)\)\s*;", re.S)
 
@@ -51,29 +53,50 @@ def test_every_header_function_is_callable_through_the_binding():
         assert fn_type.kind == "function" and len(fn_type.args) == arity, name
 
 
+def test_every_io_header_function_is_callable_through_the_binding():
+    """stsa_io.h's functions (its experimental workload included) resolve in
+    libstsa_io, none of them in libstsa: the file formats left libstsa."""
+    exported = _exported(_lib.io_header_path)
+    assert {"stsa_st_open", "stsa_npy_read", "stsa_workload_generate"} <= set(exported)
+    assert set(exported) == set(_lib.IO_FUNCTIONS)
+    assert not set(exported) & set(_lib.FUNCTIONS)
+    for name, arity in exported.items():
+        fn_type = io_ffi.typeof(getattr(io_lib, name))
+        assert fn_type.kind == "function" and len(fn_type.args) == arity, name
+
+
 @pytest.mark.skipif(not CHECKOUT_HEADER.is_file(), reason="needs a source checkout")
 def test_the_header_read_is_the_checkouts():
     """An installed package reads the stsa.h it shipped with: stale when the
     checkout's header changed since (reinstall: pip install ./python)."""
     assert _lib.header_path.read_text() == CHECKOUT_HEADER.read_text(), \
         f"{_lib.header_path} differs from {CHECKOUT_HEADER}: reinstall the package"
+    assert _lib.io_header_path.read_text() == CHECKOUT_IO_HEADER.read_text(), \
+        f"{_lib.io_header_path} differs from {CHECKOUT_IO_HEADER}: reinstall the package"
 
 
 def _public_structs():
-    """C spelling -> ctype of every struct with a layout (not opaque)."""
-    typedefs, tags, _ = ffi.list_types()
+    """C spelling -> ctype of every struct with a layout (not opaque), of
+    both headers (io_ffi includes ffi)."""
     found = {}
-    for spelling in typedefs + [f"struct {t}" for t in tags if not t.startswith("$")]:
-        ctype = ffi.typeof(spelling)
-        if ctype.kind == "struct" and ctype.fields is not None and \
-                ctype not in found.values():
-            found[spelling] = ctype
+    for the_ffi in (ffi, io_ffi):
+        typedefs, tags, _ = the_ffi.list_types()
+        for spelling in typedefs + [f"struct {t}" for t in tags if not t.startswith("$")]:
+            _add_struct(found, the_ffi.typeof(spelling), spelling)
     return found
+
+
+def _add_struct(found, ctype, spelling):
+    if ctype.kind == "struct" and ctype.fields is not None and ctype not in found.values():
+        found[spelling] = ctype
 
 
 def _constants():
     """Enum values and integer macros of the cdef: name -> value."""
-    return {name: getattr(lib, name) for name in dir(lib) if name not in _lib.FUNCTIONS}
+    found = {name: getattr(lib, name) for name in dir(lib) if name not in _lib.FUNCTIONS}
+    found.update({name: getattr(io_lib, name) for name in dir(io_lib)
+                  if name not in _lib.IO_FUNCTIONS})
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +106,8 @@ def compiled(tmp_path_factory):
     cc = shutil.which("cc")
     if cc is None:
         pytest.skip("needs a C compiler (cc)")
-    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "stsa.h"',
-             "int main(void) {"]
+    lines = ["#define STSA_EXPERIMENTAL", "#include <stdio.h>", "#include <stddef.h>",
+             '#include "stsa.h"', '#include "stsa_io.h"', "int main(void) {"]
     for spelling, ctype in _public_structs().items():
         lines.append(f'  printf("size|{spelling}|%zu\\n", sizeof({spelling}));')
         for field, _ in ctype.fields:
@@ -97,8 +120,8 @@ def compiled(tmp_path_factory):
                      f'(long long)({name}));')
         lines.append(f'  else printf("value|{name}|%llu\\n", '
                      f'(unsigned long long)({name}));')
-    for spelling in ffi.list_types()[0]:
-        if ffi.typeof(spelling).kind == "enum":
+    for spelling in io_ffi.list_types()[0] + ffi.list_types()[0]:
+        if io_ffi.typeof(spelling).kind == "enum":
             lines.append(f'  printf("size|{spelling}|%zu\\n", sizeof({spelling}));')
     lines += ["  return 0;", "}"]
     tmp = tmp_path_factory.mktemp("abi")
@@ -115,7 +138,8 @@ def compiled(tmp_path_factory):
 
 def test_struct_layouts_equal_the_c_compilers(compiled):
     structs = _public_structs()
-    assert {"stsa_tensor", "stsa_attn_opts", "stsa_svg_config"} <= set(structs)
+    assert {"stsa_tensor", "stsa_attn_opts", "stsa_svg_config", "stsa_io_tensor",
+            "stsa_workload_desc"} <= set(structs)
     for spelling, ctype in structs.items():
         assert ffi.sizeof(ctype) == compiled[("size", spelling)], spelling
         for field, f in ctype.fields:
@@ -259,24 +283,33 @@ def test_no_crash_at_interpreter_exit():
         assert got.returncode == 0, got.stderr[-2000:]
 
 
-def test_library_older_than_the_header_is_refused(tmp_path):
-    """A header function the library lacks fails the import, naming it."""
+@pytest.mark.parametrize("header, anchor", [
+    ("stsa.h", "STSA_API unsigned stsa_version_number(void);"),
+    ("stsa_io.h", "STSA_API void stsa_st_close(stsa_st_file *f);"),
+])
+def test_library_older_than_the_header_is_refused(tmp_path, header, anchor):
+    """A header function its library lacks (libstsa's or libstsa_io's) fails
+    the import, naming it."""
     package = pathlib.Path(stsa.__file__).resolve().parent
     copy = tmp_path / "stsa"
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("_lib", "__pycache__"))
     (copy / "_lib").mkdir()
     shutil.copyfile(stsa.library_path, copy / "_lib" / "libstsa.so")
+    shutil.copyfile(_lib.io_path, copy / "_lib" / "libstsa_io.so")
     bundled = package.parent / "stsa.libs"  # a manylinux wheel's libgomp and libjansson
     if bundled.is_dir():
         shutil.copytree(bundled, tmp_path / "stsa.libs")
-    header = _lib.header_path.read_text()
-    (copy / "_lib" / "stsa.h").write_text(header.replace(
-        "STSA_API unsigned stsa_version_number(void);",
-        "STSA_API unsigned stsa_version_number(void);\nSTSA_API int stsa_not_there(void);"))
+    for name, path in (("stsa.h", _lib.header_path), ("stsa_io.h", _lib.io_header_path)):
+        text = path.read_text()
+        if name == header:
+            assert anchor in text
+            text = text.replace(anchor, anchor + "\nSTSA_API int stsa_not_there(void);")
+        (copy / "_lib" / name).write_text(text)
     env = {k: v for k, v in os.environ.items() if k != "STSA_LIBRARY"}
     env["PYTHONPATH"] = str(tmp_path)
     got = _run("import stsa", env=env)
     assert got.returncode != 0 and "lacks stsa_not_there" in got.stderr, got.stderr[-2000:]
+    assert f"of {copy / '_lib' / header}" in got.stderr, got.stderr[-2000:]
 
 
 def _import_with(env_value):

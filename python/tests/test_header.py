@@ -99,6 +99,25 @@ def test_predefined_names_switch_branches():
     assert "cxx" in _header.cdef_source(text, predefined=["__cplusplus"])
 
 
+def test_an_including_header_uses_the_included_macros_without_repeating_them():
+    """stsa_io.h's case: its functions carry stsa.h's STSA_API, and its
+    declarations go into an FFI that includes the one of stsa.h."""
+    base = ("#define T_API __attribute__((visibility(\"default\")))\n#define T_N 4\n"
+            "typedef struct t_x { int v[T_N]; } t_x;\nT_API int t_base(void);\n")
+    extra = ("#ifdef T_EXTRA\nT_API int t_extra(t_x *x);\n#endif\n#define T_IO 7\n"
+             "T_API int t_io(int v[T_N]);\n")
+    decls = _header.cdef_source(extra, predefined=["T_EXTRA"], included=[base])
+    assert "T_API" not in decls and "t_base" not in decls and "#define T_N" not in decls
+    ffi = cffi.FFI()
+    ffi.cdef(_header.cdef_source(base, predefined=["T_EXTRA"]))
+    io_ffi = cffi.FFI()
+    io_ffi.include(ffi)
+    io_ffi.cdef(decls)
+    lib = io_ffi.dlopen(None)
+    assert {"t_extra", "t_io", "T_IO"} <= set(dir(lib)) and "t_base" not in dir(lib)
+    assert "t_extra" not in _header.cdef_source(extra, included=[base])
+
+
 @pytest.mark.parametrize("text", ["#if 1\nint a;\n", "#endif\n", "#else\n",
                                   "#error stop\n", "#if 1 +\n#endif\n"])
 def test_malformed_headers_are_errors(text):

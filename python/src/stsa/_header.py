@@ -1,4 +1,5 @@
-"""include/stsa.h as cffi declarations: the header is the binding's ABI.
+"""include/stsa.h and include/stsa_io.h as cffi declarations: the headers
+are the binding's ABI.
 
 cffi's cdef() takes C declarations only. This module turns the public
 header into that: a small preprocessor pass (comments, #if/#ifdef/#else
@@ -158,12 +159,14 @@ class _Conditionals:
         self.stack.pop()
 
 
-def preprocess(text, predefined=()):
+def preprocess(text, predefined=(), known=None):
     """(declarations, macros): the compiled text without directives (line
     for line: a directive or a line not compiled is left empty) and the
     macros defined on the way, name -> Macro. `predefined`: names taken as
-    defined (none by default: a plain C compiler, not C++)."""
-    macros = {name: Macro("1", False, {}) for name in predefined}
+    defined (none by default: a plain C compiler, not C++). `known`: macros
+    already defined (those of an included header), name -> Macro."""
+    macros = dict(known or {})
+    macros.update({name: Macro("1", False, {}) for name in predefined})
     cond = _Conditionals()
     kept = []
     for line in _lines(text):
@@ -279,11 +282,17 @@ def _drop_static(decls):
         out.append("\n" * decls.count("\n", start, pos))  # line numbers stay
 
 
-def cdef_source(text, predefined=()):
-    """The cffi cdef text of a C header (see the module's docstring)."""
-    decls, macros = preprocess(text, predefined)
+def cdef_source(text, predefined=(), included=()):
+    """The cffi cdef text of a C header (see the module's docstring).
+    `included`: the texts of headers it includes whose declarations are
+    declared already (stsa.h for stsa_io.h, through cffi's ffi.include):
+    their macros (STSA_API, ...) apply here and are not declared again."""
+    known = {}
+    for other in included:
+        known = preprocess(other, predefined, known)[1]
+    decls, macros = preprocess(text, predefined, known)
     decls = _drop_static(_expand_macros(decls, macros))
     # after the declarations, so that line N of the cdef is line N of the header
     defines = [f"#define {name} {m.value}" for name, m in macros.items()
-               if m.value is not None and name not in predefined]
+               if m.value is not None and name not in predefined and name not in known]
     return decls + "\n" + "\n".join(defines) + "\n"

@@ -1,5 +1,5 @@
-"""cffi binding of libstsa: include/stsa.h declared as it is, the library
-opened in ABI mode.
+"""cffi binding of libstsa and libstsa_io: include/stsa.h and
+include/stsa_io.h declared as they are, the libraries opened in ABI mode.
 
 Nothing of the C API is written out here: structs, function signatures,
 enum values and integer macros all come from the header (see _header.py),
@@ -8,10 +8,13 @@ is loading, the Python names of enum values, and `new` (structs created
 with their `size` field set). No array handling, no defaults: everything
 above it (stsa.attention, stsa.Plan, ...) goes through `ffi` and `lib`.
 
-Which header is read (the one shipped with the library):
-  1. stsa/_lib/stsa.h, the copy `pip install` put next to libstsa.so;
-  2. <source checkout>/include/stsa.h, when the package is imported from
+Which headers are read (the ones shipped with the libraries), stsa.h and
+stsa_io.h from the first folder that has stsa.h:
+  1. stsa/_lib/, the copies `pip install` put next to libstsa.so;
+  2. <source checkout>/include/, when the package is imported from
      python/src of a checkout.
+Both are read with STSA_EXPERIMENTAL defined: the binding uses the
+experimental sections too (stsa.workload is libstsa_io's generator).
 
 Which libstsa is loaded (first match wins):
   1. $STSA_LIBRARY, a path to libstsa.so (an error if it cannot be loaded);
@@ -19,6 +22,9 @@ Which libstsa is loaded (first match wins):
   3. <source checkout>/build/libstsa.so, when the package is imported from
      python/src of a checkout (development: `make build`, then
      PYTHONPATH=python/src).
+libstsa_io.so is the one in the folder of the libstsa.so loaded; it needs
+that libstsa, loaded first (`lib` for stsa.h's functions, `io_lib` for
+stsa_io.h's, one set of types: io_ffi includes ffi).
 
 cffi releases the GIL around every call into the library: other Python
 threads go on during an attention call. The OpenMP runtime libstsa loads
@@ -49,12 +55,22 @@ def _find_header():
         "checkout); reinstall the package")
 
 
+# Both headers' experimental sections (#ifdef STSA_EXPERIMENTAL) are declared.
+PREDEFINED = ("STSA_EXPERIMENTAL",)
 header_path = _find_header()
+io_header_path = header_path.with_name("stsa_io.h")
 ffi = cffi.FFI()
+io_ffi = cffi.FFI()
 try:
-    ffi.cdef(_header.cdef_source(header_path.read_text()))
+    ffi.cdef(_header.cdef_source(header_path.read_text(), PREDEFINED))
 except (_header.HeaderError, cffi.CDefError) as e:
     raise ImportError(f"stsa: cannot declare {header_path}: {e}") from e
+try:
+    io_ffi.include(ffi)
+    io_ffi.cdef(_header.cdef_source(io_header_path.read_text(), PREDEFINED,
+                                    included=(header_path.read_text(),)))
+except (OSError, _header.HeaderError, cffi.CDefError) as e:
+    raise ImportError(f"stsa: cannot declare {io_header_path}: {e}") from e
 
 
 # ------------------------------------------------------------------ loading
@@ -82,7 +98,7 @@ def _load():
             # the OpenMP runtime it loads starts with a passive wait policy
             with _wait_policy.passive_for_load() as load:
                 handle = ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_NODELETE)
-            return handle, str(path), _wait_policy.report(load, str(path))
+            return handle, path, _wait_policy.report(load, str(path))
         except OSError as e:
             if origin == "$STSA_LIBRARY":
                 raise ImportError(f"stsa: cannot load $STSA_LIBRARY={path}: {e}") from e
@@ -93,33 +109,47 @@ def _load():
         "`make build` in the source checkout. Tried: " + "; ".join(tried))
 
 
-def _functions():
-    """Names of the header's functions; ImportError if the library lacks
-    one (cffi looks each symbol up when it is first used: here, all at once)."""
+def _load_io(libstsa):
+    """libstsa_io.so of the folder of `libstsa` (loaded after it: it needs
+    libstsa, which the dynamic loader finds loaded by its soname)."""
+    io_path = libstsa.with_name("libstsa_io.so")
+    try:
+        return io_ffi.dlopen(str(io_path), io_ffi.RTLD_NOW | io_ffi.RTLD_NODELETE), str(io_path)
+    except OSError as e:
+        raise ImportError(f"stsa: cannot load libstsa_io next to {libstsa}: {e} (build it "
+                          "with libstsa: `make build`, or reinstall the package)") from e
+
+
+def _functions(the_lib, the_path, the_header):
+    """Names of a header's functions; ImportError if the library lacks one
+    (cffi looks each symbol up when it is first used: here, all at once)."""
     names, missing = [], []
-    for name in dir(lib):  # functions, enum values and integer macros of the cdef
+    for name in dir(the_lib):  # functions, enum values and integer macros of the cdef
         try:
-            value = getattr(lib, name)
+            value = getattr(the_lib, name)
         except AttributeError:
             missing.append(name)
             continue
         if isinstance(value, ffi.CData) and ffi.typeof(value).kind == "function":
             names.append(name)
     if missing:
-        raise ImportError(f"stsa: {path} lacks {', '.join(missing)} of {header_path}: "
+        raise ImportError(f"stsa: {the_path} lacks {', '.join(missing)} of {the_header}: "
                           "the library is older than the header (rebuild it, or set "
                           "STSA_LIBRARY to a build of this header)")
     return tuple(names)
 
 
-lib, path, threading_info = _load()
+lib, _libstsa_path, threading_info = _load()
+path = str(_libstsa_path)
+io_lib, io_path = _load_io(_libstsa_path)
 version = ffi.string(lib.stsa_version_string()).decode()
 _vnum = lib.stsa_version_number()
 if _vnum // 10000 != lib.STSA_VERSION_MAJOR or (_vnum // 100) % 100 < lib.STSA_VERSION_MINOR:
     raise ImportError(f"stsa: {path} is version {version}; this binding "
                       f"({header_path}) needs {lib.STSA_VERSION_MAJOR}."
                       f"{lib.STSA_VERSION_MINOR}.x or a later minor version")
-FUNCTIONS = _functions()
+FUNCTIONS = _functions(lib, path, header_path)
+IO_FUNCTIONS = _functions(io_lib, io_path, io_header_path)
 
 
 # ------------------------------------------------------------------ enums
@@ -190,9 +220,10 @@ def fill_sizes(the_ffi, p):
 
 def new(ctype, **fields):
     """A new zeroed `ctype *` (e.g. new("stsa_attn_opts", scale=0.5)) with
-    its size fields set (fill_sizes), then the given fields."""
-    p = ffi.new(ctype + " *")
-    fill_sizes(ffi, p)
+    its size fields set (fill_sizes), then the given fields. io_ffi knows
+    the types of both headers."""
+    p = io_ffi.new(ctype + " *")
+    fill_sizes(io_ffi, p)
     for name, value in fields.items():
         setattr(p, name, value)
     return p

@@ -430,7 +430,8 @@ def _free_sessions(sessions, context, lock):
 
 def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.float32,
              layout="bshd"):
-    """stsa's built-in video-DiT-like workload (stsa_workload_generate).
+    """stsa's built-in video-DiT-like workload (libstsa_io's experimental
+    stsa_workload_generate).
 
     Returns (q, k, v, kinds): numpy arrays [B, N, H, D] in `layout` and dtype,
     and the ground-truth kind of each head ("spatial", "temporal", "mixed",
@@ -469,7 +470,7 @@ def workload(geometry, heads, head_dim, seed=0, batch=1, kinds=None, dtype=np.fl
                           f"{np.dtype(dtype)} do not fit in memory") from None
     views = [_core.view(a, n, layout, output=True) for a, n in zip(arrays, "qkv")]
     kinds_out = ffi.new("stsa_head_kind[]", heads)
-    status = lib.stsa_workload_generate(desc, views[0].tensor, views[1].tensor,
-                                        views[2].tensor, kinds_out)
+    status = _lib.io_lib.stsa_workload_generate(desc, views[0].tensor, views[1].tensor,
+                                                views[2].tensor, kinds_out)
     check(status, what="stsa_workload_generate")
     return (*arrays, [_lib.HEAD_KINDS[i] for i in kinds_out])
