@@ -11,8 +11,10 @@
  * Every file function returns an stsa_status and, when err is non-NULL and
  * err_len > 0, writes a NUL-terminated message into err saying which tensor,
  * which field, what was expected and what was found (err is set to "" on
- * success; a message is at most 511 bytes). Nothing here prints, exits or keeps global
- * state; distinct objects may be used from distinct threads.
+ * success; a message is at most 511 bytes). Nothing here prints, exits or
+ * keeps global state; distinct objects may be used from distinct threads.
+ * On bad input a writer creates no file and leaves an existing one as it
+ * was; a reader of a hostile or truncated file returns an error.
  *
  * Status codes used:
  *   STSA_ERR_NULL_ARG       a required pointer is NULL

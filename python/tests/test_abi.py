@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import stsa
-from stsa import _lib
+from stsa import _header, _lib
 from stsa._lib import ffi, io_ffi, io_lib, lib
 
 CHECKOUT_HEADER = pathlib.Path(__file__).resolve().parents[2] / "include" / "stsa.h"
@@ -60,6 +60,10 @@ def test_every_io_header_function_is_callable_through_the_binding():
     assert {"stsa_st_open", "stsa_npy_read", "stsa_workload_generate"} <= set(exported)
     assert set(exported) == set(_lib.IO_FUNCTIONS)
     assert not set(exported) & set(_lib.FUNCTIONS)
+    # the workload is experimental: declared only with STSA_EXPERIMENTAL
+    plain = _header.cdef_source(_lib.io_header_path.read_text(),
+                                included=(_lib.header_path.read_text(),))
+    assert "stsa_st_open" in plain and "stsa_workload_generate" not in plain
     for name, arity in exported.items():
         fn_type = io_ffi.typeof(getattr(io_lib, name))
         assert fn_type.kind == "function" and len(fn_type.args) == arity, name
