@@ -18,7 +18,7 @@
 
 /* ---- the earlier layouts, as their callers compiled them ---------------- */
 /* Written out here, not shared with the library's private copies
- * (src/svg/*_compat.c): a mistake in those must show. */
+ * (src/svg/config_compat.c, report_compat.c): a mistake in those must show. */
 typedef struct config_inline { /* SVG2's fields inline, before max_rel_error */
   size_t size;
   stsa_geometry geometry;
