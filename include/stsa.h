@@ -688,9 +688,10 @@ typedef enum stsa_svg_method {
 STSA_API const char *stsa_svg_method_name(stsa_svg_method method);
 
 /* Sparse VideoGen 2's settings (methods SVG2 and auto; SVG ignores them).
- * Embedded in stsa_svg_config, whose size covers it: svg2.size is 0 (as
- * STSA_INIT(stsa_svg_config) leaves it) or sizeof(stsa_svg2_config) as
- * compiled, anything else is STSA_ERR_BAD_PARAM. */
+ * Embedded in stsa_svg_config, whose size decides the layout read: svg2.size
+ * is 0 (as STSA_INIT(stsa_svg_config) leaves it) or sizeof(stsa_svg2_config)
+ * as compiled; a size below this release's, or beyond what the config's
+ * size leaves for it, is STSA_ERR_BAD_PARAM. */
 typedef struct stsa_svg2_config {
   size_t size; /* 0 or sizeof this struct, as compiled (see above) */
   /* k-means clusters of the video queries and keys per (batch, head); 0 =

@@ -217,7 +217,7 @@ static void test_first_config(stsa_ctx *ctx, const inputs *in) {
 }
 
 /* svg2.size: 0 (STSA_INIT of the config leaves it so) or the sub-struct's
- * size; anything else is an error that names it. */
+ * size; one below it or past the config's end is an error that names it. */
 static void test_svg2_size(stsa_ctx *ctx) {
   stsa_svg_config c = new_config(STSA_SVG_METHOD_SVG2);
   stsa_svg *svg = NULL;
@@ -227,10 +227,13 @@ static void test_svg2_size(stsa_ctx *ctx) {
   CHECK_STATUS(stsa_svg_create(ctx, &c, &svg), STSA_OK);
   stsa_svg_free(svg);
   svg = NULL;
-  c.svg2.size = sizeof c.svg2 - 8;
-  CHECK_STATUS(stsa_svg_create(ctx, &c, &svg), STSA_ERR_BAD_PARAM);
-  CHECK(svg == NULL && strstr(stsa_ctx_last_error(ctx), "svg2.size") != NULL,
-        "message: %s", stsa_ctx_last_error(ctx));
+  const size_t bad[] = {8, sizeof c.svg2 - 8, sizeof c.svg2 + 8}; /* past the config */
+  for (int i = 0; i < 3; i++) {
+    c.svg2.size = bad[i];
+    CHECK_STATUS(stsa_svg_create(ctx, &c, &svg), STSA_ERR_BAD_PARAM);
+    CHECK(svg == NULL && strstr(stsa_ctx_last_error(ctx), "svg2.size") != NULL,
+          "svg2.size = %zu: message %s", bad[i], stsa_ctx_last_error(ctx));
+  }
   /* a size between the inline layout's and this one's is neither */
   CHECK(sizeof(stsa_svg_config) > sizeof(config_inline) &&
             sizeof(stsa_svg_report) > sizeof(report_history),

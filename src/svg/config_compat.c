@@ -42,12 +42,16 @@ stsa_status stsa_svg_config_read(const stsa_svg_config *cfg, stsa_svg_config *lo
   if (size >= sizeof *local) {
     STSA_TRY(stsa_sized_read(local, cfg, sizeof *local, sizeof *local, "stsa_svg_config",
                              err));
-    const size_t svg2_size = size - offsetof(stsa_svg_config, svg2);
-    STSA_RETURN_IF(local->svg2.size != 0 && local->svg2.size != svg2_size, err,
-                   STSA_ERR_BAD_PARAM,
-                   "stsa_svg_config.svg2.size = %zu, expected 0 or %zu "
-                   "(sizeof(stsa_svg2_config) of a config of %zu bytes)",
-                   local->svg2.size, svg2_size, size);
+    /* a newer caller's svg2 may be longer, up to what its config's size
+     * leaves for it (the extra bytes are zero: checked above) */
+    const size_t most = size - offsetof(stsa_svg_config, svg2);
+    STSA_RETURN_IF(
+        local->svg2.size != 0 &&
+            (local->svg2.size < sizeof local->svg2 || local->svg2.size > most),
+        err, STSA_ERR_BAD_PARAM,
+        "stsa_svg_config.svg2.size = %zu, expected 0 or sizeof(stsa_svg2_config) "
+        "(%zu in this library; at most %zu in a config of %zu bytes)",
+        local->svg2.size, sizeof local->svg2, most, size);
     local->svg2.size = sizeof local->svg2;
     return STSA_OK;
   }
