@@ -70,7 +70,10 @@ STSA_API const char *stsa_version_string(void);
  * when the extra bytes are zero (a newer caller using no newer field), else
  * STSA_ERR_UNSUPPORTED (a size more than 1024 bytes past the known one is
  * taken for an uninitialised field: STSA_ERR_BAD_PARAM). Every other field
- * zeroed means its default.
+ * zeroed means its default. A struct whose fields were regrouped
+ * (stsa_svg_config, stsa_svg_report) still accepts its earlier layouts, told
+ * apart by their size (each new layout is larger). Enum-typed fields are
+ * int-sized, as the ints some of them replaced (the library asserts it).
  */
 #define STSA_INIT(type)                                                                  \
   { .size = sizeof(type) }
@@ -730,7 +733,7 @@ typedef struct stsa_svg_config {
   int64_t dense_steps;   /* steps 0..dense_steps-1 run dense */
   int64_t dense_layers;  /* layers 0..dense_layers-1 run dense */
   int64_t sample_rows;   /* query rows profiled per call (SVG: 64); SVG2 under a budget
-                          profiles per head the larger of it and 2 x q_clusters */
+                          profiles per head the larger of it and 2 x svg2.q_clusters */
   int64_t sink_frames;   /* frames every query sees (1: the first frame) */
   uint64_t seed;         /* row sampling seed (mixed with layer, step, batch) */
   int64_t steps, layers; /* the model's schedule (informational, for presets) */

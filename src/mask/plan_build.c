@@ -788,6 +788,8 @@ stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h, int64_t *tile
   return STSA_OK;
 }
 
+_Static_assert(sizeof(stsa_tile_kind) == sizeof(int),
+               "stsa_plan_tile_kind returns what the int it returned held");
 stsa_tile_kind stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt,
                                    int64_t kt) {
   if (!plan || h < 0 || h >= plan->heads || qt < 0 || qt >= plan->q_tiles || kt < 0 ||

@@ -32,8 +32,13 @@ _Static_assert(offsetof(stsa_svg_config, method) == SHARED_PREFIX,
                "stsa_svg_config: the fields before method keep their offsets");
 _Static_assert(sizeof(stsa_svg_config) > sizeof(svg_config_inline),
                "stsa_svg_config: a new layout must be larger than every old one");
-_Static_assert(sizeof(stsa_svg_method) == sizeof(int),
-               "stsa_svg_config.method: the enum has the ABI of the int it replaced");
+/* the enums that replaced ints (stsa_svg_config.method, the *_name
+ * functions' arguments) keep the int's ABI */
+_Static_assert(sizeof(stsa_svg_method) == sizeof(int) &&
+                   sizeof(stsa_budget_action) == sizeof(int) &&
+                   sizeof(stsa_auto_candidate) == sizeof(int) &&
+                   sizeof(stsa_auto_reason) == sizeof(int),
+               "the SVG enums have the ABI of the ints they replaced");
 
 stsa_status stsa_svg_config_read(const stsa_svg_config *cfg, stsa_svg_config *local,
                                  stsa_errbuf *err) {
