@@ -92,11 +92,11 @@ static int read_config(reader *r, uint64_t seed, stsa_svg_config *c, int *maybe)
   const int64_t N = L + g->text, most = ((int64_t)1 << 20) / (c->heads * N * N);
   c->head_dim = c->head_dim < most ? c->head_dim : most > 1 ? most : 1;
   const unsigned qc = byte(r), kc = byte(r);
-  c->q_clusters = qc % 4 == 0 ? 0 : 1 + (int64_t)(qc / 4) % L;
-  c->kv_clusters = kc % 4 == 0 ? 0 : 1 + (int64_t)(kc / 4) % L;
+  c->svg2.q_clusters = qc % 4 == 0 ? 0 : 1 + (int64_t)(qc / 4) % L;
+  c->svg2.kv_clusters = kc % 4 == 0 ? 0 : 1 + (int64_t)(kc / 4) % L;
   const unsigned tp = byte(r);
-  c->top_p = tp % 4 == 0 ? 0 : (double)(tp % 128) / 127.0;
-  c->min_kv_fraction = (double)(byte(r) % 128) / 127.0;
+  c->svg2.top_p = tp % 4 == 0 ? 0 : (double)(tp % 128) / 127.0;
+  c->svg2.min_kv_fraction = (double)(byte(r) % 128) / 127.0;
   c->density = (1.0 + byte(r)) / 256.0;
   const unsigned me = byte(r);
   c->max_rel_error = me < 128 ? 0 : (double)(me - 127) / 256.0;
@@ -109,8 +109,8 @@ static int read_config(reader *r, uint64_t seed, stsa_svg_config *c, int *maybe)
   c->dense_steps = dp % 8 == 1 ? 1 + (dp >> 4) % 2 : 0;
   c->dense_layers = dp % 8 == 2 ? 1 + (dp >> 4) % 2 : 0;
   const unsigned it = byte(r);
-  c->kmeans_iters_cold = it % 8 == 0 && L <= 64 ? 0 : 1 + (it % 8) % 5; /* 0: 50 */
-  c->kmeans_iters_warm = (it >> 4) % 4;                                 /* 0: 2 */
+  c->svg2.kmeans_iters_cold = it % 8 == 0 && L <= 64 ? 0 : 1 + (it % 8) % 5; /* 0: 50 */
+  c->svg2.kmeans_iters_warm = (it >> 4) % 4;                                 /* 0: 2 */
   /* now and then one field out of its range */
   const unsigned x = byte(r);
   *maybe = 0;
@@ -118,25 +118,25 @@ static int read_config(reader *r, uint64_t seed, stsa_svg_config *c, int *maybe)
     return 0;
   switch (x % 12) {
   case 0:
-    c->q_clusters = byte(r) & 1 ? L + 1 : extreme(r);
+    c->svg2.q_clusters = byte(r) & 1 ? L + 1 : extreme(r);
     break;
   case 1:
-    c->kv_clusters = byte(r) & 1 ? L + 1 : extreme(r);
+    c->svg2.kv_clusters = byte(r) & 1 ? L + 1 : extreme(r);
     break;
   case 2: /* more than the video tokens (and past 2^22 pairs) */
-    c->q_clusters = c->kv_clusters = 4096;
+    c->svg2.q_clusters = c->svg2.kv_clusters = 4096;
     break;
   case 3:
-    c->top_p = bad_real(r);
+    c->svg2.top_p = bad_real(r);
     break;
   case 4:
-    c->min_kv_fraction = bad_real(r);
+    c->svg2.min_kv_fraction = bad_real(r);
     break;
   case 5:
-    c->kmeans_iters_cold = extreme(r);
+    c->svg2.kmeans_iters_cold = extreme(r);
     break;
   case 6:
-    c->kmeans_iters_warm = extreme(r);
+    c->svg2.kmeans_iters_warm = extreme(r);
     break;
   case 7:
     c->max_rel_error = bad_real(r);
@@ -460,9 +460,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             stsa_backend_name(backend), (long long)c.geometry.frames,
             (long long)c.geometry.height, (long long)c.geometry.width,
             (long long)c.geometry.text, (long long)c.heads, (long long)c.head_dim,
-            (long long)c.q_clusters, (long long)c.kv_clusters, c.top_p, c.min_kv_fraction,
-            c.max_rel_error, (long long)c.kmeans_iters_cold,
-            (long long)c.kmeans_iters_warm, stsa_status_str(st),
+            (long long)c.svg2.q_clusters, (long long)c.svg2.kv_clusters, c.svg2.top_p,
+            c.svg2.min_kv_fraction, c.max_rel_error, (long long)c.svg2.kmeans_iters_cold,
+            (long long)c.svg2.kmeans_iters_warm, stsa_status_str(st),
             stsa_ctx_last_error(p.ctx[0]));
   if (st != STSA_OK) {
     if (p.svg[0] != sentinel)

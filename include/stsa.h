@@ -70,7 +70,10 @@ STSA_API const char *stsa_version_string(void);
  * when the extra bytes are zero (a newer caller using no newer field), else
  * STSA_ERR_UNSUPPORTED (a size more than 1024 bytes past the known one is
  * taken for an uninitialised field: STSA_ERR_BAD_PARAM). Every other field
- * zeroed means its default.
+ * zeroed means its default. A struct whose fields were regrouped
+ * (stsa_svg_config, stsa_svg_report) still accepts its earlier layouts, told
+ * apart by their size (each new layout is larger). Enum-typed fields are
+ * int-sized, as the ints some of them replaced (the library asserts it).
  */
 #define STSA_INIT(type)                                                                  \
   { .size = sizeof(type) }
@@ -569,9 +572,16 @@ typedef struct stsa_plan_stats {
 } stsa_plan_stats;
 
 STSA_API stsa_status stsa_plan_get_stats(const stsa_plan *plan, stsa_plan_stats *stats);
-/* Block kind of tile (qt, kt) of head h: 0 empty, 1 partial, 2 full. */
-STSA_API int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt,
-                                 int64_t kt);
+/* What a tile of a plan holds. */
+typedef enum stsa_tile_kind {
+  STSA_TILE_NONE = -1,   /* no tile: a NULL plan, or indices outside the grid */
+  STSA_TILE_EMPTY = 0,   /* no pair kept: not visited */
+  STSA_TILE_PARTIAL = 1, /* some pairs kept: the mask runs on the scores */
+  STSA_TILE_FULL = 2,    /* every pair kept: mask-free body */
+} stsa_tile_kind;
+/* Block kind of tile (qt, kt) of head h. */
+STSA_API stsa_tile_kind stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt,
+                                            int64_t kt);
 
 /* ------------------------------------------------------------------------ */
 /* Block-sparse attention                                                    */
@@ -665,30 +675,28 @@ STSA_API const char *stsa_head_kind_name(stsa_head_kind kind);
  *   both:          plus the first-frame sink and the text rules
  * Dense for the first dense_steps steps and the first dense_layers layers.
  */
-typedef struct stsa_svg_config {
-  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
-  stsa_geometry geometry;
-  int64_t heads, head_dim;
-  double density;        /* kept fraction of pairs aimed at (SVG's "sparsity") */
-  int64_t dense_steps;   /* steps 0..dense_steps-1 run dense */
-  int64_t dense_layers;  /* layers 0..dense_layers-1 run dense */
-  int64_t sample_rows;   /* query rows profiled per call (SVG: 64); SVG2 under a budget
-                          profiles per head the larger of it and 2 x q_clusters */
-  int64_t sink_frames;   /* frames every query sees (1: the first frame) */
-  uint64_t seed;         /* row sampling seed (mixed with layer, step, batch) */
-  int64_t steps, layers; /* the model's schedule (informational, for presets) */
-  /* tile sizes of the session's plans; 0 = automatic: frame-aligned tiles
-   * (q tile and kv tile dividing Hp*Wp, so frame windows have no partial
-   * tiles) when such sizes exist in [96, 240] x [128, 320], else the
-   * context's; for SVG2 at most 256 x 512 (the largest multiples of the
-   * kernels' register tile), whose tiles follow clusters. kv_tile must be a
-   * multiple of 16; q_tile is rounded up to a multiple of the backend's
-   * register-tile rows (12 on avx512, amx and avx512bf16, 6 on the others):
-   * by the plans at create for SVG, at each call for SVG2
-   * (stsa_svg_get_windows gives the rounded tiles then) */
-  int q_tile, kv_tile;
-  /* ---- Sparse VideoGen 2 (method = STSA_SVG_METHOD_SVG2) ---- */
-  int method; /* stsa_svg_method; 0 = SVG */
+/* The methods of a session (stsa_svg_config.method). */
+typedef enum stsa_svg_method {
+  STSA_SVG_METHOD_SVG = 0,  /* spatial or temporal head per call (Sparse VideoGen) */
+  STSA_SVG_METHOD_SVG2 = 1, /* semantic clusters with top-p budgets (Sparse VideoGen 2) */
+  /* per head, the best of SVG spatial, SVG temporal, SVG2 clusters and dense
+   * (stsa_auto_candidate): with a budget the cheapest (lowest density) whose
+   * bound is within it, else dense; without one the lowest bound at the
+   * configured density (dense is no candidate then). SVG's profiling and
+   * SVG2's clusters run once each, as their methods would */
+  STSA_SVG_METHOD_AUTO = 2,
+  STSA_SVG_METHOD_COUNT_
+} stsa_svg_method;
+/* "svg", "svg2", "auto"; "unknown" for any other value. */
+STSA_API const char *stsa_svg_method_name(stsa_svg_method method);
+
+/* Sparse VideoGen 2's settings (methods SVG2 and auto; SVG ignores them).
+ * Embedded in stsa_svg_config, whose size decides the layout read: svg2.size
+ * is 0 (as STSA_INIT(stsa_svg_config) leaves it) or sizeof(stsa_svg2_config)
+ * as compiled; a size below this release's, or beyond what the config's
+ * size leaves for it, is STSA_ERR_BAD_PARAM. */
+typedef struct stsa_svg2_config {
+  size_t size; /* 0 or sizeof this struct, as compiled (see above) */
   /* k-means clusters of the video queries and keys per (batch, head); 0 =
    * automatic: the published 300 / 1000 at 75,600 video tokens (Wan 2.1
    * 720p), scaled with the video token count, but at least 6 / 20 per frame
@@ -713,27 +721,41 @@ typedef struct stsa_svg_config {
    * that runs at once (one per thread): about 10 MB at Wan 480p, 25 MB at
    * 720p */
   int64_t kmeans_iters_cold, kmeans_iters_warm;
-  /* ---- both methods ---- */
+} stsa_svg2_config;
+
+/* A session's settings. Layouts of earlier releases (SVG2's fields inline
+ * after `method`, or none of them) are still accepted by their size. */
+typedef struct stsa_svg_config {
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
+  stsa_geometry geometry;
+  int64_t heads, head_dim;
+  double density;        /* kept fraction of pairs aimed at (SVG's "sparsity") */
+  int64_t dense_steps;   /* steps 0..dense_steps-1 run dense */
+  int64_t dense_layers;  /* layers 0..dense_layers-1 run dense */
+  int64_t sample_rows;   /* query rows profiled per call (SVG: 64); SVG2 under a budget
+                          profiles per head the larger of it and 2 x svg2.q_clusters */
+  int64_t sink_frames;   /* frames every query sees (1: the first frame) */
+  uint64_t seed;         /* row sampling seed (mixed with layer, step, batch) */
+  int64_t steps, layers; /* the model's schedule (informational, for presets) */
+  /* tile sizes of the session's plans; 0 = automatic: frame-aligned tiles
+   * (q tile and kv tile dividing Hp*Wp, so frame windows have no partial
+   * tiles) when such sizes exist in [96, 240] x [128, 320], else the
+   * context's; for SVG2 at most 256 x 512 (the largest multiples of the
+   * kernels' register tile), whose tiles follow clusters. kv_tile must be a
+   * multiple of 16; q_tile is rounded up to a multiple of the backend's
+   * register-tile rows (12 on avx512, amx and avx512bf16, 6 on the others):
+   * by the plans at create for SVG, at each call for SVG2
+   * (stsa_svg_get_windows gives the rounded tiles then) */
+  int q_tile, kv_tile;
+  stsa_svg_method method; /* 0 = SVG */
   /* default error budget of stsa_svg_attention (stsa_svg_call.max_rel_error) */
   double max_rel_error;
+  /* methods SVG2 and auto; last, so that its fields can grow at the end */
+  stsa_svg2_config svg2;
 } stsa_svg_config;
 
-typedef enum stsa_svg_method {
-  STSA_SVG_METHOD_SVG = 0,  /* spatial or temporal head per call (Sparse VideoGen) */
-  STSA_SVG_METHOD_SVG2 = 1, /* semantic clusters with top-p budgets (Sparse VideoGen 2) */
-  /* per head, the best of SVG spatial, SVG temporal, SVG2 clusters and dense
-   * (stsa_auto_candidate): with a budget the cheapest (lowest density) whose
-   * bound is within it, else dense; without one the lowest bound at the
-   * configured density (dense is no candidate then). SVG's profiling and
-   * SVG2's clusters run once each, as their methods would */
-  STSA_SVG_METHOD_AUTO = 2,
-  STSA_SVG_METHOD_COUNT_
-} stsa_svg_method;
-/* "svg", "svg2", "auto"; "unknown" for any other value. */
-STSA_API const char *stsa_svg_method_name(int method);
-
 /* Published SVG defaults by name: "wan21-480p", "wan21-720p", "hunyuan-720p",
- * "hunyuan-480p", "cogvideox15". method stays SVG; the SVG2 fields hold
+ * "hunyuan-480p", "cogvideox15". method stays SVG; cfg.svg2 holds
  * Sparse VideoGen 2's published settings (top-p 0.9, 10% of key clusters at
  * least, 50 / 2 k-means iterations; clusters 300 / 1000 for Wan 2.1 720p,
  * 400 / 1000 for HunyuanVideo 720p, the other resolutions scaled with their
@@ -767,44 +789,49 @@ typedef struct stsa_svg_windows {
 } stsa_svg_windows;
 STSA_API stsa_status stsa_svg_get_windows(const stsa_svg *svg, stsa_svg_windows *out);
 
-/* Per-call report; every array pointer is optional (caller-owned). */
+/* Per-call report; every array pointer is optional (caller-owned). Per-head
+ * arrays hold B * H entries, index b * H + h. The report of an earlier
+ * release (ordered by when its fields came) is still filled by its size. */
 typedef struct stsa_svg_report {
-  size_t size;           /* sizeof this struct, as compiled (see "Extensible structs") */
-  int dense;             /* 1: the policy ran this call dense */
-  stsa_head_kind *kinds; /* [B * H] chosen kind per (batch, head) */
-  float *mse_spatial;    /* [B * H] profiling error of the spatial mask */
-  float *mse_temporal;   /* [B * H] profiling error of the temporal mask */
-  double profile_ms;     /* time spent profiling */
-  double attention_ms;   /* time spent in attention proper */
-  double density;        /* realised kept fraction over all heads */
-  /* ---- since the error budget and SVG2 ---- */
-  float *est_error;    /* [B * H] upper confidence bound (99%) of the relative L2
-                          error of what each head ran, from rows profiled per
-                          stratum (docs/architecture.md, "The error bound"; 0 for
-                          dense heads; NaN for SVG2
-                          without a budget, which then profiles nothing) */
-  float *head_density; /* [B * H] kept fraction each head ran with */
-  uint8_t *budget;     /* [B * H] stsa_budget_action: why that density */
-  float *head_top_p;   /* [B * H] SVG2: top-p each head finally used (0 for SVG) */
-  int64_t q_clusters, kv_clusters; /* SVG2: clusters per head (0 for SVG) */
-  double cluster_ms;               /* SVG2: time spent in k-means (inside profile_ms) */
-  int cold;                        /* SVG2: 1 if this call seeded its layer's clusters */
-  /* ---- since the run info ---- */
+  size_t size; /* sizeof this struct, as compiled (see "Extensible structs") */
+  /* ---- the call ---- */
+  int dense;              /* 1: the policy ran this call dense */
+  stsa_svg_method method; /* the session's method */
+  int64_t heads;          /* B * H: the entries of each per-head array */
+  double density;         /* realised kept fraction over all heads */
+  double profile_ms;      /* time spent profiling (SVG2's k-means included) */
+  double attention_ms;    /* time spent in attention proper */
   /* optional: what the call's attention ran (stsa_ctx_last_run), its size
    * field set by the caller */
   stsa_run_info *run;
-  /* ---- since method auto ---- */
-  /* [B * H * STSA_AUTO_CANDIDATE_COUNT_] method auto: per head each
-   * candidate's kept fraction and error bound, at the level its budget
-   * ladder stopped at (the widest tried when none met the budget),
-   * candidate-minor: index (b * H + h) * STSA_AUTO_CANDIDATE_COUNT_ + c.
-   * NaN where not evaluated (other methods, a dense call) */
-  float *cand_density, *cand_bound;
-  /* [B * H] stsa_auto_candidate each head ran (method auto; else what its
-   * method ran: spatial, temporal, svg2 or dense) */
+  /* ---- per head [B * H] ---- */
+  stsa_head_kind *kinds; /* chosen kind */
+  float *head_density;   /* kept fraction each head ran with */
+  float *est_error;      /* upper confidence bound (99%) of the relative L2
+                            error of what each head ran, from rows profiled per
+                            stratum (docs/architecture.md, "The error bound"); 0
+                            for dense heads; NaN for SVG2 without a budget,
+                            which then profiles nothing */
+  uint8_t *budget;       /* stsa_budget_action: why that density */
+  /* stsa_auto_candidate each head ran (method auto; else what its method
+   * ran: spatial, temporal, svg2 or dense) */
   uint8_t *choice;
-  /* [B * H] stsa_auto_reason: why that candidate */
-  uint8_t *choice_reason;
+  uint8_t *choice_reason; /* stsa_auto_reason: why that candidate */
+  /* ---- SVG's profiling [B * H] ---- */
+  float *mse_spatial;  /* profiling error of the spatial mask */
+  float *mse_temporal; /* profiling error of the temporal mask */
+  /* ---- SVG2 (0 for SVG and for a dense call) ---- */
+  int64_t q_clusters, kv_clusters; /* clusters per head */
+  double cluster_ms;               /* time spent in k-means (inside profile_ms) */
+  int cold;                        /* 1 if this call seeded its layer's clusters */
+  float *head_top_p;               /* [B * H] top-p each head finally used */
+  /* ---- method auto's candidates ---- */
+  /* [B * H * STSA_AUTO_CANDIDATE_COUNT_] per head each candidate's kept
+   * fraction and error bound, at the level its budget ladder stopped at (the
+   * widest tried when none met the budget), candidate-minor: index
+   * (b * H + h) * STSA_AUTO_CANDIDATE_COUNT_ + c. NaN where not evaluated
+   * (other methods, a dense call) */
+  float *cand_density, *cand_bound;
 } stsa_svg_report;
 
 /* The candidates of method auto (stsa_svg_report.choice). */
@@ -816,7 +843,7 @@ typedef enum stsa_auto_candidate {
   STSA_AUTO_CANDIDATE_COUNT_
 } stsa_auto_candidate;
 /* "spatial", "temporal", "svg2", "dense"; "unknown" for any other value. */
-STSA_API const char *stsa_auto_candidate_name(int candidate);
+STSA_API const char *stsa_auto_candidate_name(stsa_auto_candidate candidate);
 
 /* Why method auto chose a head's candidate (stsa_svg_report.choice_reason). */
 typedef enum stsa_auto_reason {
@@ -829,7 +856,7 @@ typedef enum stsa_auto_reason {
 } stsa_auto_reason;
 /* "method", "cheapest", "none-met", "lowest-bound", "policy"; "unknown" for
  * any other value. */
-STSA_API const char *stsa_auto_reason_name(int reason);
+STSA_API const char *stsa_auto_reason_name(stsa_auto_reason reason);
 
 /* What the error budget did to a head (stsa_svg_report.budget). */
 typedef enum stsa_budget_action {
@@ -841,7 +868,7 @@ typedef enum stsa_budget_action {
   STSA_BUDGET_ACTION_COUNT_
 } stsa_budget_action;
 /* "none", "raised", "dense", "policy"; "unknown" for any other value. */
-STSA_API const char *stsa_budget_action_name(int action);
+STSA_API const char *stsa_budget_action_name(stsa_budget_action action);
 
 /* Per-call options of stsa_svg_attention_ex. */
 typedef struct stsa_svg_call {

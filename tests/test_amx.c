@@ -359,7 +359,8 @@ static void check_svg_session(const char *what, stsa_svg_method method,
   stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
   cfg.geometry = g, cfg.heads = H, cfg.head_dim = D, cfg.sample_rows = 32;
   cfg.sink_frames = 1, cfg.seed = 3, cfg.method = method;
-  cfg.q_clusters = 8, cfg.kv_clusters = 20, cfg.top_p = 0.9, cfg.density = 0.25;
+  cfg.svg2.q_clusters = 8, cfg.svg2.kv_clusters = 20, cfg.svg2.top_p = 0.9,
+  cfg.density = 0.25;
   cfg.kv_tile = method == STSA_SVG_METHOD_SVG2 ? kv_tile : 0;
   const stsa_backend backends[3] = {STSA_BACKEND_AVX512, TILES, TILES};
   const int terms[3] = {0, 3, 1};

@@ -173,8 +173,8 @@ static stsa_run_info session_case(const path_case *c) {
   cfg.density = 0.3;
   cfg.sample_rows = 16;
   cfg.sink_frames = 1;
-  cfg.q_clusters = 6;
-  cfg.kv_clusters = 13;
+  cfg.svg2.q_clusters = 6;
+  cfg.svg2.kv_clusters = 13;
   cfg.q_tile = c->q_tile;
   cfg.kv_tile = c->kv_tile;
   cfg.max_rel_error = c->kind == SVG_BUDGET ? 0.5 : 0;

@@ -246,7 +246,7 @@ static void test_cluster_floor(void) {
   c.geometry = (stsa_geometry){21, 30, 52, 0, 0, STSA_TEXT_NONE};
   stsa_svg2_clusters(&c, &qc, &kc);
   EXPECT(qc == 130 && kc == 433);
-  c.q_clusters = 3; /* explicit counts stand */
+  c.svg2.q_clusters = 3; /* explicit counts stand */
   stsa_svg2_clusters(&c, &qc, &kc);
   EXPECT(qc == 3 && kc == 433);
 }
@@ -319,8 +319,8 @@ static stsa_svg *small_session(stsa_ctx *ctx, const stsa_geometry *g, int64_t H,
   cfg.sink_frames = 1;
   cfg.seed = seed;
   cfg.method = method;
-  cfg.top_p = 0.9;
-  cfg.min_kv_fraction = 0.1;
+  cfg.svg2.top_p = 0.9;
+  cfg.svg2.min_kv_fraction = 0.1;
   cfg.max_rel_error = budget;
   stsa_svg *svg = NULL;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);

@@ -182,10 +182,10 @@ static stsa_svg_config session_config(call_kind call) {
   c.seed = 11;
   if (call == CALL_SVG2) {
     c.method = STSA_SVG_METHOD_SVG2;
-    c.q_clusters = 5;
-    c.kv_clusters = 7;
-    c.top_p = 0.5;
-    c.min_kv_fraction = 1.0; /* every key cluster: dense attention's result */
+    c.svg2.q_clusters = 5;
+    c.svg2.kv_clusters = 7;
+    c.svg2.top_p = 0.5;
+    c.svg2.min_kv_fraction = 1.0; /* every key cluster: dense attention's result */
   }
   return c;
 }

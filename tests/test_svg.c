@@ -125,28 +125,17 @@ static void check_against_reference(const char *name, const stsa_geometry *g, in
                                     int64_t dense_steps) {
   const int64_t N = stsa_geometry_tokens(g);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 24, 32);
-  stsa_svg_config cfg = {sizeof(stsa_svg_config),
-                         *g,
-                         H,
-                         D,
-                         0.35,
-                         dense_steps,
-                         0,
-                         16,
-                         1,
-                         7,
-                         10,
-                         4,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0};
+  stsa_svg_config cfg = {.size = sizeof(stsa_svg_config),
+                         .geometry = *g,
+                         .heads = H,
+                         .head_dim = D,
+                         .density = 0.35,
+                         .dense_steps = dense_steps,
+                         .sample_rows = 16,
+                         .sink_frames = 1,
+                         .seed = 7,
+                         .steps = 10,
+                         .layers = 4};
   stsa_svg *svg = NULL;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   if (!svg) {
@@ -249,28 +238,17 @@ static void test_svg_vs_reference(void) {
 static void test_policy(void) {
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 24, 32);
   const stsa_geometry g = {3, 4, 4, 0, 0, STSA_TEXT_NONE};
-  stsa_svg_config cfg = {sizeof(stsa_svg_config),
-                         g,
-                         1,
-                         32,
-                         0.4,
-                         2,
-                         1,
-                         8,
-                         1,
-                         0,
-                         4,
-                         3,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0};
+  stsa_svg_config cfg = {.size = sizeof(stsa_svg_config),
+                         .geometry = g,
+                         .heads = 1,
+                         .head_dim = 32,
+                         .density = 0.4,
+                         .dense_steps = 2,
+                         .dense_layers = 1,
+                         .sample_rows = 8,
+                         .sink_frames = 1,
+                         .steps = 4,
+                         .layers = 3};
   stsa_svg *svg;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   const int64_t N = 48;
@@ -313,28 +291,16 @@ static void test_profiling_accuracy(void) {
   const stsa_geometry g = {9, 12, 16, 0, 0, STSA_TEXT_NONE};
   const int64_t H = 12, D = 64, N = stsa_geometry_tokens(&g);
   stsa_ctx *ctx = make_ctx(STSA_BACKEND_AUTO, 192, 256);
-  stsa_svg_config cfg = {sizeof(stsa_svg_config),
-                         g,
-                         H,
-                         D,
-                         0.3,
-                         0,
-                         0,
-                         64,
-                         1,
-                         3,
-                         1,
-                         1,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0,
-                         0};
+  stsa_svg_config cfg = {.size = sizeof(stsa_svg_config),
+                         .geometry = g,
+                         .heads = H,
+                         .head_dim = D,
+                         .density = 0.3,
+                         .sample_rows = 64,
+                         .sink_frames = 1,
+                         .seed = 3,
+                         .steps = 1,
+                         .layers = 1};
   stsa_svg *svg;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   stsa_tensor q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, N, H, D);

@@ -28,9 +28,9 @@ static stsa_svg_config config(const stsa_geometry *g, int64_t qc, int64_t kc) {
   c.sample_rows = 32;
   c.sink_frames = 1;
   c.method = STSA_SVG_METHOD_SVG2;
-  c.q_clusters = qc;
-  c.kv_clusters = kc;
-  c.top_p = 0.9;
+  c.svg2.q_clusters = qc;
+  c.svg2.kv_clusters = kc;
+  c.svg2.top_p = 0.9;
   return c;
 }
 
@@ -68,7 +68,7 @@ static void test_refused_at_create(void) {
   }
   /* at the cap: one call (one cold k-means pass keeps it short) */
   c = config(&g, 2048, 2048);
-  c.kmeans_iters_cold = 1;
+  c.svg2.kmeans_iters_cold = 1;
   CHECK_STATUS(stsa_svg_create(ctx, &c, &svg), STSA_OK);
   if (svg) {
     const int64_t N = tu_tokens(&g);
@@ -105,8 +105,8 @@ static void test_presets(void) {
     c.method = STSA_SVG_METHOD_SVG2;
     stsa_errbuf err = {{0}};
     CHECK(stsa_svg2_check(&c, &err) == STSA_OK, "preset %s (%lld x %lld clusters): %s",
-          stsa_svg_preset_name(i), (long long)c.q_clusters, (long long)c.kv_clusters,
-          err.text);
+          stsa_svg_preset_name(i), (long long)c.svg2.q_clusters,
+          (long long)c.svg2.kv_clusters, err.text);
     stsa_svg *svg = NULL;
     CHECK_STATUS(stsa_svg_create(ctx, &c, &svg), STSA_OK);
     stsa_svg_free(svg);

@@ -34,9 +34,9 @@ static stsa_svg_config config(int method, int q_tile, int kv_tile) {
   c.sink_frames = 1;
   c.seed = 3;
   c.method = method;
-  c.q_clusters = 4;
-  c.kv_clusters = 8;
-  c.top_p = 0.9;
+  c.svg2.q_clusters = 4;
+  c.svg2.kv_clusters = 8;
+  c.svg2.top_p = 0.9;
   c.q_tile = q_tile;
   c.kv_tile = kv_tile;
   return c;

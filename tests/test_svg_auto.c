@@ -87,9 +87,9 @@ static stsa_svg_config config(int method) {
   c.sink_frames = 1;
   c.seed = 7;
   c.method = method;
-  c.q_clusters = 16;
-  c.kv_clusters = 40;
-  c.top_p = 0; /* SVG2 keeps `density` of the keys: candidates at one density */
+  c.svg2.q_clusters = 16;
+  c.svg2.kv_clusters = 40;
+  c.svg2.top_p = 0; /* SVG2 keeps `density` of the keys: candidates at one density */
   return c;
 }
 

@@ -124,11 +124,11 @@ static stsa_svg_config bench_config(const svg2_bench_opts *o) {
   cfg.seed = o->seed;
   cfg.max_rel_error = o->max_error;
   if (o->warm_iters > 0)
-    cfg.kmeans_iters_warm = o->warm_iters;
+    cfg.svg2.kmeans_iters_warm = o->warm_iters;
   if (o->top_p > 0)
-    cfg.top_p = o->top_p;
+    cfg.svg2.top_p = o->top_p;
   if (o->density > 0) {
-    cfg.top_p = 0;
+    cfg.svg2.top_p = 0;
     cfg.density = o->density;
   }
   const int64_t dims[3] = {o->frames, o->height, o->width};
@@ -139,7 +139,8 @@ static stsa_svg_config bench_config(const svg2_bench_opts *o) {
     const int64_t L = o->frames * o->height * o->width;
     cfg.sample_rows = cfg.sample_rows < L ? cfg.sample_rows : L;
     cfg.sink_frames = cfg.sink_frames < o->frames ? cfg.sink_frames : o->frames;
-    cfg.q_clusters = cfg.kv_clusters = 0; /* scaled to this geometry by the session */
+    cfg.svg2.q_clusters = cfg.svg2.kv_clusters =
+        0; /* scaled to this geometry by the session */
   }
   return cfg;
 }
@@ -250,8 +251,8 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
                         int64_t threads, const svg2_times *t) {
   const int64_t N = stsa_geometry_tokens(&cfg->geometry);
   const double ideal = 1.0 / t->density, speedup = t->dense_ms / t->warm_ms;
-  const char *budget = cfg->top_p > 0 ? "top_p" : "density";
-  const double budget_value = cfg->top_p > 0 ? cfg->top_p : cfg->density;
+  const char *budget = cfg->svg2.top_p > 0 ? "top_p" : "density";
+  const double budget_value = cfg->svg2.top_p > 0 ? cfg->svg2.top_p : cfg->density;
   char ran[3][512];
   if (o->json) {
     printf("{\"bench\": \"svg2\", \"mode\": \"svg2\", \"preset\": \"%s\", \"dtype\": "
@@ -267,12 +268,12 @@ static void print_times(const svg2_bench_opts *o, const stsa_svg_config *cfg,
            "%lld, \"ran\": %s, \"cold_ran\": %s, \"dense_ran\": %s}\n",
            o->preset, stsa_dtype_name(o->dtype), (long long)N, (long long)cfg->heads,
            (long long)cfg->head_dim, (long long)threads, KINDS_NAMES[o->kinds], budget,
-           cfg->top_p, cfg->top_p > 0 ? 0.0 : cfg->density, (long long)t->q_clusters,
-           (long long)t->kv_clusters, o->reps, t->dense_ms, t->cold_ms,
-           t->cold_cluster_ms, t->warm_ms, t->warm_cluster_ms, t->profile_ms,
+           cfg->svg2.top_p, cfg->svg2.top_p > 0 ? 0.0 : cfg->density,
+           (long long)t->q_clusters, (long long)t->kv_clusters, o->reps, t->dense_ms,
+           t->cold_ms, t->cold_cluster_ms, t->warm_ms, t->warm_cluster_ms, t->profile_ms,
            t->attention_ms, t->density, ideal, speedup, speedup / ideal,
            t->warm_cluster_ms / t->warm_ms, t->rel_l2, o->drift,
-           (long long)cfg->kmeans_iters_warm,
+           (long long)cfg->svg2.kmeans_iters_warm,
            cli_ran_json(&t->warm_ran, ran[0], sizeof ran[0]),
            cli_ran_json(&t->cold_ran, ran[1], sizeof ran[1]),
            cli_ran_json(&t->dense_ran, ran[2], sizeof ran[2]));

@@ -54,7 +54,7 @@ static void run_session(stsa_ctx *ctx, const pareto_setup *s, svg_workload *w, i
   cfg.sink_frames = 1;
   cfg.seed = s->seed;
   cfg.method = method == PARETO_SVG2 ? STSA_SVG_METHOD_SVG2 : STSA_SVG_METHOD_SVG;
-  cfg.top_p = 0; /* SVG2 keeps d of the keys per query cluster: the same budget */
+  cfg.svg2.top_p = 0; /* SVG2 keeps d of the keys per query cluster: the same budget */
   stsa_svg *svg;
   cli_check(stsa_svg_create(ctx, &cfg, &svg), ctx, "creating the SVG session");
   float *hd = malloc(sizeof *hd * (size_t)H);

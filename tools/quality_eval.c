@@ -55,10 +55,10 @@ static stsa_svg_config zoo_config(const zoo_case *c, int method, double budget) 
   cfg.sink_frames = 1;
   cfg.seed = c->seed;
   cfg.method = method;
-  cfg.top_p = 0.9; /* Sparse VideoGen 2's published settings */
-  cfg.min_kv_fraction = 0.10;
-  cfg.kmeans_iters_cold = 50;
-  cfg.kmeans_iters_warm = 2;
+  cfg.svg2.top_p = 0.9; /* Sparse VideoGen 2's published settings */
+  cfg.svg2.min_kv_fraction = 0.10;
+  cfg.svg2.kmeans_iters_cold = 50;
+  cfg.svg2.kmeans_iters_warm = 2;
   cfg.max_rel_error = budget;
   return cfg;
 }

@@ -68,7 +68,7 @@ void run_resolve_config(const run_geo_opts *o, int64_t heads, int64_t head_dim,
    * (0, scaled to it), as `bench svg2` does; --q/--kv-clusters still apply. */
   if (o->preset && (g->frames != preset_geo.frames || g->height != preset_geo.height ||
                     g->width != preset_geo.width))
-    c.q_clusters = c.kv_clusters = 0;
+    c.svg2.q_clusters = c.svg2.kv_clusters = 0;
   if (!g->frames || !g->height || !g->width)
     cli_die("the video geometry is missing: give --frames F --height Hp --width Wp "
             "(latent frames and tokens per frame side) or --preset NAME");

@@ -397,15 +397,15 @@ static void compare_dense(run_state *s) {
 static void run_svg2_config(const run_opts *o, stsa_svg_config *c) {
   c->method = o->mode == RUN_MODE_AUTO ? STSA_SVG_METHOD_AUTO : STSA_SVG_METHOD_SVG2;
   if (o->top_p >= 0)
-    c->top_p = o->top_p;
+    c->svg2.top_p = o->top_p;
   else if (o->geo.density > 0)
-    c->top_p = 0; /* the density is each query cluster's key budget */
-  else if (!(c->top_p > 0))
-    c->top_p = 0.9;
+    c->svg2.top_p = 0; /* the density is each query cluster's key budget */
+  else if (!(c->svg2.top_p > 0))
+    c->svg2.top_p = 0.9;
   if (o->q_clusters >= 0)
-    c->q_clusters = o->q_clusters;
+    c->svg2.q_clusters = o->q_clusters;
   if (o->kv_clusters >= 0)
-    c->kv_clusters = o->kv_clusters;
+    c->svg2.kv_clusters = o->kv_clusters;
 }
 
 void run_setup_config(run_state *s) {

@@ -187,7 +187,7 @@ void run_print_summary(const run_state *s) {
     printf("  SVG2: %lld query x %lld key clusters per head, %s, k-means %.2f ms of "
            "profiling %.2f ms (%s)\n",
            (long long)s->q_clusters, (long long)s->kv_clusters,
-           s->cfg.top_p > 0 ? "top-p budget" : "density budget", s->cluster_ms,
+           s->cfg.svg2.top_p > 0 ? "top-p budget" : "density budget", s->cluster_ms,
            s->profile_ms, s->cold_calls ? "cold: clusters seeded" : "warm");
   printf("  kinds of the %lld (batch, head) pairs: %d spatial, %d temporal, %d dense",
          (long long)(s->B * s->H), spatial, temporal, dense);
@@ -196,7 +196,7 @@ void run_print_summary(const run_state *s) {
   printf("\n");
   char target[32];
   snprintf(target, sizeof target, run_top_p_budget(s) ? "top-p %.3g" : "target %.2f",
-           run_top_p_budget(s) ? s->cfg.top_p : s->cfg.density);
+           run_top_p_budget(s) ? s->cfg.svg2.top_p : s->cfg.density);
   printf("  density %.4f (%s), attention %.2f ms (after one untimed warm-up call)\n",
          run_mean_density(s), target, s->compute_ms);
   print_ran(s, &s->ran, "ran");

@@ -126,9 +126,9 @@ static json_t *report_svg(const run_state *s) {
     json_object_set_new(j, "max_error", jreal(run_max_error(s)));
   }
   if (run_mode_has_svg2(s->o.mode)) {
-    json_object_set_new(j, "top_p", jreal(c->top_p));
+    json_object_set_new(j, "top_p", jreal(c->svg2.top_p));
     json_object_set_new(j, "budget_of_keys",
-                        json_string(c->top_p > 0 ? "top_p" : "density"));
+                        json_string(c->svg2.top_p > 0 ? "top_p" : "density"));
     json_object_set_new(j, "q_clusters", json_integer(s->q_clusters));
     json_object_set_new(j, "kv_clusters", json_integer(s->kv_clusters));
     json_object_set_new(j, "cold_calls", json_integer(s->cold_calls));
@@ -194,7 +194,7 @@ static json_t *report_heads(const run_state *s, int ran, int dense_ran) {
 }
 
 int run_top_p_budget(const run_state *s) {
-  return run_mode_has_svg2(s->o.mode) && s->cfg.top_p > 0;
+  return run_mode_has_svg2(s->o.mode) && s->cfg.svg2.top_p > 0;
 }
 
 double run_max_error(const run_state *s) {

@@ -142,8 +142,8 @@ def compiled(tmp_path_factory):
 
 def test_struct_layouts_equal_the_c_compilers(compiled):
     structs = _public_structs()
-    assert {"stsa_tensor", "stsa_attn_opts", "stsa_svg_config", "stsa_io_tensor",
-            "stsa_workload_desc"} <= set(structs)
+    assert {"stsa_tensor", "stsa_attn_opts", "stsa_svg_config", "stsa_svg2_config",
+            "stsa_io_tensor", "stsa_workload_desc"} <= set(structs)
     for spelling, ctype in structs.items():
         assert ffi.sizeof(ctype) == compiled[("size", spelling)], spelling
         for field, f in ctype.fields:

@@ -122,8 +122,8 @@ def test_svg2_top_p_0_is_refused_not_a_key_budget():
     with pytest.raises(ValueError, match=r"^stsa\.SVG2: top_p = 0\.0 "):
         stsa.SVG2(g, top_p=0.0, density=0.3)
     # the key budget is asked for with density= (top_p None or left out)
-    assert stsa.SVG2(g, density=0.3).config.top_p == 0
-    assert stsa.SVG2(g, top_p=None, density=0.3).config.top_p == 0
+    assert stsa.SVG2(g, density=0.3).config.svg2.top_p == 0
+    assert stsa.SVG2(g, top_p=None, density=0.3).config.svg2.top_p == 0
 
 
 @pytest.mark.parametrize("name", ["q_clusters", "kv_clusters", "kmeans_iters_cold",

@@ -134,7 +134,7 @@ def test_svg2_mode_budget_and_defaults():
     want = run(model, kw)
     ctl = stsa.diffusers.install_svg(model, mode="svg2", dense_layers=1, sample_rows=16,
                                      q_clusters=4, kv_clusters=8, **VIDEO)
-    assert isinstance(ctl.svg, stsa.SVG2) and ctl.svg.config.top_p == 0.9
+    assert isinstance(ctl.svg, stsa.SVG2) and ctl.svg.config.svg2.top_p == 0.9
     assert "mode='svg2'" in repr(model.blocks[1].attn1.processor)
     ctl.set_step(3)
     got = run(model, kw)
@@ -150,14 +150,14 @@ def test_svg2_mode_budget_and_defaults():
     # one automatic key cluster)
     ctl = stsa.diffusers.install_svg(model, mode="svg2", top_p=0.5, max_error=1e-9,
                                      sample_rows=16, **VIDEO)
-    assert ctl.svg.config.top_p == 0.5 and ctl.svg.config.max_rel_error == 1e-9
+    assert ctl.svg.config.svg2.top_p == 0.5 and ctl.svg.config.max_rel_error == 1e-9
     assert rel_max(run(model, kw), want) < 1e-4
     for i in ctl.infos.values():
         assert ((i.budget == "dense") | (i.est_error == 0)).all(), (i.budget, i.est_error)
     ctl.remove()
     ctl = stsa.diffusers.install_svg(model, mode="svg2", density=0.4, sample_rows=16,
                                      **VIDEO)
-    assert ctl.svg.config.top_p == 0 and ctl.svg.config.density == 0.4
+    assert ctl.svg.config.svg2.top_p == 0 and ctl.svg.config.density == 0.4
     # SVG keeps its default density, and top_p is SVG2's alone
     assert stsa.diffusers.install_svg(model, **VIDEO).svg.config.density == 0.3
     with pytest.raises(ValueError, match="top_p = 0.9 is a setting of mode 'svg2'"):

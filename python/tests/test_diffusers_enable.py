@@ -68,7 +68,7 @@ def test_auto_turns_sparse_and_says_what_each_head_chose():
     assert sparse.choices.get("dense", 0) < n * 4  # some head ran sparse
     # SVG2's settings: the published top-p, not the preset's SVG window density
     (session,) = handle._sessions.values()
-    assert type(session) is stsa.Auto and session.config.top_p == pytest.approx(0.9)
+    assert type(session) is stsa.Auto and session.config.svg2.top_p == pytest.approx(0.9)
     handle.disable()
 
 

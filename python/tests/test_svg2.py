@@ -40,7 +40,7 @@ def test_workload_semantic_heads(data):
 def test_svg2_output_report_and_error_against_dense(data, threads):
     g, q, k, v, _, dense = data
     svg2 = stsa.SVG2(g, heads=H, head_dim=D, threads=threads, **CLUSTERS)
-    assert svg2.config.method == stsa._lib.SVG_METHODS["svg2"] and svg2.config.top_p == 0.9
+    assert svg2.config.method == stsa._lib.SVG_METHODS["svg2"] and svg2.config.svg2.top_p == 0.9
     out, info = svg2(q, k, v, layer=1, step=3, layout="bshd")
     assert out.shape == q.shape and out.dtype == q.dtype and np.isfinite(out).all()
     for name in REPORT_FIELDS:
@@ -77,7 +77,7 @@ def test_svg2_is_deterministic(data):
 def test_svg2_density_is_a_key_budget(data):
     g, q, k, v, _, dense = data
     svg2 = stsa.SVG2(g, density=0.3, **CLUSTERS)
-    assert svg2.config.top_p == 0 and "density=0.3" in repr(svg2)
+    assert svg2.config.svg2.top_p == 0 and "density=0.3" in repr(svg2)
     out, info = svg2(q, k, v, layer=1, step=1, layout="bshd")
     assert (info.top_p == 0).all()
     assert 0.2 < info.density < 0.45
@@ -165,7 +165,7 @@ def test_bad_arguments_raise_messages_that_name_them(data):
 def test_svg2_presets_hold_the_published_settings():
     svg2 = stsa.SVG2("wan21-720p", heads=2)
     c = svg2.config
-    assert c.method == stsa._lib.SVG_METHODS["svg2"] and c.top_p == pytest.approx(0.9)
-    assert (c.q_clusters, c.kv_clusters) == (300, 1000)
+    assert c.method == stsa._lib.SVG_METHODS["svg2"] and c.svg2.top_p == pytest.approx(0.9)
+    assert (c.svg2.q_clusters, c.svg2.kv_clusters) == (300, 1000)
     assert repr(svg2).startswith("stsa.SVG2('wan21-720p', heads=2")
     assert stsa.SVG("wan21-720p").config.method == stsa._lib.SVG_METHODS["svg"]

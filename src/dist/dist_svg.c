@@ -67,12 +67,24 @@ static stsa_status dense_density(stsa_dist_svg *s, const stsa_svg *full) {
 }
 
 static uint64_t config_hash(const stsa_svg_config *c) {
-  const int64_t f[] = {
-      c->heads,       c->head_dim,    c->dense_steps,       c->dense_layers,
-      c->sample_rows, c->sink_frames, (int64_t)c->seed,     c->steps,
-      c->layers,      c->q_tile,      c->kv_tile,           c->method,
-      c->q_clusters,  c->kv_clusters, c->kmeans_iters_cold, c->kmeans_iters_warm};
-  const double x[] = {c->density, c->top_p, c->min_kv_fraction, c->max_rel_error};
+  const int64_t f[] = {c->heads,
+                       c->head_dim,
+                       c->dense_steps,
+                       c->dense_layers,
+                       c->sample_rows,
+                       c->sink_frames,
+                       (int64_t)c->seed,
+                       c->steps,
+                       c->layers,
+                       c->q_tile,
+                       c->kv_tile,
+                       c->method,
+                       c->svg2.q_clusters,
+                       c->svg2.kv_clusters,
+                       c->svg2.kmeans_iters_cold,
+                       c->svg2.kmeans_iters_warm};
+  const double x[] = {c->density, c->svg2.top_p, c->svg2.min_kv_fraction,
+                      c->max_rel_error};
   uint64_t h = dist_hash_geometry(1469598103934665603ull, &c->geometry);
   h = dist_hash(h, f, sizeof f);
   return dist_hash(h, x, sizeof x);
@@ -332,6 +344,8 @@ static void fill_svg_report(const dist_svg_call *c, stsa_svg_report *r) {
             : c->budget[i] == STSA_BUDGET_DENSE ? s->density_dense
                                                 : kind_density(s, c->dense, c->kinds[i]);
   r->dense = c->dense;
+  r->method = s->cfg.method;
+  r->heads = BH;
   r->profile_ms = c->profile_ms;
   r->attention_ms = c->attention_ms;
   r->density = kept / (double)BH;

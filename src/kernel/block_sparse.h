@@ -22,11 +22,10 @@
 
 #include <stdint.h>
 
-/* How a visited kv tile is treated (empty tiles are never listed). */
-typedef enum stsa_tile_kind {
-  STSA_TILE_FULL = 2,    /* every pair kept: mask-free body */
-  STSA_TILE_PARTIAL = 1, /* some pairs kept: the mask runs on the scores */
-} stsa_tile_kind;
+#include "stsa.h"
+
+/* A visited kv tile is STSA_TILE_FULL or STSA_TILE_PARTIAL (stsa.h's
+ * stsa_tile_kind; empty tiles are never listed). */
 
 /* The kept columns of one partial tile, row by row, as half-open intervals
  * of tile-local columns [lo, hi), sorted and disjoint, 0 <= lo < hi <= n

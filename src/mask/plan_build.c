@@ -788,11 +788,13 @@ stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h, int64_t *tile
   return STSA_OK;
 }
 
-/* -1 for a NULL plan or indices outside the grid. */
-int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt, int64_t kt) {
+_Static_assert(sizeof(stsa_tile_kind) == sizeof(int),
+               "stsa_plan_tile_kind returns what the int it returned held");
+stsa_tile_kind stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt,
+                                   int64_t kt) {
   if (!plan || h < 0 || h >= plan->heads || qt < 0 || qt >= plan->q_tiles || kt < 0 ||
       kt >= plan->kv_tiles)
-    return -1;
+    return STSA_TILE_NONE;
   const stsa_plan_part *part = head_part(plan, h);
   int64_t lo = part->bs.tile_ptr[qt], hi = part->bs.tile_ptr[qt + 1];
   while (lo < hi) { /* kv tiles ascend within a q tile */
@@ -802,8 +804,9 @@ int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt, int64_t kt
     else
       hi = mid;
   }
-  return lo < part->bs.tile_ptr[qt + 1] && part->bs.kv_tile[lo] == kt ? part->bs.kind[lo]
-                                                                      : 0;
+  return lo < part->bs.tile_ptr[qt + 1] && part->bs.kv_tile[lo] == kt
+             ? (stsa_tile_kind)part->bs.kind[lo]
+             : STSA_TILE_EMPTY;
 }
 
 const char *stsa_sparse_mode_name(stsa_sparse_mode mode) {

@@ -39,15 +39,18 @@ int stsa_auto_pick(const double *density, const double *bound, double budget,
   return pick < 0 ? STSA_AUTO_DENSE : pick;
 }
 
-const char *stsa_auto_candidate_name(int candidate) {
+/* The enums are compared as int: a caller may pass any value, and an enum
+ * without negative constants may be unsigned. */
+const char *stsa_auto_candidate_name(stsa_auto_candidate candidate) {
   static const char *const names[STSA_AUTO_CANDIDATE_COUNT_] = {"spatial", "temporal",
                                                                 "svg2", "dense"};
-  return candidate >= 0 && candidate < STSA_AUTO_CANDIDATE_COUNT_ ? names[candidate]
-                                                                  : "unknown";
+  const int i = (int)candidate;
+  return i >= 0 && i < STSA_AUTO_CANDIDATE_COUNT_ ? names[i] : "unknown";
 }
 
-const char *stsa_auto_reason_name(int reason) {
+const char *stsa_auto_reason_name(stsa_auto_reason reason) {
   static const char *const names[STSA_AUTO_REASON_COUNT_] = {
       "method", "cheapest", "none-met", "lowest-bound", "policy"};
-  return reason >= 0 && reason < STSA_AUTO_REASON_COUNT_ ? names[reason] : "unknown";
+  const int i = (int)reason;
+  return i >= 0 && i < STSA_AUTO_REASON_COUNT_ ? names[i] : "unknown";
 }

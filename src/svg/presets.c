@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "core/sized.h"
 #include "stsa.h"
+#include "svg/compat.h"
 
 typedef struct svg_preset {
   const char *name;
@@ -27,8 +27,15 @@ typedef struct svg_preset {
       .size = sizeof(stsa_svg_config), .geometry = {F_, Hp_, Wp_, text_, text_, pos_},   \
       .heads = heads_, .head_dim = dim_, .density = density_, .dense_steps = dsteps_,    \
       .dense_layers = dlayers_, .sample_rows = rows_, .sink_frames = 1, .steps = steps_, \
-      .layers = layers_, .q_clusters = qc_, .kv_clusters = kc_, .top_p = 0.9,            \
-      .min_kv_fraction = 0.10, .kmeans_iters_cold = 50, .kmeans_iters_warm = 2           \
+      .layers = layers_, .svg2 = {                                                       \
+        .size = sizeof(stsa_svg2_config),                                                \
+        .q_clusters = qc_,                                                               \
+        .kv_clusters = kc_,                                                              \
+        .top_p = 0.9,                                                                    \
+        .min_kv_fraction = 0.10,                                                         \
+        .kmeans_iters_cold = 50,                                                         \
+        .kmeans_iters_warm = 2                                                           \
+      }                                                                                  \
     }                                                                                    \
   }
 
@@ -67,13 +74,9 @@ stsa_status stsa_svg_preset(const char *name, stsa_svg_config *cfg) {
   if (!name || !cfg)
     return STSA_ERR_NULL_ARG;
   stsa_errbuf err;
-  /* a caller built before SVG2 gets the fields it knows */
-  STSA_TRY(stsa_sized_check_out(cfg, offsetof(stsa_svg_config, method), "stsa_svg_config",
-                                &err));
   for (int i = 0; i < PRESET_COUNT; i++)
-    if (!strcmp(PRESETS[i].name, name)) {
-      stsa_sized_write(cfg, &PRESETS[i].cfg, sizeof *cfg);
-      return STSA_OK;
-    }
+    if (!strcmp(PRESETS[i].name, name))
+      return stsa_svg_config_write(cfg, &PRESETS[i].cfg,
+                                   &err); /* in the caller's layout */
   return STSA_ERR_BAD_PARAM;
 }

@@ -19,6 +19,7 @@
 #include "mask/sparse_call.h"
 #include "svg/auto_pick.h"
 #include "svg/bound.h"
+#include "svg/compat.h"
 #include "svg/profile.h"
 #include "svg/strata.h"
 #include "svg/svg2.h"
@@ -151,8 +152,8 @@ static int largest_divisor(int64_t n, int step, int lo, int hi) {
  * they exist (a frame window then has no partial tile at all), else the
  * context's. Text tokens shift frame boundaries off the tile grid unless
  * they are a suffix or absent. */
-static void choose_tiles(const stsa_svg_config *cfg, int method, const stsa_ctx *ctx,
-                         int *q_tile, int *kv_tile) {
+static void choose_tiles(const stsa_svg_config *cfg, stsa_svg_method method,
+                         const stsa_ctx *ctx, int *q_tile, int *kv_tile) {
   const stsa_geometry *g = &cfg->geometry;
   int64_t P = g->height * g->width;
   int aligned_q = 0, aligned_kv = 0;
@@ -220,9 +221,9 @@ static stsa_status check_config(const stsa_svg_config *c, int mr, int nr,
       "svg: q_tile = %d, kv_tile = %d: 0 (automatic) or at most 4096, kv_tile a "
       "multiple of %d (the kernels' panel width)",
       c->q_tile, c->kv_tile, nr);
-  STSA_RETURN_IF(c->method < 0 || c->method >= STSA_SVG_METHOD_COUNT_, err,
-                 STSA_ERR_BAD_PARAM,
-                 "svg: method = %d, expected 0 (svg), 1 (svg2) or 2 (auto)", c->method);
+  const int method = (int)c->method; /* any int a caller stored */
+  STSA_RETURN_IF(method < 0 || method >= STSA_SVG_METHOD_COUNT_, err, STSA_ERR_BAD_PARAM,
+                 "svg: method = %d, expected 0 (svg), 1 (svg2) or 2 (auto)", method);
   STSA_RETURN_IF(!(c->max_rel_error >= 0 && c->max_rel_error < INFINITY), err,
                  STSA_ERR_BAD_PARAM,
                  "svg: max_rel_error = %s, expected 0 (no budget) or a positive bound",
@@ -232,17 +233,19 @@ static stsa_status check_config(const stsa_svg_config *c, int mr, int nr,
   return STSA_OK;
 }
 
-const char *stsa_svg_method_name(int method) {
-  return method == STSA_SVG_METHOD_SVG    ? "svg"
-         : method == STSA_SVG_METHOD_SVG2 ? "svg2"
-         : method == STSA_SVG_METHOD_AUTO ? "auto"
-                                          : "unknown";
+/* The enums are compared as int: a caller may pass any value, and an enum
+ * without negative constants may be unsigned. */
+const char *stsa_svg_method_name(stsa_svg_method method) {
+  static const char *const names[STSA_SVG_METHOD_COUNT_] = {"svg", "svg2", "auto"};
+  const int i = (int)method;
+  return i >= 0 && i < STSA_SVG_METHOD_COUNT_ ? names[i] : "unknown";
 }
 
-const char *stsa_budget_action_name(int action) {
+const char *stsa_budget_action_name(stsa_budget_action action) {
   static const char *const names[STSA_BUDGET_ACTION_COUNT_] = {"none", "raised", "dense",
                                                                "policy"};
-  return action >= 0 && action < STSA_BUDGET_ACTION_COUNT_ ? names[action] : "unknown";
+  const int i = (int)action;
+  return i >= 0 && i < STSA_BUDGET_ACTION_COUNT_ ? names[i] : "unknown";
 }
 
 stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg **out) {
@@ -250,8 +253,7 @@ stsa_status stsa_svg_create(stsa_ctx *ctx, const stsa_svg_config *cfg, stsa_svg 
     return STSA_ERR_NULL_ARG;
   stsa_err_clear(&ctx->err);
   stsa_svg_config local;
-  STSA_TRY(stsa_sized_read(&local, cfg, offsetof(stsa_svg_config, method), sizeof local,
-                           "stsa_svg_config", &ctx->err));
+  STSA_TRY(stsa_svg_config_read(cfg, &local, &ctx->err));
   cfg = &local;
   STSA_TRY(check_config(cfg, ctx->run->kern.mr, ctx->run->kern.nr, &ctx->err));
   stsa_svg *svg = calloc(1, sizeof *svg);
@@ -711,13 +713,6 @@ static stsa_status settle_svg2_heads(stsa_svg *svg, int64_t b, const stsa_tensor
   return st;
 }
 
-/* The caller's report in this library's layout (its pointers are read). */
-static stsa_status report_read(const stsa_svg_report *report, stsa_svg_report *local,
-                               stsa_errbuf *err) {
-  return stsa_sized_read(local, report, offsetof(stsa_svg_report, est_error),
-                         sizeof *local, "stsa_svg_report", err);
-}
-
 static void report_write(stsa_svg_report *dst, stsa_svg_report *r, int64_t BH,
                          const stsa_head_kind *kinds, const float *mse, int64_t H,
                          const head_run *run, const double *cand) {
@@ -749,7 +744,7 @@ static void report_write(stsa_svg_report *dst, stsa_svg_report *r, int64_t BH,
     if (r->head_top_p)
       r->head_top_p[i] = run[i].top_p;
   }
-  stsa_sized_write(dst, r, sizeof *r);
+  stsa_svg_report_write(dst, r);
 }
 
 stsa_status stsa_svg_attention(stsa_svg *svg, int64_t layer, int64_t step,
@@ -772,7 +767,7 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   STSA_TRY(stsa_check_attention(q, k, v, out, NULL, 0, err)); /* NaN/Inf: scan_inputs */
   stsa_svg_report rep = STSA_INIT(stsa_svg_report);
   if (report)
-    STSA_TRY(report_read(report, &rep, err));
+    STSA_TRY(stsa_svg_report_read(report, &rep, err));
   if (rep.run)
     STSA_TRY(STSA_SIZED_CHECK_OUT(rep.run, stsa_run_info, err));
   stsa_svg_call opts = {sizeof opts, -1.0};
@@ -859,6 +854,8 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   }
   if (st == STSA_OK && report) {
     rep.dense = dense;
+    rep.method = svg->cfg.method;
+    rep.heads = B * H;
     rep.profile_ms = profile_ms;
     rep.attention_ms = attention_ms;
     rep.cluster_ms = cluster_ms;

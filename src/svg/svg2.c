@@ -76,28 +76,28 @@ void stsa_svg2_clusters(const stsa_svg_config *cfg, int64_t *q_clusters,
   const int64_t L = g->frames * g->height * g->width;
   const int64_t cap = STSA_SVG2_MAX_CLUSTER_PAIRS;
   int64_t most = L / MIN_CLUSTER_TOKENS > 0 ? L / MIN_CLUSTER_TOKENS : 1;
-  int64_t qc = cfg->q_clusters, kc = cfg->kv_clusters;
+  int64_t qc = cfg->svg2.q_clusters, kc = cfg->svg2.kv_clusters;
   if (!qc)
     qc = (int64_t)llround(REF_Q_CLUSTERS * (double)L / REF_TOKENS);
   if (!kc)
     kc = (int64_t)llround(REF_KV_CLUSTERS * (double)L / REF_TOKENS);
-  if (!cfg->q_clusters && qc < Q_PER_FRAME * g->frames)
+  if (!cfg->svg2.q_clusters && qc < Q_PER_FRAME * g->frames)
     qc = Q_PER_FRAME * g->frames;
-  if (!cfg->kv_clusters && kc < KV_PER_FRAME * g->frames)
+  if (!cfg->svg2.kv_clusters && kc < KV_PER_FRAME * g->frames)
     kc = KV_PER_FRAME * g->frames;
-  qc = cfg->q_clusters ? qc : qc < 1 ? 1 : qc > most ? most : qc;
-  kc = cfg->kv_clusters ? kc : kc < 1 ? 1 : kc > most ? most : kc;
+  qc = cfg->svg2.q_clusters ? qc : qc < 1 ? 1 : qc > most ? most : qc;
+  kc = cfg->svg2.kv_clusters ? kc : kc < 1 ? 1 : kc > most ? most : kc;
   /* Automatic counts give way to the cap on the pairs (from ~280,000 video
    * tokens on): both shrink by the same factor, or the automatic one alone
    * next to an explicit one. Explicit counts past it are the check's. */
   if (qc > cap / kc) {
-    if (!cfg->q_clusters && !cfg->kv_clusters) {
+    if (!cfg->svg2.q_clusters && !cfg->svg2.kv_clusters) {
       const double f = sqrt((double)cap / ((double)qc * (double)kc));
       qc = (int64_t)((double)qc * f) > 1 ? (int64_t)((double)qc * f) : 1;
       kc = fit_under(qc, cap) < kc ? fit_under(qc, cap) : kc;
-    } else if (!cfg->q_clusters) {
+    } else if (!cfg->svg2.q_clusters) {
       qc = fit_under(kc, cap);
-    } else if (!cfg->kv_clusters) {
+    } else if (!cfg->svg2.kv_clusters) {
       kc = fit_under(qc, cap);
     }
   }
@@ -107,30 +107,32 @@ void stsa_svg2_clusters(const stsa_svg_config *cfg, int64_t *q_clusters,
 
 stsa_status stsa_svg2_check(const stsa_svg_config *c, stsa_errbuf *err) {
   const int64_t L = c->geometry.frames * c->geometry.height * c->geometry.width;
-  STSA_RETURN_IF(c->q_clusters < 0 || c->q_clusters > L || c->kv_clusters < 0 ||
-                     c->kv_clusters > L,
+  STSA_RETURN_IF(c->svg2.q_clusters < 0 || c->svg2.q_clusters > L ||
+                     c->svg2.kv_clusters < 0 || c->svg2.kv_clusters > L,
                  err, STSA_ERR_BAD_PARAM,
                  "svg2: %lld query and %lld key clusters, expected 0 (automatic) or "
                  "1..%lld (the video tokens)",
-                 (long long)c->q_clusters, (long long)c->kv_clusters, (long long)L);
+                 (long long)c->svg2.q_clusters, (long long)c->svg2.kv_clusters,
+                 (long long)L);
   int64_t qc = 0, kc = 0;
   stsa_svg2_clusters(c, &qc, &kc);
   STSA_RETURN_IF(qc > STSA_SVG2_MAX_CLUSTER_PAIRS / kc, err, STSA_ERR_BAD_PARAM,
                  "svg2: %lld query x %lld key clusters, expected at most %lld cluster "
                  "pairs (2^22, e.g. 2048 x 2048; each call's scratch grows with them)",
                  (long long)qc, (long long)kc, (long long)STSA_SVG2_MAX_CLUSTER_PAIRS);
-  STSA_RETURN_IF(!(c->top_p >= 0 && c->top_p <= 1), err, STSA_ERR_BAD_PARAM,
+  STSA_RETURN_IF(!(c->svg2.top_p >= 0 && c->svg2.top_p <= 1), err, STSA_ERR_BAD_PARAM,
                  "svg2: top_p = %s, expected 0 (use density) or (0, 1]",
-                 stsa_real_str(c->top_p, 0).s);
-  STSA_RETURN_IF(!(c->min_kv_fraction >= 0 && c->min_kv_fraction <= 1), err,
+                 stsa_real_str(c->svg2.top_p, 0).s);
+  STSA_RETURN_IF(!(c->svg2.min_kv_fraction >= 0 && c->svg2.min_kv_fraction <= 1), err,
                  STSA_ERR_BAD_PARAM, "svg2: min_kv_fraction = %s, expected [0, 1]",
-                 stsa_real_str(c->min_kv_fraction, 0).s);
-  STSA_RETURN_IF(c->kmeans_iters_cold < 0 || c->kmeans_iters_cold > 10000 ||
-                     c->kmeans_iters_warm < 0 || c->kmeans_iters_warm > 10000,
+                 stsa_real_str(c->svg2.min_kv_fraction, 0).s);
+  STSA_RETURN_IF(c->svg2.kmeans_iters_cold < 0 || c->svg2.kmeans_iters_cold > 10000 ||
+                     c->svg2.kmeans_iters_warm < 0 || c->svg2.kmeans_iters_warm > 10000,
                  err, STSA_ERR_BAD_PARAM,
                  "svg2: k-means iterations %lld (cold) and %lld (warm), expected "
                  "0 (default) to 10000",
-                 (long long)c->kmeans_iters_cold, (long long)c->kmeans_iters_warm);
+                 (long long)c->svg2.kmeans_iters_cold,
+                 (long long)c->svg2.kmeans_iters_warm);
   return STSA_OK;
 }
 

@@ -72,9 +72,10 @@ stsa_status stsa_svg2_cluster_heads(stsa_ctx *ctx, stsa_svg2 *s,
   }
   STSA_RETURN_IF(reserve_km_slots(s, side_by_side ? threads : 1) != 0, &ctx->err,
                  STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
-  const int64_t iters =
-      warm ? (cfg->kmeans_iters_warm ? cfg->kmeans_iters_warm : DEFAULT_ITERS_WARM)
-           : (cfg->kmeans_iters_cold ? cfg->kmeans_iters_cold : DEFAULT_ITERS_COLD);
+  const int64_t iters = warm ? (cfg->svg2.kmeans_iters_warm ? cfg->svg2.kmeans_iters_warm
+                                                            : DEFAULT_ITERS_WARM)
+                             : (cfg->svg2.kmeans_iters_cold ? cfg->svg2.kmeans_iters_cold
+                                                            : DEFAULT_ITERS_COLD);
 #pragma omp parallel for num_threads(side_by_side ? threads : 1) schedule(dynamic, 1)
   for (int64_t j = 0; j < jobs; j++) {
     const int keys = j < H;

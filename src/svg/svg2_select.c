@@ -54,7 +54,7 @@ int stsa_svg2_ladder(int64_t L, double budget, const stsa_select_args *base,
  * by the caller). */
 stsa_select_args stsa_svg2_base_rule(const stsa_svg2 *s, const stsa_svg_config *cfg) {
   const double min_frac =
-      cfg->min_kv_fraction > 0 ? cfg->min_kv_fraction : DEFAULT_MIN_FRACTION;
+      cfg->svg2.min_kv_fraction > 0 ? cfg->svg2.min_kv_fraction : DEFAULT_MIN_FRACTION;
   stsa_select_args a = {s->QC,
                         s->KC,
                         (int)s->D,
@@ -62,7 +62,7 @@ stsa_select_args stsa_svg2_base_rule(const stsa_svg2 *s, const stsa_svg_config *
                         NULL,
                         NULL,
                         1.0 / sqrt((double)s->D),
-                        cfg->top_p,
+                        cfg->svg2.top_p,
                         (int64_t)ceil(cfg->density * (double)s->L),
                         (int64_t)floor(min_frac * (double)s->KC)};
   return a;

@@ -509,11 +509,12 @@ static void same_call_other_padding(void) {
   cfg.sample_rows = clean.sample_rows, cfg.sink_frames = clean.sink_frames;
   cfg.seed = clean.seed, cfg.steps = clean.steps, cfg.layers = clean.layers;
   cfg.q_tile = clean.q_tile, cfg.kv_tile = clean.kv_tile;
-  cfg.method = clean.method, cfg.q_clusters = clean.q_clusters;
-  cfg.kv_clusters = clean.kv_clusters, cfg.top_p = clean.top_p;
-  cfg.min_kv_fraction = clean.min_kv_fraction;
-  cfg.kmeans_iters_cold = clean.kmeans_iters_cold;
-  cfg.kmeans_iters_warm = clean.kmeans_iters_warm;
+  cfg.method = clean.method, cfg.svg2.size = clean.svg2.size;
+  cfg.svg2.q_clusters = clean.svg2.q_clusters;
+  cfg.svg2.kv_clusters = clean.svg2.kv_clusters, cfg.svg2.top_p = clean.svg2.top_p;
+  cfg.svg2.min_kv_fraction = clean.svg2.min_kv_fraction;
+  cfg.svg2.kmeans_iters_cold = clean.svg2.kmeans_iters_cold;
+  cfg.svg2.kmeans_iters_warm = clean.svg2.kmeans_iters_warm;
   cfg.max_rel_error = clean.max_rel_error;
   stsa_dist_svg *svg = NULL;
   stsa_status st = stsa_dist_svg_create(dist, &cfg, &svg);

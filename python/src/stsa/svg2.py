@@ -28,7 +28,7 @@ _ZERO_MEANS = {"q_clusters": _CLUSTERS_DEFAULT, "kv_clusters": _CLUSTERS_DEFAULT
 
 
 def _top_p(top_p, density):
-    """cfg.top_p of a top_p= given as a number (or None: 0, the key budget)."""
+    """cfg.svg2.top_p of a top_p= given as a number (or None: 0, the key budget)."""
     who = "stsa.SVG2"
     if top_p is None:
         return 0.0
@@ -101,25 +101,26 @@ class SVG2(SVG):
         cfg = self._config(geometry, heads, head_dim, density, dense_steps, dense_layers,
                            sample_rows, sink_frames, seed, q_tile, kv_tile, max_error)
         cfg.method = self._METHOD
+        svg2 = cfg.svg2  # SVG2's own settings (stsa_svg2_config)
         if top_p is _UNSET:
             # a density alone is the key budget; otherwise the preset's or 0.9
-            cfg.top_p = 0.0 if density is not None else (cfg.top_p or 0.9)
+            svg2.top_p = 0.0 if density is not None else (svg2.top_p or 0.9)
         else:
-            cfg.top_p = top_p_value
+            svg2.top_p = top_p_value
         for name, value in (("q_clusters", q_clusters), ("kv_clusters", kv_clusters),
                             ("kmeans_iters_cold", kmeans_iters_cold),
                             ("kmeans_iters_warm", kmeans_iters_warm)):
             if value is not None:
-                setattr(cfg, name, _core.as_int(value, name, _SVG2_INT_FIELDS[name]))
+                setattr(svg2, name, _core.as_int(value, name, _SVG2_INT_FIELDS[name]))
         if min_kv_fraction is not None:
-            cfg.min_kv_fraction = _real_in(min_kv_fraction, "min_kv_fraction", "stsa.SVG2",
+            svg2.min_kv_fraction = _real_in(min_kv_fraction, "min_kv_fraction", "stsa.SVG2",
                                            ", expected a fraction in (0, 1]")
         self._start(cfg, threads, backend)
 
     def _repr_settings(self):
         c = self.config
-        budget = f"top_p={c.top_p}" if c.top_p else f"density={c.density}"
-        return f"{budget}, q_clusters={c.q_clusters}, kv_clusters={c.kv_clusters}"
+        budget = f"top_p={c.svg2.top_p}" if c.svg2.top_p else f"density={c.density}"
+        return f"{budget}, q_clusters={c.svg2.q_clusters}, kv_clusters={c.svg2.kv_clusters}"
 
 
 class Auto(SVG2):
