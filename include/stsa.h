@@ -206,8 +206,12 @@ STSA_API const char *stsa_backend_about(stsa_backend backend);
 /* The backend whose stsa_backend_name is `name` (exactly), as an int; -1
  * when none is (NULL included). */
 STSA_API int stsa_backend_from_name(const char *name);
-/* 1 if this build and this CPU run the backend (AUTO, REF and PORTABLE
- * always do), 0 otherwise. */
+/* 1 if this build and this CPU (and OS) run the backend (AUTO, REF and
+ * PORTABLE always do), 0 otherwise: the one CPU feature query, so that a new
+ * backend adds a row to the library's table, not a function. For AMX it
+ * also asks Linux to grant this process the tile state (arch_prctl; once
+ * granted it stays, so asking again is harmless), as a context does before
+ * it selects amx. */
 STSA_API int stsa_backend_available(stsa_backend backend);
 
 typedef enum stsa_param {
@@ -891,16 +895,6 @@ STSA_API stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order orde
 STSA_API stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h,
                                           int64_t *tiles_active, int64_t *tiles_partial,
                                           int64_t *pairs_kept);
-
-/* 1 if this CPU can run the AVX2 backend. */
-STSA_API int stsa_cpu_has_avx2(void);
-/* 1 if this CPU (and its OS, which must save zmm state) can run the AVX-512
- * backend: AVX-512F on top of what the AVX2 backend needs. */
-STSA_API int stsa_cpu_has_avx512(void);
-/* 1 if this CPU and OS can run the amx backend: AMX-TILE, AMX-BF16,
- * AVX512-BW and AVX512-BF16 on top of AVX-512F, the tile state enabled, and (Linux)
- * granted to this process, which this call asks for. */
-STSA_API int stsa_cpu_has_amx(void);
 
 /* Copies `in` into `out` (same shape; any layouts and dtypes; they must not
  * share memory). Equal dtypes copy bits exactly, NaN payloads included;

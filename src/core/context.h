@@ -42,12 +42,6 @@ void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg);
  * of a partitioned call writes it while other parts may fail. */
 void stsa_ctx_record_run(const stsa_ctx *ctx, const stsa_run_info *run);
 
-/* 1 if this CPU and OS can run the avx512bf16 backend: AVX-512F, DQ, BW and
- * VL, AVX512-BF16 (CPUID 7.1 EAX bit 5) and the OS saving zmm state. Not
- * public: issue 34 replaces the stsa_cpu_has_* calls with
- * stsa_backend_available. */
-int stsa_cpu_runs_avx512bf16(void);
-
 /* The threads stsa_check_attention scans inputs on for a call that owns
  * its threads: the context's, or 0 when check_finite is off. */
 static inline int stsa_finite_threads(const stsa_ctx *ctx) {
