@@ -43,6 +43,7 @@
  *     freed on every path.
  * Any violation calls abort() so libFuzzer records the input.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -879,16 +879,35 @@ STSA_API stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order orde
                                          const stsa_tensor *out);
 
 /* ------------------------------------------------------------------------ */
-/* Experimental: may change in any release                                   */
+/* Experimental: only with STSA_EXPERIMENTAL, may change in any release     */
 /* ------------------------------------------------------------------------ */
 /*
- * What the tools, tests and benchmarks need but a stable API should not
- * promise yet: the synthetic workload (its statistics will follow new
- * measurements), the session's internal masks and the CPU feature query
- * (which grows with every backend; stsa_backend_available is the stable
- * question). Their structs are extensible like the others, but names,
- * fields and semantics may change in a minor release.
+ * Declared only where the includer defines STSA_EXPERIMENTAL before it
+ * includes this header (as zstd's ZSTD_STATIC_LINKING_ONLY):
+ *
+ *   #define STSA_EXPERIMENTAL
+ *   #include <stsa.h>
+ *
+ * so that using them is a visible choice. The library exports them like the
+ * rest, but their names, fields and semantics may change in a minor release;
+ * everything above this section is the stable API. Why each is here:
+ *   - stsa_plan_head_stats: per-head counts read from the plan's internal
+ *     storage (tile lists, shared masks), which the plan layer still
+ *     reshapes; stsa_plan_get_stats is the stable summary.
+ *   - stsa_tensor_copy: the distributed layer's pack/unpack helper; its
+ *     conversion rules follow the kernels' loads and stores, which may
+ *     change (e.g. a faster f32 -> bf16 rounding).
+ *   - the workload generator (stsa_workload_desc, stsa_workload_generate):
+ *     synthetic Q, K and V for tests and benchmarks, whose statistics
+ *     follow new measurements of real models.
+ *   - stsa_svg_kind_mask, stsa_svg_sampled_rows: the session's internals
+ *     (its per-kind masks and memory orders, its profiling rows), exposed
+ *     for callers that rebuild its plans or profile on their own (the
+ *     distributed layer, the ggml integration); they change whenever the
+ *     session's policy does.
+ * Their structs are size-prefixed like the others.
  */
+#ifdef STSA_EXPERIMENTAL
 /* One head's share of stsa_plan_stats (visited tiles, those of them that need
  * the mask, kept pairs), e.g. to balance heads across ranks by cost. Any
  * output may be NULL; h outside [0, heads) is STSA_ERR_BAD_PARAM. */
@@ -950,6 +969,7 @@ STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind
  * rows. For callers that profile on their own (the ring of libstsa_mpi). */
 STSA_API stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer,
                                            int64_t step, int64_t batch, int64_t *rows);
+#endif /* STSA_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
  * are bitwise the same on 1, 2 and 3 threads. On a machine without AMX the
  * test checks only that the backend is refused there.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

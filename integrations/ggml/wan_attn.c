@@ -1,4 +1,5 @@
 /* wan_attn.c — see wan_attn.h. */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include "wan_attn.h"
 
 #include <math.h>

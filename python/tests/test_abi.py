@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import stsa
-from stsa import _lib
+from stsa import _header, _lib
 from stsa._lib import ffi, lib
 
 CHECKOUT_HEADER = pathlib.Path(__file__).resolve().parents[2] / "include" / "stsa.h"
@@ -49,6 +49,18 @@ def test_every_header_function_is_callable_through_the_binding():
     for name, arity in exported.items():
         fn_type = ffi.typeof(getattr(lib, name))
         assert fn_type.kind == "function" and len(fn_type.args) == arity, name
+
+
+def test_the_experimental_api_is_declared_only_with_its_macro():
+    """The header's experimental section is behind STSA_EXPERIMENTAL; the
+    binding predefines it, so Python has both APIs from the header alone."""
+    text = _lib.header_path.read_text()
+    stable = _header.cdef_source(text)
+    every = _header.cdef_source(text, predefined=_lib.PREDEFINED)
+    for name in ("stsa_workload_generate", "stsa_tensor_copy", "stsa_plan_head_stats",
+                 "stsa_svg_kind_mask", "stsa_svg_sampled_rows"):
+        assert name in _lib.FUNCTIONS and f"{name}(" in every and f"{name}(" not in stable
+    assert "stsa_attention(" in stable and "stsa_backend_available(" in stable
 
 
 @pytest.mark.skipif(not CHECKOUT_HEADER.is_file(), reason="needs a source checkout")
@@ -83,8 +95,9 @@ def compiled(tmp_path_factory):
     cc = shutil.which("cc")
     if cc is None:
         pytest.skip("needs a C compiler (cc)")
-    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "stsa.h"',
-             "int main(void) {"]
+    lines = [f"#define {name}" for name in _lib.PREDEFINED]
+    lines += ["#include <stdio.h>", "#include <stddef.h>", '#include "stsa.h"',
+              "int main(void) {"]
     for spelling, ctype in _public_structs().items():
         lines.append(f'  printf("size|{spelling}|%zu\\n", sizeof({spelling}));')
         for field, _ in ctype.fields:

@@ -8,6 +8,7 @@
  * Partial tiles store their rows' clipped intervals; equal ones (across the
  * whole plan) are stored once. Everything a plan owns lives in one arena.
  */
+#define STSA_EXPERIMENTAL /* defines stsa_plan_head_stats */
 #include <stdlib.h>
 #include <string.h>
 

@@ -50,9 +50,13 @@ def _find_header():
 
 
 header_path = _find_header()
+# The binding declares the experimental section too (stsa_workload_generate,
+# stsa_tensor_copy, ...: stsa.svg and the tests use them), as a C file that
+# defines STSA_EXPERIMENTAL before it includes stsa.h.
+PREDEFINED = ("STSA_EXPERIMENTAL",)
 ffi = cffi.FFI()
 try:
-    ffi.cdef(_header.cdef_source(header_path.read_text()))
+    ffi.cdef(_header.cdef_source(header_path.read_text(), predefined=PREDEFINED))
 except (_header.HeaderError, cffi.CDefError) as e:
     raise ImportError(f"stsa: cannot declare {header_path}: {e}") from e
 
