@@ -25,6 +25,16 @@ void stsa_ctx_record_run(const stsa_ctx *ctx, const stsa_run_info *run) {
   atomic_flag_clear_explicit(&c->err_lock, memory_order_release);
 }
 
+const char *stsa_pv_precision_name(stsa_pv_precision precision) {
+  static const char *const names[STSA_PV_PRECISION_COUNT_] = {
+      [STSA_PV_AUTO] = "auto",
+      [STSA_PV_BF16] = "bf16",
+      [STSA_PV_NEAR_F32] = "near-f32",
+      [STSA_PV_F32] = "f32",
+  };
+  return (unsigned)precision < STSA_PV_PRECISION_COUNT_ ? names[precision] : "unknown";
+}
+
 stsa_status stsa_ctx_last_run(const stsa_ctx *ctx, stsa_run_info *info) {
   if (!ctx || !info)
     return STSA_ERR_NULL_ARG;

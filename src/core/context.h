@@ -16,12 +16,12 @@ struct stsa_ctx {
   /* What calls run: the backend resolved when it was set, and its kernel
    * table (src/kernel/dispatch.h; owned here, freed by stsa_ctx_free). */
   struct stsa_backend_choice *run;
-  int q_tile;           /* query rows per tile */
-  int kv_tile;          /* key rows per tile, a multiple of the kernel table's nr */
-  int check_finite;     /* scan inputs for NaN/Inf before computing */
-  int bf16_terms;       /* STSA_PARAM_BF16_TERMS (0: by the output's dtype) */
-  stsa_errbuf err;      /* message of the last failure */
-  atomic_flag err_lock; /* taken by stsa_ctx_record_error */
+  int q_tile;       /* query rows per tile */
+  int kv_tile;      /* key rows per tile, a multiple of the kernel table's nr */
+  int check_finite; /* scan inputs for NaN/Inf before computing */
+  stsa_pv_precision pv_precision; /* STSA_PARAM_PV_PRECISION */
+  stsa_errbuf err;                /* message of the last failure */
+  atomic_flag err_lock;           /* taken by stsa_ctx_record_error */
   /* Plans built on this context, by signature: owned by the plan layer
    * (src/mask), which installs plans_destroy with the first one; the core
    * frees them through it and knows nothing else of plans. */

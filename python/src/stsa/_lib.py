@@ -159,6 +159,9 @@ BACKENDS = {string(lib.stsa_backend_name(b)): b for b in range(lib.stsa_backend_
 PARAMS = enum_names("stsa_param", "STSA_PARAM_")
 TEXT_POS = enum_names("stsa_text_pos", "STSA_TEXT_")
 ORDERS = enum_names("stsa_order", "STSA_ORDER_")
+# indexed by stsa_pv_precision value ("auto", "bf16", "near-f32", "f32")
+PV_PRECISIONS = tuple(enum_names("stsa_pv_precision", "STSA_PV_",
+                                 lib.stsa_pv_precision_name))
 SPARSE_MODES = enum_names("stsa_sparse_mode", "STSA_SPARSE_", lib.stsa_sparse_mode_name)
 # indexed by stsa_head_kind value
 HEAD_KINDS = tuple(enum_names("stsa_head_kind", "STSA_HEAD_", lib.stsa_head_kind_name))
