@@ -45,6 +45,9 @@ extern "C" {
 #define STSA_API
 #endif
 
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
 /* Run-time version: STSA_VERSION_NUMBER of the library actually loaded. */
 STSA_API unsigned stsa_version_number(void);
 /* "MAJOR.MINOR.PATCH". */

@@ -1,6 +1,7 @@
 /* context.c — what every layer needs of a context: freeing it, recording a
- * failure and what a call ran. Creation and parameters live with the
- * backend choice they depend on (src/kernel/backend.c). */
+ * failure and what a call ran (with the names of what it reports). Creation
+ * and parameters live with the backend choice they depend on
+ * (src/kernel/context.c). */
 #include "core/context.h"
 
 #include <stdlib.h>
@@ -23,6 +24,16 @@ void stsa_ctx_record_run(const stsa_ctx *ctx, const stsa_run_info *run) {
   c->last_run = *run;
   c->last_run.size = sizeof c->last_run;
   atomic_flag_clear_explicit(&c->err_lock, memory_order_release);
+}
+
+static const char *const ARITH_NAMES[STSA_ARITH_COUNT_] = {
+    [STSA_ARITH_F64] = "f64",
+    [STSA_ARITH_F32] = "f32",
+    [STSA_ARITH_BF16_TILES] = "bf16-tiles",
+};
+
+const char *stsa_arith_name(stsa_arith arith) {
+  return (unsigned)arith < STSA_ARITH_COUNT_ ? ARITH_NAMES[arith] : "unknown";
 }
 
 const char *stsa_pv_precision_name(stsa_pv_precision precision) {

@@ -807,15 +807,6 @@ int stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt, int64_t kt
                                                                       : 0;
 }
 
-const char *stsa_sparse_mode_name(stsa_sparse_mode mode) {
-  static const char *const names[STSA_SPARSE_MODE_COUNT_] = {
-      [STSA_SPARSE_EXACT] = "exact",
-      [STSA_SPARSE_NAIVE] = "naive",
-      [STSA_SPARSE_TILE_ROUNDED] = "tile-rounded",
-  };
-  return (unsigned)mode < STSA_SPARSE_MODE_COUNT_ ? names[mode] : "unknown";
-}
-
 /* ---- storage for other builders ------------------------------------------ */
 stsa_plan *stsa_plan_new(void) {
   plan_store *s = calloc(1, sizeof *s);

@@ -1,5 +1,5 @@
 /*
- * backend.c — creating a context and setting its parameters: the parts of a
+ * context.c — creating a context and setting its parameters: the parts of a
  * context that depend on the backend it runs. The backend is resolved here,
  * once (at creation and when it is set), and kv_tile must be a multiple of
  * the chosen kernel table's panel width.
