@@ -27,12 +27,21 @@ section_files() { # header section -> the source files of its functions
     "Masks:"*) echo "src/mask/mask.c" ;;
     "Plans:"*) echo "src/mask/plan_build.c" ;;
     "Block-sparse attention") echo "src/mask/sparse_call.c" ;;
-    "Sparse VideoGen: head kinds") echo "src/svg/workload.c" ;;
+    "Sparse VideoGen: head kinds") echo "" ;; # stsa_head_kind_name: see moving()
     "Sparse VideoGen: the session") echo "src/svg/session.c src/svg/presets.c src/svg/auto_pick.c src/svg/permute.c" ;;
     # each next to the stable functions it extends
-    "Experimental:"*) echo "src/core/tensor_copy.c src/mask/plan_build.c src/svg/session.c src/svg/workload.c" ;;
+    "Experimental:"*) echo "src/core/tensor_copy.c src/mask/plan_build.c src/svg/session.c" ;;
     "stsa_mpi.h") echo "src/dist/dist.c src/dist/dist_attention.c src/dist/dist_svg.c" ;;
     *) echo "?" ;;
+  esac
+}
+
+# Not checked: the workload generator and stsa_head_kind_name, which issue
+# 34 moves out of libstsa into libstsa_io (its own header and files).
+moving() {
+  case $1 in
+    stsa_workload_generate | stsa_head_kind_name) return 0 ;;
+    *) return 1 ;;
   esac
 }
 
@@ -66,6 +75,9 @@ fail() {
 }
 pairs=$(declared)
 while IFS='|' read -r section name; do
+  if moving "$name"; then
+    continue
+  fi
   n=$((n + 1))
   files=$(section_files "$section")
   if [ "$files" = "?" ]; then
