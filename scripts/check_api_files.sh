@@ -36,8 +36,8 @@ section_files() { # header section -> the source files of its functions
   esac
 }
 
-# Not checked: the workload generator and stsa_head_kind_name, which issue
-# 34 moves out of libstsa into libstsa_io (its own header and files).
+# Not checked: the workload generator and stsa_head_kind_name, which leave
+# libstsa for libstsa_io (its own header and files).
 moving() {
   case $1 in
     stsa_workload_generate | stsa_head_kind_name) return 0 ;;
