@@ -45,6 +45,9 @@ extern "C" {
 #define STSA_API
 #endif
 
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
 /* Run-time version: STSA_VERSION_NUMBER of the library actually loaded. */
 STSA_API unsigned stsa_version_number(void);
 /* "MAJOR.MINOR.PATCH". */
@@ -209,8 +212,12 @@ STSA_API const char *stsa_backend_about(stsa_backend backend);
 /* The backend whose stsa_backend_name is `name` (exactly), as an int; -1
  * when none is (NULL included). */
 STSA_API int stsa_backend_from_name(const char *name);
-/* 1 if this build and this CPU run the backend (AUTO, REF and PORTABLE
- * always do), 0 otherwise. */
+/* 1 if this build and this CPU (and OS) run the backend (AUTO, REF and
+ * PORTABLE always do), 0 otherwise: the one CPU feature query, so that a new
+ * backend adds a row to the library's table, not a function. For AMX it
+ * also asks Linux to grant this process the tile state (arch_prctl; once
+ * granted it stays, so asking again is harmless), as a context does before
+ * it selects amx. */
 STSA_API int stsa_backend_available(stsa_backend backend);
 
 typedef enum stsa_param {
@@ -228,21 +235,40 @@ typedef enum stsa_param {
   /* 1: reject NaN/Inf inputs (default); 0: skip the scan, and NaN/Inf then
    * propagate as in PyTorch SDPA (see "Non-finite inputs" at stsa_attention) */
   STSA_PARAM_CHECK_FINITE = 4,
-  /* The amx and avx512bf16 backends on bf16 Q, K and V: how many bf16 terms
-   * each f32 probability enters P.V as, 0..3. 0 (default): what the output
-   * keeps, 3 for f32 out (their sum is the f32 probability exactly, as the
-   * f32 backends multiply it), 2 for f16 and bf16 out (within 2^-18 of it);
-   * 1: the probability rounded to bf16 (2^-9), as PyTorch's bf16 SDPA
-   * rounds it: the fastest; a bf16 output may then move by an ulp or two,
-   * and lse by up to 2^-9 (with fewer than three terms a row is normalised
-   * by the sum of its rounded weights, which keeps the output unbiased).
-   * avx512bf16 multiplies the f32 probability itself for 2 and 3 (its f32
-   * FMAs on V are faster there than the terms' bf16 products): both give
-   * the f32 path's P.V arithmetic and the same bytes. Other backends and dtypes compute
-   * in f32 and ignore it. */
-  STSA_PARAM_BF16_TERMS = 5,
+  /* How the softmax probabilities enter P.V: an stsa_pv_precision (below),
+   * default STSA_PV_AUTO. Every backend honours it as a floor: one that
+   * multiplies f32 probabilities runs them exactly whatever is asked, and
+   * stsa_run_info.pv_precision says what a call ran. (Value 5 was
+   * STSA_PARAM_BF16_TERMS, the bf16 terms per probability of the amx and
+   * avx512bf16 backends, 0..3: the same numbers mean the same.) */
+  STSA_PARAM_PV_PRECISION = 5,
   STSA_PARAM_COUNT_
 } stsa_param;
+
+/* How each f32 softmax probability p enters the P.V product
+ * (STSA_PARAM_PV_PRECISION). Every backend multiplies p exactly (F32) on
+ * f32 and f16 inputs, and so do all but two on any: only the bf16 tiles of
+ * the amx and avx512bf16 backends (STSA_ARITH_BF16_TILES, on bf16 Q, K and V)
+ * split p into bf16 terms for their bf16 products, where fewer terms run
+ * faster. */
+typedef enum stsa_pv_precision {
+  /* what the output keeps (default): F32 for an f32 output, NEAR_F32 for f16
+   * and bf16 outputs, whose own rounding (2^-11, 2^-9) is far above 2^-18 */
+  STSA_PV_AUTO = 0,
+  /* p rounded to bf16 (2^-9), as PyTorch's bf16 SDPA rounds it: the
+   * fastest; a bf16 output may then move by an ulp or two, and lse by up to
+   * 2^-9 (a row is normalised by the sum of its rounded weights, which keeps
+   * the output unbiased). One bf16 term. */
+  STSA_PV_BF16 = 1,
+  /* within 2^-18 of p (two bf16 terms; avx512bf16 multiplies p itself
+   * here, its f32 FMAs on V being faster than the terms' products, and so
+   * runs F32's arithmetic and bytes) */
+  STSA_PV_NEAR_F32 = 2,
+  STSA_PV_F32 = 3, /* p exactly, as the f32 path multiplies it (three terms) */
+  STSA_PV_PRECISION_COUNT_
+} stsa_pv_precision;
+/* "auto", "bf16", "near-f32", "f32"; "unknown" for any other value. */
+STSA_API const char *stsa_pv_precision_name(stsa_pv_precision precision);
 
 STSA_API stsa_status stsa_ctx_set(stsa_ctx *ctx, stsa_param param, int64_t value);
 STSA_API stsa_status stsa_ctx_get(const stsa_ctx *ctx, stsa_param param, int64_t *value);
@@ -259,7 +285,7 @@ typedef enum stsa_arith {
                          sums and softmax (every tiled backend) */
   /* the amx and avx512bf16 backends on bf16 q, k and v: exact bf16 products
    * summed in f32 (the AMX tile unit, or vdpbf16ps), the softmax in f32, each probability
-   * entering P.V as bf16_terms bf16 terms (STSA_PARAM_BF16_TERMS) */
+   * entering P.V as bf16_terms bf16 terms (STSA_PARAM_PV_PRECISION) */
   STSA_ARITH_BF16_TILES = 2,
   STSA_ARITH_COUNT_
 } stsa_arith;
@@ -277,6 +303,10 @@ typedef struct stsa_run_info {
    * bf16 only".
    * NUL-terminated. */
   char why[192];
+  /* How the probabilities entered P.V (never AUTO): STSA_PV_F32 for f64
+   * and f32 arithmetic, whatever STSA_PARAM_PV_PRECISION asked; the bf16
+   * tiles' bf16_terms otherwise (1 BF16, 2 NEAR_F32, 3 F32). */
+  stsa_pv_precision pv_precision;
 } stsa_run_info;
 
 /* What the last attention call on ctx that succeeded ran: stsa_attention,
@@ -902,31 +932,38 @@ STSA_API stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order orde
                                          const stsa_tensor *out);
 
 /* ------------------------------------------------------------------------ */
-/* Experimental: may change in any release                                   */
+/* Experimental: only with STSA_EXPERIMENTAL, may change in any release     */
 /* ------------------------------------------------------------------------ */
 /*
- * What the tools, tests and benchmarks need but a stable API should not
- * promise yet: the session's internal masks and the CPU feature query
- * (which grows with every backend; stsa_backend_available is the stable
- * question). Their structs are extensible like the others, but names,
- * fields and semantics may change in a minor release.
+ * Declared only where the includer defines STSA_EXPERIMENTAL before it
+ * includes this header (as zstd's ZSTD_STATIC_LINKING_ONLY):
+ *
+ *   #define STSA_EXPERIMENTAL
+ *   #include <stsa.h>
+ *
+ * so that using them is a visible choice. The library exports them like the
+ * rest, but their names, fields and semantics may change in a minor release;
+ * everything above this section is the stable API. Why each is here:
+ *   - stsa_plan_head_stats: per-head counts read from the plan's internal
+ *     storage (tile lists, shared masks), which the plan layer still
+ *     reshapes; stsa_plan_get_stats is the stable summary.
+ *   - stsa_tensor_copy: the distributed layer's pack/unpack helper; its
+ *     conversion rules follow the kernels' loads and stores, which may
+ *     change (e.g. a faster f32 -> bf16 rounding).
+ *   - stsa_svg_kind_mask, stsa_svg_sampled_rows: the session's internals
+ *     (its per-kind masks and memory orders, its profiling rows), exposed
+ *     for callers that rebuild its plans or profile on their own (the
+ *     distributed layer, the ggml integration); they change whenever the
+ *     session's policy does.
+ * Their structs are size-prefixed like the others.
  */
+#ifdef STSA_EXPERIMENTAL
 /* One head's share of stsa_plan_stats (visited tiles, those of them that need
  * the mask, kept pairs), e.g. to balance heads across ranks by cost. Any
  * output may be NULL; h outside [0, heads) is STSA_ERR_BAD_PARAM. */
 STSA_API stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h,
                                           int64_t *tiles_active, int64_t *tiles_partial,
                                           int64_t *pairs_kept);
-
-/* 1 if this CPU can run the AVX2 backend. */
-STSA_API int stsa_cpu_has_avx2(void);
-/* 1 if this CPU (and its OS, which must save zmm state) can run the AVX-512
- * backend: AVX-512F on top of what the AVX2 backend needs. */
-STSA_API int stsa_cpu_has_avx512(void);
-/* 1 if this CPU and OS can run the amx backend: AMX-TILE, AMX-BF16,
- * AVX512-BW and AVX512-BF16 on top of AVX-512F, the tile state enabled, and (Linux)
- * granted to this process, which this call asks for. */
-STSA_API int stsa_cpu_has_amx(void);
 
 /* Copies `in` into `out` (same shape; any layouts and dtypes; they must not
  * share memory). Equal dtypes copy bits exactly, NaN payloads included;
@@ -949,6 +986,7 @@ STSA_API stsa_status stsa_svg_kind_mask(const stsa_svg *svg, stsa_head_kind kind
  * rows. For callers that profile on their own (the ring of libstsa_mpi). */
 STSA_API stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer,
                                            int64_t step, int64_t batch, int64_t *rows);
+#endif /* STSA_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

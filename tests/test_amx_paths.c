@@ -45,7 +45,7 @@ typedef struct path_case {
   int64_t Sq, Skv, D; /* kernel calls; sessions take the geometry's tokens */
   int q_tile, kv_tile;
   stsa_dtype q_dtype, kv_dtype, out_dtype;
-  int terms;        /* STSA_PARAM_BF16_TERMS */
+  int terms;        /* STSA_PARAM_PV_PRECISION */
   stsa_geometry g;  /* sessions and the temporal mask */
   stsa_arith arith; /* what must run */
   int bf16_terms;   /* what run info must say */
@@ -102,7 +102,7 @@ static stsa_run_info run_kernel_call(stsa_backend backend, const path_case *c,
                                      const stsa_tensor *q, const stsa_tensor *k,
                                      const stsa_tensor *v, const stsa_tensor *out) {
   stsa_ctx *ctx = tu_make_ctx(backend, 2, c->q_tile, c->kv_tile);
-  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, c->terms), STSA_OK);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_PV_PRECISION, c->terms), STSA_OK);
   stsa_mask *mask = NULL;
   stsa_plan *plan = NULL;
   if (c->kind == DENSE) {
@@ -179,7 +179,7 @@ static stsa_run_info session_case(const path_case *c) {
   cfg.kv_tile = c->kv_tile;
   cfg.max_rel_error = c->kind == SVG_BUDGET ? 0.5 : 0;
   stsa_ctx *ctx = tu_make_ctx(UNIT, 2, 192, 256);
-  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, c->terms), STSA_OK);
+  CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_PV_PRECISION, c->terms), STSA_OK);
   tu_rng rng = {(uint64_t)N};
   stsa_tensor q = tu_random_tensor(&rng, c->q_dtype, TU_BSHD, 1, N, H, c->D, 1.0);
   stsa_tensor kv = tu_random_tensor(&rng, c->kv_dtype, TU_BSHD, 1, N, H, c->D, 1.0);

@@ -20,7 +20,7 @@ cat >check.py <<'PY'
 import json, sys
 lines = [json.loads(x) for x in open(sys.argv[1]) if x.startswith('{')]
 assert lines, 'no JSON line in %s' % sys.argv[1]
-KEYS = {'backend', 'arithmetic', 'bf16_terms', 'why'}
+KEYS = {'backend', 'arithmetic', 'bf16_terms', 'pv_precision', 'why'}
 for r in lines:
     for e in sys.argv[2:]:
         if not eval(e, {'KEYS': KEYS}, {'r': r}):
@@ -95,7 +95,7 @@ fi
 # ------------------------------------------------ forced backends
 for want in portable:f32 ref:f64; do
   backend=${want%:*} arith=${want#*:}
-  RAN="{'backend': '$backend', 'arithmetic': '$arith', 'bf16_terms': 0, 'why': ''}"
+  RAN="{'backend': '$backend', 'arithmetic': '$arith', 'bf16_terms': 0, 'pv_precision': 'f32', 'why': ''}"
   expect_ok "dense-$backend" env STSA_BACKEND="$backend" "$STSA" bench dense "${small[@]}" \
     --json
   check "dense-$backend.json" "dense-$backend.stdout" "r['ran'] == $RAN"
@@ -125,10 +125,10 @@ for tb in amx avx512bf16; do
   tiles=(--backend "$tb" --dtype bf16 --seq 64 --heads 1 --dim 64 --reps 1 --threads 1)
   expect_ok "$tb"-tiles "$STSA" bench dense "${tiles[@]}" --json
   check "$tb"-tiles.json "$tb"-tiles.stdout "r['bf16_tiles'] is True" \
-    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}"
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'pv_precision': 'near-f32', 'why': ''}"
   expect_ok "$tb"-tiles-text "$STSA" bench dense "${tiles[@]}"
   expect_grep "$tb"-tiles-text "$tb"-tiles-text.stdout \
-    "^  ran: $tb, bf16-tiles (2 bf16 terms a probability)$"
+    "^  ran: $tb, bf16-tiles (P.V near-f32: 2 bf16 terms a probability)$"
   expect_grep "$tb"-tiles-caveat "$tb"-tiles-text.stdout "$caveat"
   # f32 inputs on the same backend run the f32 kernels: no bf16 caveat
   expect_ok "$tb"-f32-text "$STSA" bench dense --backend "$tb" --dtype f32 --seq 64 --heads 1 \
@@ -140,29 +140,48 @@ for tb in amx avx512bf16; do
   # kv tiles of 48 keys (a 16-key multiple, not 32): the bf16 tiles too
   expect_ok "$tb"-48 "$STSA" bench dense "${tiles[@]}" --kv-tile 48 --json
   check "$tb"-48.json "$tb"-48.stdout "r['bf16_tiles'] is True" \
-    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}"
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'pv_precision': 'near-f32', 'why': ''}"
   expect_ok "$tb"-48-text "$STSA" bench dense "${tiles[@]}" --kv-tile 48
   expect_grep "$tb"-48-text "$tb"-48-text.stdout \
-    "^  ran: $tb, bf16-tiles (2 bf16 terms a probability)$"
+    "^  ran: $tb, bf16-tiles (P.V near-f32: 2 bf16 terms a probability)$"
   # SVG on frames of 12 x 20 tokens: frame-aligned tiles of 240 keys take them
   expect_ok "$tb"-svg env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
     --json
   check "$tb"-svg.json "$tb"-svg.stdout "r['kv_tile'] == 240" \
-    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}" \
-    "r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'pv_precision': 'f32', 'why': ''}" \
+    "r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'pv_precision': 'f32', 'why': ''}"
   expect_ok "$tb"-svg-text env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" --dtype bf16
   expect_grep "$tb"-svg-text "$tb"-svg-text.stdout \
-    "^  ran: SVG $tb, bf16-tiles (3 bf16 terms a probability); dense $tb, bf16-tiles (3 bf16 terms a probability)$"
+    "^  ran: SVG $tb, bf16-tiles (P.V f32: 3 bf16 terms a probability); dense $tb, bf16-tiles (P.V f32: 3 bf16 terms a probability)$"
   # tiles of 96 x 128: the SVG call takes the bf16 tiles
   expect_ok "$tb"-svg-fit env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" --dtype bf16 \
     --q-tile 96 --kv-tile 128 --json
   check "$tb"-svg-fit.json "$tb"-svg-fit.stdout \
-    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
-  # --bf16-terms reaches the SVG and dense calls
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'pv_precision': 'f32', 'why': ''}"
+  # --pv-precision (and its numeric alias --bf16-terms) reaches the SVG and dense calls
   expect_ok "$tb"-svg-one env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" \
-    --dtype bf16 --bf16-terms 1 --json
+    --dtype bf16 --pv-precision bf16 --json
   check "$tb"-svg-one.json "$tb"-svg-one.stdout \
-    "r['ran'] == r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 1, 'why': ''}"
+    "r['ran'] == r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 1, 'pv_precision': 'bf16', 'why': ''}"
+  expect_ok "$tb"-svg-terms env STSA_BACKEND="$tb" "$STSA" bench svg "${svg_small[@]}" \
+    --dtype bf16 --bf16-terms 2 --json
+  check "$tb"-svg-terms.json "$tb"-svg-terms.stdout \
+    "r['ran'] == r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'pv_precision': 'near-f32', 'why': ''}"
+  expect_ok "$tb"-near "$STSA" bench dense "${tiles[@]}" --pv-precision near-f32 --out-dtype f32 \
+    --json
+  check "$tb"-near.json "$tb"-near.stdout \
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'pv_precision': 'near-f32', 'why': ''}"
 done
+
+# a precision asked of an f32 path runs f32, and says so; a bad name is refused
+expect_ok f32-asked-bf16 "$STSA" bench dense --backend portable --dtype bf16 --seq 64 --heads 1 \
+  --dim 64 --reps 1 --threads 1 --pv-precision bf16 --json
+check f32-asked-bf16.json f32-asked-bf16.stdout \
+  "r['ran'] == {'backend': 'portable', 'arithmetic': 'f32', 'bf16_terms': 0, 'pv_precision': 'f32', 'why': ''}"
+if "$STSA" bench dense --pv-precision exact >pv-bad.stdout 2>pv-bad.stderr; then
+  bad "pv-bad: --pv-precision exact was accepted"
+else
+  expect_grep pv-bad pv-bad.stderr "expects auto, bf16, near-f32 or f32"
+fi
 
 finish

@@ -403,7 +403,7 @@ expect_grep run-help-heads run-help.txt "a preset's head count is"
 # the report's "ran" (and "dense_ran" of --compare-dense) and the summary's
 # "ran:" lines name the backend and the arithmetic of the calls; f32 inputs
 # run f32 on every tiled backend (amx and avx512bf16 say why not their bf16 tiles)
-KEYS="{'backend', 'arithmetic', 'bf16_terms', 'why'}"
+KEYS="{'backend', 'arithmetic', 'bf16_terms', 'pv_precision', 'why'}"
 expect_ok ran-auto "$STSA" run --in bshd.t0.safetensors "${base[@]}" --mode svg \
   --density 0.6 --compare-dense --report ran-auto.json
 expect_ok ran-auto-report python3 helper.py check-json ran-auto.json \
@@ -421,7 +421,7 @@ for want in portable:f32 ref:f64; do
     expect_ok "$name" env STSA_BACKEND="$backend" "$STSA" run --in bshd.t0.safetensors \
       "${base[@]}" --mode "$mode" --density 0.6 --compare-dense --report "$name.json"
     expect_ok "$name-report" python3 helper.py check-json "$name.json" \
-      "r['ran'] == r['dense_ran'] == {'backend': '$backend', 'arithmetic': '$arith', 'bf16_terms': 0, 'why': ''}"
+      "r['ran'] == r['dense_ran'] == {'backend': '$backend', 'arithmetic': '$arith', 'bf16_terms': 0, 'pv_precision': 'f32', 'why': ''}"
     expect_grep "$name-text" "$name.stdout" "^  ran: $backend, $arith$"
     expect_grep "$name-dense-text" "$name.stdout" "^  dense reference ran: $backend, $arith$"
   done
@@ -441,17 +441,17 @@ for tb in amx avx512bf16; do
     --report ran-"$tb".json
   expect_ok ran-"$tb"-report python3 helper.py check-json ran-"$tb".json \
     "r['svg']['kv_tile'] == 240 and r['ran']['backend'] == '$tb'" \
-    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'why': ''}" \
-    "r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'why': ''}"
+    "r['ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 2, 'pv_precision': 'near-f32', 'why': ''}" \
+    "r['dense_ran'] == {'backend': '$tb', 'arithmetic': 'bf16-tiles', 'bf16_terms': 3, 'pv_precision': 'f32', 'why': ''}"
   expect_grep ran-"$tb"-text ran-"$tb".stdout \
-    "^  ran: $tb, bf16-tiles (2 bf16 terms a probability)$"
+    "^  ran: $tb, bf16-tiles (P.V near-f32: 2 bf16 terms a probability)$"
   expect_grep ran-"$tb"-dense-text ran-"$tb".stdout \
-    "^  dense reference ran: $tb, bf16-tiles (3 bf16 terms a probability)$"
+    "^  dense reference ran: $tb, bf16-tiles (P.V f32: 3 bf16 terms a probability)$"
 done
 if [ "$tiled" = 0 ]; then
   expect_ok ran-bf16 "$STSA" run "${bf16_geo[@]}" --report ran-bf16.json
   expect_ok ran-bf16-report python3 helper.py check-json ran-bf16.json \
-    "r['ran'] == r['dense_ran'] == {'backend': r['backend'], 'arithmetic': 'f64' if r['backend'] == 'ref' else 'f32', 'bf16_terms': 0, 'why': ''}"
+    "r['ran'] == r['dense_ran'] == {'backend': r['backend'], 'arithmetic': 'f64' if r['backend'] == 'ref' else 'f32', 'bf16_terms': 0, 'pv_precision': 'f32', 'why': ''}"
 fi
 
 # ------------------------------------------------------------- pictures

@@ -53,7 +53,7 @@ expect_ok svg2.fields check svg2.json "r['mode'] == 'svg2' and r['svg']['method'
   "all(x['rel_l2'] >= 0 for x in h) and 0 < r['density'] <= 1" \
   "r['ran']['backend'] == r['dense_ran']['backend'] == r['backend']" \
   "r['ran']['arithmetic'] == r['dense_ran']['arithmetic'] == 'f32'" \
-  "set(r['ran']) == {'backend', 'arithmetic', 'bf16_terms', 'why'}"
+  "set(r['ran']) == {'backend', 'arithmetic', 'bf16_terms', 'pv_precision', 'why'}"
 if grep -q "^  ran: [a-z0-9]*, f32" svg2.stdout &&
   grep -q "^  dense reference ran: [a-z0-9]*, f32" svg2.stdout; then ok; else
   bad "svg2: the summary does not say what ran: $(head -c 600 svg2.stdout)"

@@ -24,6 +24,7 @@
  *    same candidate, and a head past the budget runs again with its
  *    ladder's choice.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

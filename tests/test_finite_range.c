@@ -19,6 +19,7 @@
  * to f32 (the tolerance) and to the input dtype (finite). Under an emulator (tu_emulated)
  * two magnitudes a dtype: the ends.
  */
+#define STSA_EXPERIMENTAL /* stsa_svg_kind_mask */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>

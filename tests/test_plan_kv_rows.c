@@ -10,6 +10,7 @@
  * double-precision softmax that asks stsa_mask_keep about every pair, and
  * plans with the brute-force plan oracle.
  */
+#define STSA_EXPERIMENTAL /* stsa_plan_head_stats */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -185,7 +185,53 @@ static void test_svg_report(void) {
   }
 }
 
+/* STSA_PARAM_PV_PRECISION on every backend: only the bf16 tiles run less
+ * than f32 probabilities, each as asked (AUTO: what the output keeps), and
+ * every run says which precision it ran; the f32 and f64 paths run F32
+ * whatever is asked. */
+static void test_pv_precision(void) {
+  static const char *const names[STSA_PV_PRECISION_COUNT_] = {"auto", "bf16", "near-f32",
+                                                              "f32"};
+  for (int p = 0; p < STSA_PV_PRECISION_COUNT_; p++)
+    CHECK(!strcmp(stsa_pv_precision_name((stsa_pv_precision)p), names[p]),
+          "precision %d is named %s", p, stsa_pv_precision_name((stsa_pv_precision)p));
+  CHECK(!strcmp(stsa_pv_precision_name(STSA_PV_PRECISION_COUNT_), "unknown"),
+        "an unknown precision's name");
+  int64_t lo, hi;
+  CHECK_STATUS(stsa_param_bounds(STSA_PARAM_PV_PRECISION, &lo, &hi), STSA_OK);
+  CHECK(lo == 0 && hi == STSA_PV_PRECISION_COUNT_ - 1, "pv_precision bounds [%lld, %lld]",
+        (long long)lo, (long long)hi);
+  stsa_backend backends[1 + TU_MAX_BACKENDS] = {STSA_BACKEND_REF};
+  const int nb = 1 + tu_tiled_backends(backends + 1);
+  for (int i = 0; i < nb; i++) {
+    const char *name = stsa_backend_name(backends[i]);
+    const int tiles = tu_has_bf16_tiles(backends[i]);
+    stsa_ctx *ctx = tu_make_ctx(backends[i], 2, 36, 64);
+    for (int p = 0; p < STSA_PV_PRECISION_COUNT_; p++) {
+      CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_PV_PRECISION, p), STSA_OK);
+      int64_t got;
+      CHECK_STATUS(stsa_ctx_get(ctx, STSA_PARAM_PV_PRECISION, &got), STSA_OK);
+      CHECK(got == p, "[%s] pv_precision %d reads back %lld", name, p, (long long)got);
+      const stsa_run_info f32 = dense_run(ctx, STSA_F32, 70);
+      CHECK(f32.pv_precision == STSA_PV_F32, "[%s] f32 inputs asked %s ran %s", name,
+            names[p], stsa_pv_precision_name(f32.pv_precision));
+      /* the output is f32: AUTO gives F32 */
+      const stsa_pv_precision want = !tiles              ? STSA_PV_F32
+                                     : p == STSA_PV_AUTO ? STSA_PV_F32
+                                                         : (stsa_pv_precision)p;
+      const stsa_run_info bf = dense_run(ctx, STSA_BF16, 70);
+      CHECK(bf.pv_precision == want && bf.bf16_terms == (tiles ? (int)want : 0),
+            "[%s] bf16 inputs asked %s ran %s (%d terms)", name, names[p],
+            stsa_pv_precision_name(bf.pv_precision), bf.bf16_terms);
+    }
+    CHECK_STATUS(stsa_ctx_set(ctx, STSA_PARAM_PV_PRECISION, STSA_PV_PRECISION_COUNT_),
+                 STSA_ERR_BAD_PARAM);
+    stsa_ctx_free(ctx);
+  }
+}
+
 int main(void) {
+  test_pv_precision();
   test_every_backend();
   test_parts_and_sizes();
   test_svg_report();

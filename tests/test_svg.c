@@ -5,6 +5,7 @@
  * under the same per-head masks in original coordinates (text prefix, suffix
  * with padding, none; batch 2; lengths that are not tile multiples).
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate, stsa_svg_kind_mask */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,7 @@
  * against dense attention on the built-in workload, bad configurations and
  * a config of the first release's size.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>

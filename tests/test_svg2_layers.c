@@ -9,6 +9,7 @@
  * (resident memory). Huge steps too, on SVG and SVG2 sessions.
  * Run under the ASan+UBSan build as well.
  */
+#define STSA_EXPERIMENTAL       /* stsa_workload_generate */
 #define _POSIX_C_SOURCE 200809L /* getrusage */
 #include <math.h>
 #include <stdio.h>

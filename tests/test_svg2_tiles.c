@@ -10,6 +10,7 @@
  * another register tile. kv tiles that are no multiple of 16 stay refused
  * at create, by SVG and SVG2 alike.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

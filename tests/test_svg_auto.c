@@ -9,6 +9,7 @@
  * runs dense), its density is at most that of whichever of SVG and SVG2
  * met the budget, and its true error against dense stays near the budget.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

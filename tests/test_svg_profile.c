@@ -7,6 +7,8 @@
  * report's mse_spatial / mse_temporal must be this number (text prefix,
  * suffix and none; batch 2; a head count that is not a thread multiple).
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate, stsa_svg_kind_mask,                 \
+                             stsa_svg_sampled_rows */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

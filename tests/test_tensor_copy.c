@@ -4,6 +4,7 @@
  * bit for bit (NaN payloads included), conversions rounded as stores are,
  * guard bytes intact, and bad arguments refused with the output untouched.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy */
 #include <math.h>
 #include <string.h>
 

@@ -5,6 +5,7 @@
  * softmax (semantic heads against the masks of an SVG session), the default
  * kind mix, invalid input, and a timing print.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate, stsa_svg_kind_mask */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

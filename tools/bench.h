@@ -11,7 +11,7 @@
 
 typedef struct bench_opts {
   int64_t batch, seq, seq_kv, heads, dim;
-  int threads, reps, json, q_tile, kv_tile, kv_dtype_set, out_dtype_set, bf16_terms;
+  int threads, reps, json, q_tile, kv_tile, kv_dtype_set, out_dtype_set, pv_precision;
   stsa_dtype dtype, kv_dtype, out_dtype;
   stsa_backend backend;
   /* sparse only */

@@ -14,7 +14,7 @@ typedef struct svg_bench_opts {
   const char *preset;
   int64_t heads;
   int64_t frames, height, width; /* -1: the preset's geometry */
-  int threads, json, compare_permute, q_tile, kv_tile, reps, bf16_terms;
+  int threads, json, compare_permute, q_tile, kv_tile, reps, pv_precision;
   stsa_dtype dtype; /* of q, k, v (--dtype; f32 default) */
   uint64_t seed;
   cli_dist_opts dist; /* --dist; scheme -1: one process */

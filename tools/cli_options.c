@@ -66,6 +66,13 @@ stsa_dtype cli_parse_dtype(const char *name, const char *s) {
   cli_die("%s expects f32, f16 or bf16, got '%s'", name, s);
 }
 
+int cli_parse_pv_precision(const char *name, const char *s) {
+  const char *names[STSA_PV_PRECISION_COUNT_ + 1] = {NULL};
+  for (int p = 0; p < STSA_PV_PRECISION_COUNT_; p++)
+    names[p] = stsa_pv_precision_name((stsa_pv_precision)p);
+  return cli_parse_choice(name, s, names);
+}
+
 /* ---- parsing ---------------------------------------------------------------- */
 
 /* Whether the first len bytes of arg are exactly name. */
@@ -113,6 +120,9 @@ static void store(const cli_opt *o, void *base, const char *v) {
   }
   case CLI_OPT_DTYPE:
     *(stsa_dtype *)field = cli_parse_dtype(o->name, v);
+    break;
+  case CLI_OPT_PV_PRECISION:
+    *(int *)field = cli_parse_pv_precision(o->name, v);
     break;
   case CLI_OPT_CALL:
     o->call(base, o->name, v);

@@ -28,7 +28,9 @@ typedef enum cli_opt_kind {
   CLI_OPT_DOUBLE, /* double in [dlo, dhi], finite */
   CLI_OPT_CHOICE, /* int: values[i] (or i) for the i-th name of choices */
   CLI_OPT_DTYPE,  /* stsa_dtype: f32, f16 or bf16 (cli_parse_dtype) */
-  CLI_OPT_CALL    /* call(base, name, value): anything else */
+  /* int: an stsa_pv_precision by its library name (cli_parse_pv_precision) */
+  CLI_OPT_PV_PRECISION,
+  CLI_OPT_CALL /* call(base, name, value): anything else */
 } cli_opt_kind;
 
 /* One option, or a line of help: name NULL and help set is a heading;
@@ -69,7 +71,24 @@ typedef struct cli_opt {
   .kind = CLI_OPT_CHOICE, .offset = CLI_FIELD(T, f, int), .choices = (names),            \
   .values = (vals)
 #define CLI_DTYPE(T, f) .kind = CLI_OPT_DTYPE, .offset = CLI_FIELD(T, f, stsa_dtype)
+#define CLI_PV_PRECISION(T, f)                                                           \
+  .kind = CLI_OPT_PV_PRECISION, .offset = CLI_FIELD(T, f, int)
 #define CLI_CALL(fn) .kind = CLI_OPT_CALL, .call = (fn)
+
+/* --pv-precision P (STSA_PARAM_PV_PRECISION by name) and its numeric
+ * alias --bf16-terms N (the parameter's earlier name) into the int field
+ * `pv_precision` of T. */
+#define CLI_PV_PRECISION_OPTIONS(T)                                                      \
+  {.name = "--pv-precision",                                                             \
+   .metavar = "P",                                                                       \
+   CLI_PV_PRECISION(T, pv_precision),                                                    \
+   .help = "how probabilities enter P.V: auto (default: what the output\n"               \
+           "keeps), bf16 (as PyTorch's bf16 SDPA), near-f32 (2^-18) or f32;\n"           \
+           "only the bf16 tiles (amx, avx512bf16 on bf16) go below f32"},                \
+  {                                                                                      \
+    .name = "--bf16-terms", .metavar = "N", CLI_INT(T, pv_precision, 0, 3),              \
+    .help = "the same as a number: 0 auto, 1 bf16, 2 near-f32, 3 f32"                    \
+  }
 
 /* --threads T into the int field `threads` of T, as every command that
  * computes takes it. */
@@ -127,5 +146,7 @@ double cli_parse_double(const char *name, const char *s, double lo, double hi);
 /* The index of s in the NULL-terminated names; dies "expects a, b or c". */
 int cli_parse_choice(const char *name, const char *s, const char *const *names);
 stsa_dtype cli_parse_dtype(const char *name, const char *s);
+/* An stsa_pv_precision by stsa_pv_precision_name ("auto", "bf16", ...). */
+int cli_parse_pv_precision(const char *name, const char *s);
 
 #endif

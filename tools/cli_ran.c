@@ -25,7 +25,8 @@ stsa_run_info cli_ran(const stsa_ctx *ctx, const char *what) {
 
 int cli_ran_same(const stsa_run_info *a, const stsa_run_info *b) {
   return a->backend == b->backend && a->arith == b->arith &&
-         a->bf16_terms == b->bf16_terms && !strncmp(a->why, b->why, sizeof a->why);
+         a->bf16_terms == b->bf16_terms && a->pv_precision == b->pv_precision &&
+         !strncmp(a->why, b->why, sizeof a->why);
 }
 
 int64_t cli_ran_common(const stsa_run_info *info, const unsigned char *known, int64_t n,
@@ -68,8 +69,9 @@ int64_t cli_ran_common(const stsa_run_info *info, const unsigned char *known, in
 const char *cli_ran_text(const stsa_run_info *r, char *buf, size_t len) {
   const char *backend = stsa_backend_name(r->backend), *arith = stsa_arith_name(r->arith);
   if (r->arith == STSA_ARITH_BF16_TILES)
-    snprintf(buf, len, "%s, %s (%d bf16 term%s a probability)", backend, arith,
-             r->bf16_terms, r->bf16_terms == 1 ? "" : "s");
+    snprintf(buf, len, "%s, %s (P.V %s: %d bf16 term%s a probability)", backend, arith,
+             stsa_pv_precision_name(r->pv_precision), r->bf16_terms,
+             r->bf16_terms == 1 ? "" : "s");
   else if (r->why[0])
     snprintf(buf, len, "%s, %s (%.*s)", backend, arith, (int)sizeof r->why, r->why);
   else
@@ -80,9 +82,10 @@ const char *cli_ran_text(const stsa_run_info *r, char *buf, size_t len) {
 json_t *cli_ran_object(const stsa_run_info *r) {
   if (!r)
     return json_null();
-  return json_pack("{s:s, s:s, s:i, s:s%}", "backend", stsa_backend_name(r->backend),
+  return json_pack("{s:s, s:s, s:i, s:s, s:s%}", "backend", stsa_backend_name(r->backend),
                    "arithmetic", stsa_arith_name(r->arith), "bf16_terms", r->bf16_terms,
-                   "why", r->why, strnlen(r->why, sizeof r->why));
+                   "pv_precision", stsa_pv_precision_name(r->pv_precision), "why", r->why,
+                   strnlen(r->why, sizeof r->why));
 }
 
 const char *cli_ran_json(const stsa_run_info *r, char *buf, size_t len) {

@@ -39,14 +39,14 @@ enum {
 int64_t cli_ran_common(const stsa_run_info *info, const unsigned char *known, int64_t n,
                        const char *unit, char *note, size_t len);
 
-/* The text: "avx512, f32", "amx, bf16-tiles (3 bf16 terms a probability)",
+/* The text: "avx512, f32", "amx, bf16-tiles (P.V f32: 3 bf16 terms a probability)",
  * "amx, f32 (kv tiles of 240 keys: the bf16 tiles take multiples of 32)".
  * Writes buf (256 bytes do) and returns it. */
 const char *cli_ran_text(const stsa_run_info *r, char *buf, size_t len);
 
 /* The JSON object {"backend": "amx", "arithmetic": "f32", "bf16_terms": 0,
- * "why": "..."}, or null for r NULL (a new reference; NULL when out of
- * memory). */
+ * "pv_precision": "f32", "why": "..."}, or null for r NULL (a new reference; NULL when
+ * out of memory). */
 json_t *cli_ran_object(const stsa_run_info *r);
 /* The same as text, for the commands that print their JSON line by line.
  * Writes buf (512 bytes do) and returns it. */

@@ -101,11 +101,7 @@ static const cli_opt BENCH_OPTIONS[] = {
      .metavar = "DT",
      CLI_CALL(set_out_dtype),
      .help = "the output (default: --dtype)"},
-    {.name = "--bf16-terms",
-     .metavar = "N",
-     CLI_INT(bench_opts, bf16_terms, 0, 3),
-     .help = "amx or avx512bf16, bf16 inputs: bf16 terms per probability in P.V\n"
-             "(default 0: by the output dtype)"},
+    CLI_PV_PRECISION_OPTIONS(bench_opts),
     {.name = "--q-tile",
      .metavar = "N",
      CLI_INT(bench_opts, q_tile, 6, 4096),
@@ -194,7 +190,8 @@ void bench_setup(const bench_opts *o, bench_data *bd) {
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_Q_TILE, o->q_tile), ctx, "--q-tile");
   if (o->kv_tile)
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_KV_TILE, o->kv_tile), ctx, "--kv-tile");
-  cli_check(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, o->bf16_terms), ctx, "--bf16-terms");
+  cli_check(stsa_ctx_set(ctx, STSA_PARAM_PV_PRECISION, o->pv_precision), ctx,
+            "--pv-precision");
   int64_t threads;
   stsa_ctx_get(ctx, STSA_PARAM_THREADS, &threads);
   bd->threads = (int)threads;

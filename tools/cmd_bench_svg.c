@@ -62,11 +62,7 @@ static const cli_opt SVG_BENCH_OPTIONS[] = {
      .metavar = "DT",
      CLI_DTYPE(svg_bench_opts, dtype),
      .help = "q, k and v: f32 (default), f16 or bf16 (outputs stay f32)"},
-    {.name = "--bf16-terms",
-     .metavar = "N",
-     CLI_INT(svg_bench_opts, bf16_terms, 0, 3),
-     .help = "bf16 inputs on amx or avx512bf16: bf16 terms per\n"
-             "probability in P.V (default 0: three, for the f32 outputs)"},
+    CLI_PV_PRECISION_OPTIONS(svg_bench_opts),
     {.name = "--json", CLI_FLAG(svg_bench_opts, json), .help = "one JSON line"},
     {.name = "--dist",
      .metavar = "S",
@@ -81,7 +77,7 @@ static void usage(void) {
       "usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
       "                      [--q-tile N] [--kv-tile N] [--reps N] [--compare-permute]\n"
       "                      [--frames F --height Hp --width Wp] [--dtype DT]\n"
-      "                      [--bf16-terms N]\n"
+      "                      [--pv-precision P]\n"
       "                      [--json] [--dist ulysses|ring|hybrid[:U]]\n"
       "One SVG call (profiling and sparse attention) against dense attention on the\n"
       "same workload, at a preset's geometry and density.\n"
@@ -208,7 +204,8 @@ int bench_svg(int argc, char **argv) {
   ctx = cli_ctx_create();
   if (o.threads)
     cli_check(stsa_ctx_set(ctx, STSA_PARAM_THREADS, o.threads), ctx, "--threads");
-  cli_check(stsa_ctx_set(ctx, STSA_PARAM_BF16_TERMS, o.bf16_terms), ctx, "--bf16-terms");
+  cli_check(stsa_ctx_set(ctx, STSA_PARAM_PV_PRECISION, o.pv_precision), ctx,
+            "--pv-precision");
   /* explicit tiles override the session's frame-aligned choice */
   cfg.q_tile = o.q_tile;
   cfg.kv_tile = o.kv_tile;

@@ -10,6 +10,7 @@
  * dense, the cold call (step s0), then dense and a warm call for steps
  * s0 + 1 .. s0 + reps of the same layer. Warm figures are medians.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,6 +6,7 @@
  * then a table compares chosen head kinds with the ground truth, realised
  * density, time and output error against dense.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

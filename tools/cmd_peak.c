@@ -32,7 +32,7 @@ int cmd_peak(int argc, char **argv) {
   const cli_opt_set set = {PEAK_OPTIONS, &o};
   cli_parse(&cmd, argc, argv, 1, &set, 1);
   const int threads = o.threads, json = o.json;
-  if (!stsa_cpu_has_avx2())
+  if (!stsa_backend_available(STSA_BACKEND_AVX2))
     cli_die("peak: this CPU has no AVX2+FMA; the probe needs it");
   double one = cli_fma_peak(1), all = cli_fma_peak(threads);
   const char *isa = cli_fma_peak_isa();

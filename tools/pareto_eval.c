@@ -10,6 +10,7 @@
  * per-tile budget can do, which is what SVG's windows and SVG2's cluster
  * rectangles approximate.
  */
+#define STSA_EXPERIMENTAL /* stsa_plan_head_stats */
 #define _POSIX_C_SOURCE 200809L
 #include "pareto_eval.h"
 

@@ -44,13 +44,15 @@ __attribute__((target("avx512f"))) static float fma_chains_512(long iters) {
 }
 
 const char *cli_fma_peak_isa(void) {
-  return stsa_cpu_has_avx512() ? "avx512" : stsa_cpu_has_avx2() ? "avx2" : "none";
+  return stsa_backend_available(STSA_BACKEND_AVX512) ? "avx512"
+         : stsa_backend_available(STSA_BACKEND_AVX2) ? "avx2"
+                                                     : "none";
 }
 
 double cli_fma_peak(int threads) {
-  if (!stsa_cpu_has_avx2())
+  if (!stsa_backend_available(STSA_BACKEND_AVX2))
     return 0.0;
-  const int wide = stsa_cpu_has_avx512(), lanes = wide ? 16 : 8;
+  const int wide = stsa_backend_available(STSA_BACKEND_AVX512), lanes = wide ? 16 : 8;
   const long iters = 20 * 1000 * 1000;
   double best = 0.0;
   volatile float sink = 0.0f;

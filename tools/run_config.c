@@ -3,6 +3,7 @@
  * (run_input.h): a preset overridden by the geometry flags, checked for
  * consistency; and the masks, orders and windows a session derives from it.
  */
+#define STSA_EXPERIMENTAL /* stsa_svg_kind_mask */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>

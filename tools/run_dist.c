@@ -18,6 +18,7 @@
  * calls agree on their own errors in between. So a failure on any rank
  * stops every rank with its message before anything is written.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdarg.h>

@@ -3,6 +3,7 @@
  * built-in workload in place of an input file, so that a mode can be tried
  * (and tested) on heads whose kind is known without dumping a model first.
  */
+#define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

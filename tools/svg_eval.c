@@ -1,4 +1,5 @@
 /* svg_eval.c — see svg_eval.h. */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate */
 #include "svg_eval.h"
 
 #include <math.h>

@@ -15,6 +15,7 @@
  * 480p's 21 x 30 x 52 = 32,760 tokens (2 heads unless --heads; the masked
  * ggml run needs a 2 GB mask there and is off unless --masked 1).
  */
+#define STSA_EXPERIMENTAL /* stsa_svg_kind_mask */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>

@@ -2,6 +2,7 @@
  * stsa_ggml.c — the integration's state, node records and status, the
  * mapping of ggml tensors to stsa tensors, and the dense node.
  */
+#define STSA_EXPERIMENTAL /* stsa_svg_kind_mask */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

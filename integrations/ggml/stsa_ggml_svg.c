@@ -6,6 +6,7 @@
  * the session's (src/svg/session.c, profile.c), so the result is
  * stsa_svg_attention's.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_svg_sampled_rows */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

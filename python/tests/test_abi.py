@@ -69,6 +69,18 @@ def test_every_io_header_function_is_callable_through_the_binding():
         assert fn_type.kind == "function" and len(fn_type.args) == arity, name
 
 
+def test_the_experimental_api_is_declared_only_with_its_macro():
+    """The header's experimental section is behind STSA_EXPERIMENTAL; the
+    binding predefines it, so Python has both APIs from the header alone."""
+    text = _lib.header_path.read_text()
+    stable = _header.cdef_source(text)
+    every = _header.cdef_source(text, predefined=_lib.PREDEFINED)
+    for name in ("stsa_tensor_copy", "stsa_plan_head_stats",
+                 "stsa_svg_kind_mask", "stsa_svg_sampled_rows"):
+        assert name in _lib.FUNCTIONS and f"{name}(" in every and f"{name}(" not in stable
+    assert "stsa_attention(" in stable and "stsa_backend_available(" in stable
+
+
 @pytest.mark.skipif(not CHECKOUT_HEADER.is_file(), reason="needs a source checkout")
 def test_the_header_read_is_the_checkouts():
     """An installed package reads the stsa.h it shipped with: stale when the

@@ -153,28 +153,38 @@ def test_x86_backends_by_name_run_where_the_cpu_has_them(name, runs_here):
     np.testing.assert_allclose(out, want, atol=2e-6)
 
 
-def test_bf16_terms_parameter():
-    """0..3 (0: by the output dtype); on the amx backend one term (p rounded
-    to bf16, as SDPA's bf16 path) moves a float32 output, three do not
-    (their sum is the float32 probability)."""
+def test_pv_precision_parameter():
+    """By name ('auto', 'bf16', 'near-f32', 'f32') or number, also as
+    bf16_terms (its earlier name). An f32 path runs 'f32' whatever is asked
+    and says so; on the bf16 tiles (amx, avx512bf16) 'bf16' (p rounded to
+    bf16, as SDPA's bf16 path) moves a float32 output, 'f32' does not."""
     ml_dtypes = pytest.importorskip("ml_dtypes", reason="numpy has no bfloat16 without it")
-    ctx = stsa.Context(bf16_terms=2)
-    assert ctx.get("bf16_terms") == 2
-    with pytest.raises(ValueError, match=r"^bf16_terms = 4 is out of range \[0, 3\]$"):
+    ctx = stsa.Context(pv_precision="near-f32")
+    assert ctx.get("pv_precision") == ctx.get("bf16_terms") == 2
+    assert stsa.Context(bf16_terms=1).get("pv_precision") == 1
+    with pytest.raises(ValueError, match=r"^pv_precision = 4 is out of range \[0, 3\]$"):
         stsa.Context(bf16_terms=4)
-    if not stsa.cpu_has_amx():
-        return
+    with pytest.raises(ValueError, match=r"^unknown pv_precision 'exact'; expected one of "
+                                         r"auto, bf16, near-f32, f32$"):
+        stsa.Context(pv_precision="exact")
     q, k, v = (a.astype(ml_dtypes.bfloat16) for a in qkv("bshd", np.float32, s_q=77, s_kv=130))
-    outs = {}
-    for terms in (1, 3):
-        out = np.zeros(q.shape, np.float32)
-        stsa.attention(q, k, v, layout="bshd", out=out,
-                       ctx=stsa.Context(backend="amx", threads=2, bf16_terms=terms))
-        outs[terms] = out
+    f32_path = stsa.Context(backend="portable", threads=2, pv_precision="bf16")
+    stsa.attention(q, k, v, layout="bshd", ctx=f32_path)
+    assert f32_path.last_run["pv_precision"] == "f32"
     want, _ = ref.attention(*(a.astype(np.float64) for a in (q, k, v)), "bshd")
-    np.testing.assert_allclose(outs[3], want, atol=2e-6)
-    np.testing.assert_allclose(outs[1], want, atol=2e-2)
-    assert not np.array_equal(outs[1], outs[3])
+    for backend in ("amx", "avx512bf16"):
+        if backend not in stsa.backends(here=True):
+            continue
+        outs = {}
+        for precision in ("bf16", "f32"):
+            out = np.zeros(q.shape, np.float32)
+            ctx = stsa.Context(backend=backend, threads=2, pv_precision=precision)
+            stsa.attention(q, k, v, layout="bshd", out=out, ctx=ctx)
+            assert ctx.last_run["pv_precision"] == precision
+            outs[precision] = out
+        np.testing.assert_allclose(outs["f32"], want, atol=2e-6)
+        np.testing.assert_allclose(outs["bf16"], want, atol=2e-2)
+        assert not np.array_equal(outs["bf16"], outs["f32"])
 
 
 # ------------------------------------------------------------------ errors

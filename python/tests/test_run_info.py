@@ -9,7 +9,7 @@ import pytest
 
 import stsa
 
-KEYS = {"backend", "arithmetic", "bf16_terms", "why"}
+KEYS = {"backend", "arithmetic", "bf16_terms", "pv_precision", "why"}
 TILES = ("amx", "avx512bf16")  # the backends with bf16 tiles
 TILED_HERE = [b for b in TILES if b in stsa.backends(here=True)]
 BACKENDS = [b for b in stsa.backends(here=True) if b != "auto"]
@@ -74,7 +74,7 @@ def test_svg_report_on_a_forced_backend(backend, threads):
         _, info = svg(q, k, v, layout="bshd")
     assert info.ran == {"backend": backend,
                         "arithmetic": "f64" if backend == "ref" else "f32",
-                        "bf16_terms": 0, "why": ""}
+                        "bf16_terms": 0, "pv_precision": "f32", "why": ""}
 
 
 @pytest.mark.parametrize("backend", TILED_HERE)
@@ -85,11 +85,11 @@ def test_bf16_tiles_and_why_not(backend, threads):
     q, k, v = qkv((1, 64, 2, 64), bf16)
     stsa.attention(q, k, v, layout="bshd", ctx=ctx)  # bf16 out: two terms
     assert ctx.last_run == {"backend": backend, "arithmetic": "bf16-tiles", "bf16_terms": 2,
-                            "why": ""}
+                            "pv_precision": "near-f32", "why": ""}
     ctx.set("kv_tile", 48)  # a multiple of the panel, not of the bf16 blocks: padded
     stsa.attention(q, k, v, layout="bshd", ctx=ctx)
     assert ctx.last_run == {"backend": backend, "arithmetic": "bf16-tiles", "bf16_terms": 2,
-                            "why": ""}
+                            "pv_precision": "near-f32", "why": ""}
     ctx.set("kv_tile", 64)
     q16, k16, v16 = (x.astype(np.float16) for x in (q, k, v))
     stsa.attention(q16, k16, v16, layout="bshd", ctx=ctx)
@@ -103,9 +103,9 @@ def test_bf16_tiles_and_why_not(backend, threads):
         assert svg.windows.kv_tile == 240
         _, info = svg(q, k, v, layout="bshd")
     assert info.ran == {"backend": backend, "arithmetic": "bf16-tiles", "bf16_terms": 2,
-                        "why": ""}
+                        "pv_precision": "near-f32", "why": ""}
     with stsa.SVG(g, density=0.5, sample_rows=16, q_tile=96, kv_tile=128, backend=backend,
                   threads=threads) as svg:
         _, info = svg(q, k, v, layout="bshd")
     assert info.ran == {"backend": backend, "arithmetic": "bf16-tiles", "bf16_terms": 2,
-                        "why": ""}
+                        "pv_precision": "near-f32", "why": ""}

@@ -16,12 +16,12 @@ struct stsa_ctx {
   /* What calls run: the backend resolved when it was set, and its kernel
    * table (src/kernel/dispatch.h; owned here, freed by stsa_ctx_free). */
   struct stsa_backend_choice *run;
-  int q_tile;           /* query rows per tile */
-  int kv_tile;          /* key rows per tile, a multiple of the kernel table's nr */
-  int check_finite;     /* scan inputs for NaN/Inf before computing */
-  int bf16_terms;       /* STSA_PARAM_BF16_TERMS (0: by the output's dtype) */
-  stsa_errbuf err;      /* message of the last failure */
-  atomic_flag err_lock; /* taken by stsa_ctx_record_error */
+  int q_tile;       /* query rows per tile */
+  int kv_tile;      /* key rows per tile, a multiple of the kernel table's nr */
+  int check_finite; /* scan inputs for NaN/Inf before computing */
+  stsa_pv_precision pv_precision; /* STSA_PARAM_PV_PRECISION */
+  stsa_errbuf err;                /* message of the last failure */
+  atomic_flag err_lock;           /* taken by stsa_ctx_record_error */
   /* Plans built on this context, by signature: owned by the plan layer
    * (src/mask), which installs plans_destroy with the first one; the core
    * frees them through it and knows nothing else of plans. */
@@ -41,12 +41,6 @@ void stsa_ctx_record_error(const stsa_ctx *ctx, const stsa_errbuf *msg);
 /* Records what a call ran (stsa_ctx_last_run), under the same lock: part 0
  * of a partitioned call writes it while other parts may fail. */
 void stsa_ctx_record_run(const stsa_ctx *ctx, const stsa_run_info *run);
-
-/* 1 if this CPU and OS can run the avx512bf16 backend: AVX-512F, DQ, BW and
- * VL, AVX512-BF16 (CPUID 7.1 EAX bit 5) and the OS saving zmm state. Not
- * public: issue 34 replaces the stsa_cpu_has_* calls with
- * stsa_backend_available. */
-int stsa_cpu_runs_avx512bf16(void);
 
 /* The threads stsa_check_attention scans inputs on for a call that owns
  * its threads: the context's, or 0 when check_finite is off. */

@@ -1,4 +1,4 @@
-/* status.c — status names, dtype facts, version, error recording. */
+/* status.c — version, status names, dtype facts, error recording. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,16 +54,6 @@ size_t stsa_dtype_size(stsa_dtype dtype) {
 
 const char *stsa_dtype_name(stsa_dtype dtype) {
   return (unsigned)dtype < STSA_DTYPE_COUNT_ ? DTYPES[dtype].name : "unknown";
-}
-
-static const char *const ARITH_NAMES[STSA_ARITH_COUNT_] = {
-    [STSA_ARITH_F64] = "f64",
-    [STSA_ARITH_F32] = "f32",
-    [STSA_ARITH_BF16_TILES] = "bf16-tiles",
-};
-
-const char *stsa_arith_name(stsa_arith arith) {
-  return (unsigned)arith < STSA_ARITH_COUNT_ ? ARITH_NAMES[arith] : "unknown";
 }
 
 stsa_status stsa_fail(stsa_errbuf *err, stsa_status code, const char *fmt, ...) {

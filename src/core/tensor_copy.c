@@ -4,6 +4,7 @@
  * buffer is exact, NaN payloads included); different ones convert through
  * f32 as the kernels' row loads and stores do.
  */
+#define STSA_EXPERIMENTAL /* defines stsa_tensor_copy */
 #include <string.h>
 
 #include "core/convert.h"

@@ -2,6 +2,7 @@
  * dist_attention.c — distributed dense and block-sparse attention: the
  * local computations the Ulysses groups and the ring run.
  */
+#define STSA_EXPERIMENTAL /* stsa_plan_head_stats, stsa_tensor_copy */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,7 @@
  * dist_call.c — one distributed call end to end (dist_run), and the local
  * checks every entry point shares.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy */
 #include <stdlib.h>
 #include <string.h>
 

@@ -11,6 +11,7 @@
  * plan cache. Under ring and hybrid layouts profiling needs keys of the
  * whole sequence: dist_svg_ring.c.
  */
+#define STSA_EXPERIMENTAL /* stsa_svg_kind_mask */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -13,6 +13,8 @@
  * position-major (a copy of the chunk's q, permuted once per call) and
  * their keys sink-first (fused into the kernel's gathers).
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_svg_kind_mask, stsa_svg_sampled_rows \
+                           */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

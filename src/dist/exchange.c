@@ -13,6 +13,7 @@
  * Counts are in rows of D elements (an MPI contiguous type), so one call
  * moves up to 2^31 rows per peer. Batch entries go one all-to-all each.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy */
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -23,6 +23,7 @@
  * rank learns which one it was and why, as under Ulysses; in the ring, a
  * failed member could only leave its peers waiting.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/cpu.h"
 
 static int always(void) { return 1; }
 
@@ -51,16 +52,16 @@ static const backend_row BACKENDS[STSA_BACKEND_COUNT_] = {
     [STSA_BACKEND_PORTABLE] = {"portable", "tiled kernels in portable C", always, NULL, 1,
                                0},
     [STSA_BACKEND_AVX2] = {"avx2", "tiled kernels with AVX2+FMA+F16C (x86)",
-                           ON_X86(stsa_cpu_has_avx2), ON_X86(stsa_kernels_override_avx2),
+                           ON_X86(stsa_cpu_runs_avx2), ON_X86(stsa_kernels_override_avx2),
                            3, 0},
     [STSA_BACKEND_NEON] = {"neon", "tiled kernels with NEON (AArch64)",
                            ON_AARCH64(always), ON_AARCH64(stsa_kernels_override_neon), 2,
                            0},
     [STSA_BACKEND_AVX512] = {"avx512", "tiled kernels with AVX-512F (x86), 12 x 16 tiles",
-                             ON_X86(stsa_cpu_has_avx512),
+                             ON_X86(stsa_cpu_runs_avx512),
                              ON_X86(stsa_kernels_override_avx512), 4, 0},
     [STSA_BACKEND_AMX] = {"amx", "avx512, and bf16 tiles on the AMX unit (x86-64 Linux)",
-                          ON_X86_64(stsa_cpu_has_amx),
+                          ON_X86_64(stsa_cpu_runs_amx),
                           ON_X86_64(stsa_kernels_override_amx), 6, 0},
     [STSA_BACKEND_AVX512BF16] =
         {"avx512bf16", "avx512, and bf16 tiles with AVX512-BF16 vdpbf16ps (x86)",

@@ -333,14 +333,14 @@ static inline void stsa_fold_abs_bits(uint32_t abs_bits[2], uint32_t k_bits,
 /* Fills every entry with the portable C versions (always available). */
 void stsa_kernels_init_portable(stsa_kernels *t);
 #if defined(__x86_64__) || defined(__i386__)
-/* AVX2+FMA+F16C entries; only after stsa_cpu_has_avx2(). */
+/* AVX2+FMA+F16C entries; only after stsa_cpu_runs_avx2(). */
 void stsa_kernels_override_avx2(stsa_kernels *t);
-/* AVX-512F entries (12 x 16 register tile); only after stsa_cpu_has_avx512(). */
+/* AVX-512F entries (12 x 16 register tile); only after stsa_cpu_runs_avx512(). */
 void stsa_kernels_override_avx512(stsa_kernels *t);
-/* The AVX-512 entries plus full_tile_bf16 on AMX; only after stsa_cpu_has_amx(). */
+/* The AVX-512 entries plus full_tile_bf16 on AMX; only after stsa_cpu_runs_amx(). */
 void stsa_kernels_override_amx(stsa_kernels *t);
 /* The AVX-512 entries plus full_tile_bf16 on vdpbf16ps; only after
- * stsa_cpu_runs_avx512bf16() (core/context.h). */
+ * stsa_cpu_runs_avx512bf16() (core/cpu.h). */
 void stsa_kernels_override_avx512bf16(stsa_kernels *t);
 #endif
 #if defined(__aarch64__)

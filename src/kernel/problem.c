@@ -84,18 +84,25 @@ void stsa_problem_init(stsa_attn_problem *pb, const stsa_tensor *q, const stsa_t
   pb->D32 = (int)stsa_round_up(pb->D, 32);
 }
 
-/* The terms STSA_PARAM_BF16_TERMS = 0 gives: what the output keeps. Two
- * terms put P.V within 2^-18 of the f32 probabilities, below a f16 or bf16
- * output's rounding (2^-11, 2^-9); an f32 output gets all three, the f32
- * probabilities exactly. */
-static int bf16_terms_for(stsa_dtype out) { return out == STSA_F32 ? 3 : 2; }
+/* The bf16 terms a precision asks for: its number (stsa.h pins BF16,
+ * NEAR_F32 and F32 to one, two and three terms), and for AUTO what the
+ * output keeps: two terms put P.V within 2^-18 of the f32 probabilities,
+ * below a f16 or bf16 output's rounding (2^-11, 2^-9); an f32 output gets
+ * all three, the f32 probabilities exactly. */
+_Static_assert(STSA_PV_BF16 == 1 && STSA_PV_NEAR_F32 == 2 && STSA_PV_F32 == 3,
+               "a precision's value is its number of bf16 terms");
+static int bf16_terms_for(stsa_pv_precision precision, stsa_dtype out) {
+  if (precision != STSA_PV_AUTO)
+    return (int)precision;
+  return out == STSA_F32 ? 3 : 2;
+}
 
 int stsa_kv_pack_align(const stsa_kernels *kern, stsa_dtype q, stsa_dtype k,
                        stsa_dtype v) {
   return stsa_bf16_tiles_take(kern, q, k, v) ? STSA_BF16_KEY_BLOCK : kern->nr;
 }
 
-void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
+void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, stsa_pv_precision precision) {
   const int variable = pb->kv_tiles_max != 0;
   pb->bf16_tiles =
       stsa_bf16_tiles_take(pb->kern, pb->q->dtype, pb->k->dtype, pb->v->dtype) &&
@@ -106,7 +113,7 @@ void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms) {
     if (!variable || (pb->fixed_kv_heads && fixed > pb->Skv_pad))
       pb->Skv_pad = fixed; /* variable spans keep the plans' packed length */
   }
-  pb->bf16_terms = terms ? terms : bf16_terms_for(pb->out->dtype);
+  pb->bf16_terms = bf16_terms_for(precision, pb->out->dtype);
   int e;
   (void)frexpf(pb->qscale, &e);
   pb->bf16_q_pow2 = ldexpf(1.0f, e - 1);
@@ -118,6 +125,8 @@ void stsa_problem_run_info(const stsa_attn_problem *pb, int ref, stsa_run_info *
                 : pb->bf16_tiles ? STSA_ARITH_BF16_TILES
                                  : STSA_ARITH_F32;
   info->bf16_terms = info->arith == STSA_ARITH_BF16_TILES ? pb->bf16_terms : 0;
+  info->pv_precision =
+      info->bf16_terms ? (stsa_pv_precision)info->bf16_terms : STSA_PV_F32;
   info->why[0] = '\0';
   if (ref || pb->bf16_tiles || !pb->kern->full_tile_bf16)
     return; /* the backend's own arithmetic */
@@ -176,5 +185,5 @@ void stsa_problem_build(stsa_attn_problem *pb, const stsa_ctx *ctx,
   if (args->heads) /* plans of variable (cluster) tiles size the units and the pack */
     stsa_problem_fit_layouts(pb, args->heads, args->q->shape[2]);
   if (!args->f32_tiles)
-    stsa_problem_use_bf16_tiles(pb, ctx->bf16_terms);
+    stsa_problem_use_bf16_tiles(pb, ctx->pv_precision);
 }

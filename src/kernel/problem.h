@@ -89,11 +89,12 @@ int stsa_kv_pack_align(const stsa_kernels *kern, stsa_dtype q, stsa_dtype k,
  * or variable of any multiple of nr (kv_stride pads the scratch, and fixed
  * tiles' packing, to 32-key blocks), a variable plan's spans on 32-key
  * blocks (stsa_kv_pack_align), with `terms` bf16 terms per probability
- * (STSA_PARAM_BF16_TERMS; 0: by the output's dtype). All of a call's tiles or none: so no
- * call mixes the f32 and the bf16 arithmetic, a mask that keeps a whole tile gives the
- * FULL tile's bytes, and every row's result stays independent of the other rows' values.
- * Call after stsa_problem_fit_layouts, before sizing packs and scratch. */
-void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, int terms);
+ * (STSA_PARAM_PV_PRECISION: its number, AUTO by the output's dtype). All of a call's
+ * tiles or none: so no call mixes the f32 and the bf16 arithmetic, a mask that keeps a
+ * whole tile gives the FULL tile's bytes, and every row's result stays independent of the
+ * other rows' values. Call after stsa_problem_fit_layouts, before sizing packs and
+ * scratch. */
+void stsa_problem_use_bf16_tiles(stsa_attn_problem *pb, stsa_pv_precision precision);
 
 /* What pb's tiles run, after stsa_problem_use_bf16_tiles: the arithmetic
  * (f64 when `ref`), the bf16 terms, and why not the bf16 tiles when the
@@ -119,7 +120,7 @@ typedef struct stsa_problem_args {
   const stsa_sparse_head *heads;
   /* 1: f32 tiles whatever the table and the dtypes, for the profiling
    * rows (the fused pass reads f32 panels); 0: bf16 tiles where they apply
-   * (stsa_problem_use_bf16_tiles, with the context's bf16 terms) */
+   * (stsa_problem_use_bf16_tiles, with the context's pv_precision) */
   int f32_tiles;
 } stsa_problem_args;
 

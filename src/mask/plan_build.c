@@ -8,6 +8,7 @@
  * Partial tiles store their rows' clipped intervals; equal ones (across the
  * whole plan) are stored once. Everything a plan owns lives in one arena.
  */
+#define STSA_EXPERIMENTAL /* defines stsa_plan_head_stats */
 #include <stdlib.h>
 #include <string.h>
 
@@ -807,15 +808,6 @@ stsa_tile_kind stsa_plan_tile_kind(const stsa_plan *plan, int64_t h, int64_t qt,
   return lo < part->bs.tile_ptr[qt + 1] && part->bs.kv_tile[lo] == kt
              ? (stsa_tile_kind)part->bs.kind[lo]
              : STSA_TILE_EMPTY;
-}
-
-const char *stsa_sparse_mode_name(stsa_sparse_mode mode) {
-  static const char *const names[STSA_SPARSE_MODE_COUNT_] = {
-      [STSA_SPARSE_EXACT] = "exact",
-      [STSA_SPARSE_NAIVE] = "naive",
-      [STSA_SPARSE_TILE_ROUNDED] = "tile-rounded",
-  };
-  return (unsigned)mode < STSA_SPARSE_MODE_COUNT_ ? names[mode] : "unknown";
 }
 
 /* ---- storage for other builders ------------------------------------------ */

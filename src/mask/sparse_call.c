@@ -20,6 +20,15 @@
 #include "kernel/parts.h"
 #include "kernel/sparse.h"
 
+const char *stsa_sparse_mode_name(stsa_sparse_mode mode) {
+  static const char *const names[STSA_SPARSE_MODE_COUNT_] = {
+      [STSA_SPARSE_EXACT] = "exact",
+      [STSA_SPARSE_NAIVE] = "naive",
+      [STSA_SPARSE_TILE_ROUNDED] = "tile-rounded",
+  };
+  return (unsigned)mode < STSA_SPARSE_MODE_COUNT_ ? names[mode] : "unknown";
+}
+
 /* Rows of q tile qt and columns of kv tile kt of a part's structure
  * (variable tiles where it has them). */
 static int tile_rows(const stsa_plan *plan, const stsa_block_sparse *bs, int64_t qt) {

@@ -3,6 +3,7 @@
  * call the step/layer policy, per-batch-entry profiling and one block-sparse
  * call in which every head follows its kind's plan.
  */
+#define STSA_EXPERIMENTAL /* defines stsa_svg_kind_mask and stsa_svg_sampled_rows */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stddef.h>

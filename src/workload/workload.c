@@ -71,7 +71,7 @@
  * Every random number is a counter-based hash of (seed, stream, batch, head,
  * token, dim), so the values do not depend on layout, dtype or thread count.
  */
-#define STSA_EXPERIMENTAL
+#define STSA_EXPERIMENTAL /* defines stsa_workload_generate */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>

@@ -23,6 +23,9 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
+#ifndef STSA_EXPERIMENTAL /* dt_shard and the workload use the experimental API */
+#error "define STSA_EXPERIMENTAL before including dist_testutil.h (and stsa.h)"
+#endif
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>

@@ -8,6 +8,8 @@
  * full of a sentinel inside guard bytes). stsa_dist_agree and the dist's
  * use after a failure are checked too.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate (dist_testutil.h)  \
+                           */
 #include "dist_testutil.h"
 
 enum { MSG = 512 };

@@ -13,6 +13,8 @@
  * buffer (B x the longest ring chunk x the member's heads x D x 4 bytes)
  * returns NULL. Where the linker has no --wrap the test has nothing to do.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate (dist_testutil.h)  \
+                           */
 #include "dist_testutil.h"
 
 #ifdef DT_WRAP_MALLOC

@@ -6,6 +6,8 @@
  * with U = 2 where P is even and with the automatic U = 0 (the largest
  * divisor of P not above H: H = 2 on 4 ranks gives 2 groups of 2).
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate (dist_testutil.h)  \
+                           */
 #include "dist_testutil.h"
 
 typedef struct layout_case {

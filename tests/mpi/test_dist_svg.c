@@ -9,6 +9,8 @@
  * density are compared too, and one session also runs the policy's dense
  * calls (dense_layers = 1).
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate (dist_testutil.h)  \
+                           */
 #include "dist_testutil.h"
 
 typedef struct svg_case {

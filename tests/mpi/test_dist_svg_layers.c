@@ -9,6 +9,8 @@
  * dist.c: balance_heads), whatever layers ran in between. Run under the
  * ASan+UBSan build as well.
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate (dist_testutil.h)  \
+                           */
 #include "dist_testutil.h"
 
 enum { H = 3, D = 16, MAX_U = 64 };

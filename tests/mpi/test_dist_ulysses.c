@@ -5,6 +5,8 @@
  * count (fewer heads than ranks too), split, dtype and layout; with heads
  * balanced by cost and in contiguous groups (STSA_DIST_CONTIGUOUS_HEADS).
  */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate (dist_testutil.h)  \
+                           */
 #include "dist_testutil.h"
 
 /* Every call of the matrix with each split (even, ramp, one token). */

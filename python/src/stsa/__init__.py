@@ -59,20 +59,23 @@ def backends(here=False):
             if not here or lib.stsa_backend_available(b)}
 
 
+def _backend_available(name):
+    from ._lib import BACKENDS, lib
+    return bool(lib.stsa_backend_available(BACKENDS[name]))
+
+
 def cpu_has_avx2():
-    """True if this CPU can run the AVX2 backend."""
-    from ._lib import lib
-    return bool(lib.stsa_cpu_has_avx2())
+    """True if this CPU can run the AVX2 backend (backends(here=True) lists
+    every backend this machine runs)."""
+    return _backend_available("avx2")
 
 
 def cpu_has_avx512():
     """True if this CPU (and its OS) can run the AVX-512 backend."""
-    from ._lib import lib
-    return bool(lib.stsa_cpu_has_avx512())
+    return _backend_available("avx512")
 
 
 def cpu_has_amx():
     """True if this CPU (and its OS) can run the amx backend: AVX-512 plus
     the AMX bf16 tile multiply for dense calls on bf16 q, k and v."""
-    from ._lib import lib
-    return bool(lib.stsa_cpu_has_amx())
+    return _backend_available("amx")

@@ -167,7 +167,7 @@ class Context(NativeHandle):
     """
 
     def __init__(self, threads=None, backend=None, q_tile=None, kv_tile=None,
-                 check_finite=None, bf16_terms=None):
+                 check_finite=None, pv_precision=None, bf16_terms=None):
         self.lock = threading.RLock()
         self._owner = None  # the stsa.SVG whose session uses this context, if any
         handle = ffi.new("stsa_ctx **")
@@ -180,7 +180,7 @@ class Context(NativeHandle):
         self._finalizer = weakref.finalize(self, _free_context, handle, self.lock)
         for name, value in (("threads", threads), ("backend", backend), ("q_tile", q_tile),
                             ("kv_tile", kv_tile), ("check_finite", check_finite),
-                            ("bf16_terms", bf16_terms)):
+                            ("pv_precision", pv_precision), ("bf16_terms", bf16_terms)):
             if value is not None:
                 self.set(name, value)
 
@@ -199,10 +199,14 @@ class Context(NativeHandle):
     def set(self, name, value):
         """Sets a parameter: threads, backend (a name of stsa.backends():
         'auto', 'ref', 'portable', 'avx2', ...), q_tile, kv_tile, check_finite (bool),
-        bf16_terms (0-3: the amx and avx512bf16 backends' bf16 terms per probability on bf16
-        inputs; 0 by the output dtype, 1 as PyTorch's bf16 SDPA rounds).
+        pv_precision (how probabilities enter P.V, by name: 'auto' (what the output keeps), 'bf16' (as
+        PyTorch's bf16 SDPA rounds), 'near-f32' (2^-18) or 'f32'; only the
+        bf16 tiles of the amx and avx512bf16 backends run less than 'f32'),
+        or bf16_terms, its number (0-3, the bf16 terms per probability).
         Integers outside the library's bounds (stsa_param_bounds) are
         refused with the range."""
+        if name == "bf16_terms":  # the parameter's earlier name, kept
+            name = "pv_precision"
         if not isinstance(name, str) or name not in _lib.PARAMS:
             raise ValueError(f"unknown parameter {name!r}; expected one of "
                              f"{', '.join(_lib.PARAMS)}")
@@ -211,12 +215,19 @@ class Context(NativeHandle):
                 raise ValueError(f"unknown backend {value!r}; expected one of "
                                  f"{', '.join(_lib.BACKENDS)}")
             value = _lib.BACKENDS[value]
+        if name == "pv_precision" and isinstance(value, str):
+            if value not in _lib.PV_PRECISIONS:
+                raise ValueError(f"unknown pv_precision {value!r}; expected one of "
+                                 f"{', '.join(_lib.PV_PRECISIONS)}")
+            value = _lib.PV_PRECISIONS.index(value)
         value = as_int(value, name, param_bounds(name))
         with self.lock:
             check(lib.stsa_ctx_set(self.handle, _lib.PARAMS[name], value), self.handle,
                   f"stsa_ctx_set({name})")
 
     def get(self, name):
+        if name == "bf16_terms":
+            name = "pv_precision"
         if not isinstance(name, str) or name not in _lib.PARAMS:
             raise ValueError(f"unknown parameter {name!r}; expected one of "
                              f"{', '.join(_lib.PARAMS)}")
@@ -243,7 +254,9 @@ class Context(NativeHandle):
         (stsa_ctx_last_run), as a dict: "backend" ('avx512', ...),
         "arithmetic" ('f64' for ref, 'f32', or 'bf16-tiles': the bf16 tiles
         of the amx and avx512bf16 backends), "bf16_terms" (bf16 terms per
-        probability with 'bf16-tiles', else 0) and "why" ('' when the call
+        probability with 'bf16-tiles', else 0), "pv_precision" (how the
+        probabilities entered P.V: 'f32' exactly, 'near-f32' or 'bf16';
+        always 'f32' but for the bf16 tiles) and "why" ('' when the call
         ran the fastest arithmetic its backend has, else the reason, e.g.
         'q, k and v are f16, f16 and f16: the bf16 tiles take bf16 only'). None
         before the first successful call. Dense, block-sparse and the
@@ -270,10 +283,12 @@ class Context(NativeHandle):
 
 
 def run_info(info):
-    """The dict of an stsa_run_info: backend, arithmetic, bf16_terms, why."""
+    """The dict of an stsa_run_info: backend, arithmetic, bf16_terms,
+    pv_precision, why."""
     return {"backend": _lib.string(lib.stsa_backend_name(info.backend)),
             "arithmetic": _lib.string(lib.stsa_arith_name(info.arith)),
             "bf16_terms": int(info.bf16_terms),
+            "pv_precision": _lib.PV_PRECISIONS[info.pv_precision],
             "why": ffi.string(info.why).decode(errors="replace")}
 
 

@@ -55,14 +55,16 @@ def _find_header():
         "checkout); reinstall the package")
 
 
-# Both headers' experimental sections (#ifdef STSA_EXPERIMENTAL) are declared.
+# Both headers' experimental sections (#ifdef STSA_EXPERIMENTAL) are declared
+# (stsa.svg and the tests use them), as by a C file that defines the macro
+# before it includes the headers.
 PREDEFINED = ("STSA_EXPERIMENTAL",)
 header_path = _find_header()
 io_header_path = header_path.with_name("stsa_io.h")
 ffi = cffi.FFI()
 io_ffi = cffi.FFI()
 try:
-    ffi.cdef(_header.cdef_source(header_path.read_text(), PREDEFINED))
+    ffi.cdef(_header.cdef_source(header_path.read_text(), predefined=PREDEFINED))
 except (_header.HeaderError, cffi.CDefError) as e:
     raise ImportError(f"stsa: cannot declare {header_path}: {e}") from e
 try:
@@ -185,6 +187,9 @@ BACKENDS = {string(lib.stsa_backend_name(b)): b for b in range(lib.stsa_backend_
 PARAMS = enum_names("stsa_param", "STSA_PARAM_")
 TEXT_POS = enum_names("stsa_text_pos", "STSA_TEXT_")
 ORDERS = enum_names("stsa_order", "STSA_ORDER_")
+# indexed by stsa_pv_precision value ("auto", "bf16", "near-f32", "f32")
+PV_PRECISIONS = tuple(enum_names("stsa_pv_precision", "STSA_PV_",
+                                 lib.stsa_pv_precision_name))
 SPARSE_MODES = enum_names("stsa_sparse_mode", "STSA_SPARSE_", lib.stsa_sparse_mode_name)
 # indexed by stsa_head_kind value
 HEAD_KINDS = tuple(enum_names("stsa_head_kind", "STSA_HEAD_", lib.stsa_head_kind_name))

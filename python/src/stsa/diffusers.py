@@ -151,7 +151,7 @@ class SVGAttnProcessor:
     threads of the dense stsa calls (None: all CPUs). After a self-attention
     call in SVG mode, last_info holds its stsa.SVGInfo. After one in any
     mode, last_ran holds what its attention ran, as stsa.Context.last_run
-    gives it ({"backend", "arithmetic", "bf16_terms", "why"}; in SVG mode
+    gives it ({"backend", "arithmetic", "bf16_terms", "pv_precision", "why"}; in SVG mode
     last_info.ran).
     """
 

@@ -79,7 +79,7 @@ class SVGInfo:
 
     ran: what the call's attention ran (stsa_ctx_last_run, as
     stsa.Context.last_run gives it): {"backend", "arithmetic", "bf16_terms",
-    "why"}, one for every head of the call; its profiling and k-means run in
+    "pv_precision", "why"}, one for every head of the call; its profiling and k-means run in
     f32 on gathered rows.
 
     Method auto (stsa.Auto): choice (str [B, H]): the candidate each head

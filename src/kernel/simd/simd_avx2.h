@@ -3,7 +3,7 @@
  * vectors of 8 floats, fused multiply-add, and the 16 ymm registers of
  * x86-64, which hold the 6 x 16 register tile (12 accumulators) beside two
  * panel vectors and a broadcast. Compiled with -mavx2 -mfma; the kernels
- * that include it run only after stsa_cpu_has_avx2.
+ * that include it run only after stsa_cpu_runs_avx2.
  *
  * The softmax keeps two accumulators (SIMD_CHAINS) for its maximum and sum,
  * one per vector of a 16-wide tile row: an add's latency is then hidden, and

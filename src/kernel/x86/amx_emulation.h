@@ -9,7 +9,7 @@
  * clusters — would run only where a tester happens to have a Sapphire
  * Rapids. With this header the same source runs on any CPU with the rest of
  * its ISA (AVX-512F/DQ/BW and AVX512-BF16: Zen 4 and later, Cooper Lake and
- * later), and every test of the amx backend runs there (stsa_cpu_has_amx
+ * later), and every test of the amx backend runs there (stsa_cpu_runs_amx
  * asks for that ISA instead of AMX in such a build).
  *
  * What it follows (Intel SDM, TDPBF16PS and the tile loads/stores):

@@ -3,7 +3,7 @@
  * tile engine (bf16_engine.h: full_tile_bf16, full_run_bf16, pack_bf16)
  * with the AMX tile-multiply unit as its multiply unit. Compiled with
  * -mamx-tile -mamx-bf16 -mavx512bw -mavx512bf16 (and the AVX-512 file's
- * flags); only reached after stsa_cpu_has_amx(), which also asks Linux for
+ * flags); only reached after stsa_cpu_runs_amx(), which also asks Linux for
  * the tile state.
  *
  * A pass's up to 32 rows are two tile blocks of up to 16, so that every K

@@ -1,7 +1,7 @@
 /*
  * microkernels_avx512.c — AVX-512F micro-kernels (contracts in kernels.h).
  * Compiled with -mavx512f (and the AVX2 file's -mfma -mf16c); only reached
- * after a run-time CPU check (stsa_cpu_has_avx512).
+ * after a run-time CPU check (stsa_cpu_runs_avx512).
  *
  * Both GEMM kernels are 12 rows x 16 columns: one zmm per row of the tile,
  * so the panel width stays the AVX2 backend's 16 (SVG2's cluster padding,

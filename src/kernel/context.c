@@ -1,5 +1,5 @@
 /*
- * backend.c — creating a context and setting its parameters: the parts of a
+ * context.c — creating a context and setting its parameters: the parts of a
  * context that depend on the backend it runs. The backend is resolved here,
  * once (at creation and when it is set), and kv_tile must be a multiple of
  * the chosen kernel table's panel width.
@@ -100,7 +100,7 @@ static const param_info PARAMS[STSA_PARAM_COUNT_] = {
     [STSA_PARAM_Q_TILE] = {"q_tile", STSA_PORTABLE_MR, 4096},
     [STSA_PARAM_KV_TILE] = {"kv_tile", STSA_PORTABLE_NR, 4096},
     [STSA_PARAM_CHECK_FINITE] = {"check_finite", 0, 1},
-    [STSA_PARAM_BF16_TERMS] = {"bf16_terms", 0, 3},
+    [STSA_PARAM_PV_PRECISION] = {"pv_precision", 0, STSA_PV_PRECISION_COUNT_ - 1},
 };
 
 stsa_status stsa_param_bounds(stsa_param param, int64_t *lo, int64_t *hi) {
@@ -154,8 +154,8 @@ stsa_status stsa_ctx_set(stsa_ctx *ctx, stsa_param param, int64_t value) {
   case STSA_PARAM_CHECK_FINITE:
     ctx->check_finite = (int)value;
     break;
-  case STSA_PARAM_BF16_TERMS:
-    ctx->bf16_terms = (int)value;
+  case STSA_PARAM_PV_PRECISION:
+    ctx->pv_precision = (stsa_pv_precision)value;
     break;
   default:
     break;
@@ -182,8 +182,8 @@ stsa_status stsa_ctx_get(const stsa_ctx *ctx, stsa_param param, int64_t *value) 
   case STSA_PARAM_CHECK_FINITE:
     *value = ctx->check_finite;
     return STSA_OK;
-  case STSA_PARAM_BF16_TERMS:
-    *value = ctx->bf16_terms;
+  case STSA_PARAM_PV_PRECISION:
+    *value = ctx->pv_precision;
     return STSA_OK;
   default:
     return STSA_ERR_BAD_PARAM;
