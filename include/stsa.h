@@ -950,6 +950,8 @@ STSA_API stsa_status stsa_permute_tokens(const stsa_geometry *g, stsa_order orde
  *   - stsa_tensor_copy: the distributed layer's pack/unpack helper; its
  *     conversion rules follow the kernels' loads and stores, which may
  *     change (e.g. a faster f32 -> bf16 rounding).
+ *   - stsa_tensor_check, stsa_tensors_overlap: the argument rules of the
+ *     calls, for libraries on top of libstsa; they grow with new layouts.
  *   - stsa_svg_kind_mask, stsa_svg_sampled_rows: the session's internals
  *     (its per-kind masks and memory orders, its profiling rows), exposed
  *     for callers that rebuild its plans or profile on their own (the
@@ -970,6 +972,19 @@ STSA_API stsa_status stsa_plan_head_stats(const stsa_plan *plan, int64_t h,
  * others convert through f32 as the kernels' loads and stores do (round to
  * nearest even). The distributed layer packs and unpacks shards with it. */
 STSA_API stsa_status stsa_tensor_copy(const stsa_tensor *in, const stsa_tensor *out);
+
+/* The checks every call applies to a tensor argument on its own (data,
+ * dtype, shape, strides, alignment): STSA_OK, or the status a call would
+ * give it (NULL: STSA_ERR_NULL_ARG). With stsa_tensors_overlap, for
+ * libraries on top of libstsa that take tensors (libstsa_io's workload). */
+STSA_API stsa_status stsa_tensor_check(const stsa_tensor *t);
+
+/* 1 if two tensors that pass stsa_tensor_check may share an element, as the
+ * calls judge it: exactly for two of one dtype, shape and strides (the q, k
+ * and v of a fused QKV, interleaved in one buffer, share none), otherwise
+ * whenever their byte ranges meet; 0 otherwise, and for a tensor that does
+ * not pass. */
+STSA_API int stsa_tensors_overlap(const stsa_tensor *a, const stsa_tensor *b);
 
 /* The mask the session runs heads of `kind` with (a new reference, free it
  * with stsa_mask_free) and the memory orders its plan walks: spatial heads

@@ -4,7 +4,7 @@
  * bit for bit (NaN payloads included), conversions rounded as stores are,
  * guard bytes intact, and bad arguments refused with the output untouched.
  */
-#define STSA_EXPERIMENTAL /* stsa_tensor_copy */
+#define STSA_EXPERIMENTAL /* stsa_tensor_copy, _check, _overlap */
 #include <math.h>
 #include <string.h>
 
@@ -60,7 +60,37 @@ static void check_refusals(tu_rng *rng) {
   tu_free_tensor(&out);
 }
 
+/* stsa_tensor_check and stsa_tensors_overlap give the calls' own verdicts:
+ * a fused QKV's q, k and v interleave without sharing, a view that steps
+ * onto its neighbour's elements shares them, bad tensors are named. */
+static void check_rules(void) {
+  float qkv[2 * 4 * 3 * 2 * 8] = {0}; /* [B=2, S=4, 3, H=2, D=8] */
+  stsa_tensor part[3];
+  for (int i = 0; i < 3; i++) {
+    part[i] = stsa_tensor_bshd(qkv + i * 2 * 8, STSA_F32, 2, 4, 2, 8);
+    part[i].stride[0] = 4 * 3 * 2 * 8;
+    part[i].stride[1] = 3 * 2 * 8;
+    CHECK(stsa_tensor_check(&part[i]) == STSA_OK, "fused QKV part %d refused", i);
+  }
+  CHECK(!stsa_tensors_overlap(&part[0], &part[1]) &&
+            !stsa_tensors_overlap(&part[1], &part[2]),
+        "interleaved q, k, v taken for overlapping");
+  CHECK(stsa_tensors_overlap(&part[0], &part[0]), "a tensor does not overlap itself");
+  stsa_tensor shifted = part[0];
+  shifted.data = qkv + 8; /* head 1 of q is head 0 of this view */
+  CHECK(stsa_tensors_overlap(&part[0], &shifted), "a view one head along shares nothing");
+  stsa_tensor bad = part[0];
+  bad.shape[3] = 0;
+  CHECK(stsa_tensor_check(&bad) == STSA_ERR_BAD_SHAPE, "D = 0 passed the check");
+  CHECK(!stsa_tensors_overlap(&bad, &part[0]), "a refused tensor overlaps");
+  bad = part[0];
+  bad.dtype = (stsa_dtype)99;
+  CHECK(stsa_tensor_check(&bad) != STSA_OK, "an unknown dtype passed the check");
+  CHECK(stsa_tensor_check(NULL) == STSA_ERR_NULL_ARG, "NULL passed the check");
+}
+
 int main(void) {
+  check_rules();
   tu_rng rng = {42};
   for (int a = 0; a < 3; a++)
     for (int b = 0; b < 3; b++)

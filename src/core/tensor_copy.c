@@ -1,10 +1,12 @@
 /*
- * tensor_copy.c — stsa_tensor_copy: any layout and dtype to any other, of
- * one shape. Equal dtypes copy bits (so a round trip through a contiguous
- * buffer is exact, NaN payloads included); different ones convert through
- * f32 as the kernels' row loads and stores do.
+ * tensor_copy.c — the experimental tensor utilities. stsa_tensor_copy: any
+ * layout and dtype to any other, of one shape. Equal dtypes copy bits (so a
+ * round trip through a contiguous buffer is exact, NaN payloads included);
+ * different ones convert through f32 as the kernels' row loads and stores
+ * do. stsa_tensor_check and stsa_tensors_overlap: the calls' own argument
+ * rules (core/tensor.c), for libraries on top of libstsa.
  */
-#define STSA_EXPERIMENTAL /* defines stsa_tensor_copy */
+#define STSA_EXPERIMENTAL /* defines stsa_tensor_copy, _check, _overlap */
 #include <string.h>
 
 #include "core/convert.h"
@@ -45,4 +47,15 @@ stsa_status stsa_tensor_copy(const stsa_tensor *in, const stsa_tensor *out) {
         }
       }
   return STSA_OK;
+}
+
+stsa_status stsa_tensor_check(const stsa_tensor *t) {
+  return stsa_check_tensor(t, "tensor", NULL);
+}
+
+int stsa_tensors_overlap(const stsa_tensor *a, const stsa_tensor *b) {
+  if (stsa_check_tensor(a, "a", NULL) != STSA_OK ||
+      stsa_check_tensor(b, "b", NULL) != STSA_OK)
+    return 0;
+  return stsa_tensors_share_memory(a, b);
 }

@@ -9,18 +9,13 @@
 
 #include <stdint.h>
 
-#define STSA_EXPERIMENTAL /* stsa_tensor_copy */
+#define STSA_EXPERIMENTAL /* stsa_tensor_check, stsa_tensor_copy */
 #include "stsa.h"
 
 /* STSA_OK if t is a valid tensor (libstsa's rules: data, dtype, sizes,
  * strides, alignment) of shape [B, N, H, D]; else the status saying why. */
 stsa_status wl_check_output(const stsa_tensor *t, int64_t B, int64_t N, int64_t H,
                             int64_t D);
-
-/* 1 if checked tensors a and b share an element: exactly for tensors of
- * one dtype, shape and strides (q, k and v interleaved in a fused QKV share
- * none), otherwise whenever their byte ranges meet. */
-int wl_share_element(const stsa_tensor *a, const stsa_tensor *b);
 
 /* Writes token (b, s) of checked t from rows, its [H, D] values in f32. */
 void wl_store_token(const float *rows, const stsa_tensor *t, int64_t b, int64_t s);

@@ -657,7 +657,8 @@ stsa_status stsa_workload_generate(const stsa_workload_desc *desc, const stsa_te
   STSA_IO_TRY(check_out(v, desc, n));
   /* q, k and v may interleave in one buffer (fused QKV): only outputs that
    * share elements are refused */
-  if (wl_share_element(q, k) || wl_share_element(q, v) || wl_share_element(k, v))
+  if (stsa_tensors_overlap(q, k) || stsa_tensors_overlap(q, v) ||
+      stsa_tensors_overlap(k, v))
     return STSA_ERR_OVERLAP;
   STSA_IO_TRY(check_kinds(desc));
   stsa_head_kind *kinds = malloc((size_t)desc->heads * sizeof *kinds);
