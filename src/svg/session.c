@@ -6,7 +6,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -395,12 +394,13 @@ static double svg_bound(const stsa_svg *svg, const double *err, const double *en
  * (svg_strata.h), and their profile: the bound is the larger of theirs and
  * the position strata's. */
 typedef struct svg_draw {
-  int64_t R;                   /* rows a head (0: none drawn) */
-  int both;                    /* auto: both kinds profiled on each head's rows */
-  int64_t *rows, *group, *pop; /* [H][R] each (pop: strata, R a head at most) */
-  int64_t *groups;             /* [H] */
-  double *sq;                  /* [1 + kinds][H][R]: energy, then errors */
-  double *level_sq, *scratch;  /* [SVG_LEVELS][R], the bound's 5 x R */
+  int64_t R;                  /* rows a head */
+  int both;                   /* auto: both kinds profiled on each head's rows */
+  int64_t *rows, *group;      /* [H][R] each */
+  int64_t *pop;               /* [H][stsa_svg_bound_strata(R)] */
+  int64_t *groups;            /* [H] */
+  double *sq;                 /* [1 + kinds][H][R]: energy, then errors */
+  double *level_sq, *scratch; /* [SVG_LEVELS][R], the bound's 5 a stratum */
 } svg_draw;
 
 static void draw_free(svg_draw *d) {
@@ -408,15 +408,13 @@ static void draw_free(svg_draw *d) {
   free(d->sq);
 }
 
-/* Rows a head's drawn bound takes at planned density `density`: with the
- * position strata's sample_rows, STSA_BOUND_ROW_SHARE of the call's work
- * (stsa_strata_call_rows), at least sample_rows more; at most L, even. */
-static int64_t draw_rows(const stsa_svg *svg, double density) {
-  const int64_t S = svg->cfg.sample_rows, L = svg->cfg.geometry.frames *
-                                              svg->cfg.geometry.height *
-                                              svg->cfg.geometry.width;
-  int64_t r = stsa_strata_call_rows(L + S, 2 * S, density, L) - S;
-  r = r < L ? r : L;
+/* Rows a head's drawn bound takes: sample_rows (at most L, even where
+ * more than one): as many as the routing rows, so that the bound's rows
+ * cost about twice the routing profile's. */
+static int64_t draw_rows(const stsa_svg *svg) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t L = g->frames * g->height * g->width;
+  const int64_t r = svg->cfg.sample_rows < L ? svg->cfg.sample_rows : L;
   return r > 1 ? r - (r & 1) : r;
 }
 
@@ -430,8 +428,10 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
                                     svg_draw *d) {
   const int64_t H = svg->cfg.heads, R = d->R;
   const int kinds = d->both ? 2 : 1;
-  d->rows = malloc(sizeof(int64_t) * (size_t)(3 * H * R + H));
-  d->sq = malloc(sizeof(double) * (size_t)((1 + kinds) * H * R + SVG_LEVELS * R + 5 * R));
+  const int64_t PS = stsa_svg_bound_strata(R); /* strata a head: 2 where R = 1 */
+  d->rows = malloc(sizeof(int64_t) * (size_t)(2 * H * R + H * PS + H));
+  d->sq =
+      malloc(sizeof(double) * (size_t)((1 + kinds) * H * R + SVG_LEVELS * R + 5 * PS));
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)((1 + kinds) * H));
   int *failed = calloc((size_t)H, sizeof *failed);
   stsa_status st =
@@ -441,7 +441,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
   if (st == STSA_OK) {
     d->group = d->rows + H * R;
     d->pop = d->group + H * R;
-    d->groups = d->pop + H * R;
+    d->groups = d->pop + H * PS;
     d->level_sq = d->sq + (1 + kinds) * H * R;
     d->scratch = d->level_sq + SVG_LEVELS * R;
     const stsa_svg_keep keep = {&svg->cfg.geometry, svg->cfg.sink_frames,
@@ -449,7 +449,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
     const int threads = svg->ctx->threads > 0 ? svg->ctx->threads : 1;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++) {
-      stsa_strata got = {d->rows + h * R, d->group + h * R, d->pop + h * R, 0};
+      stsa_strata got = {d->rows + h * R, d->group + h * R, d->pop + h * PS, 0};
       failed[h] = stsa_svg_bound_draw(
                       &keep, q, k, b, h, STSA_SVG_STRATA_BOTH, R,
                       stsa_hash_mix(row_seed, 0x5356470000ull + (uint64_t)h), &got) != 0;
@@ -477,8 +477,8 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
 /* The bound of head h's drawn rows: err and energy [R] each. */
 static double draw_bound(const svg_draw *d, int64_t h, const double *err,
                          const double *energy) {
-  const stsa_err_sample smp = {d->R, d->group + h * d->R, d->pop + h * d->R,
-                               d->groups[h]};
+  const stsa_err_sample smp = {d->R, d->group + h * d->R,
+                               d->pop + h * stsa_svg_bound_strata(d->R), d->groups[h]};
   return stsa_err_bound(&smp, err, energy, d->scratch, NULL);
 }
 
@@ -593,7 +593,7 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t r
   const int64_t H = svg->cfg.heads;
   double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
   uint8_t *which = malloc((size_t)H);
-  svg_draw d = {.R = draw_rows(svg, svg->cfg.density), .both = 0};
+  svg_draw d = {.R = draw_rows(svg), .both = 0};
   stsa_status st = sq && which ? STSA_OK
                                : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY,
                                            "svg: out of memory");
@@ -718,7 +718,7 @@ static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
   const int64_t H = svg->cfg.heads;
   double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
-  svg_draw d = {.R = draw_rows(svg, svg->cfg.density), .both = 1};
+  svg_draw d = {.R = draw_rows(svg), .both = 1};
   stsa_status st =
       sq && res ? STSA_OK
                 : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");

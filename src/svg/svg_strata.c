@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "core/convert.h"
+#include "core/per_isa.h"
 #include "core/tensor.h"
 #include "mask/geometry.h"
 
@@ -15,17 +16,21 @@
  * (a small object moves between them) while that stays within the budget. */
 enum { CELL_BUDGET = 32, BANDS = 16 };
 
+/* The queries' scores are a small GEMM: SCORE_ROWS queries at a time
+ * against SCORE_COLS centroids, whose sums stay in registers. */
+enum { SCORE_ROWS = 4, SCORE_COLS = 16 }; /* centroid_scores spells out the 4 */
+
 /* The cells: frame f part s is spatial cell f * parts + s; band t (over
  * the frames past the sinks) is cell F * parts + t; the real text tokens
  * are the last. A cell's keys are pooled in two halves, cut across the
- * direction of its key farthest from their mean (at the middle of their
- * range along it): a few keys that stand out (an object, a sink) keep a
- * centroid of their own instead of a tenth of one, and a query that
- * matches them sees it. Half h of cell j is pooled centroid 2 j + h. */
+ * direction of its key farthest from their mean (halfway to it): a few keys that stand
+ * out (an object, a sink) keep a centroid of their own instead of a tenth of one, and a
+ * query that matches them sees it. Half h of cell j is pooled centroid 2 j + h. */
 typedef struct cells {
   int64_t parts, bands, count;
-  float *centre; /* [D][2 count], scaled by the softmax scale */
-  float *log_n;  /* [2 count] ln(members), -inf for an empty half */
+  int64_t stride; /* 2 count, rounded up to a multiple of SCORE_COLS */
+  float *centre;  /* [D][stride], scaled by the softmax scale (0 past 2 count) */
+  float *log_n;   /* [stride] ln(members), -inf for an empty half and past 2 count */
 } cells;
 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
@@ -39,6 +44,7 @@ static cells cell_layout(const stsa_geo *geo) {
   c.parts = c.parts < geo->P ? c.parts : geo->P;
   c.bands = BANDS < geo->P ? BANDS : geo->P;
   c.count = geo->F * c.parts + c.bands + 1;
+  c.stride = (2 * c.count + SCORE_COLS - 1) / SCORE_COLS * SCORE_COLS;
   return c;
 }
 
@@ -57,44 +63,62 @@ static void key_cells(const stsa_svg_keep *keep, const stsa_geo *geo, const cell
 
 /* The running state of pool_keys over C cells. */
 typedef struct pool {
-  int64_t D;
-  double *mean;      /* [C][D] the cell's sum, then its mean */
-  double *axis;      /* [C][D] its farthest key - mean */
-  double *far;       /* [C] that key's squared distance */
-  double *lo, *hi;   /* [C] the range of its keys along axis */
-  double *half_sum;  /* [2C][D] */
+  int64_t D, C;
+  double *sum;       /* [C][D] the cells' sums, then [2C][D] the halves' */
+  float *mean;       /* [C][D] */
+  float *axis;       /* [C][D] the farthest key - mean */
+  float *far;        /* [C] that key's squared distance */
   int64_t *n, *half; /* [C], [2C] members */
 } pool;
 
-/* One key (row[D]) of cell x in pass 0 (sums), 1 (the farthest key), 2
- * (the range along it) or 3 (the halves' sums). */
+/* Independent partial sums of a dot product, which the compiler keeps in
+ * vector lanes (the result does not depend on the vector width). */
+enum { LANES = 8 };
+
+/* (row - mean) . v, in lanes (v = row - mean: the squared distance). */
+STSA_PER_ISA static float centred_dot(const float *restrict row,
+                                      const float *restrict mean, const float *restrict v,
+                                      int64_t D, int square) {
+  float a[LANES] = {0};
+  int64_t d = 0;
+  for (; d + LANES <= D; d += LANES)
+    for (int j = 0; j < LANES; j++)
+      a[j] += (row[d + j] - mean[d + j]) * (square ? row[d + j] - mean[d + j] : v[d + j]);
+  for (; d < D; d++)
+    a[0] += (row[d] - mean[d]) * (square ? row[d] - mean[d] : v[d]);
+  float sum = 0;
+  for (int j = 0; j < LANES; j++)
+    sum += a[j];
+  return sum;
+}
+
+STSA_PER_ISA static void accumulate(double *restrict sum, const float *restrict row,
+                                    int64_t D) {
+  for (int64_t d = 0; d < D; d++)
+    sum[d] += row[d];
+}
+
+/* One key (row[D]) of cell x in pass 0 (sums), 1 (the farthest key) or 2
+ * (the halves' sums: a key goes with the farthest one when it lies past
+ * the middle between it and the mean, along the line through them). */
 static void pool_key(int pass, const float *row, int64_t x, pool *w) {
   const int64_t D = w->D;
-  double *mean = w->mean + x * D, *axis = w->axis + x * D;
+  float *mean = w->mean + x * D, *axis = w->axis + x * D;
   if (pass == 0) {
     w->n[x]++;
-    for (int64_t d = 0; d < D; d++)
-      mean[d] += row[d];
-    return;
-  }
-  double along = 0, dist = 0;
-  for (int64_t d = 0; d < D; d++) {
-    const double y = row[d] - mean[d];
-    dist += y * y;
-    along += y * axis[d];
-  }
-  if (pass == 1 && dist > w->far[x]) {
-    w->far[x] = dist;
-    for (int64_t d = 0; d < D; d++)
-      axis[d] = row[d] - mean[d];
-  } else if (pass == 2) {
-    w->lo[x] = fmin(w->lo[x], along);
-    w->hi[x] = fmax(w->hi[x], along);
-  } else if (pass == 3) {
-    const int64_t half = 2 * x + (along > 0.5 * (w->lo[x] + w->hi[x]));
+    accumulate(w->sum + x * D, row, D);
+  } else if (pass == 1) {
+    const float dist = centred_dot(row, mean, NULL, D, 1);
+    if (dist > w->far[x]) {
+      w->far[x] = dist;
+      for (int64_t d = 0; d < D; d++)
+        axis[d] = row[d] - mean[d];
+    }
+  } else {
+    const float along = centred_dot(row, mean, axis, D, 0);
+    const int64_t half = 2 * x + (along > 0.5f * w->far[x]);
     w->half[half]++;
-    for (int64_t d = 0; d < D; d++)
-      w->half_sum[half * D + d] += row[d];
+    accumulate(w->sum + (w->C + half) * D, row, D);
   }
 }
 
@@ -103,26 +127,20 @@ static void pool_key(int pass, const float *row, int64_t x, pool *w) {
 static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_tensor *k,
                      int64_t b, int64_t h, cells *c) {
   const int64_t D = k->shape[3], C = c->count;
-  pool w = {D, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-  w.mean = calloc((size_t)(C * D * 4 + C * 3), sizeof(double));
+  pool w = {D, C, NULL, NULL, NULL, NULL, NULL, NULL};
+  w.sum = calloc((size_t)(3 * C * D), sizeof(double));
+  w.mean = calloc((size_t)(2 * C * D + C), sizeof(float));
   w.n = calloc((size_t)(3 * C), sizeof(int64_t));
   float *row = malloc(sizeof(float) * (size_t)D);
-  c->centre = malloc(sizeof(float) * (size_t)(2 * C * D));
-  c->log_n = malloc(sizeof(float) * (size_t)(2 * C));
-  const int ok = w.mean && w.n && row && c->centre && c->log_n;
+  c->centre = calloc((size_t)(c->stride * D), sizeof(float));
+  c->log_n = malloc(sizeof(float) * (size_t)c->stride);
+  const int ok = w.sum && w.mean && w.n && row && c->centre && c->log_n;
   if (ok) {
     w.axis = w.mean + C * D;
-    w.half_sum = w.axis + C * D;
-    w.far = w.half_sum + 2 * C * D;
-    w.lo = w.far + C;
-    w.hi = w.lo + C;
+    w.far = w.axis + C * D;
     w.half = w.n + C;
-    for (int64_t x = 0; x < C; x++) {
-      w.lo[x] = INFINITY;
-      w.hi[x] = -INFINITY;
-    }
   }
-  for (int pass = 0; ok && pass < 4; pass++) {
+  for (int pass = 0; ok && pass < 3; pass++) {
     for (int64_t i = 0; i < geo->L + geo->R; i++) {
       int64_t cell[2];
       key_cells(keep, geo, c, i, cell);
@@ -132,30 +150,29 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
         pool_key(pass, row, cell[j], &w);
     }
     for (int64_t x = 0; pass == 0 && x < C * D; x++)
-      w.mean[x] /= w.n[x / D] > 0 ? (double)w.n[x / D] : 1;
+      w.mean[x] = (float)(w.sum[x] / (w.n[x / D] > 0 ? (double)w.n[x / D] : 1));
   }
-  const double scale = 1.0 / sqrt((double)D);
-  for (int64_t j = 0; ok && j < 2 * C; j++) {
-    c->log_n[j] = w.half[j] > 0 ? (float)log((double)w.half[j]) : -INFINITY;
-    for (int64_t d = 0; d < D; d++)
-      c->centre[d * 2 * C + j] =
-          w.half[j] > 0 ? (float)(scale * w.half_sum[j * D + d] / (double)w.half[j]) : 0;
+  const double scale = 1.0 / sqrt((double)D), *half_sum = w.sum + C * D;
+  for (int64_t j = 0; ok && j < c->stride; j++) {
+    const int64_t n = j < 2 * C ? w.half[j] : 0;
+    c->log_n[j] = n > 0 ? (float)log((double)n) : -INFINITY;
+    for (int64_t d = 0; n > 0 && d < D; d++)
+      c->centre[d * c->stride + j] = (float)(scale * half_sum[j * D + d] / (double)n);
   }
+  free(w.sum);
   free(w.mean);
   free(w.n);
   free(row);
   return ok ? 0 : -1;
 }
 
-/* The share of band t's positions [p0, p1) a query at position-major index
- * j keeps under a band of +-w indices: the positions within w / F of its
- * own (each spans F indices). */
-static double band_kept(int64_t t, const cells *c, const stsa_geo *geo, int64_t j,
-                        int64_t w) {
+/* The share of band t's positions [p0, p1) a query keeps whose band
+ * spans positions [lo, hi) (a band of +-w position-major indices around
+ * index j: (j - w) / F to (j + w) / F + 1, each position spanning F). */
+static double band_kept(int64_t t, const cells *c, const stsa_geo *geo, double lo,
+                        double hi) {
   const double p0 = (double)(t * geo->P / c->bands),
                p1 = (double)((t + 1) * geo->P / c->bands);
-  const double lo = (double)(j - w) / (double)geo->F,
-               hi = (double)(j + w) / (double)geo->F + 1;
   const double in = fmin(hi, p1) - fmax(lo, p0);
   return in > 0 ? in / (p1 - p0) : 0;
 }
@@ -175,13 +192,44 @@ static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const
     else if (fj < f - keep->frame_window || fj > f + keep->frame_window)
       lost_sp += m[j];
   }
+  const int64_t j = p * geo->F + f;
+  const double lo = (double)(j - keep->band) / (double)geo->F,
+               hi = (double)(j + keep->band) / (double)geo->F + 1;
   double bands = 0, lost_tm = 0;
   for (int64_t t = 0; t < c->bands; t++) {
     bands += m[S + t];
-    lost_tm += m[S + t] * (1 - band_kept(t, c, geo, p * geo->F + f, keep->band));
+    lost_tm += m[S + t] * (1 - band_kept(t, c, geo, lo, hi));
   }
   *sp = lost_sp > 0 ? log(lost_sp / (frames + text)) : -INFINITY;
   *tm = lost_tm > 0 ? log(lost_tm / (bands + sinks + text)) : -INFINITY;
+}
+
+/* a[SCORE_ROWS][S] = ln n + x . centre for SCORE_ROWS queries x[..][D]
+ * over the pooled centroids (centre [D][S], S = cells.stride). */
+STSA_PER_ISA static void centroid_scores(const float *restrict x,
+                                         const float *restrict centre,
+                                         const float *restrict log_n, int64_t D,
+                                         int64_t S, float *restrict a) {
+  for (int64_t j0 = 0; j0 < S; j0 += SCORE_COLS) {
+    float s0[SCORE_COLS] = {0}, s1[SCORE_COLS] = {0}, s2[SCORE_COLS] = {0},
+          s3[SCORE_COLS] = {0};
+    for (int64_t d = 0; d < D; d++) {
+      const float *col = centre + d * S + j0;
+      const float x0 = x[d], x1 = x[D + d], x2 = x[2 * D + d], x3 = x[3 * D + d];
+      for (int j = 0; j < SCORE_COLS; j++) {
+        s0[j] += x0 * col[j];
+        s1[j] += x1 * col[j];
+        s2[j] += x2 * col[j];
+        s3[j] += x3 * col[j];
+      }
+    }
+    for (int j = 0; j < SCORE_COLS; j++) {
+      a[j0 + j] = log_n[j0 + j] + s0[j];
+      a[S + j0 + j] = log_n[j0 + j] + s1[j];
+      a[2 * S + j0 + j] = log_n[j0 + j] + s2[j];
+      a[3 * S + j0 + j] = log_n[j0 + j] + s3[j];
+    }
+  }
 }
 
 int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
@@ -190,30 +238,30 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
   stsa_geo geo;
   stsa_geo_init(&geo, keep->g);
   cells c = cell_layout(&geo);
-  const int64_t D = q->shape[3], C = c.count, C2 = 2 * C;
-  float *row = malloc(sizeof(float) * (size_t)(D + C2));
+  const int64_t D = q->shape[3], C = c.count, S = c.stride;
+  float *x = calloc((size_t)(SCORE_ROWS * (D + S)), sizeof(float)),
+        *a = x ? x + SCORE_ROWS * D : NULL;
   double *m = malloc(sizeof(double) * (size_t)C);
-  int st = row && m ? pool_keys(keep, &geo, k, b, h, &c) : -1;
-  for (int64_t i = 0; st == 0 && i < geo.L; i++) {
-    float *x = row, *a = row + D;
-    stsa_load_row_f32(stsa_tensor_row(q, b, geo.v0 + i, h), q->dtype, q->stride[3], D, x);
-    for (int64_t j = 0; j < C2; j++)
-      a[j] = c.log_n[j];
-    for (int64_t d = 0; d < D; d++) { /* over the centroids: it vectorises */
-      const float qd = x[d], *centre = c.centre + d * C2;
-      for (int64_t j = 0; j < C2; j++)
-        a[j] += qd * centre[j];
+  int st = x && m ? pool_keys(keep, &geo, k, b, h, &c) : -1;
+  for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += SCORE_ROWS) {
+    const int64_t rows = geo.L - i0 < SCORE_ROWS ? geo.L - i0 : SCORE_ROWS;
+    for (int64_t r = 0; r < rows; r++)
+      stsa_load_row_f32(stsa_tensor_row(q, b, geo.v0 + i0 + r, h), q->dtype, q->stride[3],
+                        D, x + r * D);
+    centroid_scores(x, c.centre, c.log_n, D, S, a);
+    for (int64_t r = 0; r < rows; r++) {
+      const float *ar = a + r * S;
+      float top = -INFINITY;
+      for (int64_t j = 0; j < 2 * C; j++)
+        top = ar[j] > top ? ar[j] : top;
+      for (int64_t j = 0; j < C; j++)
+        m[j] = (double)expf(ar[2 * j] - top) + (double)expf(ar[2 * j + 1] - top);
+      query_estimate(keep, &geo, &c, m, i0 + r, &log_sp[i0 + r], &log_tm[i0 + r]);
     }
-    float top = -INFINITY;
-    for (int64_t j = 0; j < C2; j++)
-      top = a[j] > top ? a[j] : top;
-    for (int64_t j = 0; j < C; j++)
-      m[j] = exp((double)(a[2 * j] - top)) + exp((double)(a[2 * j + 1] - top));
-    query_estimate(keep, &geo, &c, m, i, &log_sp[i], &log_tm[i]);
   }
   free(c.centre);
   free(c.log_n);
-  free(row);
+  free(x);
   free(m);
   return st;
 }
