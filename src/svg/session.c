@@ -395,6 +395,7 @@ static double svg_bound(const stsa_svg *svg, const double *err, const double *en
  * the position strata's. */
 typedef struct svg_draw {
   int64_t R;                  /* rows a head */
+  uint64_t seed;              /* the call's row seed */
   int both;                   /* auto: both kinds profiled on each head's rows */
   int64_t *rows, *group;      /* [H][R] each */
   int64_t *pop;               /* [H][stsa_svg_bound_strata(R)] */
@@ -402,6 +403,9 @@ typedef struct svg_draw {
   double *sq;                 /* [1 + kinds][H][R]: energy, then errors */
   double *level_sq, *scratch; /* [SVG_LEVELS][R], the bound's 5 a stratum */
 } svg_draw;
+
+/* Mixed with the call's row seed for the draws' streams. */
+#define DRAW_SEED 0x5356470000ull
 
 static void draw_free(svg_draw *d) {
   free(d->rows);
@@ -429,6 +433,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
   const int64_t H = svg->cfg.heads, R = d->R;
   const int kinds = d->both ? 2 : 1;
   const int64_t PS = stsa_svg_bound_strata(R); /* strata a head: 2 where R = 1 */
+  d->seed = row_seed;
   d->rows = malloc(sizeof(int64_t) * (size_t)(2 * H * R + H * PS + H));
   d->sq =
       malloc(sizeof(double) * (size_t)((1 + kinds) * H * R + SVG_LEVELS * R + 5 * PS));
@@ -450,9 +455,9 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++) {
       stsa_strata got = {d->rows + h * R, d->group + h * R, d->pop + h * PS, 0};
-      failed[h] = stsa_svg_bound_draw(
-                      &keep, q, k, b, h, STSA_SVG_STRATA_BOTH, R,
-                      stsa_hash_mix(row_seed, 0x5356470000ull + (uint64_t)h), &got) != 0;
+      failed[h] = stsa_svg_bound_draw(&keep, q, k, b, h, STSA_SVG_STRATA_BOTH, R,
+                                      stsa_hash_mix(row_seed, DRAW_SEED + (uint64_t)h),
+                                      &got) != 0;
       d->groups[h] = got.groups;
     }
     for (int64_t h = 0; h < H; h++)
@@ -482,6 +487,41 @@ static double draw_bound(const svg_draw *d, int64_t h, const double *err,
   return stsa_err_bound(&smp, err, energy, d->scratch, NULL);
 }
 
+/* Raises *rel to the bound of kind i's level l (mask) of head h on rows
+ * drawn from the strata of that level's own estimate: a wider window loses
+ * its mass elsewhere than the configured one. */
+static stsa_status level_draw_bound(stsa_svg *svg, const stsa_tensor *q,
+                                    const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                    int64_t h, int i, int l, const stsa_mask *mask,
+                                    const svg_draw *d, double *rel) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t R = d->R, sink = svg->cfg.sink_frames;
+  const double video =
+      stsa_svg_video_density(g, fmin(1.0, svg->cfg.density * (double)(1 << l)));
+  const stsa_svg_keep keep = {g, sink, stsa_svg_frame_window(g, sink, video),
+                              stsa_svg_band_halfwidth(g, sink, video)};
+  int64_t *buf = malloc(sizeof(int64_t) * (size_t)(2 * R + stsa_svg_bound_strata(R)));
+  STSA_RETURN_IF(!buf, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  stsa_strata s = {buf, buf + R, buf + 2 * R, 0};
+  const uint64_t seed =
+      stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
+  stsa_status st =
+      stsa_svg_bound_draw(&keep, q, k, b, h, i, R, seed, &s) == 0
+          ? STSA_OK
+          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  const stsa_mask *pm[2] = {svg->mask_dense, mask};
+  if (st == STSA_OK)
+    st = stsa_svg_profile_head(svg->ctx, g, pm, 2, s.rows, R, NULL, q, k, v, b, h,
+                               d->level_sq);
+  if (st == STSA_OK) {
+    const stsa_err_sample smp = {R, s.group, s.pop, s.groups};
+    *rel =
+        fmax(*rel, stsa_err_bound(&smp, d->level_sq + R, d->level_sq, d->scratch, NULL));
+  }
+  free(buf);
+  return st;
+}
+
 /* One SVG kind of one head under the budget: its levels' plans, densities
  * and bounds, and the first level within the budget (pick = levels: none). */
 typedef struct kind_eval {
@@ -502,10 +542,9 @@ static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const stsa_tens
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, RD = d->R;
   const double *energy = sq + h * R;
   e->rel[0] = svg_bound(svg, sq + ((1 + i) * H + h) * R, energy, scratch);
-  if (RD > 0)
-    e->rel[0] =
-        fmax(e->rel[0], draw_bound(d, h, d->sq + ((1 + (d->both ? i : 0)) * H + h) * RD,
-                                   d->sq + h * RD));
+  e->rel[0] =
+      fmax(e->rel[0], draw_bound(d, h, d->sq + ((1 + (d->both ? i : 0)) * H + h) * RD,
+                                 d->sq + h * RD));
   const stsa_mask *lm[SVG_LEVELS];
   e->levels = budget > 0 && e->rel[0] > budget && svg->cfg.density < 1 ? SVG_LEVELS : 1;
   for (int l = 0; l < e->levels; l++)
@@ -516,13 +555,8 @@ static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const stsa_tens
                                    NULL, q, k, v, b, h, level_sq));
     for (int l = 1; l < SVG_LEVELS; l++)
       e->rel[l] = svg_bound(svg, level_sq + l * R, level_sq, scratch);
-    if (RD > 0) {
-      STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, SVG_LEVELS,
-                                     d->rows + h * RD, RD, NULL, q, k, v, b, h,
-                                     d->level_sq));
-      for (int l = 1; l < SVG_LEVELS; l++)
-        e->rel[l] = fmax(e->rel[l], draw_bound(d, h, d->level_sq + l * RD, d->level_sq));
-    }
+    for (int l = 1; l < SVG_LEVELS; l++)
+      STSA_TRY(level_draw_bound(svg, q, k, v, b, h, i, l, lm[l], d, &e->rel[l]));
   }
   e->pick = 0;
   while (e->pick < e->levels && budget > 0 && e->rel[e->pick] > budget)
