@@ -531,9 +531,10 @@ typedef struct kind_eval {
 } kind_eval;
 
 /* Kind i (0 spatial, 1 temporal) of head h from the call's profile sq
- * ([3][H][R]: dense, spatial, temporal) and, where d->R > 0, the drawn
- * rows' (d->sq); the wider levels are profiled when the configured one
- * misses the budget. level_sq [SVG_LEVELS][R], scratch the bound's. */
+ * ([3][H][R]: dense, spatial, temporal) and the drawn rows' (d->sq): the
+ * larger of the two bounds; the wider levels are profiled when the
+ * configured one misses the budget, each also on rows drawn for it.
+ * level_sq [SVG_LEVELS][R], scratch the bound's. */
 static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const stsa_tensor *q,
                              const stsa_tensor *k, const stsa_tensor *v, int64_t b,
                              int64_t h, int i, double budget, const double *sq,
