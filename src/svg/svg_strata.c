@@ -3,10 +3,12 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/convert.h"
 #include "core/per_isa.h"
 #include "core/tensor.h"
+#include "kernel/exp2_poly.h"
 #include "mask/geometry.h"
 
 /* The pooled keys a query is scored against: every query costs one dot
@@ -25,12 +27,14 @@ enum { SCORE_ROWS = 4, SCORE_COLS = 16 }; /* centroid_scores spells out the 4 */
  * are the last. A cell's keys are pooled in two halves, cut across the
  * direction of its key farthest from their mean (halfway to it): a few keys that stand
  * out (an object, a sink) keep a centroid of their own instead of a tenth of one, and a
- * query that matches them sees it. Half h of cell j is pooled centroid 2 j + h. */
+ * query that matches them sees it. */
 typedef struct cells {
   int64_t parts, bands, count;
   int64_t stride; /* 2 count, rounded up to a multiple of SCORE_COLS */
-  float *centre;  /* [D][stride], scaled by the softmax scale (0 past 2 count) */
-  float *log_n;   /* [stride] ln(members), -inf for an empty half and past 2 count */
+  float *centre;  /* [D][stride], scaled by the softmax scale and log2(e); half h
+                     of cell j in column h count + j (0 past 2 count) */
+  float *log_n;   /* [stride] log2(members), -inf for an empty half and past 2 count */
+  double edge[BANDS + 1]; /* band t spans positions [edge[t], edge[t + 1]) */
 } cells;
 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
@@ -45,6 +49,8 @@ static cells cell_layout(const stsa_geo *geo) {
   c.bands = BANDS < geo->P ? BANDS : geo->P;
   c.count = geo->F * c.parts + c.bands + 1;
   c.stride = (2 * c.count + SCORE_COLS - 1) / SCORE_COLS * SCORE_COLS;
+  for (int64_t t = 0; t <= c.bands; t++)
+    c.edge[t] = (double)(t * geo->P / c.bands);
   return c;
 }
 
@@ -68,24 +74,40 @@ typedef struct pool {
   float *mean;       /* [C][D] */
   float *axis;       /* [C][D] the farthest key - mean */
   float *far;        /* [C] that key's squared distance */
+  float *offset;     /* [C] mean . axis */
   int64_t *n, *half; /* [C], [2C] members */
 } pool;
 
 /* Independent partial sums of a dot product, which the compiler keeps in
  * vector lanes (the result does not depend on the vector width). */
-enum { LANES = 8 };
+enum { LANES = 16 };
 
-/* (row - mean) . v, in lanes (v = row - mean: the squared distance). */
-STSA_PER_ISA static float centred_dot(const float *restrict row,
-                                      const float *restrict mean, const float *restrict v,
-                                      int64_t D, int square) {
+/* ||row - mean||^2, in lanes. */
+STSA_PER_ISA static float square_distance(const float *restrict row,
+                                          const float *restrict mean, int64_t D) {
   float a[LANES] = {0};
   int64_t d = 0;
   for (; d + LANES <= D; d += LANES)
     for (int j = 0; j < LANES; j++)
-      a[j] += (row[d + j] - mean[d + j]) * (square ? row[d + j] - mean[d + j] : v[d + j]);
+      a[j] += (row[d + j] - mean[d + j]) * (row[d + j] - mean[d + j]);
   for (; d < D; d++)
-    a[0] += (row[d] - mean[d]) * (square ? row[d] - mean[d] : v[d]);
+    a[0] += (row[d] - mean[d]) * (row[d] - mean[d]);
+  float sum = 0;
+  for (int j = 0; j < LANES; j++)
+    sum += a[j];
+  return sum;
+}
+
+/* row . v, in lanes. */
+STSA_PER_ISA static float dot(const float *restrict row, const float *restrict v,
+                              int64_t D) {
+  float a[LANES] = {0};
+  int64_t d = 0;
+  for (; d + LANES <= D; d += LANES)
+    for (int j = 0; j < LANES; j++)
+      a[j] += row[d + j] * v[d + j];
+  for (; d < D; d++)
+    a[0] += row[d] * v[d];
   float sum = 0;
   for (int j = 0; j < LANES; j++)
     sum += a[j];
@@ -108,18 +130,29 @@ static void pool_key(int pass, const float *row, int64_t x, pool *w) {
     w->n[x]++;
     accumulate(w->sum + x * D, row, D);
   } else if (pass == 1) {
-    const float dist = centred_dot(row, mean, NULL, D, 1);
+    const float dist = square_distance(row, mean, D);
     if (dist > w->far[x]) {
       w->far[x] = dist;
       for (int64_t d = 0; d < D; d++)
         axis[d] = row[d] - mean[d];
     }
   } else {
-    const float along = centred_dot(row, mean, axis, D, 0);
+    const float along = dot(row, axis, D) - w->offset[x];
     const int64_t half = 2 * x + (along > 0.5f * w->far[x]);
     w->half[half]++;
     accumulate(w->sum + (w->C + half) * D, row, D);
   }
+}
+
+/* Row s of head h of batch entry b of t as f32: in place where t holds
+ * contiguous f32 rows, else converted into buf[D]. */
+static const float *load_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t h,
+                             float *buf) {
+  const void *src = stsa_tensor_row(t, b, s, h);
+  if (t->dtype == STSA_F32 && t->stride[3] == 1)
+    return src;
+  stsa_load_row_f32(src, t->dtype, t->stride[3], t->shape[3], buf);
+  return buf;
 }
 
 /* Pools head h's keys of batch entry b into the cells' halves' scaled
@@ -127,9 +160,9 @@ static void pool_key(int pass, const float *row, int64_t x, pool *w) {
 static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_tensor *k,
                      int64_t b, int64_t h, cells *c) {
   const int64_t D = k->shape[3], C = c->count;
-  pool w = {D, C, NULL, NULL, NULL, NULL, NULL, NULL};
+  pool w = {D, C, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
   w.sum = calloc((size_t)(3 * C * D), sizeof(double));
-  w.mean = calloc((size_t)(2 * C * D + C), sizeof(float));
+  w.mean = calloc((size_t)(2 * C * D + 2 * C), sizeof(float));
   w.n = calloc((size_t)(3 * C), sizeof(int64_t));
   float *row = malloc(sizeof(float) * (size_t)D);
   c->centre = calloc((size_t)(c->stride * D), sizeof(float));
@@ -138,6 +171,7 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
   if (ok) {
     w.axis = w.mean + C * D;
     w.far = w.axis + C * D;
+    w.offset = w.far + C;
     w.half = w.n + C;
   }
   for (int pass = 0; ok && pass < 3; pass++) {
@@ -145,19 +179,24 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
       int64_t cell[2];
       key_cells(keep, geo, c, i, cell);
       const int64_t native = i < geo->L ? geo->v0 + i : geo->t0 + (i - geo->L);
-      stsa_load_row_f32(stsa_tensor_row(k, b, native, h), k->dtype, k->stride[3], D, row);
+      const float *key = load_row(k, b, native, h, row);
       for (int j = 0; j < 2 && cell[j] >= 0; j++)
-        pool_key(pass, row, cell[j], &w);
+        pool_key(pass, key, cell[j], &w);
     }
     for (int64_t x = 0; pass == 0 && x < C * D; x++)
       w.mean[x] = (float)(w.sum[x] / (w.n[x / D] > 0 ? (double)w.n[x / D] : 1));
+    for (int64_t x = 0; pass == 1 && x < C; x++)
+      w.offset[x] = dot(w.mean + x * D, w.axis + x * D, D);
   }
-  const double scale = 1.0 / sqrt((double)D), *half_sum = w.sum + C * D;
-  for (int64_t j = 0; ok && j < c->stride; j++) {
-    const int64_t n = j < 2 * C ? w.half[j] : 0;
-    c->log_n[j] = n > 0 ? (float)log((double)n) : -INFINITY;
+  /* base 2: the masses are exp2 of the scores (cell_masses) */
+  const double scale = 1.4426950408889634 / sqrt((double)D), *half_sum = w.sum + C * D;
+  for (int64_t col = 0; ok && col < c->stride; col++)
+    c->log_n[col] = -INFINITY;
+  for (int64_t j = 0; ok && j < 2 * C; j++) {
+    const int64_t n = w.half[j], col = (j & 1) * C + j / 2;
+    c->log_n[col] = n > 0 ? (float)log2((double)n) : -INFINITY;
     for (int64_t d = 0; n > 0 && d < D; d++)
-      c->centre[d * c->stride + j] = (float)(scale * half_sum[j * D + d] / (double)n);
+      c->centre[d * c->stride + col] = (float)(scale * half_sum[j * D + d] / (double)n);
   }
   free(w.sum);
   free(w.mean);
@@ -166,14 +205,12 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
   return ok ? 0 : -1;
 }
 
-/* The share of band t's positions [p0, p1) a query keeps whose band
- * spans positions [lo, hi) (a band of +-w position-major indices around
- * index j: (j - w) / F to (j + w) / F + 1, each position spanning F). */
-static double band_kept(int64_t t, const cells *c, const stsa_geo *geo, double lo,
-                        double hi) {
-  const double p0 = (double)(t * geo->P / c->bands),
-               p1 = (double)((t + 1) * geo->P / c->bands);
-  const double in = fmin(hi, p1) - fmax(lo, p0);
+/* The share of band t's positions a query keeps whose band spans
+ * positions [lo, hi) (a band of +-w position-major indices around index
+ * j: (j - w) / F to (j + w) / F + 1, each position spanning F). */
+static double band_kept(int64_t t, const cells *c, double lo, double hi) {
+  const double p0 = c->edge[t], p1 = c->edge[t + 1];
+  const double in = (hi < p1 ? hi : p1) - (lo > p0 ? lo : p0);
   return in > 0 ? in / (p1 - p0) : 0;
 }
 
@@ -198,7 +235,7 @@ static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const
   double bands = 0, lost_tm = 0;
   for (int64_t t = 0; t < c->bands; t++) {
     bands += m[S + t];
-    lost_tm += m[S + t] * (1 - band_kept(t, c, geo, lo, hi));
+    lost_tm += m[S + t] * (1 - band_kept(t, c, lo, hi));
   }
   *sp = lost_sp > 0 ? log(lost_sp / (frames + text)) : -INFINITY;
   *tm = lost_tm > 0 ? log(lost_tm / (bands + sinks + text)) : -INFINITY;
@@ -232,6 +269,55 @@ STSA_PER_ISA static void centroid_scores(const float *restrict x,
   }
 }
 
+/* 2^x for x <= 0 (exp2_poly.h's polynomial, x = n + f, |f| <= 1/2); 0
+ * below STSA_EXP2_MIN, -inf included. Plain C the compiler vectorizes:
+ * selects, no branches, and the power of two from its bits. */
+static inline float exp2_nonpositive(float x) {
+  /* x compared and clamped by its bits (for x <= 0, the larger the bits,
+   * the more negative): float selects leave the compiler a branch */
+  typedef union {
+    float value;
+    uint32_t bits;
+  } word;
+  const word arg = {x}, lo = {STSA_EXP2_MIN};
+  const uint32_t keep = arg.bits > lo.bits ? 0 : ~0u; /* 0 below the range */
+  const word in = {.bits = (arg.bits & keep) | (lo.bits & ~keep)};
+  const int32_t n = (int32_t)(in.value - 0.5f); /* rounds: in <= 0 */
+  const float f = in.value - (float)n;
+  float p = STSA_EXP2_C5;
+  p = p * f + STSA_EXP2_C4;
+  p = p * f + STSA_EXP2_C3;
+  p = p * f + STSA_EXP2_C2;
+  p = p * f + STSA_EXP2_C1;
+  p = p * f + 1.0f;
+  const word pow2 = {.bits = ((uint32_t)(n + 127) << 23) & keep};
+  return p * pow2.value;
+}
+
+/* One query's cell masses m[C], relative to its largest half, from its
+ * halves' base-2 scores a[2 C] (half h of cell j at h C + j); e[2 C]
+ * scratch. The largest score is taken in independent lanes, which the
+ * compiler keeps in a vector. */
+STSA_PER_ISA static void cell_masses(const float *restrict a, int64_t C,
+                                     float *restrict e, double *restrict m) {
+  float lane[LANES];
+  for (int l = 0; l < LANES; l++)
+    lane[l] = -INFINITY;
+  int64_t j = 0;
+  for (; j + LANES <= 2 * C; j += LANES)
+    for (int l = 0; l < LANES; l++)
+      lane[l] = a[j + l] > lane[l] ? a[j + l] : lane[l];
+  float top = -INFINITY;
+  for (; j < 2 * C; j++)
+    top = a[j] > top ? a[j] : top;
+  for (int l = 0; l < LANES; l++)
+    top = lane[l] > top ? lane[l] : top;
+  for (j = 0; j < 2 * C; j++)
+    e[j] = exp2_nonpositive(a[j] - top);
+  for (j = 0; j < C; j++)
+    m[j] = (double)e[j] + (double)e[C + j];
+}
+
 int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
                           const stsa_tensor *k, int64_t b, int64_t h, double *log_sp,
                           double *log_tm) {
@@ -242,20 +328,18 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
   float *x = calloc((size_t)(SCORE_ROWS * (D + S)), sizeof(float)),
         *a = x ? x + SCORE_ROWS * D : NULL;
   double *m = malloc(sizeof(double) * (size_t)C);
-  int st = x && m ? pool_keys(keep, &geo, k, b, h, &c) : -1;
+  float *e = malloc(sizeof(float) * (size_t)(2 * C));
+  int st = x && m && e ? pool_keys(keep, &geo, k, b, h, &c) : -1;
   for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += SCORE_ROWS) {
     const int64_t rows = geo.L - i0 < SCORE_ROWS ? geo.L - i0 : SCORE_ROWS;
-    for (int64_t r = 0; r < rows; r++)
-      stsa_load_row_f32(stsa_tensor_row(q, b, geo.v0 + i0 + r, h), q->dtype, q->stride[3],
-                        D, x + r * D);
+    for (int64_t r = 0; r < rows; r++) {
+      const float *row = load_row(q, b, geo.v0 + i0 + r, h, x + r * D);
+      if (row != x + r * D)
+        memcpy(x + r * D, row, sizeof(float) * (size_t)D);
+    }
     centroid_scores(x, c.centre, c.log_n, D, S, a);
     for (int64_t r = 0; r < rows; r++) {
-      const float *ar = a + r * S;
-      float top = -INFINITY;
-      for (int64_t j = 0; j < 2 * C; j++)
-        top = ar[j] > top ? ar[j] : top;
-      for (int64_t j = 0; j < C; j++)
-        m[j] = (double)expf(ar[2 * j] - top) + (double)expf(ar[2 * j + 1] - top);
+      cell_masses(a + r * S, C, e, m);
       query_estimate(keep, &geo, &c, m, i0 + r, &log_sp[i0 + r], &log_tm[i0 + r]);
     }
   }
@@ -263,6 +347,7 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
   free(c.log_n);
   free(x);
   free(m);
+  free(e);
   return st;
 }
 
