@@ -543,9 +543,10 @@ static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const stsa_tens
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, RD = d->R;
   const double *energy = sq + h * R;
   e->rel[0] = svg_bound(svg, sq + ((1 + i) * H + h) * R, energy, scratch);
-  e->rel[0] =
-      fmax(e->rel[0], draw_bound(d, h, d->sq + ((1 + (d->both ? i : 0)) * H + h) * RD,
-                                 d->sq + h * RD));
+  if (d->rows) /* drawn: under a budget, and always for method auto */
+    e->rel[0] =
+        fmax(e->rel[0], draw_bound(d, h, d->sq + ((1 + (d->both ? i : 0)) * H + h) * RD,
+                                   d->sq + h * RD));
   const stsa_mask *lm[SVG_LEVELS];
   e->levels = budget > 0 && e->rel[0] > budget && svg->cfg.density < 1 ? SVG_LEVELS : 1;
   for (int l = 0; l < e->levels; l++)
@@ -619,7 +620,8 @@ static double *svg_scratch(const stsa_svg *svg, double **level_sq, double **scra
 
 /* SVG's heads of batch entry b: the kind with the smaller profiled error,
  * then, under a budget, the first level whose error bound meets it (the
- * bound also on rows drawn where the kinds' errors arise). */
+ * bound also on rows drawn where the kinds' errors arise; without a
+ * budget, the routing rows' alone). */
 static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t row_seed,
                                   const stsa_tensor *q, const stsa_tensor *k,
                                   const stsa_tensor *v, int64_t b, double budget,
@@ -636,7 +638,9 @@ static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t r
     st = profile_svg(svg, rows, q, k, v, b, sq, mse_s, mse_t);
   for (int64_t h = 0; st == STSA_OK && h < H; h++)
     which[h] = mse_s[h] <= mse_t[h] ? STSA_SVG_STRATA_SPATIAL : STSA_SVG_STRATA_TEMPORAL;
-  if (st == STSA_OK)
+  /* without a budget nothing depends on the bound: the call reports the
+   * routing rows' (docs/architecture.md, "SVG's cost") */
+  if (st == STSA_OK && budget > 0)
     st = draw_and_profile(svg, q, k, v, b, row_seed, which, &d);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     const int i = which[h] == STSA_SVG_STRATA_SPATIAL ? 0 : 1;
