@@ -422,14 +422,16 @@ static void test_settle(void) {
 /* A head of one video token under a budget: its call draws its one row
  * from the two halves of one geometric stratum, which the per-head strata
  * storage must hold (fuzz_svg2_session found them sized by the rows, 1;
- * ASan caught the overflow). Cold (bound before the run) and warm (the bound
- * settled on the output) calls; the output is v's row. */
+ * ASan caught the overflow; SVG's drawn rows, methods svg and auto, the
+ * same). Cold (bound before the run) and warm (the bound settled on the
+ * output) calls; the output is v's row. */
 static void test_one_token(void) {
   const stsa_geometry g = {1, 1, 1, 0, 0, STSA_TEXT_NONE};
   enum { H = 2, D = 64 };
   small_dump d = small_dump_make(&g, H, D, STSA_HEAD_SEMANTIC, 1010);
-  const int methods[2] = {STSA_SVG_METHOD_SVG2, STSA_SVG_METHOD_AUTO};
-  for (int m = 0; m < 2; m++) {
+  const int methods[3] = {STSA_SVG_METHOD_SVG2, STSA_SVG_METHOD_AUTO,
+                          STSA_SVG_METHOD_SVG};
+  for (int m = 0; m < 3; m++) {
     stsa_svg *svg = small_session(d.ctx, &g, H, D, methods[m], 0.05, 1010);
     for (int64_t step = 0; step < 3; step++) {
       CHECK_STATUS(stsa_svg_attention(svg, 0, step, &d.q, &d.k, &d.v, &d.o, NULL),

@@ -129,13 +129,21 @@ static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
 }
 
 /* No budget: each kind of head runs its kind's candidate, and auto's bound
- * is the lowest of the candidates' (SVG's, and SVG2's as a budget it
- * cannot miss makes it estimate). */
+ * is the lowest of the candidates' (SVG's and SVG2's as a budget they
+ * cannot miss makes them bound: method svg without a budget reports its
+ * routing rows' bound alone, never above the drawn one). */
 static void check_no_budget(stsa_ctx *ctx, const inputs *in) {
-  outcome a, svg, s2;
+  outcome a, svg, svg_routing, s2;
   run(ctx, in, STSA_SVG_METHOD_AUTO, 0, &a);
-  run(ctx, in, STSA_SVG_METHOD_SVG, 0, &svg);
+  run(ctx, in, STSA_SVG_METHOD_SVG, 1e3, &svg);
+  run(ctx, in, STSA_SVG_METHOD_SVG, 0, &svg_routing);
   run(ctx, in, STSA_SVG_METHOD_SVG2, 1e3, &s2);
+  for (int h = 0; h < H; h++)
+    CHECK(svg_routing.est[h] <= svg.est[h] && svg_routing.dens[h] == svg.dens[h],
+          "head %d: svg's routing-rows bound %.4f above its drawn one %.4f, or density "
+          "%.3f != %.3f",
+          h, (double)svg_routing.est[h], (double)svg.est[h], (double)svg_routing.dens[h],
+          (double)svg.dens[h]);
   const int want[H] = {S2, SP, TE, S2};
   for (int h = 0; h < H; h++) {
     const float *cb = a.cand_b + h * STSA_AUTO_CANDIDATE_COUNT_;

@@ -24,6 +24,7 @@
 #include "svg/profile.h"
 #include "svg/strata.h"
 #include "svg/svg2.h"
+#include "svg/svg_strata.h"
 #include "svg/windows.h"
 
 /* SVG2's automatic tiles (measured at Wan 480p, 130 x 433 clusters: 4-5%
@@ -392,6 +393,138 @@ static double svg_bound(const stsa_svg *svg, const double *err, const double *en
   return stsa_err_bound(&smp, err, energy, scratch, NULL);
 }
 
+/* The rows of a call's bound drawn per head where its error arises
+ * (svg_strata.h), and their profile: the bound is the larger of theirs and
+ * the position strata's. */
+typedef struct svg_draw {
+  int64_t R;                  /* rows a head */
+  uint64_t seed;              /* the call's row seed */
+  int both;                   /* auto: both kinds profiled on each head's rows */
+  int64_t *rows, *group;      /* [H][R] each */
+  int64_t *pop;               /* [H][stsa_svg_bound_strata(R)] */
+  int64_t *groups;            /* [H] */
+  double *sq;                 /* [1 + kinds][H][R]: energy, then errors */
+  double *level_sq, *scratch; /* [SVG_LEVELS][R], the bound's 5 a stratum */
+} svg_draw;
+
+/* Mixed with the call's row seed for the draws' streams. */
+#define DRAW_SEED 0x5356470000ull
+
+static void draw_free(svg_draw *d) {
+  free(d->rows);
+  free(d->sq);
+}
+
+/* Rows a head's drawn bound takes: sample_rows (at most L, even where
+ * more than one): as many as the routing rows, so that the bound's rows
+ * cost about twice the routing profile's. */
+static int64_t draw_rows(const stsa_svg *svg) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t L = g->frames * g->height * g->width;
+  const int64_t r = svg->cfg.sample_rows < L ? svg->cfg.sample_rows : L;
+  return r > 1 ? r - (r & 1) : r;
+}
+
+/* Draws each head's rows of batch entry b from the strata of both kinds'
+ * estimates (STSA_SVG_STRATA_BOTH: methods svg and auto draw the same rows,
+ * so their bounds of a kind agree) and profiles them: under both kinds when
+ * d->both, else under kind which[h] (STSA_SVG_STRATA_SPATIAL or _TEMPORAL). */
+static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
+                                    const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                    uint64_t row_seed, const uint8_t *which,
+                                    svg_draw *d) {
+  const int64_t H = svg->cfg.heads, R = d->R;
+  const int kinds = d->both ? 2 : 1;
+  const int64_t PS = stsa_svg_bound_strata(R); /* strata a head: 2 where R = 1 */
+  d->seed = row_seed;
+  d->rows = malloc(sizeof(int64_t) * (size_t)(2 * H * R + H * PS + H));
+  d->sq =
+      malloc(sizeof(double) * (size_t)((1 + kinds) * H * R + SVG_LEVELS * R + 5 * PS));
+  const stsa_mask **masks = malloc(sizeof *masks * (size_t)((1 + kinds) * H));
+  int *failed = calloc((size_t)H, sizeof *failed);
+  stsa_status st =
+      d->rows && d->sq && masks && failed
+          ? STSA_OK
+          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  if (st == STSA_OK) {
+    d->group = d->rows + H * R;
+    d->pop = d->group + H * R;
+    d->groups = d->pop + H * PS;
+    d->level_sq = d->sq + (1 + kinds) * H * R;
+    d->scratch = d->level_sq + SVG_LEVELS * R;
+    const stsa_svg_keep keep = {&svg->cfg.geometry, svg->cfg.sink_frames,
+                                svg->windows.frame_window, svg->windows.band};
+    const int threads = svg->ctx->threads > 0 ? svg->ctx->threads : 1;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t h = 0; h < H; h++) {
+      stsa_strata got = {d->rows + h * R, d->group + h * R, d->pop + h * PS, 0};
+      failed[h] = stsa_svg_bound_draw(&keep, q, k, b, h, STSA_SVG_STRATA_BOTH, R,
+                                      stsa_hash_mix(row_seed, DRAW_SEED + (uint64_t)h),
+                                      &got) != 0;
+      d->groups[h] = got.groups;
+    }
+    for (int64_t h = 0; h < H; h++)
+      if (failed[h] && st == STSA_OK)
+        st = stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  }
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    masks[h] = svg->mask_dense;
+    masks[H + h] = d->both || which[h] == STSA_SVG_STRATA_SPATIAL ? svg->mask_spatial
+                                                                  : svg->mask_temporal;
+    if (d->both)
+      masks[2 * H + h] = svg->mask_temporal;
+  }
+  if (st == STSA_OK)
+    st = stsa_svg_profile_heads(svg->ctx, &svg->cfg.geometry, masks, 1 + kinds, d->rows,
+                                1, R, NULL, q, k, v, b, d->sq);
+  free(masks);
+  free(failed);
+  return st;
+}
+
+/* The bound of head h's drawn rows: err and energy [R] each. */
+static double draw_bound(const svg_draw *d, int64_t h, const double *err,
+                         const double *energy) {
+  const stsa_err_sample smp = {d->R, d->group + h * d->R,
+                               d->pop + h * stsa_svg_bound_strata(d->R), d->groups[h]};
+  return stsa_err_bound(&smp, err, energy, d->scratch, NULL);
+}
+
+/* Raises *rel to the bound of kind i's level l (mask) of head h on rows
+ * drawn from the strata of that level's own estimate: a wider window loses
+ * its mass elsewhere than the configured one. */
+static stsa_status level_draw_bound(stsa_svg *svg, const stsa_tensor *q,
+                                    const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                    int64_t h, int i, int l, const stsa_mask *mask,
+                                    const svg_draw *d, double *rel) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t R = d->R, sink = svg->cfg.sink_frames;
+  const double video =
+      stsa_svg_video_density(g, fmin(1.0, svg->cfg.density * (double)(1 << l)));
+  const stsa_svg_keep keep = {g, sink, stsa_svg_frame_window(g, sink, video),
+                              stsa_svg_band_halfwidth(g, sink, video)};
+  int64_t *buf = malloc(sizeof(int64_t) * (size_t)(2 * R + stsa_svg_bound_strata(R)));
+  STSA_RETURN_IF(!buf, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  stsa_strata s = {buf, buf + R, buf + 2 * R, 0};
+  const uint64_t seed =
+      stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
+  stsa_status st =
+      stsa_svg_bound_draw(&keep, q, k, b, h, i, R, seed, &s) == 0
+          ? STSA_OK
+          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  const stsa_mask *pm[2] = {svg->mask_dense, mask};
+  if (st == STSA_OK)
+    st = stsa_svg_profile_head(svg->ctx, g, pm, 2, s.rows, R, NULL, q, k, v, b, h,
+                               d->level_sq);
+  if (st == STSA_OK) {
+    const stsa_err_sample smp = {R, s.group, s.pop, s.groups};
+    *rel =
+        fmax(*rel, stsa_err_bound(&smp, d->level_sq + R, d->level_sq, d->scratch, NULL));
+  }
+  free(buf);
+  return st;
+}
+
 /* One SVG kind of one head under the budget: its levels' plans, densities
  * and bounds, and the first level within the budget (pick = levels: none). */
 typedef struct kind_eval {
@@ -401,16 +534,22 @@ typedef struct kind_eval {
 } kind_eval;
 
 /* Kind i (0 spatial, 1 temporal) of head h from the call's profile sq
- * ([3][H][R]: dense, spatial, temporal); the wider levels are profiled when
- * the configured one misses the budget. level_sq [SVG_LEVELS][R], scratch
- * the bound's. */
+ * ([3][H][R]: dense, spatial, temporal) and the drawn rows' (d->sq): the
+ * larger of the two bounds; the wider levels are profiled when the
+ * configured one misses the budget, each also on rows drawn for it.
+ * level_sq [SVG_LEVELS][R], scratch the bound's. */
 static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const stsa_tensor *q,
                              const stsa_tensor *k, const stsa_tensor *v, int64_t b,
                              int64_t h, int i, double budget, const double *sq,
-                             double *level_sq, double *scratch, kind_eval *e) {
-  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
+                             double *level_sq, double *scratch, const svg_draw *d,
+                             kind_eval *e) {
+  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, RD = d->R;
   const double *energy = sq + h * R;
   e->rel[0] = svg_bound(svg, sq + ((1 + i) * H + h) * R, energy, scratch);
+  if (d->rows) /* drawn: under a budget, and always for method auto */
+    e->rel[0] =
+        fmax(e->rel[0], draw_bound(d, h, d->sq + ((1 + (d->both ? i : 0)) * H + h) * RD,
+                                   d->sq + h * RD));
   const stsa_mask *lm[SVG_LEVELS];
   e->levels = budget > 0 && e->rel[0] > budget && svg->cfg.density < 1 ? SVG_LEVELS : 1;
   for (int l = 0; l < e->levels; l++)
@@ -421,6 +560,8 @@ static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const stsa_tens
                                    NULL, q, k, v, b, h, level_sq));
     for (int l = 1; l < SVG_LEVELS; l++)
       e->rel[l] = svg_bound(svg, level_sq + l * R, level_sq, scratch);
+    for (int l = 1; l < SVG_LEVELS; l++)
+      STSA_TRY(level_draw_bound(svg, q, k, v, b, h, i, l, lm[l], d, &e->rel[l]));
   }
   e->pick = 0;
   while (e->pick < e->levels && budget > 0 && e->rel[e->pick] > budget)
@@ -481,23 +622,39 @@ static double *svg_scratch(const stsa_svg *svg, double **level_sq, double **scra
 }
 
 /* SVG's heads of batch entry b: the kind with the smaller profiled error,
- * then, under a budget, the first level whose error bound meets it. */
-static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows,
+ * then, under a budget, the first level whose error bound meets it (the
+ * bound also on rows drawn where the kinds' errors arise; without a
+ * budget, the routing rows' alone). */
+static stsa_status plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t row_seed,
                                   const stsa_tensor *q, const stsa_tensor *k,
                                   const stsa_tensor *v, int64_t b, double budget,
                                   float *mse_s, float *mse_t, stsa_head_kind *kinds,
                                   head_run *run) {
+  const int64_t H = svg->cfg.heads;
   double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
-  STSA_RETURN_IF(!sq, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  stsa_status st = profile_svg(svg, rows, q, k, v, b, sq, mse_s, mse_t);
-  for (int64_t h = 0; st == STSA_OK && h < svg->cfg.heads; h++) {
-    const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
+  uint8_t *which = malloc((size_t)H);
+  svg_draw d = {.R = draw_rows(svg), .both = 0};
+  stsa_status st = sq && which ? STSA_OK
+                               : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY,
+                                           "svg: out of memory");
+  if (st == STSA_OK)
+    st = profile_svg(svg, rows, q, k, v, b, sq, mse_s, mse_t);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++)
+    which[h] = mse_s[h] <= mse_t[h] ? STSA_SVG_STRATA_SPATIAL : STSA_SVG_STRATA_TEMPORAL;
+  /* without a budget nothing depends on the bound: the call reports the
+   * routing rows' (docs/architecture.md, "SVG's cost") */
+  if (st == STSA_OK && budget > 0)
+    st = draw_and_profile(svg, q, k, v, b, row_seed, which, &d);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    const int i = which[h] == STSA_SVG_STRATA_SPATIAL ? 0 : 1;
     kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
     kind_eval e;
-    st = eval_kind(svg, rows, q, k, v, b, h, i, budget, sq, level_sq, scratch, &e);
+    st = eval_kind(svg, rows, q, k, v, b, h, i, budget, sq, level_sq, scratch, &d, &e);
     if (st == STSA_OK)
       run[h] = kind_run(svg, &e, i);
   }
+  draw_free(&d);
+  free(which);
   free(sq);
   return st;
 }
@@ -603,11 +760,14 @@ static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
   const int64_t H = svg->cfg.heads;
   double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
+  svg_draw d = {.R = draw_rows(svg), .both = 1};
   stsa_status st =
       sq && res ? STSA_OK
                 : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK)
     st = profile_svg(svg, rows, q, k, v, b, sq, mse_s, mse_t);
+  if (st == STSA_OK)
+    st = draw_and_profile(svg, q, k, v, b, row_seed, NULL, &d);
   if (st == STSA_OK)
     st = svg2_batch(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked, 1, res,
                     cluster_ms, cold);
@@ -616,7 +776,7 @@ static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
     double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
     for (int i = 0; i < 2 && st == STSA_OK; i++) {
       kind_eval e;
-      st = eval_kind(svg, rows, q, k, v, b, h, i, budget, sq, level_sq, scratch, &e);
+      st = eval_kind(svg, rows, q, k, v, b, h, i, budget, sq, level_sq, scratch, &d, &e);
       if (st != STSA_OK)
         break;
       /* a kind that met nothing offers its widest level, never chosen */
@@ -655,6 +815,7 @@ static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
   }
   for (int64_t h = 0; res && h < H; h++)
     stsa_plan_free(res[h].plan);
+  draw_free(&d);
   free(res);
   free(sq);
   return st;
@@ -829,8 +990,8 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
         st = plan_svg2_heads(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked,
                              kinds + b * H, hr, &cluster_ms, &cold);
       else
-        st = plan_svg_heads(svg, rows, q, k, v, b, budget, mse_s, mse_t, kinds + b * H,
-                            hr);
+        st = plan_svg_heads(svg, rows, row_seed, q, k, v, b, budget, mse_s, mse_t,
+                            kinds + b * H, hr);
       profile_ms += now_ms() - t0;
     } else {
       for (int64_t h = 0; h < H; h++) {

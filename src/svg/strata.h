@@ -2,10 +2,11 @@
  * strata.h — the strata of the error bound (bound.h). SVG2's profiled rows
  * are drawn per query cluster: what decides a row's error under a cluster
  * selection is its cluster (every member sees the same key clusters), so
- * each cluster is a stratum and every one of them is sampled. SVG's rows
- * are drawn one in each of R equal runs of video tokens (a band of
+ * each cluster is a stratum and every one of them is sampled. SVG's routing
+ * rows are drawn one in each of R equal runs of video tokens (a band of
  * positions of a frame: what decides a row's error under a frame window or
- * a position band).
+ * a position band); its bound also takes rows drawn per head from strata of
+ * each query's estimated lost mass (svg_strata.h).
  */
 #ifndef STSA_SVG_STRATA_H
 #define STSA_SVG_STRATA_H

@@ -1,0 +1,384 @@
+/* svg_strata.c — see svg_strata.h. */
+#include "svg/svg_strata.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/convert.h"
+#include "core/per_isa.h"
+#include "core/tensor.h"
+#include "kernel/exp2_poly.h"
+#include "mask/geometry.h"
+
+/* The pooled keys a query is scored against: every query costs one dot
+ * product a cell, so the cells stay near CELL_BUDGET (at Wan 480p, 21
+ * frame cells and 16 bands: 37 dot products a query, about 0.2% of the
+ * call's attention at density 0.3). A frame is cut into up to four parts
+ * (a small object moves between them) while that stays within the budget. */
+enum { CELL_BUDGET = 32, BANDS = 16 };
+
+/* The queries' scores are a small GEMM: SCORE_ROWS queries at a time
+ * against SCORE_COLS centroids, whose sums stay in registers. */
+enum { SCORE_ROWS = 4, SCORE_COLS = 16 }; /* centroid_scores spells out the 4 */
+
+/* The cells: frame f part s is spatial cell f * parts + s; band t (over
+ * the frames past the sinks) is cell F * parts + t; the real text tokens
+ * are the last. A cell's keys are pooled in two halves, cut across the
+ * direction of its key farthest from their mean (halfway to it): a few keys that stand
+ * out (an object, a sink) keep a centroid of their own instead of a tenth of one, and a
+ * query that matches them sees it. */
+typedef struct cells {
+  int64_t parts, bands, count;
+  int64_t stride; /* 2 count, rounded up to a multiple of SCORE_COLS */
+  float *centre;  /* [D][stride], scaled by the softmax scale and log2(e); half h
+                     of cell j in column h count + j (0 past 2 count) */
+  float *log_n;   /* [stride] log2(members), -inf for an empty half and past 2 count */
+  double edge[BANDS + 1]; /* band t spans positions [edge[t], edge[t + 1]) */
+} cells;
+
+static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
+  return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* The cell layout of geometry geo. */
+static cells cell_layout(const stsa_geo *geo) {
+  cells c = {0};
+  c.parts = clamp64(CELL_BUDGET / geo->F, 1, 4);
+  c.parts = c.parts < geo->P ? c.parts : geo->P;
+  c.bands = BANDS < geo->P ? BANDS : geo->P;
+  c.count = geo->F * c.parts + c.bands + 1;
+  c.stride = (2 * c.count + SCORE_COLS - 1) / SCORE_COLS * SCORE_COLS;
+  for (int64_t t = 0; t <= c.bands; t++)
+    c.edge[t] = (double)(t * geo->P / c.bands);
+  return c;
+}
+
+/* Key i's cells (video i < L, else text token i - L): cell[1] -1 when it
+ * is in one only. */
+static void key_cells(const stsa_svg_keep *keep, const stsa_geo *geo, const cells *c,
+                      int64_t i, int64_t cell[2]) {
+  cell[0] = c->count - 1;
+  cell[1] = -1;
+  if (i < geo->L) {
+    const int64_t f = i / geo->P, p = i % geo->P;
+    cell[0] = f * c->parts + p * c->parts / geo->P;
+    cell[1] = f >= keep->sink_frames ? geo->F * c->parts + p * c->bands / geo->P : -1;
+  }
+}
+
+/* The running state of pool_keys over C cells. */
+typedef struct pool {
+  int64_t D, C;
+  double *sum;       /* [C][D] the cells' sums, then [2C][D] the halves' */
+  float *mean;       /* [C][D] */
+  float *axis;       /* [C][D] the farthest key - mean */
+  float *far;        /* [C] that key's squared distance */
+  float *offset;     /* [C] mean . axis */
+  int64_t *n, *half; /* [C], [2C] members */
+} pool;
+
+/* Independent partial sums of a dot product, which the compiler keeps in
+ * vector lanes (the result does not depend on the vector width). */
+enum { LANES = 16 };
+
+/* ||row - mean||^2, in lanes. */
+STSA_PER_ISA static float square_distance(const float *restrict row,
+                                          const float *restrict mean, int64_t D) {
+  float a[LANES] = {0};
+  int64_t d = 0;
+  for (; d + LANES <= D; d += LANES)
+    for (int j = 0; j < LANES; j++)
+      a[j] += (row[d + j] - mean[d + j]) * (row[d + j] - mean[d + j]);
+  for (; d < D; d++)
+    a[0] += (row[d] - mean[d]) * (row[d] - mean[d]);
+  float sum = 0;
+  for (int j = 0; j < LANES; j++)
+    sum += a[j];
+  return sum;
+}
+
+/* row . v, in lanes. */
+STSA_PER_ISA static float dot(const float *restrict row, const float *restrict v,
+                              int64_t D) {
+  float a[LANES] = {0};
+  int64_t d = 0;
+  for (; d + LANES <= D; d += LANES)
+    for (int j = 0; j < LANES; j++)
+      a[j] += row[d + j] * v[d + j];
+  for (; d < D; d++)
+    a[0] += row[d] * v[d];
+  float sum = 0;
+  for (int j = 0; j < LANES; j++)
+    sum += a[j];
+  return sum;
+}
+
+STSA_PER_ISA static void accumulate(double *restrict sum, const float *restrict row,
+                                    int64_t D) {
+  for (int64_t d = 0; d < D; d++)
+    sum[d] += row[d];
+}
+
+/* One key (row[D]) of cell x in pass 0 (sums), 1 (the farthest key) or 2
+ * (the halves' sums: a key goes with the farthest one when it lies past
+ * the middle between it and the mean, along the line through them). */
+static void pool_key(int pass, const float *row, int64_t x, pool *w) {
+  const int64_t D = w->D;
+  float *mean = w->mean + x * D, *axis = w->axis + x * D;
+  if (pass == 0) {
+    w->n[x]++;
+    accumulate(w->sum + x * D, row, D);
+  } else if (pass == 1) {
+    const float dist = square_distance(row, mean, D);
+    if (dist > w->far[x]) {
+      w->far[x] = dist;
+      for (int64_t d = 0; d < D; d++)
+        axis[d] = row[d] - mean[d];
+    }
+  } else {
+    const float along = dot(row, axis, D) - w->offset[x];
+    const int64_t half = 2 * x + (along > 0.5f * w->far[x]);
+    w->half[half]++;
+    accumulate(w->sum + (w->C + half) * D, row, D);
+  }
+}
+
+/* Row s of head h of batch entry b of t as f32: in place where t holds
+ * contiguous f32 rows, else converted into buf[D]. */
+static const float *load_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t h,
+                             float *buf) {
+  const void *src = stsa_tensor_row(t, b, s, h);
+  if (t->dtype == STSA_F32 && t->stride[3] == 1)
+    return src;
+  stsa_load_row_f32(src, t->dtype, t->stride[3], t->shape[3], buf);
+  return buf;
+}
+
+/* Pools head h's keys of batch entry b into the cells' halves' scaled
+ * centroids (c->centre, c->log_n). */
+static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_tensor *k,
+                     int64_t b, int64_t h, cells *c) {
+  const int64_t D = k->shape[3], C = c->count;
+  pool w = {D, C, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  w.sum = calloc((size_t)(3 * C * D), sizeof(double));
+  w.mean = calloc((size_t)(2 * C * D + 2 * C), sizeof(float));
+  w.n = calloc((size_t)(3 * C), sizeof(int64_t));
+  float *row = malloc(sizeof(float) * (size_t)D);
+  c->centre = calloc((size_t)(c->stride * D), sizeof(float));
+  c->log_n = malloc(sizeof(float) * (size_t)c->stride);
+  const int ok = w.sum && w.mean && w.n && row && c->centre && c->log_n;
+  if (ok) {
+    w.axis = w.mean + C * D;
+    w.far = w.axis + C * D;
+    w.offset = w.far + C;
+    w.half = w.n + C;
+  }
+  for (int pass = 0; ok && pass < 3; pass++) {
+    for (int64_t i = 0; i < geo->L + geo->R; i++) {
+      int64_t cell[2];
+      key_cells(keep, geo, c, i, cell);
+      const int64_t native = i < geo->L ? geo->v0 + i : geo->t0 + (i - geo->L);
+      const float *key = load_row(k, b, native, h, row);
+      for (int j = 0; j < 2 && cell[j] >= 0; j++)
+        pool_key(pass, key, cell[j], &w);
+    }
+    for (int64_t x = 0; pass == 0 && x < C * D; x++)
+      w.mean[x] = (float)(w.sum[x] / (w.n[x / D] > 0 ? (double)w.n[x / D] : 1));
+    for (int64_t x = 0; pass == 1 && x < C; x++)
+      w.offset[x] = dot(w.mean + x * D, w.axis + x * D, D);
+  }
+  /* base 2: the masses are exp2 of the scores (cell_masses) */
+  const double scale = 1.4426950408889634 / sqrt((double)D), *half_sum = w.sum + C * D;
+  for (int64_t col = 0; ok && col < c->stride; col++)
+    c->log_n[col] = -INFINITY;
+  for (int64_t j = 0; ok && j < 2 * C; j++) {
+    const int64_t n = w.half[j], col = (j & 1) * C + j / 2;
+    c->log_n[col] = n > 0 ? (float)log2((double)n) : -INFINITY;
+    for (int64_t d = 0; n > 0 && d < D; d++)
+      c->centre[d * c->stride + col] = (float)(scale * half_sum[j * D + d] / (double)n);
+  }
+  free(w.sum);
+  free(w.mean);
+  free(w.n);
+  free(row);
+  return ok ? 0 : -1;
+}
+
+/* The share of band t's positions a query keeps whose band spans
+ * positions [lo, hi) (a band of +-w position-major indices around index
+ * j: (j - w) / F to (j + w) / F + 1, each position spanning F). */
+static double band_kept(int64_t t, const cells *c, double lo, double hi) {
+  const double p0 = c->edge[t], p1 = c->edge[t + 1];
+  const double in = (hi < p1 ? hi : p1) - (lo > p0 ? lo : p0);
+  return in > 0 ? in / (p1 - p0) : 0;
+}
+
+/* One query's two estimates from its cells' masses m[count] (any common
+ * factor). */
+static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const cells *c,
+                           const double *m, int64_t i, double *sp, double *tm) {
+  const int64_t f = i / geo->P, p = i % geo->P, S = geo->F * c->parts;
+  const double text = m[c->count - 1];
+  double frames = 0, lost_sp = 0, sinks = 0;
+  for (int64_t j = 0; j < S; j++) {
+    const int64_t fj = j / c->parts;
+    frames += m[j];
+    if (fj < keep->sink_frames)
+      sinks += m[j];
+    else if (fj < f - keep->frame_window || fj > f + keep->frame_window)
+      lost_sp += m[j];
+  }
+  const int64_t j = p * geo->F + f;
+  const double lo = (double)(j - keep->band) / (double)geo->F,
+               hi = (double)(j + keep->band) / (double)geo->F + 1;
+  double bands = 0, lost_tm = 0;
+  for (int64_t t = 0; t < c->bands; t++) {
+    bands += m[S + t];
+    lost_tm += m[S + t] * (1 - band_kept(t, c, lo, hi));
+  }
+  *sp = lost_sp > 0 ? log(lost_sp / (frames + text)) : -INFINITY;
+  *tm = lost_tm > 0 ? log(lost_tm / (bands + sinks + text)) : -INFINITY;
+}
+
+/* a[SCORE_ROWS][S] = ln n + x . centre for SCORE_ROWS queries x[..][D]
+ * over the pooled centroids (centre [D][S], S = cells.stride). */
+STSA_PER_ISA static void centroid_scores(const float *restrict x,
+                                         const float *restrict centre,
+                                         const float *restrict log_n, int64_t D,
+                                         int64_t S, float *restrict a) {
+  for (int64_t j0 = 0; j0 < S; j0 += SCORE_COLS) {
+    float s0[SCORE_COLS] = {0}, s1[SCORE_COLS] = {0}, s2[SCORE_COLS] = {0},
+          s3[SCORE_COLS] = {0};
+    for (int64_t d = 0; d < D; d++) {
+      const float *col = centre + d * S + j0;
+      const float x0 = x[d], x1 = x[D + d], x2 = x[2 * D + d], x3 = x[3 * D + d];
+      for (int j = 0; j < SCORE_COLS; j++) {
+        s0[j] += x0 * col[j];
+        s1[j] += x1 * col[j];
+        s2[j] += x2 * col[j];
+        s3[j] += x3 * col[j];
+      }
+    }
+    for (int j = 0; j < SCORE_COLS; j++) {
+      a[j0 + j] = log_n[j0 + j] + s0[j];
+      a[S + j0 + j] = log_n[j0 + j] + s1[j];
+      a[2 * S + j0 + j] = log_n[j0 + j] + s2[j];
+      a[3 * S + j0 + j] = log_n[j0 + j] + s3[j];
+    }
+  }
+}
+
+/* 2^x for x <= 0 (exp2_poly.h's polynomial, x = n + f, |f| <= 1/2); 0
+ * below STSA_EXP2_MIN, -inf included. Plain C the compiler vectorizes:
+ * selects, no branches, and the power of two from its bits. */
+static inline float exp2_nonpositive(float x) {
+  /* x compared and clamped by its bits (for x <= 0, the larger the bits,
+   * the more negative): float selects leave the compiler a branch */
+  typedef union {
+    float value;
+    uint32_t bits;
+  } word;
+  const word arg = {x}, lo = {STSA_EXP2_MIN};
+  const uint32_t keep = arg.bits > lo.bits ? 0 : ~0u; /* 0 below the range */
+  const word in = {.bits = (arg.bits & keep) | (lo.bits & ~keep)};
+  const int32_t n = (int32_t)(in.value - 0.5f); /* rounds: in <= 0 */
+  const float f = in.value - (float)n;
+  float p = STSA_EXP2_C5;
+  p = p * f + STSA_EXP2_C4;
+  p = p * f + STSA_EXP2_C3;
+  p = p * f + STSA_EXP2_C2;
+  p = p * f + STSA_EXP2_C1;
+  p = p * f + 1.0f;
+  const word pow2 = {.bits = ((uint32_t)(n + 127) << 23) & keep};
+  return p * pow2.value;
+}
+
+/* One query's cell masses m[C], relative to its largest half, from its
+ * halves' base-2 scores a[2 C] (half h of cell j at h C + j); e[2 C]
+ * scratch. The largest score is taken in independent lanes, which the
+ * compiler keeps in a vector. */
+STSA_PER_ISA static void cell_masses(const float *restrict a, int64_t C,
+                                     float *restrict e, double *restrict m) {
+  float lane[LANES];
+  for (int l = 0; l < LANES; l++)
+    lane[l] = -INFINITY;
+  int64_t j = 0;
+  for (; j + LANES <= 2 * C; j += LANES)
+    for (int l = 0; l < LANES; l++)
+      lane[l] = a[j + l] > lane[l] ? a[j + l] : lane[l];
+  float top = -INFINITY;
+  for (; j < 2 * C; j++)
+    top = a[j] > top ? a[j] : top;
+  for (int l = 0; l < LANES; l++)
+    top = lane[l] > top ? lane[l] : top;
+  for (j = 0; j < 2 * C; j++)
+    e[j] = exp2_nonpositive(a[j] - top);
+  for (j = 0; j < C; j++)
+    m[j] = (double)e[j] + (double)e[C + j];
+}
+
+int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
+                          const stsa_tensor *k, int64_t b, int64_t h, double *log_sp,
+                          double *log_tm) {
+  stsa_geo geo;
+  stsa_geo_init(&geo, keep->g);
+  cells c = cell_layout(&geo);
+  const int64_t D = q->shape[3], C = c.count, S = c.stride;
+  float *x = calloc((size_t)(SCORE_ROWS * (D + S)), sizeof(float)),
+        *a = x ? x + SCORE_ROWS * D : NULL;
+  double *m = malloc(sizeof(double) * (size_t)C);
+  float *e = malloc(sizeof(float) * (size_t)(2 * C));
+  int st = x && m && e ? pool_keys(keep, &geo, k, b, h, &c) : -1;
+  for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += SCORE_ROWS) {
+    const int64_t rows = geo.L - i0 < SCORE_ROWS ? geo.L - i0 : SCORE_ROWS;
+    for (int64_t r = 0; r < rows; r++) {
+      const float *row = load_row(q, b, geo.v0 + i0 + r, h, x + r * D);
+      if (row != x + r * D)
+        memcpy(x + r * D, row, sizeof(float) * (size_t)D);
+    }
+    centroid_scores(x, c.centre, c.log_n, D, S, a);
+    for (int64_t r = 0; r < rows; r++) {
+      cell_masses(a + r * S, C, e, m);
+      query_estimate(keep, &geo, &c, m, i0 + r, &log_sp[i0 + r], &log_tm[i0 + r]);
+    }
+  }
+  free(c.centre);
+  free(c.log_n);
+  free(x);
+  free(m);
+  free(e);
+  return st;
+}
+
+int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_tensor *q,
+                        const stsa_tensor *k, int64_t b, int64_t h, int which, int64_t R,
+                        uint64_t seed, stsa_strata *out) {
+  stsa_geo geo;
+  stsa_geo_init(&geo, keep->g);
+  const int64_t L = geo.L;
+  /* two rows a stratum; split in two when both estimates are followed */
+  const int64_t G =
+      which == STSA_SVG_STRATA_BOTH ? (R / 4 > 1 ? R / 4 : 1) : (R / 2 > 1 ? R / 2 : 1);
+  double *est = malloc(sizeof(double) * (size_t)(2 * L));
+  int32_t *label = malloc(sizeof(int32_t) * (size_t)L);
+  int64_t *size = malloc(sizeof(int64_t) * (size_t)(2 * G));
+  uint8_t *split = which == STSA_SVG_STRATA_BOTH ? malloc((size_t)L) : NULL;
+  int st = est && label && size && (split || which != STSA_SVG_STRATA_BOTH) ? 0 : -1;
+  if (st == 0)
+    st = stsa_svg_dropped_mass(keep, q, k, b, h, est, est + L);
+  if (st == 0) {
+    double *score = which == STSA_SVG_STRATA_TEMPORAL ? est + L : est;
+    for (int64_t i = 0; split && i < L; i++) {
+      split[i] = est[L + i] > est[i]; /* the temporal mask loses more */
+      score[i] = split[i] ? est[L + i] : est[i];
+    }
+    stsa_strata_geometric(score, split, L, G, label, size);
+    st = stsa_strata_draw(label, L, geo.v0, 2 * G, size, R, seed, out);
+  }
+  free(est);
+  free(label);
+  free(size);
+  free(split);
+  return st;
+}

@@ -1,0 +1,56 @@
+/*
+ * svg_strata.h — the rows of SVG's error bound, drawn where its error
+ * arises (docs/architecture.md, "The error bound"). A spatial head drops the
+ * frames outside its window, a temporal head the positions outside its band;
+ * a row's error goes as the attention mass it loses there. Each video
+ * query's lost mass is estimated to first order from pooled keys (their
+ * centroids by frame and part of the frame, and by band of positions over
+ * the frames), and the rows are drawn from geometric strata of that estimate
+ * (stsa_strata_geometric), two a stratum at least, so the few queries that
+ * lose the most sit in small strata drawn at a far higher rate than the
+ * rest. The estimate only chooses the strata: a poor one widens the bound,
+ * never invalidates it.
+ */
+#ifndef STSA_SVG_SVG_STRATA_H
+#define STSA_SVG_SVG_STRATA_H
+
+#include <stdint.h>
+
+#include "stsa.h"
+#include "svg/strata.h"
+
+/* What SVG's masks keep (their level-0 widths). */
+typedef struct stsa_svg_keep {
+  const stsa_geometry *g;
+  int64_t sink_frames;  /* frames every query sees */
+  int64_t frame_window; /* spatial: frames within +-frame_window */
+  int64_t band;         /* temporal: position-major indices within +-band */
+} stsa_svg_keep;
+
+/* Which estimate a head's strata follow. */
+enum {
+  STSA_SVG_STRATA_SPATIAL = 0,
+  STSA_SVG_STRATA_TEMPORAL = 1,
+  STSA_SVG_STRATA_BOTH = 2 /* the larger of the two, split by which */
+};
+
+/* The log of each video query's estimated share of attention mass lost to
+ * the spatial mask (log_sp[L]) and to the temporal mask (log_tm[L]) of head
+ * h of batch entry b; -inf where a mask drops nothing. q and k are the full
+ * [B, N, H, D] tensors. 0, or -1 when out of memory. */
+int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
+                          const stsa_tensor *k, int64_t b, int64_t h, double *log_sp,
+                          double *log_tm);
+
+/* Strata a head's R drawn rows fall in at most (out->pop's entries). */
+static inline int64_t stsa_svg_bound_strata(int64_t R) { return R > 2 ? R : 2; }
+
+/* Draws head h's R bound rows (R even, at most L) from geometric strata of
+ * its estimate `which` (STSA_SVG_STRATA_*): out->rows[R], out->group[R],
+ * out->pop[stsa_svg_bound_strata(R)], out->groups. Deterministic in seed.
+ * 0, or -1 when out of memory. */
+int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_tensor *q,
+                        const stsa_tensor *k, int64_t b, int64_t h, int which, int64_t R,
+                        uint64_t seed, stsa_strata *out);
+
+#endif
