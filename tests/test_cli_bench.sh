@@ -77,6 +77,14 @@ check svg.json svg.stdout "r['tokens'] == 480 and r['kv_tile'] == 240" \
   "set(r['ran']) == KEYS and r['ran']['backend'] == r['dense_ran']['backend']" \
   "r['ran']['arithmetic'] == r['dense_ran']['arithmetic'] == 'f32'"
 expect_ok svg-text "$STSA" bench svg "${svg_small[@]}"
+# --max-error reaches the call: the worst bound covers the worst true error
+# and is within the budget unless a head was widened or ran dense
+expect_ok svg-budget "$STSA" bench svg "${svg_small[@]}" --max-error 0.05 --json
+check svg-budget.json svg-budget.stdout "r['max_error'] == 0.05" \
+  "r['worst_rel_l2'] <= max(r['worst_bound'], 1e-6)" \
+  "r['worst_bound'] <= 0.05 or r['widened_heads'] + r['dense_heads'] > 0"
+expect_ok svg-budget-text "$STSA" bench svg "${svg_small[@]}" --max-error 0.05
+expect_grep svg-budget-text svg-budget-text.stdout "^  budget 0.05: worst bound "
 expect_grep svg-text svg-text.stdout "^  ran: SVG [a-z0-9]*, f32.*; dense [a-z0-9]*, f32"
 expect_ok svg2 "$STSA" bench svg2 "${svg2_small[@]}" --json
 check svg2.json svg2.stdout "set(r['ran']) == KEYS and r['cold_ran'] == r['ran']" \

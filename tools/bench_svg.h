@@ -17,6 +17,7 @@ typedef struct svg_bench_opts {
   int threads, json, compare_permute, q_tile, kv_tile, reps, pv_precision;
   stsa_dtype dtype; /* of q, k, v (--dtype; f32 default) */
   uint64_t seed;
+  double max_error;   /* --max-error: the error budget (0: none) */
   cli_dist_opts dist; /* --dist; scheme -1: one process */
 } svg_bench_opts;
 

@@ -63,6 +63,11 @@ static const cli_opt SVG_BENCH_OPTIONS[] = {
      CLI_DTYPE(svg_bench_opts, dtype),
      .help = "q, k and v: f32 (default), f16 or bf16 (outputs stay f32)"},
     CLI_PV_PRECISION_OPTIONS(svg_bench_opts),
+    {.name = "--max-error",
+     .metavar = "E",
+     CLI_DOUBLE(svg_bench_opts, max_error, 0.0, 1e30),
+     .help = "error budget of the SVG call (default 0: none); its bound's\n"
+             "profiling is part of the call's time"},
     {.name = "--json", CLI_FLAG(svg_bench_opts, json), .help = "one JSON line"},
     {.name = "--dist",
      .metavar = "S",
@@ -77,7 +82,7 @@ static void usage(void) {
       "usage: stsa bench svg --preset NAME [--heads H] [--threads T] [--seed N]\n"
       "                      [--q-tile N] [--kv-tile N] [--reps N] [--compare-permute]\n"
       "                      [--frames F --height Hp --width Wp] [--dtype DT]\n"
-      "                      [--pv-precision P]\n"
+      "                      [--pv-precision P] [--max-error E]\n"
       "                      [--json] [--dist ulysses|ring|hybrid[:U]]\n"
       "One SVG call (profiling and sparse attention) against dense attention on the\n"
       "same workload, at a preset's geometry and density.\n"
@@ -186,6 +191,7 @@ int bench_svg(int argc, char **argv) {
     cli_die("bench svg: unknown preset '%s' (see stsa bench svg --help)", o.preset);
   cfg.heads = o.heads;
   cfg.seed = o.seed;
+  cfg.max_rel_error = o.max_error;
   const int64_t dims[3] = {o.frames, o.height, o.width};
   if ((dims[0] > 0) != (dims[1] > 0) || (dims[1] > 0) != (dims[2] > 0))
     cli_die("bench svg: give all of --frames, --height and --width, or none");
@@ -225,7 +231,9 @@ int bench_svg(int argc, char **argv) {
   stsa_svg_get_windows(svg, &win);
   stsa_head_kind *kinds = malloc(sizeof *kinds * (size_t)H);
   double *rel = malloc(sizeof *rel * (size_t)H), *cosv = malloc(sizeof *cosv * (size_t)H);
-  if (!kinds || !rel || !cosv)
+  float *est = malloc(sizeof *est * (size_t)H);
+  uint8_t *action = malloc((size_t)H);
+  if (!kinds || !rel || !cosv || !est || !action)
     cli_die("out of memory");
   /* dense and SVG alternate, best of --reps each: a slow spell of the shared
    * machine then hits both alike */
@@ -240,6 +248,8 @@ int bench_svg(int argc, char **argv) {
     dense_ms = fmin(dense_ms, (cli_now() - t0) * 1e3);
     dense_ran = cli_ran(ctx, "dense attention");
     rep.kinds = kinds;
+    rep.est_error = est;
+    rep.budget = action;
     rep.run = &svg_ran;
     t0 = cli_now();
     /* the first step and layer past the preset's dense ones: a sparse call */
@@ -266,6 +276,15 @@ int bench_svg(int argc, char **argv) {
       right += kinds[h] == w.truth[h];
     }
   }
+  /* under a budget: the worst bound and true error, the heads widened or dense */
+  double worst_est = 0, worst_rel = 0;
+  int widened = 0, densed = 0;
+  for (int64_t h = 0; h < H; h++) {
+    worst_est = fmax(worst_est, est[h]);
+    worst_rel = fmax(worst_rel, rel[h]);
+    widened += action[h] == STSA_BUDGET_RAISED;
+    densed += action[h] == STSA_BUDGET_DENSE;
+  }
   double fused_ms = 0, copy_ms = 0, permute_ms = 0;
   if (o.compare_permute)
     compare_permute(ctx, &cfg, &w, &fused_ms, &copy_ms, &permute_ms);
@@ -286,12 +305,15 @@ int bench_svg(int argc, char **argv) {
         "\"rel_l2\": %.5f, \"rel_l2_spatial\": %.5f, \"rel_l2_temporal\": %.5f, "
         "\"min_cosine\": %.6f, \"kind_accuracy\": %.4f, \"spatial_heads\": %d, "
         "\"temporal_heads\": %d, \"setup_ms\": %.3f, \"q_tile\": %d, \"kv_tile\": %d, "
+        "\"max_error\": %g, \"worst_bound\": %.5f, \"worst_rel_l2\": %.5f, "
+        "\"widened_heads\": %d, \"dense_heads\": %d, "
         "\"ran\": %s, \"dense_ran\": %s}\n",
         o.preset, stsa_dtype_name(o.dtype), (long long)N, (long long)H,
         (long long)cfg.head_dim, (long long)threads, dense_ms, svg_ms, speedup, ideal,
         speedup / ideal, rep.profile_ms, rep.attention_ms, permute_ms, fused_ms, copy_ms,
         rep.density, rel_all, rel_sp, rel_tm, worst_cos, accuracy, n_kind[0], n_kind[1],
-        setup_ms, win.q_tile, win.kv_tile, cli_ran_json(&svg_ran, ran, sizeof ran),
+        setup_ms, win.q_tile, win.kv_tile, o.max_error, worst_est, worst_rel, widened,
+        densed, cli_ran_json(&svg_ran, ran, sizeof ran),
         cli_ran_json(&dense_ran, dran, sizeof dran));
   else {
     printf("svg %s: %lld tokens, %lld heads x %lld, %lld threads\n", o.preset,
@@ -307,6 +329,10 @@ int bench_svg(int argc, char **argv) {
     printf("  heads: %d spatial, %d temporal; kind accuracy %.0f%%; rel L2 %.4f (spatial "
            "%.4f, temporal %.4f), min cosine %.5f\n",
            n_kind[0], n_kind[1], 100 * accuracy, rel_all, rel_sp, rel_tm, worst_cos);
+    if (o.max_error > 0)
+      printf("  budget %g: worst bound %.4f, worst rel L2 %.4f; %d heads widened, %d "
+             "dense\n",
+             o.max_error, worst_est, worst_rel, widened, densed);
     if (o.compare_permute)
       printf("  temporal heads: permutation fused %.1f ms vs copied %.1f ms (of which "
              "copies %.1f ms)\n",
@@ -318,6 +344,8 @@ int bench_svg(int argc, char **argv) {
   free(kinds);
   free(rel);
   free(cosv);
+  free(est);
+  free(action);
   svg_workload_free(&w);
   stsa_svg_free(svg);
   stsa_ctx_free(ctx);
