@@ -130,8 +130,10 @@ static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
 
 /* No budget: each kind of head runs its kind's candidate, and auto's bound
  * is the lowest of the candidates' (SVG's and SVG2's as a budget they
- * cannot miss makes them bound: method svg without a budget reports its
- * routing rows' bound alone, never above the drawn one). */
+ * cannot miss makes them bound: method svg under it routes on the drawn
+ * rows as auto does, so its head runs what it runs without a budget,
+ * where the routing rows route, and bounds it exactly as auto bounds that
+ * kind: both draw the same rows and floor rows). */
 static void check_no_budget(stsa_ctx *ctx, const inputs *in) {
   outcome a, svg, svg_routing, s2;
   run(ctx, in, STSA_SVG_METHOD_AUTO, 0, &a);
@@ -139,11 +141,14 @@ static void check_no_budget(stsa_ctx *ctx, const inputs *in) {
   run(ctx, in, STSA_SVG_METHOD_SVG, 0, &svg_routing);
   run(ctx, in, STSA_SVG_METHOD_SVG2, 1e3, &s2);
   for (int h = 0; h < H; h++)
-    CHECK(svg_routing.est[h] <= svg.est[h] && svg_routing.dens[h] == svg.dens[h],
-          "head %d: svg's routing-rows bound %.4f above its drawn one %.4f, or density "
-          "%.3f != %.3f",
-          h, (double)svg_routing.est[h], (double)svg.est[h], (double)svg_routing.dens[h],
-          (double)svg.dens[h]);
+    CHECK(svg_routing.choice[h] == svg.choice[h] && svg_routing.dens[h] == svg.dens[h] &&
+              svg.est[h] == a.cand_b[h * STSA_AUTO_CANDIDATE_COUNT_ + svg.choice[h]],
+          "head %d: svg ran %s at %.3f (no budget: %s at %.3f) with bound %.4f, auto's "
+          "bound of that kind %.4f",
+          h, stsa_auto_candidate_name(svg.choice[h]), (double)svg.dens[h],
+          stsa_auto_candidate_name(svg_routing.choice[h]), (double)svg_routing.dens[h],
+          (double)svg.est[h],
+          (double)a.cand_b[h * STSA_AUTO_CANDIDATE_COUNT_ + svg.choice[h]]);
   const int want[H] = {S2, SP, TE, S2};
   for (int h = 0; h < H; h++) {
     const float *cb = a.cand_b + h * STSA_AUTO_CANDIDATE_COUNT_;

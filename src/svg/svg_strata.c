@@ -7,6 +7,7 @@
 
 #include "core/convert.h"
 #include "core/per_isa.h"
+#include "core/prefetch.h"
 #include "core/tensor.h"
 #include "kernel/exp2_poly.h"
 #include "mask/geometry.h"
@@ -155,6 +156,27 @@ static const float *load_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t
   return buf;
 }
 
+/* Rows of one head lie H x D elements apart in a [B, N, H, D] tensor: a
+ * stride past a page, which the hardware prefetcher does not follow, so
+ * the passes over a head's rows fetch this many rows ahead themselves. */
+enum { ROWS_AHEAD = 8 };
+
+/* Prefetches row s of head h of batch entry b of t (s past the tensor:
+ * nothing). */
+static void prefetch_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t h) {
+  if (s >= t->shape[1])
+    return;
+  const char *row = stsa_tensor_row(t, b, s, h);
+  const int64_t bytes = t->shape[3] * t->stride[3] * (int64_t)stsa_dtype_size(t->dtype);
+  for (int64_t at = 0; at < bytes; at += 64) /* a cache line */
+    STSA_PREFETCH(row + at);
+}
+
+/* Token i's native index (video i < L, else text token i - L). */
+static int64_t native_token(const stsa_geo *geo, int64_t i) {
+  return i < geo->L ? geo->v0 + i : geo->t0 + (i - geo->L);
+}
+
 /* Pools head h's keys of batch entry b into the cells' halves' scaled
  * centroids (c->centre, c->log_n). */
 static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_tensor *k,
@@ -178,8 +200,9 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
     for (int64_t i = 0; i < geo->L + geo->R; i++) {
       int64_t cell[2];
       key_cells(keep, geo, c, i, cell);
-      const int64_t native = i < geo->L ? geo->v0 + i : geo->t0 + (i - geo->L);
-      const float *key = load_row(k, b, native, h, row);
+      if (i + ROWS_AHEAD < geo->L + geo->R)
+        prefetch_row(k, b, native_token(geo, i + ROWS_AHEAD), h);
+      const float *key = load_row(k, b, native_token(geo, i), h, row);
       for (int j = 0; j < 2 && cell[j] >= 0; j++)
         pool_key(pass, key, cell[j], &w);
     }
@@ -332,6 +355,8 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
   int st = x && m && e ? pool_keys(keep, &geo, k, b, h, &c) : -1;
   for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += SCORE_ROWS) {
     const int64_t rows = geo.L - i0 < SCORE_ROWS ? geo.L - i0 : SCORE_ROWS;
+    for (int64_t r = 0; r < SCORE_ROWS && i0 + ROWS_AHEAD + r < geo.L; r++)
+      prefetch_row(q, b, geo.v0 + i0 + ROWS_AHEAD + r, h);
     for (int64_t r = 0; r < rows; r++) {
       const float *row = load_row(q, b, geo.v0 + i0 + r, h, x + r * D);
       if (row != x + r * D)
