@@ -855,7 +855,7 @@ static stsa_status plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int6
   double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
   int64_t floor_buf[3 * FLOOR_ROWS];
-  svg_rows fixed;
+  svg_rows fixed = {0}; /* the floor rows, once drawn */
   svg_draw d = {.R = draw_rows(svg)};
   stsa_status st =
       sq && res ? STSA_OK
