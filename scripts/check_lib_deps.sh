@@ -3,7 +3,8 @@
 # formats (those are libstsa_io's). Checks a built libstsa.so: no jansson
 # symbol among its dynamic symbols and no libjansson among the libraries it
 # needs (readelf's NEEDED entries: what ldd starts from, and readable for a
-# cross-built library too).
+# cross-built library too). A sanitizer build (STSA_SANITIZE) also needs
+# the sanitizers' runtimes, which are allowed.
 #
 #   scripts/check_lib_deps.sh path/to/libstsa.so [nm] [readelf]
 set -eu
@@ -22,6 +23,7 @@ needed=$("$readelf" -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p')
 for so in $needed; do
   case $so in
     libm.so* | libc.so* | libgomp.so* | libomp.so* | libiomp5.so* | ld-linux*.so* | libpthread.so*) ;;
+    libasan.so* | libubsan.so*) ;; # the sanitizer build's runtimes
     *)
       echo "check_lib_deps: $lib needs $so: libstsa links only libm and OpenMP" >&2
       status=1
