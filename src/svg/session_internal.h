@@ -1,0 +1,91 @@
+/*
+ * session_internal.h — what the parts of an SVG session share: session.c
+ * (creation, the masks and plans, the flow of a call, SVG2's heads) and
+ * svg_heads.c (SVG's and method auto's heads: their profile, the bound's
+ * rows and the error-budget levels). Internal to svg/session*.c and
+ * svg/svg_heads.c.
+ */
+#ifndef STSA_SVG_SESSION_INTERNAL_H
+#define STSA_SVG_SESSION_INTERNAL_H
+
+#include <stdint.h>
+
+#include "core/context.h"
+#include "mask/mask.h"
+#include "mask/plan.h"
+#include "stsa.h"
+#include "svg/svg2.h"
+
+/* Error-budget levels of SVG heads: the configured density, then x2, x4. */
+#define SVG_LEVELS 3
+
+struct stsa_svg {
+  stsa_ctx *ctx;
+  stsa_svg_config cfg;
+  int64_t tokens; /* N */
+  stsa_svg_windows windows;
+  stsa_mask *mask_dense, *mask_spatial, *mask_temporal;
+  /* single-head plans over the whole sequence */
+  stsa_plan *plan_dense, *plan_spatial, *plan_temporal;
+  double density_dense; /* kept fraction of the dense plan (< 1 with padding text) */
+  /* wider windows for the error budget, built on first use: level l keeps
+   * about density * 2^l (level 0 is mask_spatial / plan_spatial above) */
+  stsa_mask *level_mask[SVG_LEVELS][2];
+  stsa_plan *level_plan[SVG_LEVELS][2];
+  double level_density[SVG_LEVELS][2];
+  /* the strata of the sampled rows (svg_strata) */
+  int64_t *row_group, *row_pop, row_groups;
+  stsa_svg2 *svg2; /* methods SVG2 and auto */
+  int64_t svg2_q_clusters, svg2_kv_clusters;
+  int svg2_q_tile, svg2_kv_tile; /* the cluster plans' tiles (auto: SVG's) */
+};
+
+/* What one head runs with, and why. */
+typedef struct head_run {
+  const stsa_plan *plan;
+  stsa_plan *owned; /* SVG2's plan reference, freed after the call */
+  double density;
+  float est_error, top_p;
+  uint8_t budget;
+  uint8_t choice, reason; /* stsa_auto_candidate, stsa_auto_reason */
+} head_run;
+
+/* The spatial (i = 0) or temporal (i = 1) mask and plan of a density (above
+ * 1: 1), *kept its kept fraction (session.c). */
+stsa_status stsa_svg_build_kind(stsa_svg *svg, double density, int i, stsa_mask **mask,
+                                stsa_plan **plan, double *kept);
+
+/* A head run dense, with its budget action (session.c). */
+head_run stsa_svg_dense_run(const stsa_svg *svg, uint8_t budget);
+
+/* SVG2's outcome of batch entry b per head (res[H]; the caller frees the
+ * plans); estimate: bound each head before the run (session.c). */
+stsa_status stsa_svg_svg2_batch(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                                uint64_t row_seed, const stsa_tensor *q,
+                                const stsa_tensor *k, const stsa_tensor *v, double budget,
+                                int video_unchecked, int estimate, stsa_svg2_head *res,
+                                double *cluster_ms, int *cold);
+
+/* What SVG2's outcome for a head runs (session.c). */
+head_run stsa_svg_svg2_run(const stsa_svg *svg, const stsa_svg2_head *r);
+
+/* SVG's heads of batch entry b: the kind with the smaller profiled error,
+ * then, under a budget, the first level whose error bound meets it
+ * (svg_heads.c). rows: the call's routing rows. */
+stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t row_seed,
+                                    const stsa_tensor *q, const stsa_tensor *k,
+                                    const stsa_tensor *v, int64_t b, double budget,
+                                    float *mse_s, float *mse_t, stsa_head_kind *kinds,
+                                    head_run *run);
+
+/* Method auto's heads of batch entry b (svg_heads.c); cand[H][candidates][2]
+ * gets each candidate's density and bound. */
+stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                                     uint64_t row_seed, const int64_t *rows,
+                                     const stsa_tensor *q, const stsa_tensor *k,
+                                     const stsa_tensor *v, double budget,
+                                     int video_unchecked, float *mse_s, float *mse_t,
+                                     stsa_head_kind *kinds, head_run *run, double *cand,
+                                     double *cluster_ms, int *cold);
+
+#endif

@@ -1,0 +1,479 @@
+/*
+ * svg_heads.c — SVG's and method auto's heads of a call: the profile that
+ * routes each head to its kind, the rows its error bound is taken on (the
+ * routing rows; under a budget and for auto, rows drawn where the kinds
+ * lose mass, beside floor rows) and the error budget's wider levels.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "core/tensor.h"
+#include "svg/auto_pick.h"
+#include "svg/bound.h"
+#include "svg/profile.h"
+#include "svg/session_internal.h"
+#include "svg/strata.h"
+#include "svg/svg_strata.h"
+#include "svg/windows.h"
+
+static stsa_status level_plan(stsa_svg *svg, int l, int i, const stsa_plan **plan,
+                              const stsa_mask **mask, double *density) {
+  if (l == 0) {
+    *plan = i ? svg->plan_temporal : svg->plan_spatial;
+    *mask = i ? svg->mask_temporal : svg->mask_spatial;
+    *density = i ? svg->windows.density_temporal : svg->windows.density_spatial;
+    return STSA_OK;
+  }
+  if (!svg->level_plan[l][i]) {
+    stsa_mask_free(svg->level_mask[l][i]); /* of an earlier try that failed */
+    svg->level_mask[l][i] = NULL;
+    STSA_TRY(stsa_svg_build_kind(svg, svg->cfg.density * (double)(1 << l), i,
+                                 &svg->level_mask[l][i], &svg->level_plan[l][i],
+                                 &svg->level_density[l][i]));
+  }
+  *plan = svg->level_plan[l][i];
+  *mask = svg->level_mask[l][i];
+  *density = svg->level_density[l][i];
+  return STSA_OK;
+}
+
+/* Fixed rows a profile takes, one in each of R equal runs of the video
+ * tokens (stsa_svg_sample_rows), and their strata (stsa_svg_strata). */
+typedef struct svg_rows {
+  int64_t R;
+  const int64_t *rows, *group, *pop;
+  int64_t groups;
+  /* their profile: head h's energy at sq[h * stride ..], kind i's errors
+   * at sq[((1 + i) * H + h) * stride ..], R each */
+  const double *sq;
+  int64_t stride;
+} svg_rows;
+
+/* The call's routing rows: sample_rows of them, profiled into sq. */
+static svg_rows routing_rows(const stsa_svg *svg, const int64_t *rows, const double *sq) {
+  return (svg_rows){svg->cfg.sample_rows, rows, svg->row_group,      svg->row_pop,
+                    svg->row_groups,      sq,   svg->cfg.sample_rows};
+}
+
+/* The bound of kind i (0 spatial, 1 temporal) of head h on rows s. */
+static double rows_bound(const svg_rows *s, int64_t H, int64_t h, int i,
+                         double *scratch) {
+  const stsa_err_sample smp = {s->R, s->group, s->pop, s->groups};
+  return stsa_err_bound(&smp, s->sq + ((1 + i) * H + h) * s->stride,
+                        s->sq + h * s->stride, scratch, NULL);
+}
+
+/* The bound of the routing rows' err and energy [R] each. */
+static double svg_bound(const stsa_svg *svg, const double *err, const double *energy,
+                        double *scratch) {
+  const stsa_err_sample smp = {svg->cfg.sample_rows, svg->row_group, svg->row_pop,
+                               svg->row_groups};
+  return stsa_err_bound(&smp, err, energy, scratch, NULL);
+}
+
+/* Fixed rows kept beside the drawn ones where those route the heads
+ * (under a budget, and method auto): their bound is independent of the
+ * routing choice and covers what the drawn rows' strata miss
+ * (docs/architecture.md, "The error bound"). Half the routing rows,
+ * profiled in the drawn rows' pass over K and V instead of a pass of
+ * their own. */
+enum { FLOOR_ROWS = 32 };
+
+/* Mixed with the call's row seed for the floor rows' draw. */
+#define FLOOR_SEED 0x464c4f4f52ull
+
+/* Draws the call's floor rows into buf[3 * FLOOR_ROWS] (rows, group, pop):
+ * one in each of min(FLOOR_ROWS, sample_rows) equal runs of the video,
+ * from their own stream (profiled with the drawn rows: draw_and_profile). */
+static svg_rows floor_rows(const stsa_svg *svg, uint64_t row_seed, int64_t *buf) {
+  const int64_t R = svg->cfg.sample_rows < FLOOR_ROWS ? svg->cfg.sample_rows : FLOOR_ROWS;
+  svg_rows s = {R, buf, buf + R, buf + 2 * R, 0, NULL, 0};
+  /* stsa_svg_row_seed(x, 0, 0, 0) = x: the stream is the mixed seed's */
+  stsa_svg_sample_rows(&svg->cfg.geometry, R, stsa_hash_mix(row_seed, FLOOR_SEED), 0, 0,
+                       0, buf);
+  stsa_svg_strata(&svg->cfg.geometry, R, buf + R, buf + 2 * R, &s.groups);
+  return s;
+}
+
+/* The rows of a call's bound drawn per head where its error arises
+ * (svg_strata.h), and their profile under both kinds, the floor rows'
+ * with it: the bound is the larger of the two. */
+typedef struct svg_draw {
+  int64_t R;                  /* drawn rows a head */
+  int64_t stride;             /* rows a head profiles: R, then the floor rows */
+  uint64_t seed;              /* the call's row seed */
+  int64_t *rows;              /* [H][stride] */
+  int64_t *group;             /* [H][R] */
+  int64_t *pop;               /* [H][stsa_svg_bound_strata(R)] */
+  int64_t *groups;            /* [H] */
+  double *sq;                 /* [3][H][stride]: energy, then spatial, temporal errors */
+  double *level_sq, *scratch; /* [SVG_LEVELS][R], the bound's 5 a stratum */
+} svg_draw;
+
+/* Mixed with the call's row seed for the draws' streams. */
+#define DRAW_SEED 0x5356470000ull
+
+static void draw_free(svg_draw *d) {
+  free(d->rows);
+  free(d->sq);
+}
+
+/* Rows a head's drawn bound takes: sample_rows (at most L, even where
+ * more than one): as many as the routing rows, so that the bound's rows
+ * cost about twice the routing profile's. */
+static int64_t draw_rows(const stsa_svg *svg) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t L = g->frames * g->height * g->width;
+  const int64_t r = svg->cfg.sample_rows < L ? svg->cfg.sample_rows : L;
+  return r > 1 ? r - (r & 1) : r;
+}
+
+/* Draws each head's rows of batch entry b from the strata of both kinds'
+ * estimates (STSA_SVG_STRATA_BOTH: methods svg and auto draw the same rows,
+ * so their bounds of a kind agree) and profiles them under both kinds,
+ * each head's followed by the floor rows (*floor; its profile set to
+ * theirs): one pass over each head's K/V serves both. */
+static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
+                                    const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                    uint64_t row_seed, svg_rows *floor, svg_draw *d) {
+  const int64_t H = svg->cfg.heads, R = d->R, S = R + floor->R;
+  const int64_t PS = stsa_svg_bound_strata(R); /* strata a head: 2 where R = 1 */
+  d->seed = row_seed;
+  d->stride = S;
+  d->rows = malloc(sizeof(int64_t) * (size_t)(H * S + H * R + H * PS + H));
+  d->sq = malloc(sizeof(double) * (size_t)(3 * H * S + SVG_LEVELS * R + 5 * PS));
+  const stsa_mask **masks = malloc(sizeof *masks * (size_t)(3 * H));
+  int *failed = calloc((size_t)H, sizeof *failed);
+  stsa_status st =
+      d->rows && d->sq && masks && failed
+          ? STSA_OK
+          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  if (st == STSA_OK) {
+    d->group = d->rows + H * S;
+    d->pop = d->group + H * R;
+    d->groups = d->pop + H * PS;
+    d->level_sq = d->sq + 3 * H * S;
+    d->scratch = d->level_sq + SVG_LEVELS * R;
+    const stsa_svg_keep keep = {&svg->cfg.geometry, svg->cfg.sink_frames,
+                                svg->windows.frame_window, svg->windows.band};
+    const int threads = svg->ctx->threads > 0 ? svg->ctx->threads : 1;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t h = 0; h < H; h++) {
+      stsa_strata got = {d->rows + h * S, d->group + h * R, d->pop + h * PS, 0};
+      failed[h] = stsa_svg_bound_draw(&keep, q, k, b, h, STSA_SVG_STRATA_BOTH, R,
+                                      stsa_hash_mix(row_seed, DRAW_SEED + (uint64_t)h),
+                                      &got) != 0;
+      d->groups[h] = got.groups;
+      memcpy(d->rows + h * S + R, floor->rows, sizeof(int64_t) * (size_t)floor->R);
+    }
+    for (int64_t h = 0; h < H; h++)
+      if (failed[h] && st == STSA_OK)
+        st = stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  }
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    masks[h] = svg->mask_dense;
+    masks[H + h] = svg->mask_spatial;
+    masks[2 * H + h] = svg->mask_temporal;
+  }
+  if (st == STSA_OK)
+    st = stsa_svg_profile_heads(svg->ctx, &svg->cfg.geometry, masks, 3, d->rows, 1, S,
+                                NULL, q, k, v, b, d->sq);
+  floor->sq = d->sq ? d->sq + R : NULL;
+  floor->stride = S;
+  free(masks);
+  free(failed);
+  return st;
+}
+
+/* The bound of head h's drawn rows: err and energy [R] each. */
+static double draw_bound(const svg_draw *d, int64_t h, const double *err,
+                         const double *energy) {
+  const stsa_err_sample smp = {d->R, d->group + h * d->R,
+                               d->pop + h * stsa_svg_bound_strata(d->R), d->groups[h]};
+  return stsa_err_bound(&smp, err, energy, d->scratch, NULL);
+}
+
+/* Raises *rel to the bound of kind i's level l (mask) of head h on rows
+ * drawn from the strata of that level's own estimate: a wider window loses
+ * its mass elsewhere than the configured one. */
+static stsa_status level_draw_bound(stsa_svg *svg, const stsa_tensor *q,
+                                    const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                    int64_t h, int i, int l, const stsa_mask *mask,
+                                    const svg_draw *d, double *rel) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t R = d->R, sink = svg->cfg.sink_frames;
+  const double video =
+      stsa_svg_video_density(g, fmin(1.0, svg->cfg.density * (double)(1 << l)));
+  const stsa_svg_keep keep = {g, sink, stsa_svg_frame_window(g, sink, video),
+                              stsa_svg_band_halfwidth(g, sink, video)};
+  int64_t *buf = malloc(sizeof(int64_t) * (size_t)(2 * R + stsa_svg_bound_strata(R)));
+  STSA_RETURN_IF(!buf, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  stsa_strata s = {buf, buf + R, buf + 2 * R, 0};
+  const uint64_t seed =
+      stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
+  stsa_status st =
+      stsa_svg_bound_draw(&keep, q, k, b, h, i, R, seed, &s) == 0
+          ? STSA_OK
+          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  const stsa_mask *pm[2] = {svg->mask_dense, mask};
+  if (st == STSA_OK)
+    st = stsa_svg_profile_head(svg->ctx, g, pm, 2, s.rows, R, NULL, q, k, v, b, h,
+                               d->level_sq);
+  if (st == STSA_OK) {
+    const stsa_err_sample smp = {R, s.group, s.pop, s.groups};
+    *rel =
+        fmax(*rel, stsa_err_bound(&smp, d->level_sq + R, d->level_sq, d->scratch, NULL));
+  }
+  free(buf);
+  return st;
+}
+
+/* One SVG kind of one head under the budget: its levels' plans, densities
+ * and bounds, and the first level within the budget (pick = levels: none). */
+typedef struct kind_eval {
+  int levels, pick;
+  double rel[SVG_LEVELS], density[SVG_LEVELS];
+  const stsa_plan *plan[SVG_LEVELS];
+} kind_eval;
+
+/* Kind i (0 spatial, 1 temporal) of head h from the profile of the fixed
+ * rows (the routing rows, or the floor rows where the drawn ones route)
+ * and the drawn rows' (d->sq, where drawn): the larger of the two bounds;
+ * the wider levels are profiled on the routing rows `rows` when the
+ * configured one misses the budget, each also on rows drawn for it.
+ * level_sq [SVG_LEVELS][R], scratch the bound's. */
+static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const svg_rows *fixed,
+                             const stsa_tensor *q, const stsa_tensor *k,
+                             const stsa_tensor *v, int64_t b, int64_t h, int i,
+                             double budget, double *level_sq, double *scratch,
+                             const svg_draw *d, kind_eval *e) {
+  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, S = d->stride;
+  e->rel[0] = rows_bound(fixed, H, h, i, scratch);
+  if (d->rows) /* drawn: under a budget, and always for method auto */
+    e->rel[0] =
+        fmax(e->rel[0], draw_bound(d, h, d->sq + ((1 + i) * H + h) * S, d->sq + h * S));
+  const stsa_mask *lm[SVG_LEVELS];
+  e->levels = budget > 0 && e->rel[0] > budget && svg->cfg.density < 1 ? SVG_LEVELS : 1;
+  for (int l = 0; l < e->levels; l++)
+    STSA_TRY(level_plan(svg, l, i, &e->plan[l], &lm[l], &e->density[l]));
+  if (e->levels > 1) {
+    const stsa_mask *pm[SVG_LEVELS] = {svg->mask_dense, lm[1], lm[2]};
+    STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, SVG_LEVELS, rows, R,
+                                   NULL, q, k, v, b, h, level_sq));
+    for (int l = 1; l < SVG_LEVELS; l++)
+      e->rel[l] = svg_bound(svg, level_sq + l * R, level_sq, scratch);
+    for (int l = 1; l < SVG_LEVELS; l++)
+      STSA_TRY(level_draw_bound(svg, q, k, v, b, h, i, l, lm[l], d, &e->rel[l]));
+  }
+  e->pick = 0;
+  while (e->pick < e->levels && budget > 0 && e->rel[e->pick] > budget)
+    e->pick++;
+  return STSA_OK;
+}
+
+/* What kind i's evaluation runs: its picked level, else dense. */
+static head_run kind_run(const stsa_svg *svg, const kind_eval *e, int i) {
+  if (e->pick >= e->levels)
+    return stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
+  return (head_run){e->plan[e->pick],
+                    NULL,
+                    e->density[e->pick],
+                    (float)e->rel[e->pick],
+                    0,
+                    e->pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE,
+                    (uint8_t)(i ? STSA_AUTO_TEMPORAL : STSA_AUTO_SPATIAL),
+                    STSA_AUTO_METHOD};
+}
+
+/* The call's profile of batch entry b on the fixed rows s ([3][H][s->R]
+ * into sq) and each head's profiling error per kind (mse_s, mse_t [H]). */
+static stsa_status profile_svg(stsa_svg *svg, const svg_rows *s, const stsa_tensor *q,
+                               const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                               double *sq, float *mse_s, float *mse_t) {
+  const int64_t H = svg->cfg.heads, R = s->R, D = svg->cfg.head_dim;
+  stsa_svg_masks masks = {svg->mask_dense, svg->mask_spatial, svg->mask_temporal};
+  STSA_TRY(
+      stsa_svg_profile(svg->ctx, &svg->cfg.geometry, &masks, s->rows, R, q, k, v, b, sq));
+  for (int64_t h = 0; h < H; h++) {
+    double sum[2] = {0, 0};
+    for (int i = 0; i < 2; i++)
+      for (int64_t r = 0; r < R; r++)
+        sum[i] += sq[((1 + i) * H + h) * R + r];
+    mse_s[h] = (float)(sum[0] / (double)(R * D));
+    mse_t[h] = (float)(sum[1] / (double)(R * D));
+  }
+  return STSA_OK;
+}
+
+/* Head h's mean squared error per element under each kind (err[2]) from
+ * its drawn rows: each row weighs its stratum's members over the
+ * rows drawn from it (stsa_strata_draw draws uniformly within a stratum),
+ * an unbiased estimate of the mean over the video rows. */
+static void drawn_mse(const svg_draw *d, int64_t H, int64_t h, int64_t D, double err[2]) {
+  const int64_t R = d->R, S = d->stride, *group = d->group + h * R,
+                *pop = d->pop + h * stsa_svg_bound_strata(R);
+  double members = 0;
+  for (int64_t g = 0; g < d->groups[h]; g++)
+    members += (double)pop[g];
+  err[0] = err[1] = 0;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t drawn = 0;
+    for (int64_t j = 0; j < R; j++)
+      drawn += group[j] == group[r];
+    const double w = (double)pop[group[r]] / (double)drawn;
+    for (int i = 0; i < 2; i++)
+      err[i] += w * d->sq[((1 + i) * H + h) * S + r];
+  }
+  for (int i = 0; i < 2; i++)
+    err[i] /= members > 0 ? members * (double)D : 1;
+}
+
+/* Under a budget, and for method auto: rows drawn per head where the
+ * kinds' errors arise and the floor rows (*fixed, drawn into
+ * floor_buf[3 * FLOOR_ROWS]), profiled together under both kinds (d); the
+ * heads' profiling errors (mse_s, mse_t) are the drawn rows' estimates:
+ * they route the heads, in place of the routing rows, which such a call
+ * does not profile. */
+static stsa_status profile_drawn(stsa_svg *svg, uint64_t row_seed, const stsa_tensor *q,
+                                 const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                 int64_t *floor_buf, svg_rows *fixed, svg_draw *d,
+                                 float *mse_s, float *mse_t) {
+  *fixed = floor_rows(svg, row_seed, floor_buf);
+  STSA_TRY(draw_and_profile(svg, q, k, v, b, row_seed, fixed, d));
+  for (int64_t h = 0; h < svg->cfg.heads; h++) {
+    double err[2];
+    drawn_mse(d, svg->cfg.heads, h, svg->cfg.head_dim, err);
+    mse_s[h] = (float)err[0];
+    mse_t[h] = (float)err[1];
+  }
+  return STSA_OK;
+}
+
+/* The profile's scratch: [3][H][R], [SVG_LEVELS][R] for a head's levels,
+ * the bound's 5 x R (R strata at most). */
+static double *svg_scratch(const stsa_svg *svg, double **level_sq, double **scratch) {
+  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
+  double *sq = malloc(sizeof(double) * (size_t)((3 * H + SVG_LEVELS) * R + 5 * R));
+  if (sq) {
+    *level_sq = sq + 3 * H * R;
+    *scratch = *level_sq + SVG_LEVELS * R;
+  }
+  return sq;
+}
+
+/* SVG's heads of batch entry b: the kind with the smaller profiled error,
+ * then, under a budget, the first level whose error bound meets it (the
+ * bound also on rows drawn where the kinds' errors arise; without a
+ * budget, the routing rows' alone). */
+stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t row_seed,
+                                    const stsa_tensor *q, const stsa_tensor *k,
+                                    const stsa_tensor *v, int64_t b, double budget,
+                                    float *mse_s, float *mse_t, stsa_head_kind *kinds,
+                                    head_run *run) {
+  const int64_t H = svg->cfg.heads;
+  double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
+  int64_t floor_buf[3 * FLOOR_ROWS];
+  svg_rows fixed = routing_rows(svg, rows, sq);
+  svg_draw d = {.R = draw_rows(svg)};
+  stsa_status st =
+      sq ? STSA_OK
+         : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  /* without a budget nothing depends on the bound: the routing rows route
+   * and the call reports their bound (docs/architecture.md, "SVG's cost");
+   * under one the drawn rows route, beside the floor rows */
+  if (st == STSA_OK && budget > 0)
+    st = profile_drawn(svg, row_seed, q, k, v, b, floor_buf, &fixed, &d, mse_s, mse_t);
+  else if (st == STSA_OK)
+    st = profile_svg(svg, &fixed, q, k, v, b, sq, mse_s, mse_t);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
+    kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
+    kind_eval e;
+    st =
+        eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, level_sq, scratch, &d, &e);
+    if (st == STSA_OK)
+      run[h] = kind_run(svg, &e, i);
+  }
+  draw_free(&d);
+  free(sq);
+  return st;
+}
+
+/* Method auto's heads of batch entry b: SVG's profile and each kind's
+ * levels, SVG2's clusters and ladder, then per head the candidate
+ * stsa_auto_pick chooses; cand[H][STSA_AUTO_CANDIDATE_COUNT_][2] gets each
+ * candidate's density and bound. */
+stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                                     uint64_t row_seed, const int64_t *rows,
+                                     const stsa_tensor *q, const stsa_tensor *k,
+                                     const stsa_tensor *v, double budget,
+                                     int video_unchecked, float *mse_s, float *mse_t,
+                                     stsa_head_kind *kinds, head_run *run, double *cand,
+                                     double *cluster_ms, int *cold) {
+  const int64_t H = svg->cfg.heads;
+  double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
+  stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
+  int64_t floor_buf[3 * FLOOR_ROWS];
+  svg_rows fixed = {0}; /* the floor rows, once drawn */
+  svg_draw d = {.R = draw_rows(svg)};
+  stsa_status st =
+      sq && res ? STSA_OK
+                : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  if (st == STSA_OK)
+    st = profile_drawn(svg, row_seed, q, k, v, b, floor_buf, &fixed, &d, mse_s, mse_t);
+  if (st == STSA_OK)
+    st = stsa_svg_svg2_batch(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked,
+                             1, res, cluster_ms, cold);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    head_run options[STSA_AUTO_CANDIDATE_COUNT_];
+    double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
+    for (int i = 0; i < 2 && st == STSA_OK; i++) {
+      kind_eval e;
+      st = eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, level_sq, scratch, &d,
+                     &e);
+      if (st != STSA_OK)
+        break;
+      /* a kind that met nothing offers its widest level, never chosen */
+      const int l = e.pick < e.levels ? e.pick : e.levels - 1;
+      density[i] = e.density[l];
+      bound[i] = e.pick < e.levels ? e.rel[l] : NAN;
+      options[i] = kind_run(svg, &e, i);
+      cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + i) * 2 + 1] = e.rel[l];
+    }
+    options[STSA_AUTO_SVG2] = stsa_svg_svg2_run(svg, &res[h]);
+    density[STSA_AUTO_SVG2] = res[h].plan ? res[h].density : NAN;
+    bound[STSA_AUTO_SVG2] = res[h].plan ? res[h].est_error : NAN;
+    cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_SVG2) * 2 + 1] = res[h].est_error;
+    options[STSA_AUTO_DENSE] = stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
+    density[STSA_AUTO_DENSE] = svg->density_dense;
+    bound[STSA_AUTO_DENSE] = 0;
+    cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_DENSE) * 2 + 1] = 0;
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++)
+      cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + c) * 2] = density[c];
+    if (st != STSA_OK)
+      break;
+    uint8_t reason = 0;
+    const int pick = stsa_auto_pick(density, bound, budget, &reason);
+    run[h] = options[pick];
+    run[h].reason = reason;
+    if (pick == STSA_AUTO_DENSE && reason == STSA_AUTO_CHEAPEST)
+      run[h].budget = STSA_BUDGET_NONE; /* dense was the cheapest within it */
+    if (pick != STSA_AUTO_SVG2)
+      stsa_plan_free(res[h].plan);
+    res[h].plan = NULL; /* owned by run[h] now, or freed */
+    kinds[h] = pick == STSA_AUTO_SVG2       ? STSA_HEAD_SEMANTIC
+               : pick == STSA_AUTO_TEMPORAL ? STSA_HEAD_TEMPORAL
+               : pick == STSA_AUTO_SPATIAL  ? STSA_HEAD_SPATIAL
+               : mse_s[h] <= mse_t[h]       ? STSA_HEAD_SPATIAL
+                                            : STSA_HEAD_TEMPORAL;
+  }
+  for (int64_t h = 0; res && h < H; h++)
+    stsa_plan_free(res[h].plan);
+  draw_free(&d);
+  free(res);
+  free(sq);
+  return st;
+}
