@@ -156,16 +156,31 @@ STSA_API stsa_status stsa_dist_sparse_attention(
  * is per head and needs no extra exchange under ULYSSES (a head is whole on
  * its rank); under RING/HYBRID the sampled query rows and their partial
  * results are exchanged (a few kilobytes per head). Heads are balanced by
- * the kind each had in the previous call of the same layer. Method SVG2 and
- * an error budget (cfg.max_rel_error) are not distributed yet:
- * STSA_ERR_UNSUPPORTED on every rank (SVG2 keeps centroids per head across
- * calls, which balancing would move between ranks). */
+ * the kind each had in the previous call of the same layer (method svg).
+ * An error budget (cfg.max_rel_error) and methods svg2 and auto run on
+ * Ulysses layouts only (ULYSSES, or HYBRID with U = P: no ring), where a
+ * rank holds whole heads and bounds its own; a call on a layout with rings
+ * fails with STSA_ERR_UNSUPPORTED on every rank, nothing written. Methods
+ * svg2 and auto keep each head on one rank for good, in the contiguous
+ * split (head h on Ulysses rank h * U / H, as STSA_DIST_CONTIGUOUS_HEADS):
+ * SVG2 keeps its k-means centroids per head across calls, in the rank's
+ * session, which balancing would move away from them. Each rank's heads
+ * then give bitwise what one process's session created over just that
+ * rank's block of heads gives (not an H-head session: SVG2 seeds its
+ * k-means by a head's place in its session). */
 typedef struct stsa_dist_svg stsa_dist_svg;
 STSA_API stsa_status stsa_dist_svg_create(stsa_dist *dist, const stsa_svg_config *cfg,
                                           stsa_dist_svg **out);
 STSA_API void stsa_dist_svg_free(stsa_dist_svg *svg);
-/* report (optional) is filled on every rank for the whole call: kinds and
- * errors of all B * H heads, times of this rank. */
+/* report (optional, of the current layout) is filled on every rank for the
+ * whole call: every per-head array of all B * H heads, as one process
+ * reports them (bounds, densities, budget actions, top-p, auto's candidates
+ * and choices; ring layouts profile no bound: NaN, and no candidates), and
+ * cold, q_clusters and kv_clusters (equal on every rank with heads). The
+ * times (profile_ms, attention_ms, cluster_ms) are this rank's, and run is
+ * what this rank's attention ran, not written on a rank without heads
+ * (stsa_dist_report.local_heads = 0); its size must be
+ * sizeof(stsa_run_info). density is of the whole call. */
 STSA_API stsa_status stsa_dist_svg_attention(stsa_dist_svg *svg, int64_t layer,
                                              int64_t step, const stsa_tensor *q,
                                              const stsa_tensor *k, const stsa_tensor *v,

@@ -8,8 +8,12 @@
  * output is bitwise the single-process one. Sessions are kept per local
  * head count (balancing may change it between layers); their masks and
  * plans are the same for every head count and come from the context's
- * plan cache. Under ring and hybrid layouts profiling needs keys of the
- * whole sequence: dist_svg_ring.c.
+ * plan cache. Methods svg2 and auto keep each head on one rank for good
+ * (place_heads), so a rank's one session sees the same heads every call
+ * and its SVG2 centroids stay valid; every head's bound, density, budget
+ * action, top-p and auto's candidates are gathered into the report
+ * (gather_heads). Under ring and hybrid layouts profiling needs keys of the
+ * whole sequence: dist_svg_ring.c (method svg, no budget).
  */
 #define STSA_EXPERIMENTAL /* stsa_svg_kind_mask */
 #include <math.h>
@@ -103,13 +107,9 @@ stsa_status stsa_dist_svg_create(stsa_dist *d, const stsa_svg_config *cfg,
     st = dist_fail(d, STSA_ERR_BAD_PARAM,
                    "dist: svg config is NULL or of size %zu, expected %zu",
                    cfg ? cfg->size : 0, sizeof *cfg);
-  /* SVG2 keeps centroids per head across calls, which head balancing would
-   * move between ranks (the error budget runs on whole heads: Ulysses
-   * layouts, checked at the call) */
-  if (st == STSA_OK && cfg->method != STSA_SVG_METHOD_SVG)
-    st = dist_fail(d, STSA_ERR_UNSUPPORTED,
-                   "dist: method %s (%d) is not distributed: use method 0 (svg)",
-                   stsa_svg_method_name(cfg->method), cfg->method);
+  /* methods svg2 and auto run on Ulysses layouts only, which a hybrid
+   * scheme's degree (picked from the call's heads) may or may not give:
+   * refused at the call (check_ring), as the error budget on rings */
   if (st == STSA_OK) {
     s->d = d;
     s->cfg = *cfg;
@@ -237,7 +237,8 @@ static stsa_status remember_kinds(stsa_dist_svg *s, int64_t layer,
   return STSA_OK;
 }
 
-/* Ulysses: the local session computes whole heads. */
+/* Ulysses: the local session computes whole heads; its report goes into
+ * this rank's record (dist_svg.h), field by field. */
 static stsa_status svg_local_run(void *self, stsa_dist *d, const dist_layout *l,
                                  const dist_local *loc, const stsa_tensor *k,
                                  const stsa_tensor *v, int64_t kv_off,
@@ -251,132 +252,249 @@ static stsa_status svg_local_run(void *self, stsa_dist *d, const dist_layout *l,
   stsa_svg *sess = NULL;
   DIST_TRY(dist_svg_session(c->s, loc->n, &sess));
   const int64_t Bn = c->B * loc->n;
+  float *f = c->local;
   stsa_svg_report r = STSA_INIT(stsa_svg_report);
   r.kinds = c->local_kinds;
-  r.mse_spatial = c->local_mse;
-  r.mse_temporal = c->local_mse + Bn;
-  r.est_error = c->local_budget;
-  r.head_density = c->local_budget + Bn;
-  uint8_t *action = malloc((size_t)(Bn > 0 ? Bn : 1));
-  r.budget = action;
+  r.mse_spatial = f + SVG_F_MSE_S * Bn;
+  r.mse_temporal = f + SVG_F_MSE_T * Bn;
+  r.est_error = f + SVG_F_EST * Bn;
+  r.head_density = f + SVG_F_DENSITY * Bn;
+  r.head_top_p = f + SVG_F_TOP_P * Bn;
+  r.cand_density = f + SVG_F_CAND_DENSITY * Bn;
+  r.cand_bound = f + SVG_F_CAND_BOUND * Bn;
+  uint8_t *u8 = malloc((size_t)(3 * Bn > 0 ? 3 * Bn : 1));
+  r.budget = u8;
+  r.choice = u8 ? u8 + Bn : NULL;
+  r.choice_reason = u8 ? u8 + 2 * Bn : NULL;
   stsa_status st =
-      action ? stsa_svg_attention(sess, c->layer, c->step, &loc->q, k, v, out, &r)
-             : STSA_ERR_OUT_OF_MEMORY;
-  for (int64_t i = 0; st == STSA_OK && i < Bn; i++)
-    c->local_budget[2 * Bn + i] = (float)action[i];
-  free(action);
+      u8 ? stsa_svg_attention(sess, c->layer, c->step, &loc->q, k, v, out, &r)
+         : STSA_ERR_OUT_OF_MEMORY;
+  for (int64_t i = 0; st == STSA_OK && i < Bn; i++) {
+    f[SVG_F_BUDGET * Bn + i] = (float)u8[i];
+    f[SVG_F_CHOICE * Bn + i] = (float)u8[Bn + i];
+    f[SVG_F_REASON * Bn + i] = (float)u8[2 * Bn + i];
+  }
+  free(u8);
   if (st != STSA_OK)
     return dist_fail_ctx(c->s->d, st, "dist: svg");
   c->profile_ms = r.profile_ms;
   c->attention_ms = r.attention_ms;
+  c->cluster_ms = r.cluster_ms;
   c->dense = r.dense;
+  c->local_kept = r.density * (double)Bn;
+  c->local_cold = r.cold;
+  c->local_q_clusters = r.q_clusters;
+  c->local_kv_clusters = r.kv_clusters;
   return STSA_OK;
 }
 
-/* Every rank learns every head's kind and errors (allgather in the group:
+/* Ring layouts profile no bound and run each head's kind (method svg only):
+ * the record's bound, density, budget action and choice of those kinds, as
+ * one process's session reports them. */
+static void ring_record(dist_svg_call *c, int64_t n) {
+  const int64_t Bn = c->B * n;
+  float *f = c->local;
+  for (int64_t i = 0; i < Bn; i++) {
+    const stsa_head_kind kind = c->local_kinds[i];
+    f[SVG_F_EST * Bn + i] = c->dense ? 0.0f : NAN;
+    f[SVG_F_DENSITY * Bn + i] = (float)kind_density(c->s, c->dense, kind);
+    f[SVG_F_BUDGET * Bn + i] = c->dense ? STSA_BUDGET_POLICY : STSA_BUDGET_NONE;
+    f[SVG_F_TOP_P * Bn + i] = 0.0f;
+    f[SVG_F_CHOICE * Bn + i] = c->dense                     ? STSA_AUTO_DENSE
+                               : kind == STSA_HEAD_TEMPORAL ? STSA_AUTO_TEMPORAL
+                                                            : STSA_AUTO_SPATIAL;
+    f[SVG_F_REASON * Bn + i] = c->dense ? STSA_AUTO_POLICY : STSA_AUTO_METHOD;
+    for (int64_t j = 0; j < STSA_AUTO_CANDIDATE_COUNT_; j++) /* none evaluated */
+      f[SVG_F_CAND_DENSITY * Bn + i * STSA_AUTO_CANDIDATE_COUNT_ + j] =
+          f[SVG_F_CAND_BOUND * Bn + i * STSA_AUTO_CANDIDATE_COUNT_ + j] = NAN;
+  }
+}
+
+/* Member m's record (nm heads) into the call's record of every head. */
+static void unpack_record(dist_svg_call *c, const dist_layout *l, int m,
+                          const float *blk) {
+  enum { C = STSA_AUTO_CANDIDATE_COUNT_ };
+  const int64_t B = c->B, H = l->H, nm = layout_heads_of(l, m);
+  for (int64_t i = 0; i < nm; i++) {
+    const int64_t h = l->group_heads[l->head_ptr[m] + i];
+    for (int64_t b = 0; b < B; b++) {
+      const int64_t src = b * nm + i, dst = b * H + h;
+      for (int f = 0; f < SVG_F_CAND_DENSITY; f++)
+        c->all[f * B * H + dst] = blk[f * B * nm + src];
+      for (int f = SVG_F_CAND_DENSITY; f < SVG_FIELDS; f += C)
+        memcpy(c->all + f * B * H + dst * C, blk + f * B * nm + src * C,
+               sizeof(float) * C);
+      c->kinds[dst] = (stsa_head_kind)blk[SVG_F_KIND * B * nm + src];
+    }
+  }
+}
+
+/* Every rank learns every head's record (allgather in the Ulysses group:
  * ring groups computed the same heads of other tokens, and the kinds of a
- * call are one per head, decided on the whole sequence). */
-static stsa_status gather_kinds(dist_svg_call *c, const dist_layout *l) {
+ * call are one per head, decided on the whole sequence), and the group's
+ * kept fraction, cold flag and cluster counts. */
+static stsa_status gather_heads(dist_svg_call *c, const dist_layout *l) {
   stsa_dist *d = c->s->d;
   const int64_t B = c->B, H = l->H, U = l->U;
   const int64_t n = layout_heads_of(l, l->u);
-  /* per member: [B * n] kinds, then [2 * B * n] mse, then [3 * B * n] error
-   * bounds, densities and budget actions, as floats */
-  enum { PER_HEAD = 6 };
+  enum { SUMS = 4 }; /* kept, cold, q clusters, kv clusters */
   int *counts = malloc(sizeof(int) * 2 * (size_t)U);
-  float *mine = malloc(sizeof(float) * (size_t)(PER_HEAD * B * n + 1));
-  float *all = malloc(sizeof(float) * (size_t)(PER_HEAD * B * H));
-  stsa_status st = counts && mine && all
+  float *all = malloc(sizeof(float) * (size_t)(SVG_FIELDS * B * H));
+  double *sums = malloc(sizeof(double) * (size_t)(SUMS * (U + 1)));
+  stsa_status st = counts && all && sums
                        ? STSA_OK
                        : dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
   if (st == STSA_OK) {
     int *displs = counts + U;
     int64_t off = 0;
     for (int64_t m = 0; m < U; m++) {
-      counts[m] = (int)(PER_HEAD * B * layout_heads_of(l, (int)m));
+      counts[m] = (int)(SVG_FIELDS * B * layout_heads_of(l, (int)m));
       displs[m] = (int)off;
       off += counts[m];
     }
     for (int64_t i = 0; i < B * n; i++)
-      mine[i] = (float)c->local_kinds[i];
-    memcpy(mine + B * n, c->local_mse, sizeof(float) * (size_t)(2 * B * n));
-    if (c->ring) /* the ring profiles no bound: the kind's plan ran */
-      for (int64_t i = 0; i < B * n; i++) {
-        c->local_budget[i] = c->dense ? 0.0f : NAN;
-        c->local_budget[B * n + i] =
-            (float)kind_density(c->s, c->dense, c->local_kinds[i]);
-        c->local_budget[2 * B * n + i] = c->dense ? STSA_BUDGET_POLICY : STSA_BUDGET_NONE;
-      }
-    memcpy(mine + 3 * B * n, c->local_budget, sizeof(float) * (size_t)(3 * B * n));
-    int rc = MPI_Allgatherv(mine, (int)(PER_HEAD * B * n), MPI_FLOAT, all, counts, displs,
+      c->local[SVG_F_KIND * B * n + i] = (float)c->local_kinds[i];
+    if (c->ring)
+      ring_record(c, n);
+    int rc = MPI_Allgatherv(c->local, counts[l->u], MPI_FLOAT, all, counts, displs,
                             MPI_FLOAT, d->ucomm);
+    const double mine[SUMS] = {c->local_kept, c->local_cold, (double)c->local_q_clusters,
+                               (double)c->local_kv_clusters};
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Allgather(mine, SUMS, MPI_DOUBLE, sums + SUMS, SUMS, MPI_DOUBLE, d->ucomm);
     if (rc != MPI_SUCCESS)
       st = dist_fail_mpi(d, rc, "MPI_Allgatherv (head kinds)");
+    for (int64_t m = 0; st == STSA_OK && m < U; m++)
+      unpack_record(c, l, (int)m, all + displs[m]);
+    /* summed in member order, the same on every rank; the rest are equal
+     * on every member with heads (0 on the others) */
+    for (int j = 0; j < SUMS; j++)
+      sums[j] = 0;
     for (int64_t m = 0; st == STSA_OK && m < U; m++) {
-      const int64_t nm = layout_heads_of(l, (int)m);
-      const float *blk = all + displs[m];
-      for (int64_t i = 0; i < nm; i++) {
-        const int64_t h = l->group_heads[l->head_ptr[m] + i];
-        for (int64_t b = 0; b < B; b++) {
-          c->kinds[b * H + h] = (stsa_head_kind)blk[b * nm + i];
-          c->mse_s[b * H + h] = blk[B * nm + b * nm + i];
-          c->mse_t[b * H + h] = blk[2 * B * nm + b * nm + i];
-          c->est[b * H + h] = blk[3 * B * nm + b * nm + i];
-          c->head_density[b * H + h] = blk[4 * B * nm + b * nm + i];
-          c->budget[b * H + h] = (uint8_t)blk[5 * B * nm + b * nm + i];
-        }
-      }
+      const double *x = sums + SUMS * (m + 1);
+      sums[0] += x[0];
+      for (int j = 1; j < SUMS; j++)
+        sums[j] = x[j] > sums[j] ? x[j] : sums[j];
     }
+    c->local_kept = sums[0];
+    c->local_cold = (int)sums[1];
+    c->local_q_clusters = (int64_t)sums[2];
+    c->local_kv_clusters = (int64_t)sums[3];
   }
   free(counts);
-  free(mine);
   free(all);
+  free(sums);
   return st;
 }
 
-static void fill_svg_report(const dist_svg_call *c, stsa_svg_report *r) {
+/* The call's kept fraction: under Ulysses the local sessions' own sums,
+ * added up; on rings each head's kind's density (exact, double) or, for
+ * raised heads, its gathered one. */
+static double call_density(const dist_svg_call *c, int R) {
   const stsa_dist_svg *s = c->s;
   const int64_t BH = c->B * s->cfg.heads;
-  /* the kinds' and the dense plan's densities are exact (double); the
-   * gathered ones (float) only for what the ranks alone know: raised heads */
+  if (R == 1)
+    return c->local_kept / (double)BH;
+  const float *hd = c->all + SVG_F_DENSITY * BH, *bud = c->all + SVG_F_BUDGET * BH;
   double kept = 0;
   for (int64_t i = 0; i < BH; i++)
-    kept += c->budget[i] == STSA_BUDGET_RAISED  ? (double)c->head_density[i]
-            : c->budget[i] == STSA_BUDGET_DENSE ? s->density_dense
-                                                : kind_density(s, c->dense, c->kinds[i]);
+    kept += bud[i] == STSA_BUDGET_RAISED  ? (double)hd[i]
+            : bud[i] == STSA_BUDGET_DENSE ? s->density_dense
+                                          : kind_density(s, c->dense, c->kinds[i]);
+  return kept / (double)BH;
+}
+
+static void fill_svg_report(const dist_svg_call *c, int R, stsa_svg_report *r) {
+  enum { C = STSA_AUTO_CANDIDATE_COUNT_ };
+  const stsa_dist_svg *s = c->s;
+  const int64_t BH = c->B * s->cfg.heads;
+  const float *f = c->all;
   r->dense = c->dense;
   r->method = s->cfg.method;
   r->heads = BH;
   r->profile_ms = c->profile_ms;
   r->attention_ms = c->attention_ms;
-  r->density = kept / (double)BH;
+  r->cluster_ms = c->cluster_ms;
+  r->cold = c->local_cold;
+  r->q_clusters = c->local_q_clusters;
+  r->kv_clusters = c->local_kv_clusters;
+  r->density = call_density(c, R);
   for (int64_t i = 0; i < BH; i++) {
     if (r->kinds)
       r->kinds[i] = c->kinds[i];
     if (r->mse_spatial)
-      r->mse_spatial[i] = c->mse_s[i];
+      r->mse_spatial[i] = f[SVG_F_MSE_S * BH + i];
     if (r->mse_temporal)
-      r->mse_temporal[i] = c->mse_t[i];
+      r->mse_temporal[i] = f[SVG_F_MSE_T * BH + i];
     if (r->est_error)
-      r->est_error[i] = c->est[i];
+      r->est_error[i] = f[SVG_F_EST * BH + i];
     if (r->head_density)
-      r->head_density[i] = c->head_density[i];
+      r->head_density[i] = f[SVG_F_DENSITY * BH + i];
     if (r->budget)
-      r->budget[i] = c->budget[i];
+      r->budget[i] = (uint8_t)f[SVG_F_BUDGET * BH + i];
     if (r->head_top_p)
-      r->head_top_p[i] = 0.0f;
+      r->head_top_p[i] = f[SVG_F_TOP_P * BH + i];
+    if (r->choice)
+      r->choice[i] = (uint8_t)f[SVG_F_CHOICE * BH + i];
+    if (r->choice_reason)
+      r->choice_reason[i] = (uint8_t)f[SVG_F_REASON * BH + i];
   }
+  if (r->cand_density)
+    memcpy(r->cand_density, f + SVG_F_CAND_DENSITY * BH,
+           sizeof(float) * (size_t)(BH * C));
+  if (r->cand_bound)
+    memcpy(r->cand_bound, f + SVG_F_CAND_BOUND * BH, sizeof(float) * (size_t)(BH * C));
 }
 
 static void call_free(dist_svg_call *c) {
   free(c->local_kinds);
-  free(c->local_mse);
-  free(c->local_budget);
+  free(c->local);
+  free(c->all);
   free(c->kinds);
-  free(c->mse_s);
-  free(c->est);
-  free(c->budget);
   ring_svg_free(c);
+}
+
+/* Methods svg2 and auto keep per-head state across calls (SVG2's k-means
+ * centroids, per layer, in the session's layer store) and price their heads
+ * by what they choose in the call itself: they run on Ulysses layouts only,
+ * each head on the same rank every call. */
+static int heads_stay(const stsa_dist_svg *s) {
+  return s->cfg.method != STSA_SVG_METHOD_SVG;
+}
+
+/* The refusals of layouts with rings (R > 1): a bound, and methods svg2
+ * and auto, need a head's every key on one rank. */
+static stsa_status check_ring(const stsa_dist_svg *s, const dist_layout *l) {
+  if (l->R > 1 && heads_stay(s))
+    return dist_fail(s->d, STSA_ERR_UNSUPPORTED,
+                     "dist: method %s runs on Ulysses layouts, where a rank holds whole "
+                     "heads and keeps them from call to call (its k-means centroids "
+                     "stay on it); this layout has rings of %d ranks",
+                     stsa_svg_method_name(s->cfg.method), l->R);
+  if (l->R > 1 && s->cfg.max_rel_error > 0)
+    return dist_fail(s->d, STSA_ERR_UNSUPPORTED,
+                     "dist: the error budget (max_rel_error %g) runs on Ulysses layouts, "
+                     "where a rank holds whole heads; this layout has rings of %d ranks",
+                     s->cfg.max_rel_error, l->R);
+  return STSA_OK;
+}
+
+/* Heads to ranks: method svg by the kinds of the layer's previous call;
+ * svg2 and auto in the static contiguous split (balance_heads without
+ * costs), the same every call, so that a rank's session always holds the
+ * same global heads and its SVG2 layer store the centroids of its own heads
+ * (balancing by cost would move a head to a rank whose store holds another
+ * head's centroids, or none, and change its output). */
+static stsa_status place_heads(stsa_dist_svg *s, dist_svg_call *c, dist_layout *l) {
+  if (heads_stay(s))
+    return balance_heads(s->d, NULL, l);
+  double *cost = malloc(sizeof *cost * (size_t)l->H);
+  stsa_status st = cost ? svg_costs(s, c->layer, c->dense, cost)
+                        : dist_fail(s->d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
+  if (st == STSA_OK)
+    st = balance_heads(s->d, cost, l);
+  free(cost);
+  return st;
 }
 
 stsa_status stsa_dist_svg_attention(stsa_dist_svg *s, int64_t layer, int64_t step,
@@ -394,6 +512,9 @@ stsa_status stsa_dist_svg_attention(stsa_dist_svg *s, int64_t layer, int64_t ste
   if (st == STSA_OK && report && report->size < sizeof *report)
     st = dist_fail(d, STSA_ERR_BAD_PARAM, "dist: svg report size %zu, expected %zu",
                    report->size, sizeof *report);
+  if (st == STSA_OK && report && report->run && report->run->size != sizeof *report->run)
+    st = dist_fail(d, STSA_ERR_BAD_PARAM, "dist: svg report's run size %zu, expected %zu",
+                   report->run->size, sizeof *report->run);
   if (st == STSA_OK && (layer < 0 || step < 0))
     st = dist_fail(d, STSA_ERR_BAD_PARAM,
                    "dist: layer = %lld and step = %lld must be >= 0", (long long)layer,
@@ -413,42 +534,34 @@ stsa_status stsa_dist_svg_attention(stsa_dist_svg *s, int64_t layer, int64_t ste
         "add up to %lld tokens of %lld heads of %lld",
         (long long)s->tokens, (long long)s->cfg.heads, (long long)s->cfg.head_dim,
         (long long)l.S, (long long)H, (long long)sig.D);
-  double *cost = malloc(sizeof *cost * (size_t)H);
   c.local_kinds = malloc(sizeof *c.local_kinds * (size_t)(B * H));
-  c.local_mse = malloc(sizeof *c.local_mse * (size_t)(2 * B * H));
+  c.local = malloc(sizeof *c.local * (size_t)(SVG_FIELDS * B * H));
+  c.all = malloc(sizeof *c.all * (size_t)(SVG_FIELDS * B * H));
   c.kinds = malloc(sizeof *c.kinds * (size_t)(B * H));
-  c.mse_s = malloc(sizeof *c.mse_s * (size_t)(2 * B * H));
-  c.mse_t = c.mse_s ? c.mse_s + B * H : NULL;
-  c.local_budget = malloc(sizeof *c.local_budget * (size_t)(3 * B * H));
-  c.est = malloc(sizeof *c.est * (size_t)(2 * B * H));
-  c.head_density = c.est ? c.est + B * H : NULL;
-  c.budget = malloc((size_t)(B * H));
-  if (st == STSA_OK && (!cost || !c.local_kinds || !c.local_mse || !c.kinds || !c.mse_s ||
-                        !c.local_budget || !c.est || !c.budget))
+  if (st == STSA_OK && (!c.local_kinds || !c.local || !c.all || !c.kinds))
     st = dist_fail(d, STSA_ERR_OUT_OF_MEMORY, "dist: out of memory");
-  /* a bound needs a head's every key on one rank */
-  if (st == STSA_OK && l.R > 1 && s->cfg.max_rel_error > 0)
-    st = dist_fail(d, STSA_ERR_UNSUPPORTED,
-                   "dist: the error budget (max_rel_error %g) runs on Ulysses layouts, "
-                   "where a rank holds whole heads; this layout has rings of %d ranks",
-                   s->cfg.max_rel_error, l.R);
   if (st == STSA_OK)
-    st = svg_costs(s, layer, c.dense, cost);
+    st = check_ring(s, &l);
   if (st == STSA_OK)
-    st = balance_heads(d, cost, &l);
+    st = place_heads(s, &c, &l);
   st = dist_agree(d, st);
+  const int64_t n = st == STSA_OK ? layout_heads_of(&l, l.u) : 0;
+  c.local_mse = c.local ? c.local + SVG_F_MSE_S * B * n : NULL;
   /* rings profile after the exchange, on the ring (dist_svg_ring.c) */
   dist_compute comp = {l.R > 1 ? ring_svg_prepare : NULL,
                        l.R > 1 ? ring_svg_run : svg_local_run, &c};
   if (st == STSA_OK)
     st = dist_run(d, &l, q, k, v, out, &comp, dist_report);
   if (st == STSA_OK)
-    st = dist_agree(d, gather_kinds(&c, &l));
-  if (st == STSA_OK && !c.dense)
+    st = dist_agree(d, gather_heads(&c, &l));
+  if (st == STSA_OK && !c.dense && !heads_stay(s))
     st = dist_agree(d, remember_kinds(s, layer, c.kinds));
-  if (st == STSA_OK && report)
-    fill_svg_report(&c, report);
-  free(cost);
+  if (st == STSA_OK && report) {
+    fill_svg_report(&c, l.R, report);
+    /* what this rank's last attention ran; a rank without heads ran none */
+    if (report->run && n > 0)
+      stsa_ctx_last_run(d->ctx, report->run);
+  }
   call_free(&c);
   layout_free(&l);
   return st;

@@ -26,22 +26,44 @@ struct stsa_dist_svg {
 /* The session for n local heads (created on first use). */
 stsa_status dist_svg_session(stsa_dist_svg *s, int64_t n, stsa_svg **out);
 
+/* What a call gathers of each head, as floats (kinds, actions and choices
+ * are small integers, exact in a float; bounds, densities and top-p are the
+ * local session's floats, moved bitwise): field f of local head i of batch
+ * entry b at [f * B * n + b * n + i] in a record of n heads; the candidates'
+ * fields are [B * n * STSA_AUTO_CANDIDATE_COUNT_] each, candidate-minor as
+ * in stsa_svg_report, from [f * B * n]. */
+enum {
+  SVG_F_KIND,
+  SVG_F_MSE_S,
+  SVG_F_MSE_T,
+  SVG_F_EST,
+  SVG_F_DENSITY,
+  SVG_F_BUDGET,
+  SVG_F_TOP_P,
+  SVG_F_CHOICE,
+  SVG_F_REASON,
+  SVG_F_CAND_DENSITY,
+  SVG_F_CAND_BOUND = SVG_F_CAND_DENSITY + STSA_AUTO_CANDIDATE_COUNT_,
+  SVG_FIELDS = SVG_F_CAND_BOUND + STSA_AUTO_CANDIDATE_COUNT_
+};
+
 /* One call. */
 typedef struct dist_svg_call {
   stsa_dist_svg *s;
   int64_t layer, step, B;
   int dense;
-  stsa_head_kind *local_kinds; /* [B * n] Ulysses: the local session's report */
-  float *local_mse;            /* [2 * B * n] spatial, then temporal */
-  /* [3 * B * n] Ulysses: the local session's error bound, density and
-   * budget action of each head (ring layouts: NaN, the kind's density,
-   * none or policy) */
-  float *local_budget;
-  stsa_head_kind *kinds;     /* [B * H] every head's kind */
-  float *mse_s, *mse_t;      /* [B * H] */
-  float *est, *head_density; /* [B * H] */
-  uint8_t *budget;           /* [B * H] stsa_budget_action */
-  double profile_ms, attention_ms;
+  stsa_head_kind *local_kinds; /* [B * n] the local session's or the ring's kinds */
+  float *local;                /* [SVG_FIELDS * B * n] this rank's record */
+  float *local_mse;            /* its SVG_F_MSE_S and SVG_F_MSE_T fields */
+  float *all;                  /* [SVG_FIELDS * B * H] every head's, by global head */
+  stsa_head_kind *kinds;       /* [B * H] every head's kind */
+  /* this rank's: its kept fraction summed over its heads, and its session's
+   * cold flag and cluster counts (0 with no local heads) */
+  double local_kept;
+  int local_cold;
+  int64_t local_q_clusters, local_kv_clusters;
+  double profile_ms, attention_ms, cluster_ms;
+  stsa_run_info *run;    /* the caller's, for the local session (may be NULL) */
   struct ring_svg *ring; /* ring layouts only */
 } dist_svg_call;
 
