@@ -8,8 +8,11 @@
 # "dist" object. Failures on one rank (mpirun's MPMD form: a missing input,
 # a different --density, an option value out of range) stop every rank with
 # that rank's message, a non-zero exit and no file written; so does one
-# rank given a dump of other shapes. --max-error and --mode svg2 are usage
-# errors with --dist, and so is bench svg's --dtype. The report and the
+# rank given a dump of other shapes. --mode svg2 and auto, with and without
+# --max-error, run under --dist ulysses (on 3 ranks, one head each: the
+# single-process file and per-head report); --max-error and --mode svg2 and
+# auto are usage errors with ring and hybrid layouts, and so is bench svg's
+# --dtype with --dist. The report and the
 # summary say what each rank ran (a rank without heads named, its entry
 # null), and the distributed bench what every rank and one process ran. Skips (exit 0,
 # a "skipped" line) when the binary was built without MPI or there is no
@@ -162,6 +165,39 @@ expect_ok report.budget python3 helper.py check-json ulysses.budget.json \
   "all(h['est_error'] is not None and h['est_error'] >= 0 for h in r['per_head'])" \
   "r['density'] == s['density']"
 
+# SVG2 and auto under ulysses: each rank keeps its block of heads from call
+# to call (its session's SVG2 centroids stay its own). With 3 heads on 3
+# ranks a block is one head, whose session is the one-head session one
+# process runs per head: the same file byte for byte and the same per-head
+# report (kinds, bounds, budget actions, top-p, auto's candidates and
+# choice); on 2 ranks (blocks of 2 and 1) every head keeps the budget
+for mode in svg2 auto; do
+  for budget in none 0.05; do
+    extra=()
+    [ "$budget" = none ] || extra=(--max-error "$budget")
+    expect_ok "one.$mode.$budget" "$STSA" run "${geo[@]}" --mode $mode \
+      ${extra[@]+"${extra[@]}"} --out "one.$mode.$budget.safetensors" \
+      --report "one.$mode.$budget.json"
+    out=ulysses.3.$mode.$budget
+    expect_ok "$out" "${MPIRUN[@]}" -np 3 "$STSA" run "${geo[@]}" --mode $mode \
+      ${extra[@]+"${extra[@]}"} --dist ulysses --out "$out.safetensors" --report "$out.json"
+    expect_same "$out" "one.$mode.$budget.safetensors" "$out.safetensors"
+    expect_ok "report.$out" python3 helper.py check-json "$out.json" \
+      --single "one.$mode.$budget.json" \
+      "[{k: v for k, v in h.items() if k != 'time_ms'} for h in r['per_head']] == \
+       [{k: v for k, v in h.items() if k != 'time_ms'} for h in s['per_head']]" \
+      "r['density'] == s['density'] and r['cold'] == s['cold'] == True" \
+      "r['svg']['q_clusters'] == s['svg']['q_clusters'] > 0" \
+      "r['svg']['kv_clusters'] == s['svg']['kv_clusters'] > 0"
+  done
+  out=ulysses.2.$mode.budget
+  expect_ok "$out" "${MPIRUN[@]}" -np 2 "$STSA" run "${geo[@]}" --mode $mode \
+    --max-error 0.05 --dist ulysses --out "$out.safetensors" --report "$out.json"
+  expect_ok "report.$out" python3 helper.py check-json "$out.json" \
+    "r['dist']['local_heads'] == [2, 1] and len(r['per_head']) == $H" \
+    "all(h['est_error'] is not None and 0 <= h['est_error'] <= 0.05 for h in r['per_head'])"
+done
+
 # the report: the single-process one plus "dist"
 expect_ok report.dist python3 helper.py check-json ulysses.3.svg.json --single one.svg.json \
   "r['dist']['scheme'] == 'ulysses' and r['dist']['ranks'] == 3" \
@@ -271,8 +307,10 @@ expect_usage() {
 }
 expect_usage max-error "--max-error runs with --dist ulysses only" \
   "$STSA" run --in in.safetensors "${base[@]}" --density 0.6 --max-error 0.1 --dist ring
-expect_usage svg2 "--mode svg2 does not run with --dist" \
-  "$STSA" run --in in.safetensors "${base[@]}" --mode svg2
+expect_usage svg2-ring "--mode svg2 runs with --dist ulysses only" \
+  "$STSA" run --in in.safetensors "${base[@]}" --mode svg2 --dist ring
+expect_usage auto-hybrid "--mode auto runs with --dist ulysses only" \
+  "$STSA" run --in in.safetensors "${base[@]}" --mode auto --dist hybrid:2
 
 expect_fail_all bench-permute "does not apply with --dist" \
   "${MPIRUN[@]}" -np 2 "$STSA" bench svg --preset wan21-480p --dist ring --compare-permute

@@ -171,8 +171,13 @@ static void check_mode_flags(const run_opts *o) {
   if (run_mode_has_svg2(o->mode) && o->top_p >= 0 && o->geo.density > 0)
     cli_die("run: --density and --top-p are two budgets of SVG2's key clusters: give one "
             "(--top-p P: until their probability reaches P; --density D: D of the keys)");
-  if (run_mode_has_svg2(o->mode) && o->dist.scheme >= 0)
-    cli_die("run: --mode %s does not run with --dist yet", mode);
+  /* SVG2 keeps its centroids per head on the head's rank, and bounds need a
+   * head's every key there: Ulysses only (refused, not dropped) */
+  if (run_mode_has_svg2(o->mode) && o->dist.scheme >= 0 && o->dist.scheme != 0)
+    cli_die("run: --mode %s runs with --dist ulysses only (each rank keeps whole heads, "
+            "and their SVG2 centroids, from call to call; ring and hybrid layouts split "
+            "their keys)",
+            mode);
   /* a head's bound needs its every key on one rank: Ulysses only (refused,
    * not dropped) */
   if (o->max_error >= 0 && o->dist.scheme >= 0 && o->dist.scheme != 0 /* ulysses */)

@@ -102,6 +102,10 @@ static void describe_options(const run_opts *o, char *buf, size_t len) {
   add_i64(&d, "--step", o->step);
   add(&d, "--compare-dense %s", o->compare_dense ? "given" : "not given");
   add_real(&d, "--warn-rel-l2", o->warn_rel_l2);
+  add_real(&d, "--max-error", o->max_error);
+  add_real(&d, "--top-p", o->top_p);
+  add_i64(&d, "--q-clusters", o->q_clusters);
+  add_i64(&d, "--kv-clusters", o->kv_clusters);
   add_i64(&d, "--threads", o->threads ? o->threads : -1);
   add_str(&d, "--out", o->out);
   add_str(&d, "--report", o->report);
@@ -333,14 +337,18 @@ static void mode_svg(dist_run *r) {
   run_svg_arrays arr;
   run_svg_arrays_alloc(&arr, BH);
   stsa_svg_report srep = run_svg_report_of(&arr, BH);
-  /* every head's error bound, density and budget action: gathered from the
-   * ranks that ran it (NaN bounds on ring layouts, which profile no bound) */
+  /* every head's error bound, density, budget action, top-p and auto's
+   * candidates: gathered from the ranks that ran it (NaN bounds on ring
+   * layouts, which profile no bound) */
   a.srep = &srep;
   cli_dist_checkpoint();
   s->compute_ms = warm_then_time(r, call_svg, &a, &r->out, "SVG attention");
   s->svg_dense_call = srep.dense;
-  s->profile_ms = srep.profile_ms;
+  s->profile_ms = srep.profile_ms; /* rank 0's, as the times of the summary */
   s->attention_ms = srep.attention_ms;
+  s->cluster_ms = srep.cluster_ms;
+  s->cold_calls = srep.cold;
+  s->q_clusters = srep.q_clusters, s->kv_clusters = srep.kv_clusters;
   for (int64_t i = 0; i < BH; i++)
     s->res[i] = run_svg_result(&srep, i, &s->win, NAN);
   run_svg_arrays_free(&arr);
