@@ -6,8 +6,9 @@
  * shard, every head's kind and its profiling errors are bitwise those of
  * one process; under ring and hybrid layouts the kinds are equal and the
  * output within 1e-6 of the largest |out|. Report kinds, dense flag and
- * density are compared too, and one session also runs the policy's dense
- * calls (dense_layers = 1).
+ * density are compared too, and every per-head field of the budget and of
+ * method auto (bitwise under Ulysses; on rings, no bound), and one session
+ * also runs the policy's dense calls (dense_layers = 1).
  */
 #define STSA_EXPERIMENTAL /* stsa_tensor_copy, stsa_workload_generate (dist_testutil.h)  \
                            */
@@ -41,6 +42,24 @@ static stsa_svg_config svg_config(const svg_case *c) {
   return cfg;
 }
 
+/* The report's arrays of the budget and of method auto. */
+typedef struct report_extra {
+  float est[MAX_BH], density[MAX_BH], top_p[MAX_BH];
+  uint8_t budget[MAX_BH], choice[MAX_BH], reason[MAX_BH];
+  float cand[2][MAX_BH * STSA_AUTO_CANDIDATE_COUNT_];
+} report_extra;
+
+/* A report over x's arrays, full of a sentinel (0xEE bytes) that no session
+ * writes. */
+static stsa_svg_report report_with(report_extra *x) {
+  memset(x, 0xEE, sizeof *x);
+  stsa_svg_report r = STSA_INIT(stsa_svg_report);
+  r.est_error = x->est, r.head_density = x->density, r.head_top_p = x->top_p;
+  r.budget = x->budget, r.choice = x->choice, r.choice_reason = x->reason;
+  r.cand_density = x->cand[0], r.cand_bound = x->cand[1];
+  return r;
+}
+
 /* Compares one call's reports (every rank has every head's kind). */
 static void compare_reports(const stsa_svg_report *ref, const stsa_svg_report *got,
                             int64_t BH, int exact) {
@@ -68,6 +87,30 @@ static void compare_reports(const stsa_svg_report *ref, const stsa_svg_report *g
   if (!ref->dense)
     DT_CHECK(mse == 0, "%lld of %lld heads' profiling errors differ from one process%s",
              (long long)mse, (long long)BH, exact ? " (bitwise)" : " (beyond 1e-4)");
+  /* the budget's and auto's fields, each written (they start as 0xEE):
+   * bitwise one process's under Ulysses; rings profile no bound (NaN, 0 for
+   * a dense call) and report what one process's session reports otherwise */
+  int64_t fields = 0;
+  for (int64_t i = 0; i < BH; i++) {
+    fields += got->budget[i] != ref->budget[i] || got->choice[i] != ref->choice[i] ||
+              got->choice_reason[i] != ref->choice_reason[i] ||
+              memcmp(&got->head_top_p[i], &ref->head_top_p[i], sizeof(float)) != 0;
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
+      const int64_t j = i * STSA_AUTO_CANDIDATE_COUNT_ + c;
+      fields += !isnan(got->cand_density[j]) || !isnan(got->cand_bound[j]) ||
+                !isnan(ref->cand_density[j]) || !isnan(ref->cand_bound[j]);
+    }
+    if (exact)
+      fields += memcmp(&got->est_error[i], &ref->est_error[i], sizeof(float)) != 0 ||
+                memcmp(&got->head_density[i], &ref->head_density[i], sizeof(float)) != 0;
+    else
+      fields += ref->dense ? got->est_error[i] != 0.0f : !isnan(got->est_error[i]);
+  }
+  DT_CHECK(
+      fields == 0,
+      "%lld fields of the budget (est_error, head_density, budget, head_top_p) and of "
+      "auto (choice, choice_reason, candidates) differ from one process",
+      (long long)fields);
 }
 
 /* Runs a case on one layout; returns 0 when the library refused the layout
@@ -104,8 +147,8 @@ static int run_case(stsa_dist *dist, stsa_dist_scheme scheme, int ulysses_degree
       stsa_tensor ref = tu_sentinel_tensor(c->out_dtype, TU_BSHD, p.B, p.S, p.H, p.D);
       stsa_head_kind rk[MAX_BH], gk[MAX_BH];
       float rms[MAX_BH], rmt[MAX_BH], gms[MAX_BH], gmt[MAX_BH];
-      stsa_svg_report rrep = STSA_INIT(stsa_svg_report),
-                      grep = STSA_INIT(stsa_svg_report);
+      report_extra rx, gx;
+      stsa_svg_report rrep = report_with(&rx), grep = report_with(&gx);
       rrep.kinds = rk, rrep.mse_spatial = rms, rrep.mse_temporal = rmt;
       grep.kinds = gk, grep.mse_spatial = gms, grep.mse_temporal = gmt;
       st = stsa_svg_attention(svg, layer, step, &p.q, &p.k, &p.v, &ref, &rrep);
