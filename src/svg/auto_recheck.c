@@ -15,12 +15,12 @@
 #include "svg/strata.h"
 
 /* Rows of the recheck, as a multiple of sample_rows (at most the video
- * rows): its rows are drawn in equal runs of the video, blind to where the
- * error sits, so a head's few erring rows are found by numbers. On the
- * quality zoo (seed 7, budget 0.05) 2 x 64 rows sent 6% of the heads
- * dense that the choice's bound had met (heads at 0.6-0.9 of the budget),
- * 4 x 64 2%, within the 0.02 of density that auto may spend over SVG2
- * (docs/benchmarks.md, "Method auto's recheck"). */
+ * rows): they are drawn in equal runs of the video, blind to where a head's
+ * error sits, so its few erring rows are found by numbers. On the quality
+ * zoo (seed 7, budget 0.05) 1 x 64 rows raised auto's mean density from
+ * 0.454 to 0.517 (SVG2's: 0.484; auto may spend 0.02 over it), 2 x 64 to
+ * 0.493 and let one head through at 1.22 x the budget, 4 x 64 to 0.486
+ * with none past it (docs/benchmarks.md, "Method auto's recheck"). */
 enum { RECHECK_ROWS_X = 4 };
 
 /* Mixed with the call's row seed for the recheck's rows: a stream of its
