@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/context.h"
+#include "kernel/dispatch.h"
 #include "mask/mask.h"
 #include "svg/bound.h"
 #include "svg/profile.h"
@@ -33,8 +34,12 @@ stsa_status stsa_svg_recheck_auto_heads(stsa_svg *svg, uint64_t row_seed, int64_
                                         double budget, head_run *hr) {
   const stsa_geometry *g = &svg->cfg.geometry;
   const int64_t L = g->frames * g->height * g->width;
+  /* at most the video rows, and one q tile of the profile (check_config's
+   * limit on sample_rows) */
+  const int mr = svg->ctx->run->kern.mr;
+  const int64_t cap = L < 4096 / mr * mr ? L : 4096 / mr * mr;
   const int64_t want = RECHECK_ROWS_X * svg->cfg.sample_rows;
-  const int64_t H = svg->cfg.heads, D = svg->cfg.head_dim, R = want < L ? want : L;
+  const int64_t H = svg->cfg.heads, D = svg->cfg.head_dim, R = want < cap ? want : cap;
   int sparse = 0;
   for (int64_t h = 0; h < H; h++)
     sparse |= hr[h].choice != STSA_AUTO_DENSE;
