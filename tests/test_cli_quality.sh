@@ -47,8 +47,8 @@ if ! cmp -s heads.csv seed.csv && [ "$(wc -l <seed.csv)" = 49 ]; then ok; else
 fi
 
 # Heads on which auto's choice passed its own bound and missed the budget
-# before the choice was rechecked on rows drawn after it (issue 31: near
-# uniform heads, SVG2's candidate at 0.0513 and 0.0579 at a budget of 0.05)
+# before the choice was rechecked on rows drawn after it (near-uniform heads,
+# SVG2's candidate at 0.0513 and 0.0579 at a budget of 0.05)
 expect_ok low "$STSA" bench quality --family noise-low --size medium --threads 1 --seed 7 \
   --csv low.csv
 if python3 - low.csv <<'PY'; then ok; else bad "noise-low: auto past its budget"; fi
