@@ -882,10 +882,14 @@ typedef enum stsa_auto_reason {
   STSA_AUTO_NONE_MET = 2, /* under a budget, no sparse candidate met it: dense */
   STSA_AUTO_LOWEST = 3,   /* no budget: the lowest bound at the configured density */
   STSA_AUTO_POLICY = 4,   /* the dense steps or layers of the policy */
+  /* under a budget, the chosen sparse candidate's bound on rows drawn after
+   * the choice (independent of it) exceeded the budget: the head ran again
+   * dense (docs/architecture.md, "Method auto's recheck") */
+  STSA_AUTO_RECHECK = 5,
   STSA_AUTO_REASON_COUNT_
 } stsa_auto_reason;
-/* "method", "cheapest", "none-met", "lowest-bound", "policy"; "unknown" for
- * any other value. */
+/* "method", "cheapest", "none-met", "lowest-bound", "policy", "recheck";
+ * "unknown" for any other value. */
 STSA_API const char *stsa_auto_reason_name(stsa_auto_reason reason);
 
 /* What the error budget did to a head (stsa_svg_report.budget). */

@@ -161,17 +161,27 @@ static void write_csv(const char *path, const quality_set *sets, const zoo_case 
   FILE *f = fopen(path, "w");
   if (!f)
     cli_die("bench quality: cannot write '%s'", path);
-  fprintf(f, "family,size,dtype,seed,head,method,budget,true_err,est_err,density\n");
+  fprintf(
+      f,
+      "family,size,dtype,seed,head,method,budget,true_err,est_err,density,choice,reason");
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) /* method auto's */
+    fprintf(f, ",%s_density,%s_bound", stsa_auto_candidate_name(c),
+            stsa_auto_candidate_name(c));
+  fprintf(f, "\n");
   for (int m = 0; m < QUALITY_N_METHODS; m++)
     for (int b = 0; b < QUALITY_N_BUDGETS; b++) {
       const quality_set *s = &sets[quality_set_index(m, b)];
       for (int64_t i = 0; i < s->n; i++) {
         const quality_head *r = &s->r[i];
         const zoo_case *c = &cases[r->case_index];
-        fprintf(f, "%s,%s,%s,%llu,%lld,%s,%g,%.6g,%.6g,%.6g\n", c->family->name,
+        fprintf(f, "%s,%s,%s,%llu,%lld,%s,%g,%.6g,%.6g,%.6g,%s,%s", c->family->name,
                 c->size_name, stsa_dtype_name(c->dtype), (unsigned long long)c->seed,
                 (long long)r->head, stsa_svg_method_name(QUALITY_METHODS[m]),
-                QUALITY_BUDGETS[b], r->true_err, r->est_err, r->density);
+                QUALITY_BUDGETS[b], r->true_err, r->est_err, r->density,
+                stsa_auto_candidate_name(r->choice), stsa_auto_reason_name(r->reason));
+        for (int k = 0; k < STSA_AUTO_CANDIDATE_COUNT_; k++)
+          fprintf(f, ",%.6g,%.6g", r->cand_density[k], r->cand_bound[k]);
+        fprintf(f, "\n");
       }
     }
   if (fclose(f) != 0)

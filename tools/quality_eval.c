@@ -67,7 +67,8 @@ static stsa_svg_config zoo_config(const zoo_case *c, int method, double budget) 
 typedef struct case_data {
   stsa_tensor q, k, v, ref, out;
   double *rel, *cosine;
-  float *est, *density;
+  float *est, *density, *cand_density, *cand_bound;
+  uint8_t *choice, *reason;
 } case_data;
 
 static void run_method(stsa_ctx *ctx, const zoo_case *c, int ci, case_data *d, int method,
@@ -78,6 +79,10 @@ static void run_method(stsa_ctx *ctx, const zoo_case *c, int ci, case_data *d, i
   stsa_svg_report rep = STSA_INIT(stsa_svg_report);
   rep.est_error = d->est;
   rep.head_density = d->density;
+  rep.choice = d->choice;
+  rep.choice_reason = d->reason;
+  rep.cand_density = d->cand_density;
+  rep.cand_bound = d->cand_bound;
   /* the cold call (SVG2 seeds its clusters), then dense and a warm call in
    * turn; the figures are the last warm call's */
   cli_check(stsa_svg_attention(svg, 0, 0, &d->q, &d->k, &d->v, &d->out, &rep), ctx,
@@ -93,8 +98,14 @@ static void run_method(stsa_ctx *ctx, const zoo_case *c, int ci, case_data *d, i
   }
   stsa_svg_free(svg);
   svg_head_errors(&d->out, &d->ref, d->rel, d->cosine);
-  for (int64_t h = 0; h < c->heads; h++)
-    set->r[set->n++] = (quality_head){ci, h, d->rel[h], d->est[h], d->density[h]};
+  enum { C = STSA_AUTO_CANDIDATE_COUNT_ };
+  for (int64_t h = 0; h < c->heads; h++) {
+    quality_head *r = &set->r[set->n++];
+    *r = (quality_head){
+        ci, h, d->rel[h], d->est[h], d->density[h], d->choice[h], d->reason[h], {0}, {0}};
+    memcpy(r->cand_density, d->cand_density + h * C, sizeof r->cand_density);
+    memcpy(r->cand_bound, d->cand_bound + h * C, sizeof r->cand_bound);
+  }
 }
 
 static void run_case(stsa_ctx *ctx, const zoo_case *c, int ci, quality_set *sets) {
@@ -107,7 +118,12 @@ static void run_case(stsa_ctx *ctx, const zoo_case *c, int ci, quality_set *sets
   d.cosine = malloc(sizeof *d.cosine * H);
   d.est = malloc(sizeof *d.est * H);
   d.density = malloc(sizeof *d.density * H);
-  if (!d.rel || !d.cosine || !d.est || !d.density)
+  d.cand_density = malloc(sizeof *d.cand_density * H * STSA_AUTO_CANDIDATE_COUNT_);
+  d.cand_bound = malloc(sizeof *d.cand_bound * H * STSA_AUTO_CANDIDATE_COUNT_);
+  d.choice = malloc(H);
+  d.reason = malloc(H);
+  if (!d.rel || !d.cosine || !d.est || !d.density || !d.cand_density || !d.cand_bound ||
+      !d.choice || !d.reason)
     cli_die("out of memory");
   for (int m = 0; m < QUALITY_N_METHODS; m++)
     for (int b = 0; b < QUALITY_N_BUDGETS; b++)
@@ -122,6 +138,10 @@ static void run_case(stsa_ctx *ctx, const zoo_case *c, int ci, quality_set *sets
   free(d.cosine);
   free(d.est);
   free(d.density);
+  free(d.cand_density);
+  free(d.cand_bound);
+  free(d.choice);
+  free(d.reason);
 }
 
 void quality_run(stsa_ctx *ctx, const zoo_case *cases, int n, quality_set *sets) {

@@ -48,6 +48,9 @@ typedef struct quality_head {
   int case_index; /* into the cases the run was given */
   int64_t head;
   double true_err, est_err, density;
+  int choice, reason; /* stsa_auto_candidate the head ran, stsa_auto_reason */
+  /* method auto's candidates: each one's density and bound (NaN otherwise) */
+  float cand_density[STSA_AUTO_CANDIDATE_COUNT_], cand_bound[STSA_AUTO_CANDIDATE_COUNT_];
 } quality_head;
 
 /* Every head's results of one (method, budget), and its timings: warm calls,

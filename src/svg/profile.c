@@ -262,3 +262,17 @@ stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
   return stsa_svg_profile_heads(ctx, g, masks, nmasks, rows, 0, nrows,
                                 order ? orders : NULL, &qh, &kh, &vh, 0, row_sq);
 }
+
+void stsa_svg_output_errors(const stsa_tensor *out, int64_t b, int64_t h, int64_t H,
+                            int64_t D, const int64_t *rows, int64_t R, const float *dense,
+                            float *row, double *err) {
+  for (int64_t r = 0; r < R; r++) {
+    stsa_load_row_f32(stsa_tensor_row(out, b, rows[r], h), out->dtype, out->stride[3], D,
+                      row);
+    const float *ref = dense + (r * H + h) * D;
+    double e = 0;
+    for (int64_t d = 0; d < D; d++)
+      e += ((double)row[d] - ref[d]) * ((double)row[d] - ref[d]);
+    err[r] = e;
+  }
+}

@@ -63,6 +63,14 @@ stsa_status stsa_svg_profile_dense_rows(stsa_ctx *ctx, const stsa_geometry *g,
                                         const stsa_tensor *v, int64_t b,
                                         float *dense_rows, double *energy);
 
+/* The squared errors err[R] of head h's rows rows[R] of out (batch entry
+ * b, H heads of D) against its reference rows dense[(r * H + h) * D ..] of
+ * stsa_svg_profile_dense_rows: a bound on a call's own output rows;
+ * row[D] scratch. */
+void stsa_svg_output_errors(const stsa_tensor *out, int64_t b, int64_t h, int64_t H,
+                            int64_t D, const int64_t *rows, int64_t R, const float *dense,
+                            float *row, double *err);
+
 /* The same for head h of batch entry b alone (masks[0..nmasks-1] its masks,
  * its rows in `order` or NULL, row_sq[i * nrows + r]); q, k, v are the full
  * tensors. */

@@ -439,6 +439,16 @@ static stsa_status run_heads(stsa_svg *svg, const head_run *run, const stsa_tens
                                      NULL, 0);
 }
 
+stsa_status stsa_svg_run_head(stsa_svg *svg, int64_t b, int64_t h, const stsa_plan *plan,
+                              const stsa_tensor *q, const stsa_tensor *k,
+                              const stsa_tensor *v, const stsa_tensor *out) {
+  int64_t plan_head = 0;
+  stsa_tensor qh = stsa_head_view(q, b, h), kh = stsa_head_view(k, b, h),
+              vh = stsa_head_view(v, b, h), oh = stsa_head_view(out, b, h);
+  return stsa_sparse_attention_heads(svg->ctx, &plan, &plan_head, &qh, &kh, &vh, &oh,
+                                     NULL, 0);
+}
+
 /* Method svg2 under a budget, after its heads of batch entry b ran into
  * out: each head's bound from its own output rows (stsa_svg2_settle); a
  * head past the budget takes its ladder's choice and runs again alone. */
@@ -463,12 +473,7 @@ static stsa_status settle_svg2_heads(stsa_svg *svg, int64_t b, const stsa_tensor
     stsa_plan_free(hr[h].owned);
     hr[h] = stsa_svg_svg2_run(svg, &res[h]);
     res[h].plan = NULL; /* hr[h] owns it */
-    const stsa_plan *plan = hr[h].plan;
-    int64_t plan_head = 0;
-    stsa_tensor qh = stsa_head_view(q, b, h), kh = stsa_head_view(k, b, h),
-                vh = stsa_head_view(v, b, h), oh = stsa_head_view(out, b, h);
-    st = stsa_sparse_attention_heads(svg->ctx, &plan, &plan_head, &qh, &kh, &vh, &oh,
-                                     NULL, 0);
+    st = stsa_svg_run_head(svg, b, h, hr[h].plan, q, k, v, out);
   }
   for (int64_t h = 0; res && h < H; h++)
     stsa_plan_free(res[h].plan);
@@ -607,6 +612,15 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     double t0 = now_ms();
     st = run_heads(svg, hr, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
+    /* auto's choice under a budget, rechecked on rows drawn after it */
+    if (st == STSA_OK && !dense && budget > 0 &&
+        svg->cfg.method == STSA_SVG_METHOD_AUTO) {
+      t0 = now_ms();
+      st = stsa_svg_recheck_auto_heads(svg,
+                                       stsa_svg_row_seed(svg->cfg.seed, layer, step, b),
+                                       b, q, k, v, out, budget, hr);
+      profile_ms += now_ms() - t0;
+    }
     if (st == STSA_OK && !dense && svg->cfg.method == STSA_SVG_METHOD_SVG2 &&
         stsa_svg2_deferred(svg->svg2, b)) {
       t0 = now_ms();

@@ -66,6 +66,22 @@ stsa_status stsa_svg_svg2_batch(stsa_svg *svg, int64_t layer, int64_t B, int64_t
                                 int video_unchecked, int estimate, stsa_svg2_head *res,
                                 double *cluster_ms, int *cold);
 
+/* Runs head h of batch entry b alone with plan into out (session.c). */
+stsa_status stsa_svg_run_head(stsa_svg *svg, int64_t b, int64_t h, const stsa_plan *plan,
+                              const stsa_tensor *q, const stsa_tensor *k,
+                              const stsa_tensor *v, const stsa_tensor *out);
+
+/* Method auto under a budget, after the heads of batch entry b ran into out
+ * (hr[H] what they ran): each sparse head's bound taken again on rows drawn
+ * from a stream of their own (row_seed, the call's), apart from every row
+ * its choice saw: its est_error the larger of the two bounds, and a head
+ * whose recheck exceeds the budget runs again dense (reason
+ * STSA_AUTO_RECHECK) (auto_recheck.c). */
+stsa_status stsa_svg_recheck_auto_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
+                                        const stsa_tensor *q, const stsa_tensor *k,
+                                        const stsa_tensor *v, const stsa_tensor *out,
+                                        double budget, head_run *hr);
+
 /* What SVG2's outcome for a head runs (session.c). */
 head_run stsa_svg_svg2_run(const stsa_svg *svg, const stsa_svg2_head *r);
 

@@ -223,16 +223,9 @@ stsa_status stsa_svg2_dense_rows_heads(stsa_ctx *ctx, const stsa_svg2 *s,
  * batch entry b) against the dense rows the plan kept. */
 static void output_errors(const stsa_svg2 *s, const settle_state *p, int64_t h,
                           const stsa_tensor *out, float *row, double *err) {
-  const int64_t H = s->H, D = s->D, R = p->w.R;
-  for (int64_t r = 0; r < R; r++) {
-    stsa_load_row_f32(stsa_tensor_row(out, p->b, p->w.rows[h * R + r], h), out->dtype,
-                      out->stride[3], D, row);
-    const float *ref = p->dense_rows + (r * H + h) * D;
-    double e = 0;
-    for (int64_t d = 0; d < D; d++)
-      e += ((double)row[d] - ref[d]) * ((double)row[d] - ref[d]);
-    err[r] = e;
-  }
+  const int64_t R = p->w.R;
+  stsa_svg_output_errors(out, p->b, h, s->H, s->D, p->w.rows + h * R, R, p->dense_rows,
+                         row, err);
 }
 
 /* Head h past the budget: its ladder's other candidates profiled on its
