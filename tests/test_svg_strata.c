@@ -134,7 +134,7 @@ static void test_object_coverage(void) {
   const stsa_geometry g = {F, HP, WP, 0, 0, STSA_TEXT_NONE};
   stsa_tensor tq = stsa_tensor_bshd(q, STSA_F32, 1, L, 1, D),
               tk = stsa_tensor_bshd(k, STSA_F32, 1, L, 1, D);
-  const stsa_svg_keep keep = {&g, 1, 1, L};
+  const stsa_svg_keep keep = {&g, 1, 1, {1}, {L}};
   EXPECT(stsa_svg_dropped_mass(&keep, &tq, &tk, 0, 0, sp, tm) == 0);
   int above = 0; /* background rows the estimate ranks above the object's */
   const double obj_score =
@@ -167,7 +167,7 @@ static void test_draw_shape(void) {
   const stsa_geometry g = {F, HP, WP, 0, 0, STSA_TEXT_NONE};
   stsa_tensor tq = stsa_tensor_bshd(q, STSA_F32, 1, L, 1, D),
               tk = stsa_tensor_bshd(k, STSA_F32, 1, L, 1, D);
-  const stsa_svg_keep keep = {&g, 1, 1, 3 * F};
+  const stsa_svg_keep keep = {&g, 1, 1, {1}, {3 * F}};
   for (int which = 0; which < 3; which++) {
     int64_t rows[R], group[R], pop[R], again[R], g2[R], p2[R];
     stsa_strata a = {rows, group, pop, 0}, b = {again, g2, p2, 0};
