@@ -228,23 +228,43 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
   return ok ? 0 : -1;
 }
 
-/* A query's cell masses summed along the frames (frame[f], f <= F: the
- * masses of frames below f) and along the bands (band[t], t <= bands: of
- * bands below t): a window's kept or lost mass is then a difference of
- * two sums, for every level alike. Sums of non-negative terms only grow,
- * so an empty range reads exactly 0. */
+/* SCORE_ROWS queries' cell masses summed along the frames (frame[f *
+ * SCORE_ROWS + r], f <= F: query r's masses of the frames below f) and
+ * along the bands (band[t * SCORE_ROWS + r], t <= bands): a window's kept
+ * or lost mass is then a difference of two sums, for every level alike.
+ * Sums of non-negative terms only grow, so an empty range reads exactly 0.
+ * The queries' sums run side by side: one query's are a chain of
+ * dependent additions. */
 typedef struct sums {
-  double *frame; /* [F + 1], the caller's */
-  double band[BANDS + 1];
+  double *frame; /* [(F + 1) * SCORE_ROWS], the caller's */
+  double band[(BANDS + 1) * SCORE_ROWS];
 } sums;
 
-/* The mass of the bands below position x (0 <= x <= P): whole bands, and
- * the share of the band holding x left of it. */
-static double bands_below(const cells *c, const sums *u, int64_t P, double x) {
+/* The sums of queries whose cell masses are m[SCORE_ROWS][C]. */
+static void block_sums(const cells *c, int64_t F, const double *m, sums *u) {
+  const int64_t C = c->count, S = F * c->parts;
+  for (int r = 0; r < SCORE_ROWS; r++)
+    u->frame[r] = u->band[r] = 0;
+  for (int64_t f = 0; f < F; f++)
+    for (int r = 0; r < SCORE_ROWS; r++) {
+      double frame = 0;
+      for (int64_t s = 0; s < c->parts; s++)
+        frame += m[r * C + f * c->parts + s];
+      u->frame[(f + 1) * SCORE_ROWS + r] = u->frame[f * SCORE_ROWS + r] + frame;
+    }
+  for (int64_t t = 0; t < c->bands; t++)
+    for (int r = 0; r < SCORE_ROWS; r++)
+      u->band[(t + 1) * SCORE_ROWS + r] = u->band[t * SCORE_ROWS + r] + m[r * C + S + t];
+}
+
+/* The mass of the bands below position x (0 <= x <= P) of the query whose
+ * band sums are band[t * SCORE_ROWS]: whole bands, and the share of the
+ * band holding x left of it. */
+static double bands_below(const cells *c, const double *band, int64_t P, double x) {
   if (x <= 0)
     return 0;
   if (x >= (double)P)
-    return u->band[c->bands];
+    return band[c->bands * SCORE_ROWS];
   int64_t t = (int64_t)(x * (double)c->bands / (double)P);
   t = t < c->bands - 1 ? t : c->bands - 1;
   while (t > 0 && c->edge[t] > x)
@@ -252,43 +272,34 @@ static double bands_below(const cells *c, const sums *u, int64_t P, double x) {
   while (t + 1 < c->bands && c->edge[t + 1] <= x)
     t++;
   const double part = (x - c->edge[t]) / (c->edge[t + 1] - c->edge[t]);
-  return u->band[t] + (u->band[t + 1] - u->band[t]) * part;
+  const double below = band[t * SCORE_ROWS], next = band[(t + 1) * SCORE_ROWS];
+  return below + (next - below) * part;
 }
 
-/* One query's estimated shares of its mass lost at every level
+/* Query i's estimated shares of its mass lost at every level
  * (share_sp[l * L], share_tm[l * L]; their logs are taken after) from its
- * cells' masses m[count] (any common factor); frame_sums[F + 1] scratch. A temporal band
- * of +-w position-major indices around index j keeps positions (j - w) / F to (j + w) / F
- * + 1, each position spanning F. */
+ * sums (row r of u, block_sums) and its text key's mass. A temporal band
+ * of +-w position-major indices around index j keeps positions (j - w) /
+ * F to (j + w) / F + 1, each position spanning F. */
 static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const cells *c,
-                           const double *m, int64_t i, double *frame_sums,
-                           double *share_sp, double *share_tm) {
+                           const sums *u, int r, double text, int64_t i, double *share_sp,
+                           double *share_tm) {
   const int64_t f = i / geo->P, p = i % geo->P, F = geo->F, sink = keep->sink_frames;
-  const int64_t S = F * c->parts;
-  sums u;
-  u.frame = frame_sums;
-  u.frame[0] = 0;
-  for (int64_t fj = 0; fj < F; fj++) {
-    double frame = 0;
-    for (int64_t s = 0; s < c->parts; s++)
-      frame += m[fj * c->parts + s];
-    u.frame[fj + 1] = u.frame[fj] + frame;
-  }
-  u.band[0] = 0;
-  for (int64_t t = 0; t < c->bands; t++)
-    u.band[t + 1] = u.band[t] + m[S + t];
-  const double text = m[c->count - 1], sinks = u.frame[sink < F ? sink : F];
-  const double sp_total = u.frame[F] + text, tm_total = u.band[c->bands] + sinks + text;
+  const double *frame = u->frame + r, *band = u->band + r;
+  const double sinks = frame[(sink < F ? sink : F) * SCORE_ROWS];
+  const double sp_total = frame[F * SCORE_ROWS] + text,
+               tm_total = band[c->bands * SCORE_ROWS] + sinks + text;
   const int64_t j = p * F + f;
   for (int l = 0; l < keep->levels; l++) {
     const int64_t w = keep->frame_window[l];
     const int64_t below = clamp64(f - w, sink, F), above = clamp64(f + w + 1, sink, F);
-    const double lost_sp =
-        (u.frame[below] - u.frame[sink]) + (u.frame[F] - u.frame[above]);
+    const double lost_sp = (frame[below * SCORE_ROWS] - frame[sink * SCORE_ROWS]) +
+                           (frame[F * SCORE_ROWS] - frame[above * SCORE_ROWS]);
     const double lo = (double)(j - keep->band[l]) / (double)F,
                  hi = (double)(j + keep->band[l]) / (double)F + 1;
-    const double lost_tm = bands_below(c, &u, geo->P, lo) +
-                           (u.band[c->bands] - bands_below(c, &u, geo->P, hi));
+    const double lost_tm =
+        bands_below(c, band, geo->P, lo) +
+        (band[c->bands * SCORE_ROWS] - bands_below(c, band, geo->P, hi));
     share_sp[l * geo->L] = lost_sp / sp_total;
     share_tm[l * geo->L] = lost_tm / tm_total;
   }
@@ -407,7 +418,8 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
   const int64_t D = q->shape[3], C = c.count, S = c.stride;
   float *x = calloc((size_t)(SCORE_ROWS * (D + S)), sizeof(float)),
         *a = x ? x + SCORE_ROWS * D : NULL;
-  double *m = malloc(sizeof(double) * (size_t)(C + geo.F + 1)), *frame_sums = m + C;
+  double *m = malloc(sizeof(double) * (size_t)(SCORE_ROWS * (C + geo.F + 1)));
+  sums u = {m ? m + SCORE_ROWS * C : NULL, {0}};
   float *e = malloc(sizeof(float) * (size_t)(2 * C));
   int st = x && m && e ? pool_keys(keep, &geo, k, b, h, &c) : -1;
   for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += SCORE_ROWS) {
@@ -420,11 +432,12 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
         memcpy(x + r * D, row, sizeof(float) * (size_t)D);
     }
     centroid_scores(x, c.centre, c.log_n, D, S, a);
-    for (int64_t r = 0; r < rows; r++) {
-      cell_masses(a + r * S, C, e, m);
-      query_estimate(keep, &geo, &c, m, i0 + r, frame_sums, &log_sp[i0 + r],
+    for (int r = 0; r < SCORE_ROWS; r++) /* past the rows: the last block's */
+      cell_masses(a + r * S, C, e, m + r * C);
+    block_sums(&c, geo.F, m, &u);
+    for (int r = 0; r < rows; r++)
+      query_estimate(keep, &geo, &c, &u, r, m[r * C + C - 1], i0 + r, &log_sp[i0 + r],
                      &log_tm[i0 + r]);
-    }
   }
   for (int64_t l = 0; st == 0 && l < keep->levels; l++) {
     share_logs(log_sp + l * geo.L, geo.L);
