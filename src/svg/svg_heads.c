@@ -109,9 +109,10 @@ typedef struct svg_draw {
   double *est;                /* levels > 1: [H][2][levels][L], each head's log_sp, log_tm
                                  (stsa_svg_dropped_mass) */
   double *sq;                 /* [3][H][stride]: energy, then spatial, temporal errors */
-  double *level_sq, *scratch; /* [2][stride], the bound's 5 a stratum */
-  int64_t *level_rows;        /* [stride + R + stsa_svg_bound_strata(R)]: a level's
-                                 rows (then the floor rows), group, pop */
+  int64_t level_stride;       /* rows a wider level profiles: R, then the routing rows */
+  double *level_sq, *scratch; /* [2][level_stride], the bound's 5 a stratum */
+  int64_t *level_rows;        /* [level_stride + R + stsa_svg_bound_strata(R)]: a level's
+                                 rows (then the routing rows), group, pop */
 } svg_draw;
 
 /* Mixed with the call's row seed for the draws' streams. */
@@ -186,8 +187,11 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
   d->stride = S;
   d->levels = svg->cfg.density < 1 ? SVG_LEVELS : 1;
   d->L = g->frames * g->height * g->width;
-  d->rows = malloc(sizeof(int64_t) * (size_t)(H * S + H * R + H * PS + H + S + R + PS));
-  d->sq = malloc(sizeof(double) * (size_t)(3 * H * S + 2 * S + 5 * (PS + floor->R)));
+  const int64_t LS = R + svg->cfg.sample_rows; /* a wider level's rows */
+  d->level_stride = LS;
+  d->rows = malloc(sizeof(int64_t) * (size_t)(H * S + H * R + H * PS + H + LS + R + PS));
+  d->sq = malloc(sizeof(double) * (size_t)(3 * H * S + 2 * LS +
+                                           5 * (PS + floor->R + svg->cfg.sample_rows)));
   d->est =
       d->levels > 1 ? malloc(sizeof(double) * (size_t)(H * 2 * d->levels * d->L)) : NULL;
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)(3 * H));
@@ -202,7 +206,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
     d->groups = d->pop + H * PS;
     d->level_rows = d->groups + H;
     d->level_sq = d->sq + 3 * H * S;
-    d->scratch = d->level_sq + 2 * S;
+    d->scratch = d->level_sq + 2 * LS;
     const stsa_svg_keep keep = svg_keep(svg, d->levels);
     const int threads = svg->ctx->threads > 0 ? svg->ctx->threads : 1;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
@@ -240,14 +244,15 @@ static double draw_bound(const svg_draw *d, int64_t h, const double *err,
 
 /* The bound of kind i's level l >= 1 (mask) of head h: rows drawn from
  * that kind's strata of the level's own estimate (a wider window loses
- * its mass elsewhere than the configured one) and the floor rows, profiled
- * in one pass under dense and the mask; the bound is the larger of the
- * two sets' (the floor rows' fixed stream covers what the strata miss). */
+ * its mass elsewhere than the configured one) and the call's routing rows
+ * (`routing`), profiled in one pass under dense and the mask; the bound is
+ * the larger of the two sets' (the routing rows' fixed runs cover what the
+ * strata miss). */
 static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_tensor *k,
                                const stsa_tensor *v, int64_t b, int64_t h, int i, int l,
-                               const stsa_mask *mask, const svg_rows *floor,
+                               const stsa_mask *mask, const svg_rows *routing,
                                const svg_draw *d, double *rel) {
-  const int64_t R = d->R, S = d->stride, L = d->L, n = d->levels * L;
+  const int64_t R = d->R, S = d->level_stride, L = d->L, n = d->levels * L;
   const double *est = d->est + h * 2 * n;
   stsa_geo geo;
   stsa_geo_init(&geo, &svg->cfg.geometry);
@@ -257,12 +262,13 @@ static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_t
   STSA_RETURN_IF(
       stsa_svg_draw_rows(est + l * L, est + n + l * L, L, geo.v0, i, R, seed, &s) != 0,
       &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  memcpy(s.rows + R, floor->rows, sizeof(int64_t) * (size_t)floor->R);
+  memcpy(s.rows + R, routing->rows, sizeof(int64_t) * (size_t)routing->R);
   const stsa_mask *pm[2] = {svg->mask_dense, mask};
   STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, 2, s.rows, S, NULL, q,
                                  k, v, b, h, d->level_sq));
   const stsa_err_sample drawn = {R, s.group, s.pop, s.groups},
-                        fixed = {floor->R, floor->group, floor->pop, floor->groups};
+                        fixed = {routing->R, routing->group, routing->pop,
+                                 routing->groups};
   const double *energy = d->level_sq, *err = d->level_sq + S;
   *rel = fmax(stsa_err_bound(&drawn, err, energy, d->scratch, NULL),
               stsa_err_bound(&fixed, err + R, energy + R, d->scratch, NULL));
@@ -281,13 +287,16 @@ typedef struct kind_eval {
  * rows (the routing rows, or the floor rows where the drawn ones route)
  * and the drawn rows' (d->sq, where drawn): the larger of the two bounds.
  * When the configured level misses the budget, the wider levels are
- * profiled one at a time (level_bound) up to the first that meets it:
- * what comes after is never run. scratch: the bound's. */
-static stsa_status eval_kind(stsa_svg *svg, const svg_rows *fixed, int64_t h, int i,
-                             double budget, double *scratch, const svg_draw *d,
+ * profiled one at a time (level_bound, with the routing rows `rows`) up to
+ * the first that meets it: what comes after is never run. scratch: the
+ * bound's. */
+static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const svg_rows *fixed,
                              const stsa_tensor *q, const stsa_tensor *k,
-                             const stsa_tensor *v, int64_t b, kind_eval *e) {
+                             const stsa_tensor *v, int64_t b, int64_t h, int i,
+                             double budget, double *scratch, const svg_draw *d,
+                             kind_eval *e) {
   const int64_t H = svg->cfg.heads, S = d->stride;
+  const svg_rows routing = routing_rows(svg, rows, NULL);
   e->rel[0] = rows_bound(fixed, H, h, i, scratch);
   if (d->rows) /* drawn: under a budget, and always for method auto */
     e->rel[0] =
@@ -299,7 +308,7 @@ static stsa_status eval_kind(stsa_svg *svg, const svg_rows *fixed, int64_t h, in
   while (budget > 0 && e->rel[e->levels - 1] > budget && e->levels < d->levels) {
     const int l = e->levels++;
     STSA_TRY(level_plan(svg, l, i, &e->plan[l], &mask, &e->density[l]));
-    STSA_TRY(level_bound(svg, q, k, v, b, h, i, l, mask, fixed, d, &e->rel[l]));
+    STSA_TRY(level_bound(svg, q, k, v, b, h, i, l, mask, &routing, d, &e->rel[l]));
   }
   e->pick = 0;
   while (e->pick < e->levels && budget > 0 && e->rel[e->pick] > budget)
@@ -423,7 +432,7 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
     const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
     kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
     kind_eval e;
-    st = eval_kind(svg, &fixed, h, i, budget, scratch, &d, q, k, v, b, &e);
+    st = eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, scratch, &d, &e);
     if (st == STSA_OK)
       run[h] = kind_run(svg, &e, i);
   }
@@ -443,7 +452,6 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
                                      int video_unchecked, float *mse_s, float *mse_t,
                                      stsa_head_kind *kinds, head_run *run, double *cand,
                                      double *cluster_ms, int *cold) {
-  (void)rows; /* SVG's wider levels take the floor rows now (level_bound) */
   const int64_t H = svg->cfg.heads;
   double *scratch = NULL, *sq = svg_scratch(svg, &scratch);
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
@@ -463,7 +471,7 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
     double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
     for (int i = 0; i < 2 && st == STSA_OK; i++) {
       kind_eval e;
-      st = eval_kind(svg, &fixed, h, i, budget, scratch, &d, q, k, v, b, &e);
+      st = eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, scratch, &d, &e);
       if (st != STSA_OK)
         break;
       /* a kind that met nothing offers its widest level, never chosen */
