@@ -35,7 +35,8 @@ typedef struct cells {
   float *centre;  /* [D][stride], scaled by the softmax scale and log2(e); half h
                      of cell j in column h count + j (0 past 2 count) */
   float *log_n;   /* [stride] log2(members), -inf for an empty half and past 2 count */
-  double edge[BANDS + 1]; /* band t spans positions [edge[t], edge[t + 1]) */
+  double edge[BANDS + 1];  /* band t spans positions [edge[t], edge[t + 1]) */
+  double inv_width[BANDS]; /* 1 / (edge[t + 1] - edge[t]) */
 } cells;
 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
@@ -52,6 +53,8 @@ static cells cell_layout(const stsa_geo *geo) {
   c.stride = (2 * c.count + SCORE_COLS - 1) / SCORE_COLS * SCORE_COLS;
   for (int64_t t = 0; t <= c.bands; t++)
     c.edge[t] = (double)(t * geo->P / c.bands);
+  for (int64_t t = 0; t < c.bands; t++)
+    c.inv_width[t] = 1 / (c.edge[t + 1] - c.edge[t]);
   return c;
 }
 
@@ -271,7 +274,7 @@ static double bands_below(const cells *c, const double *band, int64_t P, double 
     t--;
   while (t + 1 < c->bands && c->edge[t + 1] <= x)
     t++;
-  const double part = (x - c->edge[t]) / (c->edge[t + 1] - c->edge[t]);
+  const double part = (x - c->edge[t]) * c->inv_width[t];
   const double below = band[t * SCORE_ROWS], next = band[(t + 1) * SCORE_ROWS];
   return below + (next - below) * part;
 }
@@ -290,18 +293,19 @@ static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const
   const double sp_total = frame[F * SCORE_ROWS] + text,
                tm_total = band[c->bands * SCORE_ROWS] + sinks + text;
   const int64_t j = p * F + f;
+  const double per_sp = 1 / sp_total, per_tm = 1 / tm_total, per_frame = 1 / (double)F;
   for (int l = 0; l < keep->levels; l++) {
     const int64_t w = keep->frame_window[l];
     const int64_t below = clamp64(f - w, sink, F), above = clamp64(f + w + 1, sink, F);
     const double lost_sp = (frame[below * SCORE_ROWS] - frame[sink * SCORE_ROWS]) +
                            (frame[F * SCORE_ROWS] - frame[above * SCORE_ROWS]);
-    const double lo = (double)(j - keep->band[l]) / (double)F,
-                 hi = (double)(j + keep->band[l]) / (double)F + 1;
+    const double lo = (double)(j - keep->band[l]) * per_frame,
+                 hi = (double)(j + keep->band[l]) * per_frame + 1;
     const double lost_tm =
         bands_below(c, band, geo->P, lo) +
         (band[c->bands * SCORE_ROWS] - bands_below(c, band, geo->P, hi));
-    share_sp[l * geo->L] = lost_sp / sp_total;
-    share_tm[l * geo->L] = lost_tm / tm_total;
+    share_sp[l * geo->L] = lost_sp * per_sp;
+    share_tm[l * geo->L] = lost_tm * per_tm;
   }
 }
 
