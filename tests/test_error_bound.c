@@ -419,6 +419,41 @@ static void test_settle(void) {
   small_dump_free(&d);
 }
 
+/* SVG's wider levels under budgets its configured windows miss: a head
+ * that widens profiles each level on rows drawn from that level's own
+ * estimate and on the floor rows, one level at a time, up to the first
+ * that meets the budget. Over a sweep of budgets some head widens; a
+ * widened head's bound is within the budget, every head's true error
+ * within 1.5 x it, and the bound covers the true error. */
+static void test_svg_levels(stsa_head_kind kind) {
+  const stsa_geometry g = {5, 12, 16, 0, 0, STSA_TEXT_NONE};
+  enum { H = 4, D = 64 };
+  small_dump d = small_dump_make(&g, H, D, kind, 1011);
+  const double budgets[3] = {0.003, 0.01, 0.03};
+  int raised = 0;
+  for (int bi = 0; bi < 3; bi++) {
+    stsa_svg *svg =
+        small_session(d.ctx, &g, H, D, STSA_SVG_METHOD_SVG, budgets[bi], 1011);
+    float est[H];
+    uint8_t action[H];
+    stsa_svg_report rep = STSA_INIT(stsa_svg_report);
+    rep.est_error = est;
+    rep.budget = action;
+    CHECK_STATUS(stsa_svg_attention(svg, 0, 0, &d.q, &d.k, &d.v, &d.o, &rep), STSA_OK);
+    for (int64_t h = 0; h < H; h++) {
+      const double truth = head_error(&d.o, d.ref, h), slack = 1e-3 * truth + 1e-5;
+      raised += action[h] == STSA_BUDGET_RAISED;
+      CHECK(truth <= 1.5 * budgets[bi] && est[h] + slack >= 0.75 * truth &&
+                (action[h] != STSA_BUDGET_RAISED || est[h] <= budgets[bi]),
+            "budget %g head %lld: action %d, bound %.4g, true %.4g", budgets[bi],
+            (long long)h, action[h], est[h], truth);
+    }
+    stsa_svg_free(svg);
+  }
+  CHECK(raised > 0, "no head widened over the budgets");
+  small_dump_free(&d);
+}
+
 /* A head of one video token under a budget: its call draws its one row
  * from the two halves of one geometric stratum, which the per-head strata
  * storage must hold (fuzz_svg2_session found them sized by the rows, 1;
@@ -458,6 +493,8 @@ int main(void) {
   test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_TEMPORAL);
   test_settle();
+  test_svg_levels(STSA_HEAD_SPATIAL);
+  test_svg_levels(STSA_HEAD_TEMPORAL);
   test_one_token();
   return tu_finish("test_error_bound");
 }

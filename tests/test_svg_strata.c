@@ -12,7 +12,11 @@
  *    estimated dropped mass (pooled keys) isolate the object's rows and
  *    cover it in >= 95% of them; the estimate ranks the object's rows first;
  *  - the draw: distinct rows, ascending, video tokens, each stratum's pop
- *    its members, deterministic in its seed.
+ *    its members, deterministic in its seed;
+ *  - the budget's wider levels, estimated in the same pass: level 0 is what
+ *    an estimate of level 0 alone gives, bit for bit; a wider window never
+ *    loses more (per query, each kind); a window over every frame and a
+ *    band over every position lose nothing (-inf); every share <= 1.
  */
 #include <math.h>
 #include <stdio.h>
@@ -134,7 +138,7 @@ static void test_object_coverage(void) {
   const stsa_geometry g = {F, HP, WP, 0, 0, STSA_TEXT_NONE};
   stsa_tensor tq = stsa_tensor_bshd(q, STSA_F32, 1, L, 1, D),
               tk = stsa_tensor_bshd(k, STSA_F32, 1, L, 1, D);
-  const stsa_svg_keep keep = {&g, 1, 1, L};
+  const stsa_svg_keep keep = {&g, 1, 1, {1}, {L}};
   EXPECT(stsa_svg_dropped_mass(&keep, &tq, &tk, 0, 0, sp, tm) == 0);
   int above = 0; /* background rows the estimate ranks above the object's */
   const double obj_score =
@@ -167,7 +171,7 @@ static void test_draw_shape(void) {
   const stsa_geometry g = {F, HP, WP, 0, 0, STSA_TEXT_NONE};
   stsa_tensor tq = stsa_tensor_bshd(q, STSA_F32, 1, L, 1, D),
               tk = stsa_tensor_bshd(k, STSA_F32, 1, L, 1, D);
-  const stsa_svg_keep keep = {&g, 1, 1, 3 * F};
+  const stsa_svg_keep keep = {&g, 1, 1, {1}, {3 * F}};
   for (int which = 0; which < 3; which++) {
     int64_t rows[R], group[R], pop[R], again[R], g2[R], p2[R];
     stsa_strata a = {rows, group, pop, 0}, b = {again, g2, p2, 0};
@@ -185,8 +189,37 @@ static void test_draw_shape(void) {
   }
 }
 
+static void test_levels(void) {
+  static float q[L * D], k[L * D], v[L * D];
+  static double one[2 * L], all[2 * 3 * L];
+  make_head(q, k, v);
+  const stsa_geometry g = {F, HP, WP, 0, 0, STSA_TEXT_NONE};
+  stsa_tensor tq = stsa_tensor_bshd(q, STSA_F32, 1, L, 1, D),
+              tk = stsa_tensor_bshd(k, STSA_F32, 1, L, 1, D);
+  const stsa_svg_keep level0 = {&g, 1, 1, {1}, {3 * F}},
+                      levels = {&g, 1, 3, {1, 2, F}, {3 * F, 9 * F, L}};
+  EXPECT(stsa_svg_dropped_mass(&level0, &tq, &tk, 0, 0, one, one + L) == 0);
+  EXPECT(stsa_svg_dropped_mass(&levels, &tq, &tk, 0, 0, all, all + 3 * L) == 0);
+  const double *sp = all, *tm = all + 3 * L;
+  EXPECT(memcmp(one, sp, sizeof(double) * L) == 0);
+  EXPECT(memcmp(one + L, tm, sizeof(double) * L) == 0);
+  int lost = 0, wider_loses_more = 0, full_loses = 0, above_one = 0;
+  for (int i = 0; i < L; i++) {
+    for (int l = 0; l < 2; l++) {
+      lost += sp[l * L + i] > -INFINITY && tm[l * L + i] > -INFINITY;
+      above_one += sp[l * L + i] > 1e-9 || tm[l * L + i] > 1e-9;
+    }
+    /* ln of the shares, within 1e-7 each */
+    wider_loses_more += sp[L + i] > sp[i] + 1e-6 || tm[L + i] > tm[i] + 1e-6;
+    full_loses += sp[2 * L + i] > -INFINITY || tm[2 * L + i] > -INFINITY;
+  }
+  EXPECT(lost > L); /* the narrow levels do lose mass */
+  EXPECT(wider_loses_more == 0 && full_loses == 0 && above_one == 0);
+}
+
 int main(void) {
   test_object_coverage();
   test_draw_shape();
+  test_levels();
   return tu_finish("test_svg_strata");
 }

@@ -11,6 +11,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "mask/geometry.h"
 #include "svg/auto_pick.h"
 #include "svg/bound.h"
 #include "svg/profile.h"
@@ -66,14 +67,6 @@ static double rows_bound(const svg_rows *s, int64_t H, int64_t h, int i,
                         s->sq + h * s->stride, scratch, NULL);
 }
 
-/* The bound of the routing rows' err and energy [R] each. */
-static double svg_bound(const stsa_svg *svg, const double *err, const double *energy,
-                        double *scratch) {
-  const stsa_err_sample smp = {svg->cfg.sample_rows, svg->row_group, svg->row_pop,
-                               svg->row_groups};
-  return stsa_err_bound(&smp, err, energy, scratch, NULL);
-}
-
 /* Fixed rows kept beside the drawn ones where those route the heads
  * (under a budget, and method auto): their bound is independent of the
  * routing choice and covers what the drawn rows' strata miss
@@ -100,17 +93,26 @@ static svg_rows floor_rows(const stsa_svg *svg, uint64_t row_seed, int64_t *buf)
 
 /* The rows of a call's bound drawn per head where its error arises
  * (svg_strata.h), and their profile under both kinds, the floor rows'
- * with it: the bound is the larger of the two. */
+ * with it: the bound is the larger of the two. The same pass estimates
+ * each kind's wider levels; a level's rows are drawn from them only when
+ * the level before it misses the budget (level_bound). */
 typedef struct svg_draw {
   int64_t R;                  /* drawn rows a head */
   int64_t stride;             /* rows a head profiles: R, then the floor rows */
   uint64_t seed;              /* the call's row seed */
+  int levels;                 /* levels estimated: SVG_LEVELS, or 1 at density 1 */
+  int64_t L;                  /* video tokens */
   int64_t *rows;              /* [H][stride] */
   int64_t *group;             /* [H][R] */
   int64_t *pop;               /* [H][stsa_svg_bound_strata(R)] */
   int64_t *groups;            /* [H] */
+  double *est;                /* levels > 1: [H][2][levels][L], each head's log_sp, log_tm
+                                 (stsa_svg_dropped_mass) */
   double *sq;                 /* [3][H][stride]: energy, then spatial, temporal errors */
-  double *level_sq, *scratch; /* [SVG_LEVELS][R], the bound's 5 a stratum */
+  int64_t level_stride;       /* rows a wider level profiles: R, then the routing rows */
+  double *level_sq, *scratch; /* [2][level_stride], the bound's 5 a stratum */
+  int64_t *level_rows;        /* [level_stride + R + stsa_svg_bound_strata(R)]: a level's
+                                 rows (then the routing rows), group, pop */
 } svg_draw;
 
 /* Mixed with the call's row seed for the draws' streams. */
@@ -119,6 +121,44 @@ typedef struct svg_draw {
 static void draw_free(svg_draw *d) {
   free(d->rows);
   free(d->sq);
+  free(d->est);
+}
+
+/* What SVG's masks keep at levels 0..levels-1: the session's windows, and
+ * the windows of the wider levels' densities (level_plan's). */
+static stsa_svg_keep svg_keep(const stsa_svg *svg, int levels) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t sink = svg->cfg.sink_frames;
+  stsa_svg_keep keep = {
+      g, sink, levels, {svg->windows.frame_window}, {svg->windows.band}};
+  for (int l = 1; l < levels; l++) {
+    const double video =
+        stsa_svg_video_density(g, fmin(1.0, svg->cfg.density * (double)(1 << l)));
+    keep.frame_window[l] = stsa_svg_frame_window(g, sink, video);
+    keep.band[l] = stsa_svg_band_halfwidth(g, sink, video);
+  }
+  return keep;
+}
+
+/* Head h's estimates at every level (est[2][levels][L]: kept in d->est
+ * where levels > 1, else a buffer of its own) and its level-0 rows drawn
+ * from both kinds' strata (got), followed by the floor rows. 0, or -1 when
+ * out of memory. */
+static int draw_head(const stsa_svg_keep *keep, const stsa_tensor *q,
+                     const stsa_tensor *k, int64_t b, int64_t h, const svg_rows *floor,
+                     const svg_draw *d, stsa_strata *got) {
+  const int64_t L = d->L, n = keep->levels * L;
+  stsa_geo geo;
+  stsa_geo_init(&geo, keep->g);
+  double *own = d->est ? NULL : malloc(sizeof(double) * (size_t)(2 * n));
+  double *est = d->est ? d->est + h * 2 * n : own;
+  int st = est ? stsa_svg_dropped_mass(keep, q, k, b, h, est, est + n) : -1;
+  if (st == 0)
+    st = stsa_svg_draw_rows(est, est + n, L, geo.v0, STSA_SVG_STRATA_BOTH, d->R,
+                            stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)h), got);
+  memcpy(got->rows + d->R, floor->rows, sizeof(int64_t) * (size_t)floor->R);
+  free(own);
+  return st;
 }
 
 /* Rows a head's drawn bound takes: sample_rows (at most L, even where
@@ -133,41 +173,47 @@ static int64_t draw_rows(const stsa_svg *svg) {
 
 /* Draws each head's rows of batch entry b from the strata of both kinds'
  * estimates (STSA_SVG_STRATA_BOTH: methods svg and auto draw the same rows,
- * so their bounds of a kind agree) and profiles them under both kinds,
- * each head's followed by the floor rows (*floor; its profile set to
- * theirs): one pass over each head's K/V serves both. */
+ * so their bounds of a kind agree), and its wider levels' (draw_head), and
+ * profiles the level-0 rows under both kinds, each head's followed by the
+ * floor rows (*floor; its profile set to theirs): one pass over each
+ * head's K/V serves both. */
 static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
                                     const stsa_tensor *k, const stsa_tensor *v, int64_t b,
                                     uint64_t row_seed, svg_rows *floor, svg_draw *d) {
   const int64_t H = svg->cfg.heads, R = d->R, S = R + floor->R;
   const int64_t PS = stsa_svg_bound_strata(R); /* strata a head: 2 where R = 1 */
+  const stsa_geometry *g = &svg->cfg.geometry;
   d->seed = row_seed;
   d->stride = S;
-  d->rows = malloc(sizeof(int64_t) * (size_t)(H * S + H * R + H * PS + H));
-  d->sq = malloc(sizeof(double) * (size_t)(3 * H * S + SVG_LEVELS * R + 5 * PS));
+  d->levels = svg->cfg.density < 1 ? SVG_LEVELS : 1;
+  d->L = g->frames * g->height * g->width;
+  const int64_t LS = R + svg->cfg.sample_rows; /* a wider level's rows */
+  d->level_stride = LS;
+  d->rows = malloc(sizeof(int64_t) * (size_t)(H * S + H * R + H * PS + H + LS + R + PS));
+  d->sq = malloc(sizeof(double) * (size_t)(3 * H * S + 2 * LS +
+                                           5 * (PS + floor->R + svg->cfg.sample_rows)));
+  d->est =
+      d->levels > 1 ? malloc(sizeof(double) * (size_t)(H * 2 * d->levels * d->L)) : NULL;
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)(3 * H));
   int *failed = calloc((size_t)H, sizeof *failed);
   stsa_status st =
-      d->rows && d->sq && masks && failed
+      d->rows && d->sq && (d->est || d->levels == 1) && masks && failed
           ? STSA_OK
           : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK) {
     d->group = d->rows + H * S;
     d->pop = d->group + H * R;
     d->groups = d->pop + H * PS;
+    d->level_rows = d->groups + H;
     d->level_sq = d->sq + 3 * H * S;
-    d->scratch = d->level_sq + SVG_LEVELS * R;
-    const stsa_svg_keep keep = {&svg->cfg.geometry, svg->cfg.sink_frames,
-                                svg->windows.frame_window, svg->windows.band};
+    d->scratch = d->level_sq + 2 * LS;
+    const stsa_svg_keep keep = svg_keep(svg, d->levels);
     const int threads = svg->ctx->threads > 0 ? svg->ctx->threads : 1;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++) {
       stsa_strata got = {d->rows + h * S, d->group + h * R, d->pop + h * PS, 0};
-      failed[h] = stsa_svg_bound_draw(&keep, q, k, b, h, STSA_SVG_STRATA_BOTH, R,
-                                      stsa_hash_mix(row_seed, DRAW_SEED + (uint64_t)h),
-                                      &got) != 0;
+      failed[h] = draw_head(&keep, q, k, b, h, floor, d, &got) != 0;
       d->groups[h] = got.groups;
-      memcpy(d->rows + h * S + R, floor->rows, sizeof(int64_t) * (size_t)floor->R);
     }
     for (int64_t h = 0; h < H; h++)
       if (failed[h] && st == STSA_OK)
@@ -196,39 +242,37 @@ static double draw_bound(const svg_draw *d, int64_t h, const double *err,
   return stsa_err_bound(&smp, err, energy, d->scratch, NULL);
 }
 
-/* Raises *rel to the bound of kind i's level l (mask) of head h on rows
- * drawn from the strata of that level's own estimate: a wider window loses
- * its mass elsewhere than the configured one. */
-static stsa_status level_draw_bound(stsa_svg *svg, const stsa_tensor *q,
-                                    const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                    int64_t h, int i, int l, const stsa_mask *mask,
-                                    const svg_draw *d, double *rel) {
-  const stsa_geometry *g = &svg->cfg.geometry;
-  const int64_t R = d->R, sink = svg->cfg.sink_frames;
-  const double video =
-      stsa_svg_video_density(g, fmin(1.0, svg->cfg.density * (double)(1 << l)));
-  const stsa_svg_keep keep = {g, sink, stsa_svg_frame_window(g, sink, video),
-                              stsa_svg_band_halfwidth(g, sink, video)};
-  int64_t *buf = malloc(sizeof(int64_t) * (size_t)(2 * R + stsa_svg_bound_strata(R)));
-  STSA_RETURN_IF(!buf, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  stsa_strata s = {buf, buf + R, buf + 2 * R, 0};
+/* The bound of kind i's level l >= 1 (mask) of head h: rows drawn from
+ * that kind's strata of the level's own estimate (a wider window loses
+ * its mass elsewhere than the configured one) and the call's routing rows
+ * (`routing`), profiled in one pass under dense and the mask; the bound is
+ * the larger of the two sets' (the routing rows' fixed runs cover what the
+ * strata miss). */
+static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_tensor *k,
+                               const stsa_tensor *v, int64_t b, int64_t h, int i, int l,
+                               const stsa_mask *mask, const svg_rows *routing,
+                               const svg_draw *d, double *rel) {
+  const int64_t R = d->R, S = d->level_stride, L = d->L, n = d->levels * L;
+  const double *est = d->est + h * 2 * n;
+  stsa_geo geo;
+  stsa_geo_init(&geo, &svg->cfg.geometry);
+  stsa_strata s = {d->level_rows, d->level_rows + S, d->level_rows + S + R, 0};
   const uint64_t seed =
       stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
-  stsa_status st =
-      stsa_svg_bound_draw(&keep, q, k, b, h, i, R, seed, &s) == 0
-          ? STSA_OK
-          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  STSA_RETURN_IF(
+      stsa_svg_draw_rows(est + l * L, est + n + l * L, L, geo.v0, i, R, seed, &s) != 0,
+      &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  memcpy(s.rows + R, routing->rows, sizeof(int64_t) * (size_t)routing->R);
   const stsa_mask *pm[2] = {svg->mask_dense, mask};
-  if (st == STSA_OK)
-    st = stsa_svg_profile_head(svg->ctx, g, pm, 2, s.rows, R, NULL, q, k, v, b, h,
-                               d->level_sq);
-  if (st == STSA_OK) {
-    const stsa_err_sample smp = {R, s.group, s.pop, s.groups};
-    *rel =
-        fmax(*rel, stsa_err_bound(&smp, d->level_sq + R, d->level_sq, d->scratch, NULL));
-  }
-  free(buf);
-  return st;
+  STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, 2, s.rows, S, NULL, q,
+                                 k, v, b, h, d->level_sq));
+  const stsa_err_sample drawn = {R, s.group, s.pop, s.groups},
+                        fixed = {routing->R, routing->group, routing->pop,
+                                 routing->groups};
+  const double *energy = d->level_sq, *err = d->level_sq + S;
+  *rel = fmax(stsa_err_bound(&drawn, err, energy, d->scratch, NULL),
+              stsa_err_bound(&fixed, err + R, energy + R, d->scratch, NULL));
+  return STSA_OK;
 }
 
 /* One SVG kind of one head under the budget: its levels' plans, densities
@@ -241,32 +285,30 @@ typedef struct kind_eval {
 
 /* Kind i (0 spatial, 1 temporal) of head h from the profile of the fixed
  * rows (the routing rows, or the floor rows where the drawn ones route)
- * and the drawn rows' (d->sq, where drawn): the larger of the two bounds;
- * the wider levels are profiled on the routing rows `rows` when the
- * configured one misses the budget, each also on rows drawn for it.
- * level_sq [SVG_LEVELS][R], scratch the bound's. */
+ * and the drawn rows' (d->sq, where drawn): the larger of the two bounds.
+ * When the configured level misses the budget, the wider levels are
+ * profiled one at a time (level_bound, with the routing rows `rows`) up to
+ * the first that meets it: what comes after is never run. scratch: the
+ * bound's. */
 static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const svg_rows *fixed,
                              const stsa_tensor *q, const stsa_tensor *k,
                              const stsa_tensor *v, int64_t b, int64_t h, int i,
-                             double budget, double *level_sq, double *scratch,
-                             const svg_draw *d, kind_eval *e) {
-  const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows, S = d->stride;
+                             double budget, double *scratch, const svg_draw *d,
+                             kind_eval *e) {
+  const int64_t H = svg->cfg.heads, S = d->stride;
+  const svg_rows routing = routing_rows(svg, rows, NULL);
   e->rel[0] = rows_bound(fixed, H, h, i, scratch);
   if (d->rows) /* drawn: under a budget, and always for method auto */
     e->rel[0] =
         fmax(e->rel[0], draw_bound(d, h, d->sq + ((1 + i) * H + h) * S, d->sq + h * S));
-  const stsa_mask *lm[SVG_LEVELS];
-  e->levels = budget > 0 && e->rel[0] > budget && svg->cfg.density < 1 ? SVG_LEVELS : 1;
-  for (int l = 0; l < e->levels; l++)
-    STSA_TRY(level_plan(svg, l, i, &e->plan[l], &lm[l], &e->density[l]));
-  if (e->levels > 1) {
-    const stsa_mask *pm[SVG_LEVELS] = {svg->mask_dense, lm[1], lm[2]};
-    STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, SVG_LEVELS, rows, R,
-                                   NULL, q, k, v, b, h, level_sq));
-    for (int l = 1; l < SVG_LEVELS; l++)
-      e->rel[l] = svg_bound(svg, level_sq + l * R, level_sq, scratch);
-    for (int l = 1; l < SVG_LEVELS; l++)
-      STSA_TRY(level_draw_bound(svg, q, k, v, b, h, i, l, lm[l], d, &e->rel[l]));
+  const stsa_mask *mask;
+  STSA_TRY(level_plan(svg, 0, i, &e->plan[0], &mask, &e->density[0]));
+  e->levels = 1;
+  /* levels past 0 only under a budget, which draws the rows (d->levels) */
+  while (budget > 0 && e->rel[e->levels - 1] > budget && e->levels < d->levels) {
+    const int l = e->levels++;
+    STSA_TRY(level_plan(svg, l, i, &e->plan[l], &mask, &e->density[l]));
+    STSA_TRY(level_bound(svg, q, k, v, b, h, i, l, mask, &routing, d, &e->rel[l]));
   }
   e->pick = 0;
   while (e->pick < e->levels && budget > 0 && e->rel[e->pick] > budget)
@@ -352,15 +394,13 @@ static stsa_status profile_drawn(stsa_svg *svg, uint64_t row_seed, const stsa_te
   return STSA_OK;
 }
 
-/* The profile's scratch: [3][H][R], [SVG_LEVELS][R] for a head's levels,
- * the bound's 5 x R (R strata at most). */
-static double *svg_scratch(const stsa_svg *svg, double **level_sq, double **scratch) {
+/* The profile's scratch: [3][H][R], then the bound's 5 x R (R strata at
+ * most). */
+static double *svg_scratch(const stsa_svg *svg, double **scratch) {
   const int64_t H = svg->cfg.heads, R = svg->cfg.sample_rows;
-  double *sq = malloc(sizeof(double) * (size_t)((3 * H + SVG_LEVELS) * R + 5 * R));
-  if (sq) {
-    *level_sq = sq + 3 * H * R;
-    *scratch = *level_sq + SVG_LEVELS * R;
-  }
+  double *sq = malloc(sizeof(double) * (size_t)(3 * H * R + 5 * R));
+  if (sq)
+    *scratch = sq + 3 * H * R;
   return sq;
 }
 
@@ -374,7 +414,7 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
                                     float *mse_s, float *mse_t, stsa_head_kind *kinds,
                                     head_run *run) {
   const int64_t H = svg->cfg.heads;
-  double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
+  double *scratch = NULL, *sq = svg_scratch(svg, &scratch);
   int64_t floor_buf[3 * FLOOR_ROWS];
   svg_rows fixed = routing_rows(svg, rows, sq);
   svg_draw d = {.R = draw_rows(svg)};
@@ -392,8 +432,7 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
     const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
     kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
     kind_eval e;
-    st =
-        eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, level_sq, scratch, &d, &e);
+    st = eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, scratch, &d, &e);
     if (st == STSA_OK)
       run[h] = kind_run(svg, &e, i);
   }
@@ -414,7 +453,7 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
                                      stsa_head_kind *kinds, head_run *run, double *cand,
                                      double *cluster_ms, int *cold) {
   const int64_t H = svg->cfg.heads;
-  double *level_sq = NULL, *scratch = NULL, *sq = svg_scratch(svg, &level_sq, &scratch);
+  double *scratch = NULL, *sq = svg_scratch(svg, &scratch);
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
   int64_t floor_buf[3 * FLOOR_ROWS];
   svg_rows fixed = {0}; /* the floor rows, once drawn */
@@ -432,8 +471,7 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
     double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
     for (int i = 0; i < 2 && st == STSA_OK; i++) {
       kind_eval e;
-      st = eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, level_sq, scratch, &d,
-                     &e);
+      st = eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, scratch, &d, &e);
       if (st != STSA_OK)
         break;
       /* a kind that met nothing offers its widest level, never chosen */

@@ -35,7 +35,8 @@ typedef struct cells {
   float *centre;  /* [D][stride], scaled by the softmax scale and log2(e); half h
                      of cell j in column h count + j (0 past 2 count) */
   float *log_n;   /* [stride] log2(members), -inf for an empty half and past 2 count */
-  double edge[BANDS + 1]; /* band t spans positions [edge[t], edge[t + 1]) */
+  double edge[BANDS + 1];  /* band t spans positions [edge[t], edge[t + 1]) */
+  double inv_width[BANDS]; /* 1 / (edge[t + 1] - edge[t]) */
 } cells;
 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
@@ -52,6 +53,8 @@ static cells cell_layout(const stsa_geo *geo) {
   c.stride = (2 * c.count + SCORE_COLS - 1) / SCORE_COLS * SCORE_COLS;
   for (int64_t t = 0; t <= c.bands; t++)
     c.edge[t] = (double)(t * geo->P / c.bands);
+  for (int64_t t = 0; t < c.bands; t++)
+    c.inv_width[t] = 1 / (c.edge[t + 1] - c.edge[t]);
   return c;
 }
 
@@ -228,40 +231,109 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
   return ok ? 0 : -1;
 }
 
-/* The share of band t's positions a query keeps whose band spans
- * positions [lo, hi) (a band of +-w position-major indices around index
- * j: (j - w) / F to (j + w) / F + 1, each position spanning F). */
-static double band_kept(int64_t t, const cells *c, double lo, double hi) {
-  const double p0 = c->edge[t], p1 = c->edge[t + 1];
-  const double in = (hi < p1 ? hi : p1) - (lo > p0 ? lo : p0);
-  return in > 0 ? in / (p1 - p0) : 0;
+/* SCORE_ROWS queries' cell masses summed along the frames (frame[f *
+ * SCORE_ROWS + r], f <= F: query r's masses of the frames below f) and
+ * along the bands (band[t * SCORE_ROWS + r], t <= bands): a window's kept
+ * or lost mass is then a difference of two sums, for every level alike.
+ * Sums of non-negative terms only grow, so an empty range reads exactly 0.
+ * The queries' sums run side by side: one query's are a chain of
+ * dependent additions. */
+typedef struct sums {
+  double *frame; /* [(F + 1) * SCORE_ROWS], the caller's */
+  double band[(BANDS + 1) * SCORE_ROWS];
+} sums;
+
+/* The sums of queries whose cell masses are m[SCORE_ROWS][C]. */
+static void block_sums(const cells *c, int64_t F, const double *m, sums *u) {
+  const int64_t C = c->count, S = F * c->parts;
+  for (int r = 0; r < SCORE_ROWS; r++)
+    u->frame[r] = u->band[r] = 0;
+  for (int64_t f = 0; f < F; f++)
+    for (int r = 0; r < SCORE_ROWS; r++) {
+      double frame = 0;
+      for (int64_t s = 0; s < c->parts; s++)
+        frame += m[r * C + f * c->parts + s];
+      u->frame[(f + 1) * SCORE_ROWS + r] = u->frame[f * SCORE_ROWS + r] + frame;
+    }
+  for (int64_t t = 0; t < c->bands; t++)
+    for (int r = 0; r < SCORE_ROWS; r++)
+      u->band[(t + 1) * SCORE_ROWS + r] = u->band[t * SCORE_ROWS + r] + m[r * C + S + t];
 }
 
-/* One query's two estimates from its cells' masses m[count] (any common
- * factor). */
+/* The mass of the bands below position x (0 <= x <= P) of the query whose
+ * band sums are band[t * SCORE_ROWS]: whole bands, and the share of the
+ * band holding x left of it. */
+static double bands_below(const cells *c, const double *band, int64_t P, double x) {
+  if (x <= 0)
+    return 0;
+  if (x >= (double)P)
+    return band[c->bands * SCORE_ROWS];
+  int64_t t = (int64_t)(x * (double)c->bands / (double)P);
+  t = t < c->bands - 1 ? t : c->bands - 1;
+  while (t > 0 && c->edge[t] > x)
+    t--;
+  while (t + 1 < c->bands && c->edge[t + 1] <= x)
+    t++;
+  const double part = (x - c->edge[t]) * c->inv_width[t];
+  const double below = band[t * SCORE_ROWS], next = band[(t + 1) * SCORE_ROWS];
+  return below + (next - below) * part;
+}
+
+/* Query i's estimated shares of its mass lost at every level
+ * (share_sp[l * L], share_tm[l * L]; their logs are taken after) from its
+ * sums (row r of u, block_sums) and its text key's mass. A temporal band
+ * of +-w position-major indices around index j keeps positions (j - w) /
+ * F to (j + w) / F + 1, each position spanning F. */
 static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const cells *c,
-                           const double *m, int64_t i, double *sp, double *tm) {
-  const int64_t f = i / geo->P, p = i % geo->P, S = geo->F * c->parts;
-  const double text = m[c->count - 1];
-  double frames = 0, lost_sp = 0, sinks = 0;
-  for (int64_t j = 0; j < S; j++) {
-    const int64_t fj = j / c->parts;
-    frames += m[j];
-    if (fj < keep->sink_frames)
-      sinks += m[j];
-    else if (fj < f - keep->frame_window || fj > f + keep->frame_window)
-      lost_sp += m[j];
+                           const sums *u, int r, double text, int64_t i, double *share_sp,
+                           double *share_tm) {
+  const int64_t f = i / geo->P, p = i % geo->P, F = geo->F, sink = keep->sink_frames;
+  const double *frame = u->frame + r, *band = u->band + r;
+  const double sinks = frame[(sink < F ? sink : F) * SCORE_ROWS];
+  const double sp_total = frame[F * SCORE_ROWS] + text,
+               tm_total = band[c->bands * SCORE_ROWS] + sinks + text;
+  const int64_t j = p * F + f;
+  const double per_sp = 1 / sp_total, per_tm = 1 / tm_total, per_frame = 1 / (double)F;
+  for (int l = 0; l < keep->levels; l++) {
+    const int64_t w = keep->frame_window[l];
+    const int64_t below = clamp64(f - w, sink, F), above = clamp64(f + w + 1, sink, F);
+    const double lost_sp = (frame[below * SCORE_ROWS] - frame[sink * SCORE_ROWS]) +
+                           (frame[F * SCORE_ROWS] - frame[above * SCORE_ROWS]);
+    const double lo = (double)(j - keep->band[l]) * per_frame,
+                 hi = (double)(j + keep->band[l]) * per_frame + 1;
+    const double lost_tm =
+        bands_below(c, band, geo->P, lo) +
+        (band[c->bands * SCORE_ROWS] - bands_below(c, band, geo->P, hi));
+    share_sp[l * geo->L] = lost_sp * per_sp;
+    share_tm[l * geo->L] = lost_tm * per_tm;
   }
-  const int64_t j = p * geo->F + f;
-  const double lo = (double)(j - keep->band) / (double)geo->F,
-               hi = (double)(j + keep->band) / (double)geo->F + 1;
-  double bands = 0, lost_tm = 0;
-  for (int64_t t = 0; t < c->bands; t++) {
-    bands += m[S + t];
-    lost_tm += m[S + t] * (1 - band_kept(t, c, lo, hi));
-  }
-  *sp = lost_sp > 0 ? log(lost_sp / (frames + text)) : -INFINITY;
-  *tm = lost_tm > 0 ? log(lost_tm / (bands + sinks + text)) : -INFINITY;
+}
+
+/* ln x for x > 0, within 1e-7 (a series in s = (m - 1) / (m + 1) of the
+ * mantissa m in [sqrt(1/2), sqrt(2))), -inf for x = 0: the strata need no
+ * more, and unlike log() the loop over a head's shares vectorizes. */
+static inline double share_log(double x) {
+  typedef union {
+    double value;
+    uint64_t bits;
+  } word;
+  word w = {x};
+  /* x >= 0 (no sign bit) and normal: a share is 0 or at least the least
+   * mass exp2_nonpositive gives, 2^-126, over its cells' */
+  int64_t e = (int64_t)(w.bits >> 52) - 1023;
+  w.bits = (w.bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+  const int high = w.value > 1.4142135623730951;
+  const double m = high ? 0.5 * w.value : w.value;
+  e += high;
+  const double s = (m - 1) / (m + 1), s2 = s * s;
+  const double series = 2 * s * (1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7))));
+  return x > 0 ? (double)e * 0.6931471805599453 + series : -INFINITY;
+}
+
+/* x[n] = ln x[n] (share_log), in place. */
+STSA_PER_ISA static void share_logs(double *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    x[i] = share_log(x[i]);
 }
 
 /* a[SCORE_ROWS][S] = ln n + x . centre for SCORE_ROWS queries x[..][D]
@@ -350,7 +422,8 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
   const int64_t D = q->shape[3], C = c.count, S = c.stride;
   float *x = calloc((size_t)(SCORE_ROWS * (D + S)), sizeof(float)),
         *a = x ? x + SCORE_ROWS * D : NULL;
-  double *m = malloc(sizeof(double) * (size_t)C);
+  double *m = malloc(sizeof(double) * (size_t)(SCORE_ROWS * (C + geo.F + 1)));
+  sums u = {m ? m + SCORE_ROWS * C : NULL, {0}};
   float *e = malloc(sizeof(float) * (size_t)(2 * C));
   int st = x && m && e ? pool_keys(keep, &geo, k, b, h, &c) : -1;
   for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += SCORE_ROWS) {
@@ -363,10 +436,16 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
         memcpy(x + r * D, row, sizeof(float) * (size_t)D);
     }
     centroid_scores(x, c.centre, c.log_n, D, S, a);
-    for (int64_t r = 0; r < rows; r++) {
-      cell_masses(a + r * S, C, e, m);
-      query_estimate(keep, &geo, &c, m, i0 + r, &log_sp[i0 + r], &log_tm[i0 + r]);
-    }
+    for (int r = 0; r < SCORE_ROWS; r++) /* past the rows: the last block's */
+      cell_masses(a + r * S, C, e, m + r * C);
+    block_sums(&c, geo.F, m, &u);
+    for (int r = 0; r < rows; r++)
+      query_estimate(keep, &geo, &c, &u, r, m[r * C + C - 1], i0 + r, &log_sp[i0 + r],
+                     &log_tm[i0 + r]);
+  }
+  for (int64_t l = 0; st == 0 && l < keep->levels; l++) {
+    share_logs(log_sp + l * geo.L, geo.L);
+    share_logs(log_tm + l * geo.L, geo.L);
   }
   free(c.centre);
   free(c.log_n);
@@ -376,34 +455,43 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
   return st;
 }
 
+int stsa_svg_draw_rows(const double *log_sp, const double *log_tm, int64_t L, int64_t v0,
+                       int which, int64_t R, uint64_t seed, stsa_strata *out) {
+  /* two rows a stratum; split in two when both estimates are followed */
+  const int64_t G =
+      which == STSA_SVG_STRATA_BOTH ? (R / 4 > 1 ? R / 4 : 1) : (R / 2 > 1 ? R / 2 : 1);
+  int32_t *label = malloc(sizeof(int32_t) * (size_t)L);
+  int64_t *size = malloc(sizeof(int64_t) * (size_t)(2 * G));
+  uint8_t *split = which == STSA_SVG_STRATA_BOTH ? malloc((size_t)L) : NULL;
+  double *score =
+      which == STSA_SVG_STRATA_BOTH ? malloc(sizeof(double) * (size_t)L) : NULL;
+  int st = label && size && (which != STSA_SVG_STRATA_BOTH || (split && score)) ? 0 : -1;
+  if (st == 0) {
+    const double *by = which == STSA_SVG_STRATA_TEMPORAL ? log_tm : log_sp;
+    for (int64_t i = 0; score && i < L; i++) {
+      split[i] = log_tm[i] > log_sp[i]; /* the temporal mask loses more */
+      score[i] = split[i] ? log_tm[i] : log_sp[i];
+    }
+    stsa_strata_geometric(score ? score : by, split, L, G, label, size);
+    st = stsa_strata_draw(label, L, v0, 2 * G, size, R, seed, out);
+  }
+  free(label);
+  free(size);
+  free(split);
+  free(score);
+  return st;
+}
+
 int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_tensor *q,
                         const stsa_tensor *k, int64_t b, int64_t h, int which, int64_t R,
                         uint64_t seed, stsa_strata *out) {
   stsa_geo geo;
   stsa_geo_init(&geo, keep->g);
-  const int64_t L = geo.L;
-  /* two rows a stratum; split in two when both estimates are followed */
-  const int64_t G =
-      which == STSA_SVG_STRATA_BOTH ? (R / 4 > 1 ? R / 4 : 1) : (R / 2 > 1 ? R / 2 : 1);
-  double *est = malloc(sizeof(double) * (size_t)(2 * L));
-  int32_t *label = malloc(sizeof(int32_t) * (size_t)L);
-  int64_t *size = malloc(sizeof(int64_t) * (size_t)(2 * G));
-  uint8_t *split = which == STSA_SVG_STRATA_BOTH ? malloc((size_t)L) : NULL;
-  int st = est && label && size && (split || which != STSA_SVG_STRATA_BOTH) ? 0 : -1;
+  const int64_t L = geo.L, levels = keep->levels;
+  double *est = malloc(sizeof(double) * (size_t)(2 * levels * L));
+  int st = est ? stsa_svg_dropped_mass(keep, q, k, b, h, est, est + levels * L) : -1;
   if (st == 0)
-    st = stsa_svg_dropped_mass(keep, q, k, b, h, est, est + L);
-  if (st == 0) {
-    double *score = which == STSA_SVG_STRATA_TEMPORAL ? est + L : est;
-    for (int64_t i = 0; split && i < L; i++) {
-      split[i] = est[L + i] > est[i]; /* the temporal mask loses more */
-      score[i] = split[i] ? est[L + i] : est[i];
-    }
-    stsa_strata_geometric(score, split, L, G, label, size);
-    st = stsa_strata_draw(label, L, geo.v0, 2 * G, size, R, seed, out);
-  }
+    st = stsa_svg_draw_rows(est, est + levels * L, L, geo.v0, which, R, seed, out);
   free(est);
-  free(label);
-  free(size);
-  free(split);
   return st;
 }

@@ -19,12 +19,18 @@
 #include "stsa.h"
 #include "svg/strata.h"
 
-/* What SVG's masks keep (their level-0 widths). */
+/* Levels an estimate covers: the configured windows and the error
+ * budget's wider ones (session_internal.h's SVG_LEVELS). */
+enum { STSA_SVG_KEEP_LEVELS = 3 };
+
+/* What SVG's masks keep at each of `levels` levels (level 0 the configured
+ * widths, level l the budget's l-th wider ones). */
 typedef struct stsa_svg_keep {
   const stsa_geometry *g;
-  int64_t sink_frames;  /* frames every query sees */
-  int64_t frame_window; /* spatial: frames within +-frame_window */
-  int64_t band;         /* temporal: position-major indices within +-band */
+  int64_t sink_frames;                        /* frames every query sees */
+  int levels;                                 /* 1..STSA_SVG_KEEP_LEVELS */
+  int64_t frame_window[STSA_SVG_KEEP_LEVELS]; /* spatial: frames within +-window */
+  int64_t band[STSA_SVG_KEEP_LEVELS]; /* temporal: position-major indices within +-band */
 } stsa_svg_keep;
 
 /* Which estimate a head's strata follow. */
@@ -35,9 +41,12 @@ enum {
 };
 
 /* The log of each video query's estimated share of attention mass lost to
- * the spatial mask (log_sp[L]) and to the temporal mask (log_tm[L]) of head
- * h of batch entry b; -inf where a mask drops nothing. q and k are the full
- * [B, N, H, D] tensors. 0, or -1 when out of memory. */
+ * the spatial mask (log_sp[l * L + i]) and to the temporal mask (log_tm[l
+ * * L + i]) of each level l < keep->levels, for head h of batch entry b;
+ * -inf where a mask drops nothing. One pass over the pooled keys serves
+ * every level: a level keeps a superset of the cells of the one before, so
+ * its loss is read off the same cell masses. q and k are the full [B, N,
+ * H, D] tensors. 0, or -1 when out of memory. */
 int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
                           const stsa_tensor *k, int64_t b, int64_t h, double *log_sp,
                           double *log_tm);
@@ -45,10 +54,17 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
 /* Strata a head's R drawn rows fall in at most (out->pop's entries). */
 static inline int64_t stsa_svg_bound_strata(int64_t R) { return R > 2 ? R : 2; }
 
-/* Draws head h's R bound rows (R even, at most L) from geometric strata of
- * its estimate `which` (STSA_SVG_STRATA_*): out->rows[R], out->group[R],
+/* Draws R rows (R even, at most L) of a head's L video tokens (the first
+ * at native index v0) from geometric strata of its estimates log_sp[L] and
+ * log_tm[L] (one level's, from stsa_svg_dropped_mass) as `which`
+ * (STSA_SVG_STRATA_*) follows them: out->rows[R], out->group[R],
  * out->pop[stsa_svg_bound_strata(R)], out->groups. Deterministic in seed.
  * 0, or -1 when out of memory. */
+int stsa_svg_draw_rows(const double *log_sp, const double *log_tm, int64_t L, int64_t v0,
+                       int which, int64_t R, uint64_t seed, stsa_strata *out);
+
+/* Head h's level-0 estimates (stsa_svg_dropped_mass) and R rows drawn from
+ * them (stsa_svg_draw_rows). 0, or -1 when out of memory. */
 int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_tensor *q,
                         const stsa_tensor *k, int64_t b, int64_t h, int which, int64_t R,
                         uint64_t seed, stsa_strata *out);
