@@ -97,19 +97,19 @@ static svg_rows floor_rows(const stsa_svg *svg, uint64_t row_seed, int64_t *buf)
  * each kind's wider levels; a level's rows are drawn from them only when
  * the level before it misses the budget (level_bound). */
 typedef struct svg_draw {
-  int64_t R;                  /* drawn rows a head */
-  int64_t stride;             /* rows a head profiles: R, then the floor rows */
-  uint64_t seed;              /* the call's row seed */
-  int levels;                 /* levels estimated: SVG_LEVELS, or 1 at density 1 */
-  int64_t L;                  /* video tokens */
-  int64_t *rows;              /* [H][stride] */
-  int64_t *group;             /* [H][R] */
-  int64_t *pop;               /* [H][stsa_svg_bound_strata(R)] */
-  int64_t *groups;            /* [H] */
-  double *est;                /* levels > 1: [H][2][levels][L], each head's log_sp, log_tm
-                                 (stsa_svg_dropped_mass) */
-  double *sq;                 /* [3][H][stride]: energy, then spatial, temporal errors */
-  int64_t level_stride;       /* rows a wider level profiles: R, then the routing rows */
+  int64_t R;            /* drawn rows a head */
+  int64_t stride;       /* rows a head profiles: R, then the floor rows */
+  uint64_t seed;        /* the call's row seed */
+  int levels;           /* levels estimated: SVG_LEVELS, or 1 (density 1, no budget) */
+  int64_t L;            /* video tokens */
+  int64_t *rows;        /* [H][stride] */
+  int64_t *group;       /* [H][R] */
+  int64_t *pop;         /* [H][stsa_svg_bound_strata(R)] */
+  int64_t *groups;      /* [H] */
+  double *est;          /* levels > 1: [H][2][levels][L], each head's log_sp, log_tm
+                           (stsa_svg_dropped_mass) */
+  double *sq;           /* [3][H][stride]: energy, then spatial, temporal errors */
+  int64_t level_stride; /* rows a wider level profiles: R, then the routing rows */
   double *level_sq, *scratch; /* [2][level_stride], the bound's 5 a stratum */
   int64_t *level_rows;        /* [level_stride + R + stsa_svg_bound_strata(R)]: a level's
                                  rows (then the routing rows), group, pop */
@@ -171,6 +171,14 @@ static int64_t draw_rows(const stsa_svg *svg) {
   return r > 1 ? r - (r & 1) : r;
 }
 
+/* A call's draw before it is taken: its rows a head, and the levels its
+ * estimate covers: the wider levels only where a budget may climb to them
+ * (method auto without one compares the configured level's bounds alone). */
+static svg_draw draw_start(const stsa_svg *svg, double budget) {
+  return (svg_draw){.R = draw_rows(svg),
+                    .levels = svg->cfg.density < 1 && budget > 0 ? SVG_LEVELS : 1};
+}
+
 /* Draws each head's rows of batch entry b from the strata of both kinds'
  * estimates (STSA_SVG_STRATA_BOTH: methods svg and auto draw the same rows,
  * so their bounds of a kind agree), and its wider levels' (draw_head), and
@@ -185,7 +193,6 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
   const stsa_geometry *g = &svg->cfg.geometry;
   d->seed = row_seed;
   d->stride = S;
-  d->levels = svg->cfg.density < 1 ? SVG_LEVELS : 1;
   d->L = g->frames * g->height * g->width;
   const int64_t LS = R + svg->cfg.sample_rows; /* a wider level's rows */
   d->level_stride = LS;
@@ -417,7 +424,7 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
   double *scratch = NULL, *sq = svg_scratch(svg, &scratch);
   int64_t floor_buf[3 * FLOOR_ROWS];
   svg_rows fixed = routing_rows(svg, rows, sq);
-  svg_draw d = {.R = draw_rows(svg)};
+  svg_draw d = draw_start(svg, budget);
   stsa_status st =
       sq ? STSA_OK
          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
@@ -457,7 +464,7 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
   int64_t floor_buf[3 * FLOOR_ROWS];
   svg_rows fixed = {0}; /* the floor rows, once drawn */
-  svg_draw d = {.R = draw_rows(svg)};
+  svg_draw d = draw_start(svg, budget);
   stsa_status st =
       sq && res ? STSA_OK
                 : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
