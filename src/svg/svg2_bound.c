@@ -85,9 +85,9 @@ static void own_key_dropped(const stsa_svg2 *s, const call_work *w, const stsa_g
  * estimate, linear in the query over its cluster, reads a tenth: one such
  * row held 29-31% of a head's error (docs/architecture.md, "The error
  * bound"). When they are at most R / 4, they are read whole (a stratum of
- * one each: counted exactly, no sampling error) and the rest form the
- * geometric strata of the rows left; more of them are split off as their
- * own halves of the geometric strata, as the rest. */
+ * one each: counted exactly, no sampling error) and the rest form G
+ * geometric strata; more of them are split off as their own halves of the
+ * geometric strata. */
 static int64_t own_key_strata(const double *lean, const uint8_t *own, int64_t L,
                               int64_t R, int64_t G, int32_t *label, int64_t *size) {
   int64_t owned = 0;
@@ -97,9 +97,11 @@ static int64_t own_key_strata(const double *lean, const uint8_t *own, int64_t L,
     stsa_strata_geometric(lean, own, L, G, label, size);
     return 2 * G;
   }
-  const int64_t rest = (R - owned) / 4 > 1 ? (R - owned) / 4 : 1;
-  stsa_strata_geometric(lean, NULL, L, rest, label, size);
-  int64_t next = rest; /* the geometric strata leave their upper halves empty */
+  /* G geometric strata, as without the census: (R - owned) / 4 of them let
+   * the rest's bound read tighter on local heads than their heavy tail
+   * warrants (docs/benchmarks.md) */
+  stsa_strata_geometric(lean, NULL, L, G, label, size);
+  int64_t next = G; /* the geometric strata leave their upper halves empty */
   for (int64_t i = 0; i < L; i++)
     if (own[i]) {
       size[label[i]]--;
