@@ -115,8 +115,9 @@ static int64_t own_key_strata(const double *lean, const uint8_t *own, int64_t L,
  * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
  * attention at the heads' mean planned density (the same count for every
  * head: one pass profiles them), drawn per head from geometric strata of
- * each query's estimated dropped mass (stsa_strata_geometric), split by
- * whether the selection drops its own key's cluster. */
+ * each query's estimated dropped mass (stsa_strata_geometric), the queries
+ * whose selection drops their own key's cluster read whole or split off
+ * (own_key_strata). */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
                                 const stsa_svg2_env *env, int64_t b, const stsa_tensor *q,
                                 call_work *w) {
