@@ -78,12 +78,46 @@ static void own_key_dropped(const stsa_svg2 *s, const call_work *w, const stsa_g
     own[i] = !keep[ql[i] * s->KC + kl[i]];
 }
 
+/* The strata of a head's rows (labels[L], size[] of at most 2 G, their
+ * count returned) from the log of each query's estimated dropped mass
+ * lean[L] and whether its selection drops its own key's cluster own[L].
+ * A query that loses its own key may lose most of its mass where the
+ * estimate, linear in the query over its cluster, reads a tenth: one such
+ * row held 29-31% of a head's error (docs/architecture.md, "The error
+ * bound"). When they are at most R / 4, they are read whole (a stratum of
+ * one each: counted exactly, no sampling error) and the rest form G
+ * geometric strata; more of them are split off as their own halves of the
+ * geometric strata. */
+static int64_t own_key_strata(const double *lean, const uint8_t *own, int64_t L,
+                              int64_t R, int64_t G, int32_t *label, int64_t *size) {
+  int64_t owned = 0;
+  for (int64_t i = 0; i < L; i++)
+    owned += own[i] != 0;
+  if (owned == 0 || owned > R / 4) {
+    stsa_strata_geometric(lean, own, L, G, label, size);
+    return 2 * G;
+  }
+  /* G geometric strata, as without the census: (R - owned) / 4 of them let
+   * the rest's bound read tighter on local heads than their heavy tail
+   * warrants (docs/benchmarks.md) */
+  stsa_strata_geometric(lean, NULL, L, G, label, size);
+  int64_t next = G; /* the geometric strata leave their upper halves empty */
+  for (int64_t i = 0; i < L; i++)
+    if (own[i]) {
+      size[label[i]]--;
+      label[i] = (int32_t)next;
+      size[next++] = 1;
+    }
+  return next;
+}
+
 /* Phase 2 under a budget: the rows the heads' bounds are taken on. As many
  * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
  * attention at the heads' mean planned density (the same count for every
  * head: one pass profiles them), drawn per head from geometric strata of
- * each query's estimated dropped mass (stsa_strata_geometric), split by
- * whether the selection drops its own key's cluster. */
+ * each query's estimated dropped mass (stsa_strata_geometric), the queries
+ * whose selection drops their own key's cluster read whole or split off
+ * (own_key_strata). */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
                                 const stsa_svg2_env *env, int64_t b, const stsa_tensor *q,
                                 call_work *w) {
@@ -109,8 +143,8 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
     if (!failed) {
       dropped_logit(s, w, b, q, &geo, h, row, lean);
       own_key_dropped(s, w, &geo, h, own);
-      stsa_strata_geometric(lean, own, s->L, G, label, size);
-      failed = stsa_strata_draw(label, s->L, geo.v0, 2 * G, size, w->R,
+      const int64_t strata = own_key_strata(lean, own, s->L, w->R, G, label, size);
+      failed = stsa_strata_draw(label, s->L, geo.v0, strata, size, w->R,
                                 stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
     }
     w->job_status[h] = failed ? STSA_ERR_OUT_OF_MEMORY : STSA_OK;
