@@ -17,6 +17,7 @@
 
 #include "mask_util.h"
 #include "svg/auto_pick.h"
+#include "svg/session_internal.h"
 #include "testutil.h"
 
 enum { SP = STSA_AUTO_SPATIAL, TE = STSA_AUTO_TEMPORAL, S2 = STSA_AUTO_SVG2 };
@@ -32,6 +33,20 @@ static void check_pick(const char *what, double sp_d, double sp_b, double te_d,
   CHECK(got == want && reason == want_reason, "%s: picked %s (%s), expected %s (%s)",
         what, stsa_auto_candidate_name(got), stsa_auto_reason_name(reason),
         stsa_auto_candidate_name(want), stsa_auto_reason_name(want_reason));
+}
+
+/* The climb's order: what met the budget, cheapest first, dense never. */
+static void test_order(void) {
+  const double density[STSA_AUTO_CANDIDATE_COUNT_] = {0.3, 0.1, 0.2, 0.05};
+  const double bound[STSA_AUTO_CANDIDATE_COUNT_] = {0.04, 0.06, 0.01, 0};
+  int order[STSA_AUTO_CANDIDATE_COUNT_] = {-1, -1, -1, -1};
+  CHECK(stsa_auto_order(density, bound, 0.05, order) == 2 && order[0] == S2 &&
+            order[1] == SP,
+        "order at 0.05: %d %d", order[0], order[1]);
+  const double nan_bound[STSA_AUTO_CANDIDATE_COUNT_] = {NAN, 0.01, 0.01, 0};
+  CHECK(stsa_auto_order(density, nan_bound, 0.05, order) == 2 && order[0] == TE &&
+            order[1] == S2,
+        "order with a NaN: %d %d", order[0], order[1]);
 }
 
 static void test_pick(void) {
@@ -187,11 +202,12 @@ static void check_budget(stsa_ctx *ctx, const inputs *in, double budget) {
            a.rel[h], (double)svg.dens[h], (double)svg.est[h], (double)s2.dens[h],
            (double)s2.est[h]);
     const int dense = a.choice[h] == STSA_AUTO_DENSE;
-    /* recheck: the choice's bound on rows drawn after it missed: dense */
+    /* recheck: the choice's bound on rows drawn after it missed: the head
+     * climbed to its next candidate (checked again) or ran dense */
     const int rechecked = a.reason[h] == STSA_AUTO_RECHECK;
     CHECK(dense ? a.reason[h] == STSA_AUTO_NONE_MET ||
                       a.reason[h] == STSA_AUTO_CHEAPEST || rechecked
-                : a.est[h] <= budget && a.reason[h] == STSA_AUTO_CHEAPEST,
+                : a.est[h] <= budget && (a.reason[h] == STSA_AUTO_CHEAPEST || rechecked),
           "budget %.3g head %d: %s with bound %.4f (%s)", budget, h,
           stsa_auto_candidate_name(a.choice[h]), (double)a.est[h],
           stsa_auto_reason_name(a.reason[h]));
@@ -204,6 +220,75 @@ static void check_budget(stsa_ctx *ctx, const inputs *in, double budget) {
     }
     CHECK(a.rel[h] <= 2 * budget + 1e-6, "budget %.3g head %d: true error %.4f", budget,
           h, a.rel[h]);
+  }
+}
+
+/* Head h's true relative L2 error in o against dense. */
+static double true_rel(const inputs *in, const stsa_tensor *o, int h) {
+  double e = 0, e0 = 0;
+  for (int64_t i = 0; i < in->N; i++)
+    for (int64_t d = 0; d < 64; d++) {
+      double x = tu_load(o->data, STSA_F32, tu_offset(o, 0, i, h, d));
+      double y = tu_load(in->dense.data, STSA_F32, tu_offset(&in->dense, 0, i, h, d));
+      e += (x - y) * (x - y);
+      e0 += y * y;
+    }
+  return sqrt(e / e0);
+}
+
+/* The recheck's climb: the spatial head (1) made to run the temporal band,
+ * which its recheck fails; with spatial as the next candidate up it climbs
+ * there, is checked again and kept, within the budget; with nothing to
+ * climb to it runs dense. */
+static void test_climb(stsa_ctx *ctx, const inputs *in) {
+  const double budget = 0.2; /* the spatial head's level 0 meets it (check_budget) */
+  for (int steps = 0; steps < 2; steps++) {
+    stsa_svg_config cfg = config(STSA_SVG_METHOD_AUTO);
+    stsa_svg *svg = NULL;
+    CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+    stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, 64);
+    const stsa_svg_call call = {sizeof call, budget};
+    CHECK_STATUS(
+        stsa_svg_attention_ex(svg, 0, 0, &in->q, &in->k, &in->v, &o, &call, NULL),
+        STSA_OK);
+    head_run hr[H];
+    auto_climb climb[H];
+    memset(climb, 0, sizeof climb);
+    stsa_head_kind kinds[H];
+    for (int h = 0; h < H; h++) {
+      hr[h] = stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
+      kinds[h] = KINDS[h];
+    }
+    hr[1] = (head_run){
+        svg->plan_temporal, NULL, 0.2, 0, 0, STSA_BUDGET_NONE, STSA_AUTO_TEMPORAL,
+        STSA_AUTO_CHEAPEST};
+    kinds[1] = STSA_HEAD_TEMPORAL;
+    climb[1].steps = steps;
+    climb[1].step[0] = (head_run){
+        svg->plan_spatial, NULL, 0.2, 0, 0, STSA_BUDGET_NONE, STSA_AUTO_SPATIAL,
+        STSA_AUTO_RECHECK};
+    CHECK_STATUS(stsa_svg_run_head(svg, 0, 1, hr[1].plan, &in->q, &in->k, &in->v, &o),
+                 STSA_OK);
+    const double first = true_rel(in, &o, 1);
+    CHECK_STATUS(stsa_svg_recheck_auto_heads(svg, 99, 0, &in->q, &in->k, &in->v, &o,
+                                             budget, hr, climb, kinds),
+                 STSA_OK);
+    const double rel = true_rel(in, &o, 1);
+    printf("climb with %d step(s): temporal on the spatial head %.4f -> %s (%s) bound "
+           "%.4f true %.4f\n",
+           steps, first, stsa_auto_candidate_name(hr[1].choice),
+           stsa_auto_reason_name(hr[1].reason), (double)hr[1].est_error, rel);
+    const int want = steps ? STSA_AUTO_SPATIAL : STSA_AUTO_DENSE;
+    CHECK(first > budget && hr[1].choice == want && hr[1].reason == STSA_AUTO_RECHECK &&
+              hr[1].est_error <= budget && rel <= budget &&
+              kinds[1] == (steps ? STSA_HEAD_SPATIAL : STSA_HEAD_TEMPORAL),
+          "climb with %d step(s): %s (%s), bound %.4f, true %.4f (first %.4f)", steps,
+          stsa_auto_candidate_name(hr[1].choice), stsa_auto_reason_name(hr[1].reason),
+          (double)hr[1].est_error, rel, first);
+    for (int h = 0; h < H; h++)
+      stsa_svg_climb_free(&climb[h]);
+    tu_free_tensor(&o);
+    stsa_svg_free(svg);
   }
 }
 
@@ -250,6 +335,7 @@ static void test_session(void) {
   check_no_budget(ctx, &in);
   check_budget(ctx, &in, 0.05);
   check_budget(ctx, &in, 0.2);
+  test_climb(ctx, &in);
   stsa_ctx_free(ctx);
   tu_free_tensor(&in.q);
   tu_free_tensor(&in.k);
@@ -258,6 +344,7 @@ static void test_session(void) {
 }
 
 int main(void) {
+  test_order();
   test_pick();
   test_session();
   return tu_finish("test_svg_auto");

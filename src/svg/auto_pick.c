@@ -39,6 +39,20 @@ int stsa_auto_pick(const double *density, const double *bound, double budget,
   return pick < 0 ? STSA_AUTO_DENSE : pick;
 }
 
+int stsa_auto_order(const double *density, const double *bound, double budget,
+                    int order[STSA_AUTO_CANDIDATE_COUNT_]) {
+  int n = 0;
+  for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++) {
+    if (c == STSA_AUTO_DENSE || !(bound[c] <= budget)) /* NaN: not evaluated */
+      continue;
+    int at = n++;
+    for (; at > 0 && better(density, bound, c, order[at - 1]); at--)
+      order[at] = order[at - 1];
+    order[at] = c;
+  }
+  return n;
+}
+
 /* The enums are compared as int: a caller may pass any value, and an enum
  * without negative constants may be unsigned. */
 const char *stsa_auto_candidate_name(stsa_auto_candidate candidate) {

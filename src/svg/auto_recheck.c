@@ -24,14 +24,53 @@
  * with none past it (docs/benchmarks.md, "Method auto's recheck"). */
 enum { RECHECK_ROWS_X = 4 };
 
-/* Mixed with the call's row seed for the recheck's rows: a stream of its
- * own, apart from every row the choice saw. */
+/* Checks one head may take: its choice's, then up to two climbs'. With
+ * each check on rows of its own, P(a head ends on a candidate past the
+ * budget) <= the sum of the checks' miss chances: the 1% is split, 0.5% to
+ * the first check and 0.25% to each climb's (docs/architecture.md,
+ * "Method auto's recheck"). */
+enum { RECHECK_CHECKS = 3 };
+static const double check_z[RECHECK_CHECKS] = {
+    2.5758, /* the normal 99.5% quantile */
+    2.8070, /* 99.75% */
+    2.8070,
+};
+
+/* Mixed with the call's row seed (plus the check's index) for a check's
+ * rows: a stream of its own, apart from every row the choice or an earlier
+ * check saw. */
 #define RECHECK_SEED 0x52454348454bull
+
+void stsa_svg_climb_free(auto_climb *climb) {
+  for (int j = climb->next; j < climb->steps; j++) /* the taken ones moved on */
+    stsa_plan_free(climb->step[j].owned);
+  climb->steps = climb->next = 0;
+}
+
+/* Head h failed its check: its next candidate if it has one and a check is
+ * left for it (the climb's step now owned by hr), else dense. 1 if it is
+ * to be checked again. */
+static int climb_or_dense(const stsa_svg *svg, int check, head_run *hr, auto_climb *climb,
+                          stsa_head_kind *kind) {
+  stsa_plan_free(hr->owned);
+  if (check + 1 < RECHECK_CHECKS && climb->next < climb->steps) {
+    *hr = climb->step[climb->next];
+    climb->step[climb->next++].owned = NULL;
+    *kind = hr->choice == STSA_AUTO_SVG2       ? STSA_HEAD_SEMANTIC
+            : hr->choice == STSA_AUTO_TEMPORAL ? STSA_HEAD_TEMPORAL
+                                               : STSA_HEAD_SPATIAL;
+    return 1;
+  }
+  *hr = stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
+  hr->reason = STSA_AUTO_RECHECK;
+  return 0;
+}
 
 stsa_status stsa_svg_recheck_auto_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                         const stsa_tensor *q, const stsa_tensor *k,
                                         const stsa_tensor *v, const stsa_tensor *out,
-                                        double budget, head_run *hr) {
+                                        double budget, head_run *hr, auto_climb *climb,
+                                        stsa_head_kind *kinds) {
   const stsa_geometry *g = &svg->cfg.geometry;
   const int64_t L = g->frames * g->height * g->width;
   /* at most the video rows, and one q tile of the profile (check_config's
@@ -50,41 +89,54 @@ stsa_status stsa_svg_recheck_auto_heads(stsa_svg *svg, uint64_t row_seed, int64_
   float *dense = malloc(sizeof(float) * (size_t)(R * H * D + D));
   double *energy = malloc(sizeof(double) * (size_t)(H * R + R + 5 * R));
   int64_t *group = malloc(sizeof(int64_t) * (size_t)(2 * R)), groups = 0;
+  uint8_t *pending = malloc((size_t)H);
   stsa_status st =
-      rows && masks && dense && energy && group
+      rows && masks && dense && energy && group && pending
           ? STSA_OK
           : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK) {
-    /* one row in each of R equal runs of the video, every head the same rows */
-    stsa_svg_sample_rows(g, R, stsa_hash_mix(row_seed, RECHECK_SEED), 0, 0, 0, rows);
     stsa_svg_strata(g, R, group, group + R, &groups);
     for (int64_t h = 0; h < H; h++) {
       masks[h] = svg->mask_dense;
-      for (int64_t r = 0; r < R; r++)
-        rows[h * R + r] = rows[r];
+      pending[h] = hr[h].choice != STSA_AUTO_DENSE;
     }
-    st = stsa_svg_profile_dense_rows(svg->ctx, &svg->cfg.geometry, masks, rows, R, q, k,
-                                     v, b, dense, energy);
   }
   double *err = energy ? energy + H * R : NULL, *scratch = err ? err + R : NULL;
   const stsa_err_sample smp = {R, group, group ? group + R : NULL, groups};
-  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
-    if (hr[h].choice == STSA_AUTO_DENSE)
-      continue;
-    stsa_svg_output_errors(out, b, h, H, D, rows, R, dense, dense + R * H * D, err);
-    const double rel = stsa_err_bound(&smp, err, energy + h * R, scratch, NULL);
-    hr[h].est_error = (float)fmax(hr[h].est_error, rel);
-    if (rel <= budget)
-      continue;
-    stsa_plan_free(hr[h].owned);
-    hr[h] = stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
-    hr[h].reason = STSA_AUTO_RECHECK;
-    st = stsa_svg_run_head(svg, b, h, hr[h].plan, q, k, v, out);
+  for (int check = 0; st == STSA_OK && check < RECHECK_CHECKS; check++) {
+    int any = 0;
+    for (int64_t h = 0; h < H; h++)
+      any |= pending[h];
+    if (!any)
+      break;
+    /* one row in each of R equal runs of the video, every head the same rows */
+    stsa_svg_sample_rows(g, R, stsa_hash_mix(row_seed, RECHECK_SEED + (uint64_t)check), 0,
+                         0, 0, rows);
+    for (int64_t h = 1; h < H; h++)
+      for (int64_t r = 0; r < R; r++)
+        rows[h * R + r] = rows[r];
+    st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, q, k, v, b, dense,
+                                     energy);
+    for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+      if (!pending[h])
+        continue;
+      stsa_svg_output_errors(out, b, h, H, D, rows, R, dense, dense + R * H * D, err);
+      const double rel =
+          stsa_err_bound_z(&smp, err, energy + h * R, scratch, NULL, check_z[check]);
+      hr[h].est_error = (float)fmax(hr[h].est_error, rel);
+      if (rel <= budget) {
+        pending[h] = 0;
+        continue;
+      }
+      pending[h] = (uint8_t)climb_or_dense(svg, check, &hr[h], &climb[h], &kinds[h]);
+      st = stsa_svg_run_head(svg, b, h, hr[h].plan, q, k, v, out);
+    }
   }
   free(rows);
   free(masks);
   free(dense);
   free(energy);
   free(group);
+  free(pending);
   return st;
 }

@@ -11,13 +11,18 @@
 /* The one-sided upper confidence limit (z) of a Poisson mean given k
  * events (continuous in k; Wilson-Hilferty's cube-root approximation of
  * the chi-square quantile, within 1% from k = 1 on). */
-static double poisson_upper(double k) {
-  const double a = k + 1, c = 1 - 1 / (9 * a) + STSA_BOUND_Z / (3 * sqrt(a));
+static double poisson_upper(double k, double z) {
+  const double a = k + 1, c = 1 - 1 / (9 * a) + z / (3 * sqrt(a));
   return a * c * c * c;
 }
 
 double stsa_err_bound(const stsa_err_sample *s, const double *err, const double *energy,
                       double *scratch, double *point) {
+  return stsa_err_bound_z(s, err, energy, scratch, point, STSA_BOUND_Z);
+}
+
+double stsa_err_bound_z(const stsa_err_sample *s, const double *err, const double *energy,
+                        double *scratch, double *point, double z) {
   const int64_t G = s->groups;
   double *n = scratch, *se = scratch + G, *se2 = scratch + 2 * G, *sE = scratch + 3 * G,
          *sE2 = scratch + 4 * G;
@@ -95,7 +100,7 @@ double stsa_err_bound(const stsa_err_sample *s, const double *err, const double 
    * variance ve / te^2 it behaves as a count of k = te^2 / ve events, whose
    * upper limit is Poisson's, not k + z sqrt(k) (at k = 1: 6.6, not 3.3). */
   const double k = ve > 0 ? te * te / ve : INFINITY;
-  const double hi = k < INFINITY ? te * poisson_upper(k) / k : te;
-  const double lo = tE - STSA_BOUND_Z * sqrt(vE);
+  const double hi = k < INFINITY ? te * poisson_upper(k, z) / k : te;
+  const double lo = tE - z * sqrt(vE);
   return lo > 0 ? sqrt(hi / lo) : INFINITY;
 }

@@ -571,12 +571,14 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   const stsa_plan **plans = malloc(sizeof *plans * (size_t)H);
   int64_t *plan_heads = malloc(sizeof *plan_heads * (size_t)H);
   head_run *run = calloc((size_t)(B * H), sizeof *run);
+  /* [B][H] method auto's climbs after a failed recheck */
+  auto_climb *climb = calloc((size_t)(B * H), sizeof *climb);
   /* [B][H][STSA_AUTO_CANDIDATE_COUNT_] density and bound: method auto's */
   double *cand =
       malloc(sizeof(double) * (size_t)(B * H * STSA_AUTO_CANDIDATE_COUNT_ * 2));
   for (int64_t i = 0; cand && i < B * H * STSA_AUTO_CANDIDATE_COUNT_ * 2; i++)
     cand[i] = NAN;
-  stsa_status st = kinds && mse && rows && plans && plan_heads && run && cand
+  stsa_status st = kinds && mse && rows && plans && plan_heads && run && cand && climb
                        ? STSA_OK
                        : stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   double profile_ms = 0, attention_ms = 0, cluster_ms = 0, kept = 0;
@@ -592,7 +594,7 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
         st = stsa_svg_plan_auto_heads(svg, layer, B, b, row_seed, rows, q, k, v, budget,
                                       video_unchecked, mse_s, mse_t, kinds + b * H, hr,
                                       cand + b * H * STSA_AUTO_CANDIDATE_COUNT_ * 2,
-                                      &cluster_ms, &cold);
+                                      climb + b * H, &cluster_ms, &cold);
       else if (svg->svg2)
         st = plan_svg2_heads(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked,
                              kinds + b * H, hr, &cluster_ms, &cold);
@@ -612,13 +614,14 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     double t0 = now_ms();
     st = run_heads(svg, hr, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
-    /* auto's choice under a budget, rechecked on rows drawn after it */
+    /* auto's choice under a budget, rechecked on rows drawn after it, and
+     * climbed from where the recheck fails */
     if (st == STSA_OK && !dense && budget > 0 &&
         svg->cfg.method == STSA_SVG_METHOD_AUTO) {
       t0 = now_ms();
-      st = stsa_svg_recheck_auto_heads(svg,
-                                       stsa_svg_row_seed(svg->cfg.seed, layer, step, b),
-                                       b, q, k, v, out, budget, hr);
+      st = stsa_svg_recheck_auto_heads(
+          svg, stsa_svg_row_seed(svg->cfg.seed, layer, step, b), b, q, k, v, out, budget,
+          hr, climb + b * H, kinds + b * H);
       profile_ms += now_ms() - t0;
     }
     if (st == STSA_OK && !dense && svg->cfg.method == STSA_SVG_METHOD_SVG2 &&
@@ -649,12 +652,15 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   }
   for (int64_t i = 0; run && i < B * H; i++)
     stsa_plan_free(run[i].owned);
+  for (int64_t i = 0; climb && i < B * H; i++)
+    stsa_svg_climb_free(&climb[i]);
   free(kinds);
   free(mse);
   free(rows);
   free(plans);
   free(plan_heads);
   free(run);
+  free(climb);
   free(cand);
   return st;
 }

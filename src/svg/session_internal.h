@@ -71,16 +71,30 @@ stsa_status stsa_svg_run_head(stsa_svg *svg, int64_t b, int64_t h, const stsa_pl
                               const stsa_tensor *q, const stsa_tensor *k,
                               const stsa_tensor *v, const stsa_tensor *out);
 
+/* Method auto's climb for one head: the candidates after its choice whose
+ * pre-run bound met the budget, in stsa_auto_order's order (the next
+ * denser first); next: the first not yet taken. Steps own their plans
+ * (SVG2's) until taken; stsa_svg_climb_free frees what is left. */
+typedef struct auto_climb {
+  head_run step[STSA_AUTO_CANDIDATE_COUNT_];
+  int steps, next;
+} auto_climb;
+
+void stsa_svg_climb_free(auto_climb *climb);
+
 /* Method auto under a budget, after the heads of batch entry b ran into out
  * (hr[H] what they ran): each sparse head's bound taken again on rows drawn
  * from a stream of their own (row_seed, the call's), apart from every row
- * its choice saw: its est_error the larger of the two bounds, and a head
- * whose recheck exceeds the budget runs again dense (reason
- * STSA_AUTO_RECHECK) (auto_recheck.c). */
+ * its choice saw: its est_error the larger of the two bounds. A head whose
+ * recheck exceeds the budget climbs: it runs again with its next candidate
+ * (climb[h]), checked on rows of a further stream, up to a few checks,
+ * then dense (reason STSA_AUTO_RECHECK; kinds[h] follows the candidate)
+ * (auto_recheck.c). */
 stsa_status stsa_svg_recheck_auto_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                         const stsa_tensor *q, const stsa_tensor *k,
                                         const stsa_tensor *v, const stsa_tensor *out,
-                                        double budget, head_run *hr);
+                                        double budget, head_run *hr, auto_climb *climb,
+                                        stsa_head_kind *kinds);
 
 /* What SVG2's outcome for a head runs (session.c). */
 head_run stsa_svg_svg2_run(const stsa_svg *svg, const stsa_svg2_head *r);
@@ -95,13 +109,13 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
                                     head_run *run);
 
 /* Method auto's heads of batch entry b (svg_heads.c); cand[H][candidates][2]
- * gets each candidate's density and bound. */
+ * gets each candidate's density and bound, climb[H] each head's climb. */
 stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
                                      uint64_t row_seed, const int64_t *rows,
                                      const stsa_tensor *q, const stsa_tensor *k,
                                      const stsa_tensor *v, double budget,
                                      int video_unchecked, float *mse_s, float *mse_t,
                                      stsa_head_kind *kinds, head_run *run, double *cand,
-                                     double *cluster_ms, int *cold);
+                                     auto_climb *climb, double *cluster_ms, int *cold);
 
 #endif

@@ -458,7 +458,7 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
                                      const stsa_tensor *v, double budget,
                                      int video_unchecked, float *mse_s, float *mse_t,
                                      stsa_head_kind *kinds, head_run *run, double *cand,
-                                     double *cluster_ms, int *cold) {
+                                     auto_climb *climb, double *cluster_ms, int *cold) {
   const int64_t H = svg->cfg.heads;
   double *scratch = NULL, *sq = svg_scratch(svg, &scratch);
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
@@ -506,9 +506,20 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
     run[h].reason = reason;
     if (pick == STSA_AUTO_DENSE && reason == STSA_AUTO_CHEAPEST)
       run[h].budget = STSA_BUDGET_NONE; /* dense was the cheapest within it */
-    if (pick != STSA_AUTO_SVG2)
+    /* the climb: what met the budget after the choice, the next denser first */
+    int order[STSA_AUTO_CANDIDATE_COUNT_], kept_svg2 = pick == STSA_AUTO_SVG2;
+    const int met = budget > 0 ? stsa_auto_order(density, bound, budget, order) : 0;
+    climb[h] = (auto_climb){.steps = 0};
+    for (int j = 0; j < met; j++) {
+      if (order[j] == pick)
+        continue;
+      kept_svg2 |= order[j] == STSA_AUTO_SVG2;
+      climb[h].step[climb[h].steps] = options[order[j]];
+      climb[h].step[climb[h].steps++].reason = STSA_AUTO_RECHECK;
+    }
+    if (!kept_svg2)
       stsa_plan_free(res[h].plan);
-    res[h].plan = NULL; /* owned by run[h] now, or freed */
+    res[h].plan = NULL; /* owned by run[h] or climb[h] now, or freed */
     kinds[h] = pick == STSA_AUTO_SVG2       ? STSA_HEAD_SEMANTIC
                : pick == STSA_AUTO_TEMPORAL ? STSA_HEAD_TEMPORAL
                : pick == STSA_AUTO_SPATIAL  ? STSA_HEAD_SPATIAL
