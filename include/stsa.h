@@ -884,6 +884,7 @@ typedef enum stsa_auto_reason {
   STSA_AUTO_POLICY = 4,   /* the dense steps or layers of the policy */
   /* under a budget, the chosen sparse candidate's bound on rows drawn after
    * the choice (independent of it) exceeded the budget: the head ran again
+   * with its next denser candidate that met the budget, checked again, or
    * dense (docs/architecture.md, "Method auto's recheck") */
   STSA_AUTO_RECHECK = 5,
   STSA_AUTO_REASON_COUNT_
