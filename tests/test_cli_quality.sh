@@ -27,7 +27,7 @@ for r in rows:
 assert all(r['reason'] in ('method', 'cheapest', 'none-met', 'lowest-bound', 'recheck')
            for r in rows), {r['reason'] for r in rows}
 # auto under a budget: no denser than whichever of svg and svg2 met it, but
-# where the recheck after its choice sent the head dense
+# where the recheck after its choice sent the head up (climbed or dense)
 by = {(r['method'], r['budget'], r['head']): r for r in rows}
 for (m, b, h), r in by.items():
     if m != 'auto' or float(b) == 0 or r['reason'] == 'recheck':
