@@ -1,8 +1,9 @@
 /*
  * auto_recheck.c — method auto under a budget, after its heads ran: each
- * sparse head's error bound taken again on rows drawn after the choice
- * (session_internal.h, stsa_svg_recheck_auto_heads; the argument is in
- * docs/architecture.md, "Method auto's recheck").
+ * sparse head's error bound taken again on rows drawn after the choice,
+ * and a head that fails it climbed to its next candidate, checked on rows
+ * of its own (session_internal.h, stsa_svg_recheck_auto_heads; the
+ * argument is in docs/architecture.md, "Method auto's recheck").
  */
 #include <math.h>
 #include <stdlib.h>
