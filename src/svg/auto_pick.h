@@ -24,7 +24,7 @@ int stsa_auto_pick(const double *density, const double *bound, double budget,
  * order[], in stsa_auto_pick's preference (the lower density, then the
  * lower bound, then the lower index); returns their count. order[0] is
  * stsa_auto_pick's choice when the count is not 0; the rest are method
- * auto's climb after a failed recheck (auto_recheck.c). */
+ * auto's climb after a failed recheck (recheck.c). */
 int stsa_auto_order(const double *density, const double *bound, double budget,
                     int order[STSA_AUTO_CANDIDATE_COUNT_]);
 

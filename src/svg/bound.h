@@ -39,7 +39,7 @@ double stsa_err_bound(const stsa_err_sample *s, const double *err, const double 
                       double *scratch, double *point);
 
 /* stsa_err_bound at z standard errors instead of STSA_BOUND_Z: a check
- * that spends a share of the 1% (method auto's recheck, auto_recheck.c). */
+ * that spends a share of the 1% (the recheck of methods auto and svg2, recheck.c). */
 double stsa_err_bound_z(const stsa_err_sample *s, const double *err, const double *energy,
                         double *scratch, double *point, double z);
 

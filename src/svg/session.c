@@ -614,20 +614,20 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     double t0 = now_ms();
     st = run_heads(svg, hr, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
-    /* auto's choice under a budget, rechecked on rows drawn after it, and
-     * climbed from where the recheck fails */
-    if (st == STSA_OK && !dense && budget > 0 &&
-        svg->cfg.method == STSA_SVG_METHOD_AUTO) {
-      t0 = now_ms();
-      st = stsa_svg_recheck_auto_heads(
-          svg, stsa_svg_row_seed(svg->cfg.seed, layer, step, b), b, q, k, v, out, budget,
-          hr, climb + b * H, kinds + b * H);
-      profile_ms += now_ms() - t0;
-    }
     if (st == STSA_OK && !dense && svg->cfg.method == STSA_SVG_METHOD_SVG2 &&
         stsa_svg2_deferred(svg->svg2, b)) {
       t0 = now_ms();
       st = settle_svg2_heads(svg, b, q, k, v, out, budget, hr);
+      profile_ms += now_ms() - t0;
+    }
+    /* auto's choice and SVG2's ladder under a budget, rechecked on rows
+     * drawn after them (auto's climbed from where the recheck fails; SVG2's
+     * climb list is empty: dense) */
+    if (st == STSA_OK && !dense && budget > 0 && svg->cfg.method != STSA_SVG_METHOD_SVG) {
+      t0 = now_ms();
+      st =
+          stsa_svg_recheck_heads(svg, stsa_svg_row_seed(svg->cfg.seed, layer, step, b), b,
+                                 q, k, v, out, budget, hr, climb + b * H, kinds + b * H);
       profile_ms += now_ms() - t0;
     }
     for (int64_t h = 0; h < H; h++)

@@ -82,19 +82,19 @@ typedef struct auto_climb {
 
 void stsa_svg_climb_free(auto_climb *climb);
 
-/* Method auto under a budget, after the heads of batch entry b ran into out
- * (hr[H] what they ran): each sparse head's bound taken again on rows drawn
- * from a stream of their own (row_seed, the call's), apart from every row
- * its choice saw: its est_error the larger of the two bounds. A head whose
- * recheck exceeds the budget climbs: it runs again with its next candidate
- * (climb[h]), checked on rows of a further stream, up to a few checks,
- * then dense (reason STSA_AUTO_RECHECK; kinds[h] follows the candidate)
- * (auto_recheck.c). */
-stsa_status stsa_svg_recheck_auto_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
-                                        const stsa_tensor *q, const stsa_tensor *k,
-                                        const stsa_tensor *v, const stsa_tensor *out,
-                                        double budget, head_run *hr, auto_climb *climb,
-                                        stsa_head_kind *kinds);
+/* Methods auto and svg2 under a budget, after the heads of batch entry b
+ * ran into out (hr[H] what they ran): each sparse head's bound taken again
+ * on rows drawn from a stream of their own (row_seed, the call's), apart
+ * from every row its choice saw: its est_error the larger of the two
+ * bounds. A head whose recheck exceeds the budget climbs: it runs again
+ * with its next candidate (climb[h]; SVG2's: none), checked on rows of a
+ * further stream, up to a few checks, then dense (reason
+ * STSA_AUTO_RECHECK; kinds[h] follows the candidate) (recheck.c). */
+stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
+                                   const stsa_tensor *q, const stsa_tensor *k,
+                                   const stsa_tensor *v, const stsa_tensor *out,
+                                   double budget, head_run *hr, auto_climb *climb,
+                                   stsa_head_kind *kinds);
 
 /* What SVG2's outcome for a head runs (session.c). */
 head_run stsa_svg_svg2_run(const stsa_svg *svg, const stsa_svg2_head *r);

@@ -90,7 +90,8 @@ class SVGInfo:
     density), "policy" (a dense step or layer), "recheck" (under a
     budget, the chosen sparse candidate's bound on rows drawn after the
     choice exceeded it: the head ran again with its next denser candidate
-    that met the budget, checked again, or dense), "method" (not auto);
+    that met the budget, checked again, or dense; svg2's heads take the
+    same recheck and run dense when it fails), "method" (not auto);
     cand_density, cand_bound (float32 [B, H, 4], candidates in the order of
     stsa.AUTO_CANDIDATES): each candidate's kept fraction and error bound,
     NaN where not evaluated."""

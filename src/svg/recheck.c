@@ -1,9 +1,10 @@
 /*
- * auto_recheck.c — method auto under a budget, after its heads ran: each
- * sparse head's error bound taken again on rows drawn after the choice,
- * and a head that fails it climbed to its next candidate, checked on rows
- * of its own (session_internal.h, stsa_svg_recheck_auto_heads; the
- * argument is in docs/architecture.md, "Method auto's recheck").
+ * recheck.c — methods auto and svg2 under a budget, after their heads ran:
+ * each sparse head's error bound taken again on rows drawn after the
+ * choice, and a head that fails it climbed to its next candidate (auto's;
+ * SVG2's ladder was climbed before: dense), checked on rows of its own
+ * (session_internal.h, stsa_svg_recheck_heads; the argument is in
+ * docs/architecture.md, "The recheck").
  */
 #include <math.h>
 #include <stdlib.h>
@@ -67,11 +68,11 @@ static int climb_or_dense(const stsa_svg *svg, int check, head_run *hr, auto_cli
   return 0;
 }
 
-stsa_status stsa_svg_recheck_auto_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
-                                        const stsa_tensor *q, const stsa_tensor *k,
-                                        const stsa_tensor *v, const stsa_tensor *out,
-                                        double budget, head_run *hr, auto_climb *climb,
-                                        stsa_head_kind *kinds) {
+stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
+                                   const stsa_tensor *q, const stsa_tensor *k,
+                                   const stsa_tensor *v, const stsa_tensor *out,
+                                   double budget, head_run *hr, auto_climb *climb,
+                                   stsa_head_kind *kinds) {
   const stsa_geometry *g = &svg->cfg.geometry;
   const int64_t L = g->frames * g->height * g->width;
   /* at most the video rows, and one q tile of the profile (check_config's
