@@ -77,6 +77,23 @@ for r in rows:
     assert b == 0 or t <= b, r
 PY
 
+# SVG2's ladder stops at the first step whose bound meets the budget, so
+# the step that passed is the one whose bound read lowest: a mix-tokens head
+# ran at 1.60 x a budget of 0.02 (bound 0.0198, true 0.0321) before svg2
+# took the recheck on rows drawn after its choice
+expect_ok svg2r "$STSA" bench quality --family mix-tokens --size medium --threads 1 \
+  --seed 4242 --csv svg2r.csv
+if python3 - svg2r.csv <<'PY'; then ok; else bad "mix-tokens seed 4242: svg2 past the budget"; fi
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r['method'] == 'svg2']
+assert len(rows) == 2 * 4 * 4, len(rows)  # f32 and bf16, 4 heads, 4 budgets
+for r in rows:
+    b, t = float(r['budget']), float(r['true_err'])
+    assert b == 0 or t <= b, r
+# the recheck is what caught it: the head ran dense for it
+assert any(r['reason'] == 'recheck' for r in rows), [r['reason'] for r in rows]
+PY
+
 if "$STSA" bench quality --family no-such >none.stdout 2>none.stderr; then
   bad "an unknown family ran"
 elif grep -q "no case of family 'no-such'" none.stderr; then ok; else
