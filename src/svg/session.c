@@ -328,8 +328,7 @@ stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer, int64_t st
   return STSA_OK;
 }
 
-/* The spatial (i = 0) or temporal (i = 1) plan of budget level l, built on
- * first use. */
+/* A head run dense, with its budget action (session_internal.h). */
 head_run stsa_svg_dense_run(const stsa_svg *svg, uint8_t budget) {
   return (head_run){
       svg->plan_dense, NULL, svg->density_dense, 0, 0, budget, STSA_AUTO_DENSE,

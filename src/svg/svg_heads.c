@@ -20,6 +20,8 @@
 #include "svg/svg_strata.h"
 #include "svg/windows.h"
 
+/* The spatial (i = 0) or temporal (i = 1) plan of budget level l, built on
+ * first use (level 0: the session's). */
 static stsa_status level_plan(stsa_svg *svg, int l, int i, const stsa_plan **plan,
                               const stsa_mask **mask, double *density) {
   if (l == 0) {
