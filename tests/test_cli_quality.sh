@@ -46,6 +46,12 @@ if ! cmp -s heads.csv seed.csv && [ "$(wc -l <seed.csv)" = 49 ]; then ok; else
   bad "seed: the same heads as the zoo's, or $(wc -l <seed.csv) lines"
 fi
 
+# The medium heads on which a bound once missed its budget: their dense
+# references take minutes under QEMU (the cross check runs this script
+# through stsa-qemu), where they would check the same arithmetic again.
+case "$STSA" in
+*-qemu) ;;
+*)
 # Heads on which auto's choice passed its own bound and missed the budget
 # before the choice was rechecked on rows drawn after it (near-uniform heads,
 # SVG2's candidate at 0.0513 and 0.0579 at a budget of 0.05)
@@ -93,6 +99,8 @@ for r in rows:
 # the recheck is what caught it: the head ran dense for it
 assert any(r['reason'] == 'recheck' for r in rows), [r['reason'] for r in rows]
 PY
+  ;;
+esac
 
 if "$STSA" bench quality --family no-such >none.stdout 2>none.stderr; then
   bad "an unknown family ran"
