@@ -115,8 +115,11 @@ for mode in svg svg2 auto; do
     "all(x['rel_l2'] < 1e-5 for x in h)"
 done
 expect_ok budget.none check svg2.json "r['svg']['max_error'] == 0"
+# (spatial keeps every pair at 6 frames: its profiled rows are the dense ones
+# exactly, its bound 0 meets the budget and the recheck sends it dense)
 expect_ok budget.auto.why check budget.auto.json \
-  "all(x['auto']['choice'] == 'dense' and x['auto']['reason'] == 'none-met' for x in h)"
+  "all(x['auto']['choice'] == 'dense' for x in h)" \
+  "all(x['auto']['reason'] in ('none-met', 'recheck') for x in h)"
 
 # ------------------------------------------- --mode auto: per head the cheapest within the budget
 expect_ok auto "$STSA" run "${tight[@]}" --mode auto --density 0.2 --q-clusters 4 \

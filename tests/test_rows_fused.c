@@ -7,7 +7,10 @@
  * 3 threads; guard bytes stay intact; and inputs the pass declines (NaN in
  * V, logits that could overflow, the reference backend) give the per-mask
  * passes' bytes exactly. Awkward sizes on purpose: D 24 and 80 (padded
- * panels), a ragged last kv tile, R below one register tile.
+ * panels), 64 and 128, a ragged last kv tile, R below one register tile.
+ * The masks' rows keep whole tiles, parts of tiles and nothing side by side
+ * in one register tile of rows (the pass adds a whole tile's dense sums and
+ * runs a P.V only for the parts); masks per head take the same checks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,16 +39,25 @@ static void sample(tu_rng *rng, int64_t N, int64_t R, int64_t *rows) {
     rows[r] = r * N / R + (int64_t)(unit(rng) * (double)(N / R));
 }
 
-/* The four masks: dense, a frame window, a position band, and an explicit
- * mask that keeps nothing of every third row (and random pairs of others). */
-static void make_masks(tu_rng *rng, const fixture *fx, stsa_mask *m[MASKS]) {
+/* The four masks: dense, a frame window (whole frames: tiles kept whole
+ * and tiles across a frame's edge), a position band (width w), and an
+ * explicit mask whose rows mix in every register tile of rows: every third
+ * keeps nothing, the next a run of half the keys from a place set by
+ * `shift` (whole tiles inside, part of one at each end), the next random
+ * pairs. */
+static void make_masks(tu_rng *rng, const fixture *fx, int64_t frames, int64_t w,
+                       int64_t shift, stsa_mask *m[MASKS]) {
   CHECK_STATUS(stsa_mask_full(&m[0]), STSA_OK);
-  CHECK_STATUS(stsa_mask_frame_window(&fx->g, 1, &m[1]), STSA_OK);
-  CHECK_STATUS(stsa_mask_position_band(&fx->g, 5, &m[2]), STSA_OK);
+  CHECK_STATUS(stsa_mask_frame_window(&fx->g, frames, &m[1]), STSA_OK);
+  CHECK_STATUS(stsa_mask_position_band(&fx->g, w, &m[2]), STSA_OK);
   uint8_t *keep = malloc((size_t)(fx->N * fx->N));
-  for (int64_t i = 0; i < fx->N; i++)
+  for (int64_t i = 0; i < fx->N; i++) {
+    const int64_t run0 = (i * 7 + shift) % fx->N;
     for (int64_t j = 0; j < fx->N; j++)
-      keep[i * fx->N + j] = i % 3 != 0 && unit(rng) < 0.2;
+      keep[i * fx->N + j] = i % 3 == 1   ? j >= run0 && j < run0 + fx->N / 2
+                            : i % 3 == 2 ? unit(rng) < 0.2
+                                         : 0;
+  }
   CHECK_STATUS(stsa_mask_dense(keep, fx->N, fx->N, &m[3]), STSA_OK);
   free(keep);
 }
@@ -135,12 +147,65 @@ static stsa_tensor gather(const stsa_tensor *q, const fixture *fx, const int64_t
   return g;
 }
 
+/* Masks per head (SVG2's form, stsa_sparse_rows_dense_and_heads): head h
+ * has its own frame window, band and mixed mask, and its own row order
+ * (none, reversed, shuffled); against the per-head passes, and bitwise on
+ * 1 and 2 threads. */
+static void check_per_head(const fixture *fx, tu_rng *rng, const int64_t *rows,
+                           const stsa_tensor *q, const stsa_tensor *k,
+                           const stsa_tensor *v, const int32_t *rev,
+                           const int32_t *shuf) {
+  enum { HMAX = 4 };
+  const int64_t H = fx->H;
+  CHECK(H <= HMAX, "fixture heads");
+  stsa_mask *m[HMAX][MASKS];
+  const int32_t *orders[HMAX];
+  for (int64_t h = 0; h < H; h++) {
+    make_masks(rng, fx, 1 + h % 2, 2 + 3 * h, 5 * h, m[h]);
+    orders[h] = h % 3 == 0 ? NULL : h % 3 == 1 ? rev : shuf;
+  }
+  stsa_backend backends[TU_MAX_BACKENDS];
+  for (int bi = 0, nb = tu_tiled_backends(backends); bi < nb; bi++) {
+    char what[160];
+    snprintf(what, sizeof what, "per head: %s D %lld R %lld kv tile %d",
+             stsa_backend_name(backends[bi]), (long long)fx->D, (long long)fx->R,
+             fx->kv_tile);
+    stsa_ctx *ctx[2] = {make_ctx(backends[bi], 2), make_ctx(backends[bi], 1)};
+    stsa_plan *plans[MASKS * HMAX];
+    for (int64_t h = 0; h < H; h++) {
+      stsa_plan *one[MASKS];
+      build_plans(ctx[0], fx, m[h], rows, one);
+      for (int i = 0; i < MASKS; i++)
+        plans[i * H + h] = one[i];
+    }
+    const stsa_plan *const *p = (const stsa_plan *const *)plans;
+    outs want = make_outs(fx), got[2] = {make_outs(fx), make_outs(fx)};
+    CHECK_STATUS(stsa_sparse_rows_per_head(ctx[0], p, MASKS, q, k, v, want.t), STSA_OK);
+    for (int t = 0; t < 2; t++)
+      CHECK_STATUS(
+          stsa_sparse_rows_dense_and_heads(ctx[t], p, MASKS, orders, q, k, v, got[t].t),
+          STSA_OK);
+    check_close(&got[0], &want, what);
+    check_same(&got[1], &got[0], what);
+    free_outs(&want);
+    for (int t = 0; t < 2; t++) {
+      free_outs(&got[t]);
+      stsa_ctx_free(ctx[t]);
+    }
+    for (int64_t i = 0; i < MASKS * H; i++)
+      stsa_plan_free(plans[i]);
+  }
+  for (int64_t h = 0; h < H; h++)
+    for (int i = 0; i < MASKS; i++)
+      stsa_mask_free(m[h][i]);
+}
+
 static void check_fixture(const fixture *fx, uint64_t seed) {
   tu_rng rng = {seed};
   int64_t *rows = malloc(sizeof *rows * (size_t)fx->R);
   sample(&rng, fx->N, fx->R, rows);
   stsa_mask *m[MASKS];
-  make_masks(&rng, fx, m);
+  make_masks(&rng, fx, 1, 5, 0, m);
   stsa_tensor qf = tu_random_tensor(&rng, STSA_F32, TU_BSHD, 1, fx->N, fx->H, fx->D, 1.0);
   stsa_tensor k =
       tu_random_tensor(&rng, fx->kv_dtype, TU_BSHD, 1, fx->N, fx->H, fx->D, 1.0);
@@ -238,6 +303,7 @@ static void check_fixture(const fixture *fx, uint64_t seed) {
     stsa_mask_free(m[i]);
   }
   stsa_ctx_free(ref);
+  check_per_head(fx, &rng, rows, &q, &k, &v, rev, shuf);
   free(rev);
   free(shuf);
   free(rows);
@@ -251,9 +317,10 @@ int main(void) {
   const stsa_geometry plain = {5, 6, 7, 0, 0, STSA_TEXT_NONE};
   const stsa_geometry prefix = {4, 5, 9, 11, 7, STSA_TEXT_PREFIX};
   const fixture fx[] = {
-      {plain, 210, 3, 24, 23, 32, STSA_F32},  {plain, 210, 2, 80, 5, 16, STSA_F32},
-      {plain, 210, 3, 24, 41, 48, STSA_F16},  {prefix, 191, 2, 24, 17, 32, STSA_BF16},
-      {prefix, 191, 1, 80, 30, 64, STSA_F32},
+      {plain, 210, 3, 24, 23, 32, STSA_F32},    {plain, 210, 2, 80, 5, 16, STSA_F32},
+      {plain, 210, 3, 24, 41, 48, STSA_F16},    {prefix, 191, 2, 24, 17, 32, STSA_BF16},
+      {prefix, 191, 1, 80, 30, 64, STSA_F32},   {plain, 210, 3, 64, 37, 32, STSA_F32},
+      {prefix, 191, 2, 128, 29, 48, STSA_BF16},
   };
   for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++)
     check_fixture(&fx[i], 11 + i);

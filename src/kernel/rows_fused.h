@@ -5,10 +5,16 @@
  * Per kv tile, the tile is packed, Q.K^T is computed once and exponentiated
  * once against the dense row maximum, and those probabilities feed the
  * dense sums and every mask's sums (a mask's p are the dense ones on its
- * kept pairs, zeros elsewhere; its own row sum normalises them). So the
- * masks cost only their P.V on the columns they keep, and K/V are read once,
- * tile by tile, while they sit in L2 (no packed head is written out and read
- * back per pass).
+ * kept pairs, zeros elsewhere; its own row sum normalises them). K/V are
+ * read once, tile by tile, while they sit in L2 (no packed head is written
+ * out and read back per pass).
+ *
+ * The dense P.V of each tile is formed on its own first (the tile's sums,
+ * then added to the dense rows), so a mask's row that keeps the whole tile
+ * takes those sums with one add, and a P.V runs only for the rows that keep
+ * part of it, a register tile of them at a time over the union of their
+ * kept columns. Most pairs SVG's masks keep lie in tiles a row keeps whole
+ * (the spatial one keeps whole frames, the temporal one runs of positions).
  *
  * Shared maximum: a mask's weights are exp2(s - m) with m the dense row
  * maximum, not the mask's own. That is exact unless every logit the mask
