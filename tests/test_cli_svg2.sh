@@ -115,8 +115,9 @@ for mode in svg svg2 auto; do
     "all(x['rel_l2'] < 1e-5 for x in h)"
 done
 expect_ok budget.none check svg2.json "r['svg']['max_error'] == 0"
-# (spatial keeps every pair at 6 frames: its profiled rows are the dense ones
-# exactly, its bound 0 meets the budget and the recheck sends it dense)
+# (spatial keeps every pair at 6 frames: its profiled rows take the dense
+# rows' sums, so its bound can be 0 and meet the budget; the recheck then
+# sends it dense)
 expect_ok budget.auto.why check budget.auto.json \
   "all(x['auto']['choice'] == 'dense' for x in h)" \
   "all(x['auto']['reason'] in ('none-met', 'recheck') for x in h)"
