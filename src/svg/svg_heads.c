@@ -11,6 +11,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "kernel/dispatch.h"
 #include "mask/geometry.h"
 #include "svg/auto_pick.h"
 #include "svg/bound.h"
@@ -146,15 +147,15 @@ static stsa_svg_keep svg_keep(const stsa_svg *svg, int levels) {
  * where levels > 1, else a buffer of its own) and its level-0 rows drawn
  * from both kinds' strata (got), followed by the floor rows. 0, or -1 when
  * out of memory. */
-static int draw_head(const stsa_svg_keep *keep, const stsa_tensor *q,
-                     const stsa_tensor *k, int64_t b, int64_t h, const svg_rows *floor,
-                     const svg_draw *d, stsa_strata *got) {
+static int draw_head(const stsa_svg_keep *keep, const stsa_kernels *kern,
+                     const stsa_tensor *q, const stsa_tensor *k, int64_t b, int64_t h,
+                     const svg_rows *floor, const svg_draw *d, stsa_strata *got) {
   const int64_t L = d->L, n = keep->levels * L;
   stsa_geo geo;
   stsa_geo_init(&geo, keep->g);
   double *own = d->est ? NULL : malloc(sizeof(double) * (size_t)(2 * n));
   double *est = d->est ? d->est + h * 2 * n : own;
-  int st = est ? stsa_svg_dropped_mass(keep, q, k, b, h, est, est + n) : -1;
+  int st = est ? stsa_svg_dropped_mass(keep, kern, q, k, b, h, est, est + n) : -1;
   if (st == 0)
     st = stsa_svg_draw_rows(est, est + n, L, geo.v0, STSA_SVG_STRATA_BOTH, d->R,
                             stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)h), got);
@@ -221,7 +222,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++) {
       stsa_strata got = {d->rows + h * S, d->group + h * R, d->pop + h * PS, 0};
-      failed[h] = draw_head(&keep, q, k, b, h, floor, d, &got) != 0;
+      failed[h] = draw_head(&keep, &svg->ctx->run->kern, q, k, b, h, floor, d, &got) != 0;
       d->groups[h] = got.groups;
     }
     for (int64_t h = 0; h < H; h++)

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "kernel/kernels.h"
 #include "stsa.h"
 #include "svg/strata.h"
 
@@ -46,10 +47,12 @@ enum {
  * -inf where a mask drops nothing. One pass over the pooled keys serves
  * every level: a level keeps a superset of the cells of the one before, so
  * its loss is read off the same cell masses. q and k are the full [B, N,
- * H, D] tensors. 0, or -1 when out of memory. */
-int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
-                          const stsa_tensor *k, int64_t b, int64_t h, double *log_sp,
-                          double *log_tm);
+ * H, D] tensors. The queries' scores against the pooled keys run on kern's
+ * qk micro-kernel (a GEMM of L x (D + 1) x 2 cells). 0, or -1 when out of
+ * memory. */
+int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_kernels *kern,
+                          const stsa_tensor *q, const stsa_tensor *k, int64_t b,
+                          int64_t h, double *log_sp, double *log_tm);
 
 /* Strata a head's R drawn rows fall in at most (out->pop's entries). */
 static inline int64_t stsa_svg_bound_strata(int64_t R) { return R > 2 ? R : 2; }
@@ -65,8 +68,8 @@ int stsa_svg_draw_rows(const double *log_sp, const double *log_tm, int64_t L, in
 
 /* Head h's level-0 estimates (stsa_svg_dropped_mass) and R rows drawn from
  * them (stsa_svg_draw_rows). 0, or -1 when out of memory. */
-int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_tensor *q,
-                        const stsa_tensor *k, int64_t b, int64_t h, int which, int64_t R,
-                        uint64_t seed, stsa_strata *out);
+int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_kernels *kern,
+                        const stsa_tensor *q, const stsa_tensor *k, int64_t b, int64_t h,
+                        int which, int64_t R, uint64_t seed, stsa_strata *out);
 
 #endif
