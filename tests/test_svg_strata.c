@@ -14,7 +14,8 @@
  *  - the draw: distinct rows, ascending, video tokens, each stratum's pop
  *    its members, deterministic in its seed;
  *  - the budget's wider levels, estimated in the same pass: level 0 is what
- *    an estimate of level 0 alone gives, bit for bit; a wider window never
+ *    an estimate of level 0 alone gives, bit for bit; the wider ones come
+ *    as shares in [0, 1] (their logs taken on demand); a wider window never
  *    loses more (per query, each kind); a window over every frame and a
  *    band over every position lose nothing (-inf); every share <= 1;
  *  - the shares against a double-precision reference, on heads whose pooled
@@ -213,9 +214,16 @@ static void test_levels(void) {
                       levels = {&g, 1, 3, {1, 2, F}, {3 * F, 9 * F, L}};
   EXPECT(stsa_svg_dropped_mass(&level0, kern, &tq, &tk, 0, 0, one, one + L) == 0);
   EXPECT(stsa_svg_dropped_mass(&levels, kern, &tq, &tk, 0, 0, all, all + 3 * L) == 0);
-  const double *sp = all, *tm = all + 3 * L;
+  double *sp = all, *tm = all + 3 * L;
   EXPECT(memcmp(one, sp, sizeof(double) * L) == 0);
   EXPECT(memcmp(one + L, tm, sizeof(double) * L) == 0);
+  /* the wider levels come as shares in [0, 1]; their logs on demand */
+  int outside = 0;
+  for (int i = L; i < 3 * L; i++)
+    outside += !(sp[i] >= 0 && sp[i] <= 1 && tm[i] >= 0 && tm[i] <= 1);
+  EXPECT(outside == 0);
+  stsa_svg_share_logs(sp + L, 2 * L);
+  stsa_svg_share_logs(tm + L, 2 * L);
   int lost = 0, wider_loses_more = 0, full_loses = 0, above_one = 0;
   for (int i = 0; i < L; i++) {
     for (int l = 0; l < 2; l++) {
@@ -330,7 +338,9 @@ static int check_reference(const stsa_kernels *table, int dim, stsa_dtype dtype,
     for (int i = 0; i < RL; i++) {
       double sp, tm;
       ref_shares(q, k, dim, i, keep.frame_window[l], keep.band[l], &sp, &tm);
-      const double got_sp = exp(est[l * RL + i]), got_tm = exp(est[2 * RL + l * RL + i]);
+      /* level 0 as logs, level 1 as shares */
+      const double x_sp = est[l * RL + i], x_tm = est[2 * RL + l * RL + i];
+      const double got_sp = l ? x_sp : exp(x_sp), got_tm = l ? x_tm : exp(x_tm);
       ok &= close_to(got_sp, sp, 1e-4);
       ok &= !repeat_keys || close_to(got_tm, tm, 1e-4);
     }

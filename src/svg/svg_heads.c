@@ -110,7 +110,7 @@ typedef struct svg_draw {
   int64_t *pop;         /* [H][stsa_svg_bound_strata(R)] */
   int64_t *groups;      /* [H] */
   double *est;          /* levels > 1: [H][2][levels][L], each head's log_sp, log_tm
-                           (stsa_svg_dropped_mass) */
+                           (stsa_svg_dropped_mass: shares past level 0) */
   double *sq;           /* [3][H][stride]: energy, then spatial, temporal errors */
   int64_t level_stride; /* rows a wider level profiles: R, then the routing rows */
   double *level_sq, *scratch; /* [2][level_stride], the bound's 5 a stratum */
@@ -269,9 +269,16 @@ static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_t
   stsa_strata s = {d->level_rows, d->level_rows + S, d->level_rows + S + R, 0};
   const uint64_t seed =
       stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
-  STSA_RETURN_IF(
-      stsa_svg_draw_rows(est + l * L, est + n + l * L, L, geo.v0, i, R, seed, &s) != 0,
-      &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  /* the kind's shares at level l, as logs (stsa_svg_dropped_mass takes
+   * only level 0's): kind i's draw reads its own kind's alone */
+  double *logs = malloc(sizeof(double) * (size_t)L);
+  if (logs) {
+    memcpy(logs, est + i * n + l * L, sizeof(double) * (size_t)L);
+    stsa_svg_share_logs(logs, L);
+  }
+  const int drew = logs ? stsa_svg_draw_rows(logs, logs, L, geo.v0, i, R, seed, &s) : -1;
+  free(logs);
+  STSA_RETURN_IF(drew != 0, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   memcpy(s.rows + R, routing->rows, sizeof(int64_t) * (size_t)routing->R);
   const stsa_mask *pm[2] = {svg->mask_dense, mask};
   STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, 2, s.rows, S, NULL, q,

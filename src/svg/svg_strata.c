@@ -347,8 +347,7 @@ static inline double share_log(double x) {
   return x > 0 ? (double)e * 0.6931471805599453 + series : -INFINITY;
 }
 
-/* x[n] = ln x[n] (share_log), in place. */
-STSA_PER_ISA static void share_logs(double *x, int64_t n) {
+STSA_PER_ISA void stsa_svg_share_logs(double *x, int64_t n) {
   for (int64_t i = 0; i < n; i++)
     x[i] = share_log(x[i]);
 }
@@ -438,9 +437,9 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_kernels *kern,
       query_estimate(keep, &geo, &c, &u, (int)r, m[r * C + C - 1], i0 + r,
                      &log_sp[i0 + r], &log_tm[i0 + r]);
   }
-  for (int64_t l = 0; st == 0 && l < keep->levels; l++) {
-    share_logs(log_sp + l * geo.L, geo.L);
-    share_logs(log_tm + l * geo.L, geo.L);
+  if (st == 0) { /* the wider levels' when they are drawn from (level_bound) */
+    stsa_svg_share_logs(log_sp, geo.L);
+    stsa_svg_share_logs(log_tm, geo.L);
   }
   free(c.centre);
   free(x);
