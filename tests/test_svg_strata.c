@@ -14,15 +14,25 @@
  *  - the draw: distinct rows, ascending, video tokens, each stratum's pop
  *    its members, deterministic in its seed;
  *  - the budget's wider levels, estimated in the same pass: level 0 is what
- *    an estimate of level 0 alone gives, bit for bit; a wider window never
+ *    an estimate of level 0 alone gives, bit for bit; the wider ones come
+ *    as shares in [0, 1] (their logs taken on demand); a wider window never
  *    loses more (per query, each kind); a window over every frame and a
- *    band over every position lose nothing (-inf); every share <= 1.
+ *    band over every position lose nothing (-inf); every share <= 1;
+ *  - the shares against a double-precision reference, on heads whose pooled
+ *    centroids are their keys (two keys a cell at most: each its own half;
+ *    keys that repeat along the frames: each band's one key), on the
+ *    best kernel table and the portable one (the scores run on their qk
+ *    micro-kernels), head dims 64, 80 and 128, 56 video tokens (no multiple
+ *    of mr), two real text tokens and a padding one, head 1 of 2, q and k
+ *    in f32, f16 and bf16.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/convert.h"
+#include "kernel/dispatch.h"
 #include "svg/bound.h"
 #include "svg/profile.h"
 #include "svg/splitmix.h"
@@ -31,6 +41,10 @@
 #include "testutil.h"
 
 #define EXPECT(cond) CHECK(cond, "%s", #cond)
+
+/* The best kernel table this machine runs (the one calls use). */
+static stsa_backend_choice best;
+static const stsa_kernels *kern = &best.kern;
 
 enum { F = 8, HP = 8, WP = 8, P = HP * WP, L = F * P, D = 16, R = 64, TRIALS = 400 };
 enum { OBJ_FRAME = 6, OBJ_POS = 19 }; /* the object: positions 19 and 20 of frame 6 */
@@ -139,7 +153,7 @@ static void test_object_coverage(void) {
   stsa_tensor tq = stsa_tensor_bshd(q, STSA_F32, 1, L, 1, D),
               tk = stsa_tensor_bshd(k, STSA_F32, 1, L, 1, D);
   const stsa_svg_keep keep = {&g, 1, 1, {1}, {L}};
-  EXPECT(stsa_svg_dropped_mass(&keep, &tq, &tk, 0, 0, sp, tm) == 0);
+  EXPECT(stsa_svg_dropped_mass(&keep, kern, &tq, &tk, 0, 0, sp, tm) == 0);
   int above = 0; /* background rows the estimate ranks above the object's */
   const double obj_score =
       fmin(sp[OBJ_FRAME * P + OBJ_POS], sp[OBJ_FRAME * P + OBJ_POS + 1]);
@@ -154,8 +168,8 @@ static void test_object_coverage(void) {
     stsa_svg_sample_rows(&g, R, t, 0, 0, 0, rows);
     by_runs += bound_of(rows, old_group, old_pop, old_groups, e, E) >= truth;
     stsa_strata got = {rows, group, pop, 0};
-    EXPECT(stsa_svg_bound_draw(&keep, &tq, &tk, 0, 0, STSA_SVG_STRATA_BOTH, R, t, &got) ==
-           0);
+    EXPECT(stsa_svg_bound_draw(&keep, kern, &tq, &tk, 0, 0, STSA_SVG_STRATA_BOTH, R, t,
+                               &got) == 0);
     by_estimate += bound_of(rows, group, pop, got.groups, e, E) >= truth;
   }
   printf("object in 2 of %d rows (%.0f%% of the error): bound >= truth %.4f in %d "
@@ -175,8 +189,8 @@ static void test_draw_shape(void) {
   for (int which = 0; which < 3; which++) {
     int64_t rows[R], group[R], pop[R], again[R], g2[R], p2[R];
     stsa_strata a = {rows, group, pop, 0}, b = {again, g2, p2, 0};
-    EXPECT(stsa_svg_bound_draw(&keep, &tq, &tk, 0, 0, which, R, 5, &a) == 0);
-    EXPECT(stsa_svg_bound_draw(&keep, &tq, &tk, 0, 0, which, R, 5, &b) == 0);
+    EXPECT(stsa_svg_bound_draw(&keep, kern, &tq, &tk, 0, 0, which, R, 5, &a) == 0);
+    EXPECT(stsa_svg_bound_draw(&keep, kern, &tq, &tk, 0, 0, which, R, 5, &b) == 0);
     EXPECT(memcmp(rows, again, sizeof rows) == 0 && a.groups <= stsa_svg_bound_strata(R));
     int64_t members = 0;
     for (int64_t s = 0; s < a.groups; s++)
@@ -198,11 +212,18 @@ static void test_levels(void) {
               tk = stsa_tensor_bshd(k, STSA_F32, 1, L, 1, D);
   const stsa_svg_keep level0 = {&g, 1, 1, {1}, {3 * F}},
                       levels = {&g, 1, 3, {1, 2, F}, {3 * F, 9 * F, L}};
-  EXPECT(stsa_svg_dropped_mass(&level0, &tq, &tk, 0, 0, one, one + L) == 0);
-  EXPECT(stsa_svg_dropped_mass(&levels, &tq, &tk, 0, 0, all, all + 3 * L) == 0);
-  const double *sp = all, *tm = all + 3 * L;
+  EXPECT(stsa_svg_dropped_mass(&level0, kern, &tq, &tk, 0, 0, one, one + L) == 0);
+  EXPECT(stsa_svg_dropped_mass(&levels, kern, &tq, &tk, 0, 0, all, all + 3 * L) == 0);
+  double *sp = all, *tm = all + 3 * L;
   EXPECT(memcmp(one, sp, sizeof(double) * L) == 0);
   EXPECT(memcmp(one + L, tm, sizeof(double) * L) == 0);
+  /* the wider levels come as shares in [0, 1]; their logs on demand */
+  int outside = 0;
+  for (int i = L; i < 3 * L; i++)
+    outside += !(sp[i] >= 0 && sp[i] <= 1 && tm[i] >= 0 && tm[i] <= 1);
+  EXPECT(outside == 0);
+  stsa_svg_share_logs(sp + L, 2 * L);
+  stsa_svg_share_logs(tm + L, 2 * L);
   int lost = 0, wider_loses_more = 0, full_loses = 0, above_one = 0;
   for (int i = 0; i < L; i++) {
     for (int l = 0; l < 2; l++) {
@@ -217,9 +238,145 @@ static void test_levels(void) {
   EXPECT(wider_loses_more == 0 && full_loses == 0 && above_one == 0);
 }
 
+/* The reference heads: 7 frames of 2 x 4 positions (four parts a frame,
+ * two keys each; a band a position), text at the end. */
+enum { RF = 7, RHP = 2, RWP = 4, RP = RHP * RWP, RL = RF * RP, RTEXT = 3, RREAL = 2 };
+enum { RN = RL + RTEXT, RH = 2, RMAXD = 128 };
+
+/* f32 x as dtype's nearest and back (the value a tensor of dtype holds). */
+static float as_dtype(float x, stsa_dtype dtype) {
+  return dtype == STSA_BF16  ? stsa_bf16_to_f32(stsa_f32_to_bf16(x))
+         : dtype == STSA_F16 ? stsa_f16_to_f32(stsa_f32_to_f16(x))
+                             : x;
+}
+
+/* x[RN][RH][dim] (f32 values, as dtype holds them) into buf as dtype. */
+static stsa_tensor reference_tensor(const float *x, int dim, stsa_dtype dtype,
+                                    void *buf) {
+  for (int i = 0; i < RN * RH * dim; i++) {
+    if (dtype == STSA_F32)
+      ((float *)buf)[i] = x[i];
+    else
+      ((uint16_t *)buf)[i] =
+          dtype == STSA_BF16 ? stsa_f32_to_bf16(x[i]) : stsa_f32_to_f16(x[i]);
+  }
+  return stsa_tensor_bshd(buf, dtype, 1, RN, RH, dim);
+}
+
+/* The mass below position x of bands band[RP] a position wide. */
+static double ref_below(const double *band, double x) {
+  double sum = 0;
+  for (int t = 0; t < RP; t++)
+    sum += band[t] * fmin(1, fmax(0, x - t));
+  return sum;
+}
+
+/* Query i's shares lost to a frame window of +-w and a position-major
+ * band of +-bw, sink frames 1, in double from head 1 of q and k
+ * [RN][RH][dim]: sp[0], and tm[0] where the keys repeat along the frames. */
+static void ref_shares(const float *q, const float *k, int dim, int i, int64_t w,
+                       int64_t bw, double *sp, double *tm) {
+  enum { SINK = 1 };
+  double e[RN], top = -INFINITY;
+  for (int j = 0; j < RL + RREAL; j++) {
+    double dot = 0;
+    for (int d = 0; d < dim; d++)
+      dot += (double)q[(i * RH + 1) * dim + d] * k[(j * RH + 1) * dim + d];
+    e[j] = dot / sqrt((double)dim);
+    top = e[j] > top ? e[j] : top;
+  }
+  double frames = 0, lost = 0, band[RP] = {0}, sinks = 0, text = 0;
+  const int f = i / RP, p = i % RP;
+  for (int j = 0; j < RL + RREAL; j++) {
+    const double x = exp(e[j] - top);
+    const int g = j / RP;
+    if (j >= RL) {
+      text += x;
+      continue;
+    }
+    frames += x;
+    lost += g >= SINK && (g < f - w || g > f + w) ? x : 0;
+    sinks += g < SINK ? x : 0;
+    band[j % RP] += g >= SINK ? x : 0;
+  }
+  *sp = lost / (frames + text);
+  const double jp = (double)(p * RF + f), all = ref_below(band, RP);
+  const double lost_tm = ref_below(band, (jp - (double)bw) / RF) + all -
+                         ref_below(band, (jp + (double)bw) / RF + 1);
+  *tm = lost_tm / (all + sinks + text);
+}
+
+/* |a - b| within rel of b (both 0: equal). */
+static int close_to(double a, double b, double rel) { return fabs(a - b) <= rel * b; }
+
+static int check_reference(const stsa_kernels *table, int dim, stsa_dtype dtype,
+                           int repeat_keys) {
+  static float q[RN * RH * RMAXD], k[RN * RH * RMAXD];
+  static uint16_t qb[RN * RH * RMAXD], kb[RN * RH * RMAXD];
+  static float qf[RN * RH * RMAXD], kf[RN * RH * RMAXD];
+  static double est[2 * 2 * RL];
+  uint64_t s = 7 + (uint64_t)dim;
+  for (int i = 0; i < RN * RH * dim; i++)
+    q[i] = as_dtype((float)(1.5 * gauss(&s)), dtype);
+  /* a repeated key: frame f's key at position p is frame 0's */
+  for (int i = 0; i < RN * RH * dim; i++) {
+    const int token = i / (RH * dim), rest = i % (RH * dim);
+    k[i] = token < RL && repeat_keys && token >= RP
+               ? k[(token % RP) * RH * dim + rest]
+               : as_dtype((float)(1.5 * gauss(&s)), dtype);
+  }
+  void *qbuf = dtype == STSA_F32 ? (void *)qf : qb,
+       *kbuf = dtype == STSA_F32 ? (void *)kf : kb;
+  const stsa_tensor tq = reference_tensor(q, dim, dtype, qbuf),
+                    tk = reference_tensor(k, dim, dtype, kbuf);
+  const stsa_geometry g = {RF, RHP, RWP, RTEXT, RREAL, STSA_TEXT_SUFFIX};
+  const stsa_svg_keep keep = {&g, 1, 2, {1, 2}, {2 * RF + 3, 3 * RF + 1}};
+  if (stsa_svg_dropped_mass(&keep, table, &tq, &tk, 0, 1, est, est + 2 * RL) != 0)
+    return 0;
+  int ok = 1;
+  for (int l = 0; l < 2; l++)
+    for (int i = 0; i < RL; i++) {
+      double sp, tm;
+      ref_shares(q, k, dim, i, keep.frame_window[l], keep.band[l], &sp, &tm);
+      /* level 0 as logs, level 1 as shares */
+      const double x_sp = est[l * RL + i], x_tm = est[2 * RL + l * RL + i];
+      const double got_sp = l ? x_sp : exp(x_sp), got_tm = l ? x_tm : exp(x_tm);
+      ok &= close_to(got_sp, sp, 1e-4);
+      ok &= !repeat_keys || close_to(got_tm, tm, 1e-4);
+    }
+  return ok;
+}
+
+static void test_reference(void) {
+  stsa_kernels portable;
+  stsa_kernels_init_portable(&portable);
+  const stsa_kernels *tables[2] = {kern, &portable};
+  const int dims[3] = {64, 80, 128};
+  const stsa_dtype dtypes[3] = {STSA_F32, STSA_F16, STSA_BF16};
+  int bad = 0, runs = 0;
+  for (int t = 0; t < 2; t++)
+    for (int di = 0; di < 3; di++)
+      for (int ty = 0; ty < 3; ty++)
+        for (int repeat = 0; repeat < 2; repeat++) {
+          const int ok = check_reference(tables[t], dims[di], dtypes[ty], repeat);
+          CHECK(ok, "shares off the reference: %s table, D %d, dtype %d, %s keys",
+                tables[t]->name, dims[di], (int)dtypes[ty], repeat ? "repeated" : "own");
+          bad += !ok;
+          runs++;
+        }
+  printf("estimate vs double reference: %d of %d configurations within 1e-4\n",
+         runs - bad, runs);
+}
+
 int main(void) {
+  stsa_errbuf err;
+  if (stsa_backend_choose(STSA_BACKEND_AUTO, &best, &err) != STSA_OK) {
+    printf("no kernel table: %s\n", err.text);
+    return 1;
+  }
   test_object_coverage();
   test_draw_shape();
   test_levels();
+  test_reference();
   return tu_finish("test_svg_strata");
 }

@@ -38,6 +38,15 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+double *stsa_svg_draw_estimates(stsa_svg *svg, size_t count) {
+  if (count > svg->draw_est_count) {
+    free(svg->draw_est);
+    svg->draw_est = malloc(sizeof(double) * count);
+    svg->draw_est_count = svg->draw_est ? count : 0;
+  }
+  return svg->draw_est;
+}
+
 void stsa_svg_free(stsa_svg *svg) {
   if (!svg)
     return;
@@ -47,6 +56,7 @@ void stsa_svg_free(stsa_svg *svg) {
       stsa_mask_free(svg->level_mask[l][i]);
     }
   stsa_svg2_free(svg->svg2);
+  free(svg->draw_est);
   free(svg->row_group);
   free(svg->row_pop);
   stsa_plan_free(svg->plan_dense);

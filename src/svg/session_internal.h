@@ -35,6 +35,11 @@ struct stsa_svg {
   double level_density[SVG_LEVELS][2];
   /* the strata of the sampled rows (svg_strata) */
   int64_t *row_group, *row_pop, row_groups;
+  /* the drawn rows' estimates (svg_heads.c), kept between calls: a
+   * buffer allocated per call faulted in its pages every call (~2 Mcycles
+   * of a Wan-480p head's ~27); grow-only */
+  double *draw_est;
+  size_t draw_est_count;
   stsa_svg2 *svg2; /* methods SVG2 and auto */
   int64_t svg2_q_clusters, svg2_kv_clusters;
   int svg2_q_tile, svg2_kv_tile; /* the cluster plans' tiles (auto: SVG's) */
@@ -54,6 +59,11 @@ typedef struct head_run {
  * 1: 1), *kept its kept fraction (session.c). */
 stsa_status stsa_svg_build_kind(stsa_svg *svg, double density, int i, stsa_mask **mask,
                                 stsa_plan **plan, double *kept);
+
+/* The session's buffer for count doubles of drawn rows' estimates, grown
+ * to hold them (NULL when out of memory); its contents are the last
+ * call's (session.c). */
+double *stsa_svg_draw_estimates(stsa_svg *svg, size_t count);
 
 /* A head run dense, with its budget action (session.c). */
 head_run stsa_svg_dense_run(const stsa_svg *svg, uint8_t budget);

@@ -11,6 +11,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "kernel/dispatch.h"
 #include "mask/geometry.h"
 #include "svg/auto_pick.h"
 #include "svg/bound.h"
@@ -108,8 +109,9 @@ typedef struct svg_draw {
   int64_t *group;       /* [H][R] */
   int64_t *pop;         /* [H][stsa_svg_bound_strata(R)] */
   int64_t *groups;      /* [H] */
-  double *est;          /* levels > 1: [H][2][levels][L], each head's log_sp, log_tm
-                           (stsa_svg_dropped_mass) */
+  double *est;          /* [H][2][levels][L], each head's log_sp, log_tm
+                           (stsa_svg_dropped_mass: shares past level 0); the
+                           session's (stsa_svg_draw_estimates) */
   double *sq;           /* [3][H][stride]: energy, then spatial, temporal errors */
   int64_t level_stride; /* rows a wider level profiles: R, then the routing rows */
   double *level_sq, *scratch; /* [2][level_stride], the bound's 5 a stratum */
@@ -123,7 +125,6 @@ typedef struct svg_draw {
 static void draw_free(svg_draw *d) {
   free(d->rows);
   free(d->sq);
-  free(d->est);
 }
 
 /* What SVG's masks keep at levels 0..levels-1: the session's windows, and
@@ -142,24 +143,22 @@ static stsa_svg_keep svg_keep(const stsa_svg *svg, int levels) {
   return keep;
 }
 
-/* Head h's estimates at every level (est[2][levels][L]: kept in d->est
- * where levels > 1, else a buffer of its own) and its level-0 rows drawn
+/* Head h's estimates at every level (est[2][levels][L] in d->est) and
+ * its level-0 rows drawn
  * from both kinds' strata (got), followed by the floor rows. 0, or -1 when
  * out of memory. */
-static int draw_head(const stsa_svg_keep *keep, const stsa_tensor *q,
-                     const stsa_tensor *k, int64_t b, int64_t h, const svg_rows *floor,
-                     const svg_draw *d, stsa_strata *got) {
+static int draw_head(const stsa_svg_keep *keep, const stsa_kernels *kern,
+                     const stsa_tensor *q, const stsa_tensor *k, int64_t b, int64_t h,
+                     const svg_rows *floor, const svg_draw *d, stsa_strata *got) {
   const int64_t L = d->L, n = keep->levels * L;
   stsa_geo geo;
   stsa_geo_init(&geo, keep->g);
-  double *own = d->est ? NULL : malloc(sizeof(double) * (size_t)(2 * n));
-  double *est = d->est ? d->est + h * 2 * n : own;
-  int st = est ? stsa_svg_dropped_mass(keep, q, k, b, h, est, est + n) : -1;
+  double *est = d->est + h * 2 * n;
+  int st = stsa_svg_dropped_mass(keep, kern, q, k, b, h, est, est + n);
   if (st == 0)
     st = stsa_svg_draw_rows(est, est + n, L, geo.v0, STSA_SVG_STRATA_BOTH, d->R,
                             stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)h), got);
   memcpy(got->rows + d->R, floor->rows, sizeof(int64_t) * (size_t)floor->R);
-  free(own);
   return st;
 }
 
@@ -201,12 +200,11 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
   d->rows = malloc(sizeof(int64_t) * (size_t)(H * S + H * R + H * PS + H + LS + R + PS));
   d->sq = malloc(sizeof(double) * (size_t)(3 * H * S + 2 * LS +
                                            5 * (PS + floor->R + svg->cfg.sample_rows)));
-  d->est =
-      d->levels > 1 ? malloc(sizeof(double) * (size_t)(H * 2 * d->levels * d->L)) : NULL;
+  d->est = stsa_svg_draw_estimates(svg, (size_t)(H * 2 * d->levels * d->L));
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)(3 * H));
   int *failed = calloc((size_t)H, sizeof *failed);
   stsa_status st =
-      d->rows && d->sq && (d->est || d->levels == 1) && masks && failed
+      d->rows && d->sq && d->est && masks && failed
           ? STSA_OK
           : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK) {
@@ -221,7 +219,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++) {
       stsa_strata got = {d->rows + h * S, d->group + h * R, d->pop + h * PS, 0};
-      failed[h] = draw_head(&keep, q, k, b, h, floor, d, &got) != 0;
+      failed[h] = draw_head(&keep, &svg->ctx->run->kern, q, k, b, h, floor, d, &got) != 0;
       d->groups[h] = got.groups;
     }
     for (int64_t h = 0; h < H; h++)
@@ -268,9 +266,16 @@ static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_t
   stsa_strata s = {d->level_rows, d->level_rows + S, d->level_rows + S + R, 0};
   const uint64_t seed =
       stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
-  STSA_RETURN_IF(
-      stsa_svg_draw_rows(est + l * L, est + n + l * L, L, geo.v0, i, R, seed, &s) != 0,
-      &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  /* the kind's shares at level l, as logs (stsa_svg_dropped_mass takes
+   * only level 0's): kind i's draw reads its own kind's alone */
+  double *logs = malloc(sizeof(double) * (size_t)L);
+  if (logs) {
+    memcpy(logs, est + i * n + l * L, sizeof(double) * (size_t)L);
+    stsa_svg_share_logs(logs, L);
+  }
+  const int drew = logs ? stsa_svg_draw_rows(logs, logs, L, geo.v0, i, R, seed, &s) : -1;
+  free(logs);
+  STSA_RETURN_IF(drew != 0, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   memcpy(s.rows + R, routing->rows, sizeof(int64_t) * (size_t)routing->R);
   const stsa_mask *pm[2] = {svg->mask_dense, mask};
   STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, 2, s.rows, S, NULL, q,

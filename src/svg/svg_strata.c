@@ -1,6 +1,7 @@
 /* svg_strata.c — see svg_strata.h. */
 #include "svg/svg_strata.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,10 @@
  * (a small object moves between them) while that stays within the budget. */
 enum { CELL_BUDGET = 32, BANDS = 16 };
 
-/* The queries' scores are a small GEMM: SCORE_ROWS queries at a time
- * against SCORE_COLS centroids, whose sums stay in registers. */
-enum { SCORE_ROWS = 4, SCORE_COLS = 16 }; /* centroid_scores spells out the 4 */
+/* The score of an empty half, and of the panels' padding columns: far
+ * below any real one (exp2_nonpositive takes it to 0), and finite, so that
+ * a padding query row (zeros) scores 0 against it rather than NaN. */
+#define EMPTY_SCORE (-FLT_MAX)
 
 /* The cells: frame f part s is spatial cell f * parts + s; band t (over
  * the frames past the sinks) is cell F * parts + t; the real text tokens
@@ -31,26 +33,38 @@ enum { SCORE_ROWS = 4, SCORE_COLS = 16 }; /* centroid_scores spells out the 4 */
  * query that matches them sees it. */
 typedef struct cells {
   int64_t parts, bands, count;
-  int64_t stride; /* 2 count, rounded up to a multiple of SCORE_COLS */
-  float *centre;  /* [D][stride], scaled by the softmax scale and log2(e); half h
-                     of cell j in column h count + j (0 past 2 count) */
-  float *log_n;   /* [stride] log2(members), -inf for an empty half and past 2 count */
+  int64_t stride; /* 2 count, rounded up to the kernel table's nr */
+  int64_t depth;  /* D + 1 */
+  /* The halves as the qk kernel's K^T panels ([stride / nr][depth][nr],
+   * 64-byte aligned; half h of cell j in column h count + j): rows d < D
+   * the centroid scaled by the softmax scale and log2(e), row D log2 of
+   * its members (EMPTY_SCORE for an empty half and past 2 count). A query
+   * row with a 1 at D then scores ln n + x . centre in one product. */
+  float *centre;
   double edge[BANDS + 1];  /* band t spans positions [edge[t], edge[t + 1]) */
   double inv_width[BANDS]; /* 1 / (edge[t + 1] - edge[t]) */
+  int32_t *band_of;        /* [P] the band holding each position (the edges
+                              are whole positions: so is x's, floor(x)'s) */
 } cells;
+
+/* Row d of column col of the halves' panels. */
+static float *centre_at(const cells *c, int64_t nr, int64_t col, int64_t d) {
+  return c->centre + (col / nr) * c->depth * nr + d * nr + col % nr;
+}
 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
   return x < lo ? lo : x > hi ? hi : x;
 }
 
-/* The cell layout of geometry geo. */
-static cells cell_layout(const stsa_geo *geo) {
+/* The cell layout of geometry geo for head dim D and panels nr wide. */
+static cells cell_layout(const stsa_geo *geo, int64_t D, int64_t nr) {
   cells c = {0};
   c.parts = clamp64(CELL_BUDGET / geo->F, 1, 4);
   c.parts = c.parts < geo->P ? c.parts : geo->P;
   c.bands = BANDS < geo->P ? BANDS : geo->P;
   c.count = geo->F * c.parts + c.bands + 1;
-  c.stride = (2 * c.count + SCORE_COLS - 1) / SCORE_COLS * SCORE_COLS;
+  c.stride = (2 * c.count + nr - 1) / nr * nr;
+  c.depth = D + 1;
   for (int64_t t = 0; t <= c.bands; t++)
     c.edge[t] = (double)(t * geo->P / c.bands);
   for (int64_t t = 0; t < c.bands; t++)
@@ -75,6 +89,8 @@ static void key_cells(const stsa_svg_keep *keep, const stsa_geo *geo, const cell
 typedef struct pool {
   int64_t D, C;
   double *sum;       /* [C][D] the cells' sums, then [2C][D] the halves' */
+  float *pend;       /* [3C][D] the f32 sums of the keys not yet in sum */
+  int64_t *pending;  /* [3C] their counts */
   float *mean;       /* [C][D] */
   float *axis;       /* [C][D] the farthest key - mean */
   float *far;        /* [C] that key's squared distance */
@@ -118,10 +134,33 @@ STSA_PER_ISA static float dot(const float *restrict row, const float *restrict v
   return sum;
 }
 
-STSA_PER_ISA static void accumulate(double *restrict sum, const float *restrict row,
-                                    int64_t D) {
+/* Keys a sum takes in f32 before they go to its double sum: a key's f32
+ * adds are half the work of double ones (about a third of a pooling pass),
+ * and 64 keys' f32 sum rounds far below what the estimate reads. */
+enum { PENDING_KEYS = 64 };
+
+STSA_PER_ISA static void add_row(float *restrict sum, const float *restrict row,
+                                 int64_t D) {
   for (int64_t d = 0; d < D; d++)
     sum[d] += row[d];
+}
+
+/* Sum `slot` (a cell < C, else C + a half) takes its pending keys. */
+STSA_PER_ISA static void flush_sum(pool *w, int64_t slot) {
+  double *restrict sum = w->sum + slot * w->D;
+  float *restrict pend = w->pend + slot * w->D;
+  for (int64_t d = 0; d < w->D; d++) {
+    sum[d] += pend[d];
+    pend[d] = 0;
+  }
+  w->pending[slot] = 0;
+}
+
+/* Adds key row[D] to sum `slot`. */
+static void accumulate(pool *w, int64_t slot, const float *row) {
+  add_row(w->pend + slot * w->D, row, w->D);
+  if (++w->pending[slot] == PENDING_KEYS)
+    flush_sum(w, slot);
 }
 
 /* One key (row[D]) of cell x in pass 0 (sums), 1 (the farthest key) or 2
@@ -132,7 +171,7 @@ static void pool_key(int pass, const float *row, int64_t x, pool *w) {
   float *mean = w->mean + x * D, *axis = w->axis + x * D;
   if (pass == 0) {
     w->n[x]++;
-    accumulate(w->sum + x * D, row, D);
+    accumulate(w, x, row);
   } else if (pass == 1) {
     const float dist = square_distance(row, mean, D);
     if (dist > w->far[x]) {
@@ -144,7 +183,7 @@ static void pool_key(int pass, const float *row, int64_t x, pool *w) {
     const float along = dot(row, axis, D) - w->offset[x];
     const int64_t half = 2 * x + (along > 0.5f * w->far[x]);
     w->half[half]++;
-    accumulate(w->sum + (w->C + half) * D, row, D);
+    accumulate(w, w->C + half, row);
   }
 }
 
@@ -181,23 +220,25 @@ static int64_t native_token(const stsa_geo *geo, int64_t i) {
 }
 
 /* Pools head h's keys of batch entry b into the cells' halves' scaled
- * centroids (c->centre, c->log_n). */
+ * centroids (c->centre, panels nr wide). */
 static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_tensor *k,
-                     int64_t b, int64_t h, cells *c) {
+                     int64_t b, int64_t h, int64_t nr, cells *c) {
   const int64_t D = k->shape[3], C = c->count;
-  pool w = {D, C, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  pool w = {D, C, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
   w.sum = calloc((size_t)(3 * C * D), sizeof(double));
-  w.mean = calloc((size_t)(2 * C * D + 2 * C), sizeof(float));
-  w.n = calloc((size_t)(3 * C), sizeof(int64_t));
+  w.mean = calloc((size_t)(5 * C * D + 2 * C), sizeof(float));
+  w.n = calloc((size_t)(6 * C), sizeof(int64_t));
   float *row = malloc(sizeof(float) * (size_t)D);
-  c->centre = calloc((size_t)(c->stride * D), sizeof(float));
-  c->log_n = malloc(sizeof(float) * (size_t)c->stride);
-  const int ok = w.sum && w.mean && w.n && row && c->centre && c->log_n;
+  const size_t panel_bytes = sizeof(float) * (size_t)(c->stride * c->depth);
+  c->centre = aligned_alloc(64, (panel_bytes + 63) / 64 * 64);
+  const int ok = w.sum && w.mean && w.n && row && c->centre;
   if (ok) {
     w.axis = w.mean + C * D;
     w.far = w.axis + C * D;
     w.offset = w.far + C;
     w.half = w.n + C;
+    w.pend = w.offset + C;
+    w.pending = w.half + 2 * C;
   }
   for (int pass = 0; ok && pass < 3; pass++) {
     for (int64_t i = 0; i < geo->L + geo->R; i++) {
@@ -209,6 +250,8 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
       for (int j = 0; j < 2 && cell[j] >= 0; j++)
         pool_key(pass, key, cell[j], &w);
     }
+    for (int64_t x = 0; pass != 1 && x < 3 * C; x++)
+      flush_sum(&w, x);
     for (int64_t x = 0; pass == 0 && x < C * D; x++)
       w.mean[x] = (float)(w.sum[x] / (w.n[x / D] > 0 ? (double)w.n[x / D] : 1));
     for (int64_t x = 0; pass == 1 && x < C; x++)
@@ -216,13 +259,16 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
   }
   /* base 2: the masses are exp2 of the scores (cell_masses) */
   const double scale = 1.4426950408889634 / sqrt((double)D), *half_sum = w.sum + C * D;
-  for (int64_t col = 0; ok && col < c->stride; col++)
-    c->log_n[col] = -INFINITY;
+  if (ok)
+    memset(c->centre, 0, panel_bytes);
+  for (int64_t col = 0; ok && col < c->stride; col++) /* half j / 2 + (j & 1) C */
+    centre_at(c, nr, col, D)[0] = EMPTY_SCORE;
   for (int64_t j = 0; ok && j < 2 * C; j++) {
-    const int64_t n = w.half[j], col = (j & 1) * C + j / 2;
-    c->log_n[col] = n > 0 ? (float)log2((double)n) : -INFINITY;
+    const int64_t n = w.half[j];
+    float *at = centre_at(c, nr, (j & 1) * C + j / 2, 0);
     for (int64_t d = 0; n > 0 && d < D; d++)
-      c->centre[d * c->stride + col] = (float)(scale * half_sum[j * D + d] / (double)n);
+      at[d * nr] = (float)(scale * half_sum[j * D + d] / (double)n);
+    at[D * nr] = n > 0 ? (float)log2((double)n) : EMPTY_SCORE;
   }
   free(w.sum);
   free(w.mean);
@@ -231,51 +277,48 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
   return ok ? 0 : -1;
 }
 
-/* SCORE_ROWS queries' cell masses summed along the frames (frame[f *
- * SCORE_ROWS + r], f <= F: query r's masses of the frames below f) and
- * along the bands (band[t * SCORE_ROWS + r], t <= bands): a window's kept
+/* A block of n queries' cell masses summed along the frames (frame[f *
+ * n + r], f <= F: query r's masses of the frames below f) and
+ * along the bands (band[t * n + r], t <= bands): a window's kept
  * or lost mass is then a difference of two sums, for every level alike.
  * Sums of non-negative terms only grow, so an empty range reads exactly 0.
  * The queries' sums run side by side: one query's are a chain of
  * dependent additions. */
 typedef struct sums {
-  double *frame; /* [(F + 1) * SCORE_ROWS], the caller's */
-  double band[(BANDS + 1) * SCORE_ROWS];
+  int64_t n;     /* queries of a block: the kernel table's mr */
+  double *frame; /* [(F + 1) * n], the caller's */
+  double *band;  /* [(bands + 1) * n], the caller's */
 } sums;
 
-/* The sums of queries whose cell masses are m[SCORE_ROWS][C]. */
+/* The sums of queries whose cell masses are m[n][C]. */
 static void block_sums(const cells *c, int64_t F, const double *m, sums *u) {
-  const int64_t C = c->count, S = F * c->parts;
-  for (int r = 0; r < SCORE_ROWS; r++)
+  const int64_t C = c->count, S = F * c->parts, n = u->n;
+  for (int64_t r = 0; r < n; r++)
     u->frame[r] = u->band[r] = 0;
   for (int64_t f = 0; f < F; f++)
-    for (int r = 0; r < SCORE_ROWS; r++) {
+    for (int64_t r = 0; r < n; r++) {
       double frame = 0;
       for (int64_t s = 0; s < c->parts; s++)
         frame += m[r * C + f * c->parts + s];
-      u->frame[(f + 1) * SCORE_ROWS + r] = u->frame[f * SCORE_ROWS + r] + frame;
+      u->frame[(f + 1) * n + r] = u->frame[f * n + r] + frame;
     }
   for (int64_t t = 0; t < c->bands; t++)
-    for (int r = 0; r < SCORE_ROWS; r++)
-      u->band[(t + 1) * SCORE_ROWS + r] = u->band[t * SCORE_ROWS + r] + m[r * C + S + t];
+    for (int64_t r = 0; r < n; r++)
+      u->band[(t + 1) * n + r] = u->band[t * n + r] + m[r * C + S + t];
 }
 
 /* The mass of the bands below position x (0 <= x <= P) of the query whose
- * band sums are band[t * SCORE_ROWS]: whole bands, and the share of the
- * band holding x left of it. */
-static double bands_below(const cells *c, const double *band, int64_t P, double x) {
+ * band sums are band[t * n]: whole bands, and the share of the band
+ * holding x left of it. */
+static double bands_below(const cells *c, const double *band, int64_t n, int64_t P,
+                          double x) {
   if (x <= 0)
     return 0;
   if (x >= (double)P)
-    return band[c->bands * SCORE_ROWS];
-  int64_t t = (int64_t)(x * (double)c->bands / (double)P);
-  t = t < c->bands - 1 ? t : c->bands - 1;
-  while (t > 0 && c->edge[t] > x)
-    t--;
-  while (t + 1 < c->bands && c->edge[t + 1] <= x)
-    t++;
+    return band[c->bands * n];
+  const int64_t t = c->band_of[(int64_t)x];
   const double part = (x - c->edge[t]) * c->inv_width[t];
-  const double below = band[t * SCORE_ROWS], next = band[(t + 1) * SCORE_ROWS];
+  const double below = band[t * n], next = band[(t + 1) * n];
   return below + (next - below) * part;
 }
 
@@ -288,22 +331,22 @@ static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const
                            const sums *u, int r, double text, int64_t i, double *share_sp,
                            double *share_tm) {
   const int64_t f = i / geo->P, p = i % geo->P, F = geo->F, sink = keep->sink_frames;
+  const int64_t n = u->n;
   const double *frame = u->frame + r, *band = u->band + r;
-  const double sinks = frame[(sink < F ? sink : F) * SCORE_ROWS];
-  const double sp_total = frame[F * SCORE_ROWS] + text,
-               tm_total = band[c->bands * SCORE_ROWS] + sinks + text;
+  const double sinks = frame[(sink < F ? sink : F) * n];
+  const double sp_total = frame[F * n] + text,
+               tm_total = band[c->bands * n] + sinks + text;
   const int64_t j = p * F + f;
   const double per_sp = 1 / sp_total, per_tm = 1 / tm_total, per_frame = 1 / (double)F;
   for (int l = 0; l < keep->levels; l++) {
     const int64_t w = keep->frame_window[l];
     const int64_t below = clamp64(f - w, sink, F), above = clamp64(f + w + 1, sink, F);
-    const double lost_sp = (frame[below * SCORE_ROWS] - frame[sink * SCORE_ROWS]) +
-                           (frame[F * SCORE_ROWS] - frame[above * SCORE_ROWS]);
+    const double lost_sp =
+        (frame[below * n] - frame[sink * n]) + (frame[F * n] - frame[above * n]);
     const double lo = (double)(j - keep->band[l]) * per_frame,
                  hi = (double)(j + keep->band[l]) * per_frame + 1;
-    const double lost_tm =
-        bands_below(c, band, geo->P, lo) +
-        (band[c->bands * SCORE_ROWS] - bands_below(c, band, geo->P, hi));
+    const double lost_tm = bands_below(c, band, n, geo->P, lo) +
+                           (band[c->bands * n] - bands_below(c, band, n, geo->P, hi));
     share_sp[l * geo->L] = lost_sp * per_sp;
     share_tm[l * geo->L] = lost_tm * per_tm;
   }
@@ -330,38 +373,9 @@ static inline double share_log(double x) {
   return x > 0 ? (double)e * 0.6931471805599453 + series : -INFINITY;
 }
 
-/* x[n] = ln x[n] (share_log), in place. */
-STSA_PER_ISA static void share_logs(double *x, int64_t n) {
+STSA_PER_ISA void stsa_svg_share_logs(double *x, int64_t n) {
   for (int64_t i = 0; i < n; i++)
     x[i] = share_log(x[i]);
-}
-
-/* a[SCORE_ROWS][S] = ln n + x . centre for SCORE_ROWS queries x[..][D]
- * over the pooled centroids (centre [D][S], S = cells.stride). */
-STSA_PER_ISA static void centroid_scores(const float *restrict x,
-                                         const float *restrict centre,
-                                         const float *restrict log_n, int64_t D,
-                                         int64_t S, float *restrict a) {
-  for (int64_t j0 = 0; j0 < S; j0 += SCORE_COLS) {
-    float s0[SCORE_COLS] = {0}, s1[SCORE_COLS] = {0}, s2[SCORE_COLS] = {0},
-          s3[SCORE_COLS] = {0};
-    for (int64_t d = 0; d < D; d++) {
-      const float *col = centre + d * S + j0;
-      const float x0 = x[d], x1 = x[D + d], x2 = x[2 * D + d], x3 = x[3 * D + d];
-      for (int j = 0; j < SCORE_COLS; j++) {
-        s0[j] += x0 * col[j];
-        s1[j] += x1 * col[j];
-        s2[j] += x2 * col[j];
-        s3[j] += x3 * col[j];
-      }
-    }
-    for (int j = 0; j < SCORE_COLS; j++) {
-      a[j0 + j] = log_n[j0 + j] + s0[j];
-      a[S + j0 + j] = log_n[j0 + j] + s1[j];
-      a[2 * S + j0 + j] = log_n[j0 + j] + s2[j];
-      a[3 * S + j0 + j] = log_n[j0 + j] + s3[j];
-    }
-  }
 }
 
 /* 2^x for x <= 0 (exp2_poly.h's polynomial, x = n + f, |f| <= 1/2); 0
@@ -389,69 +403,78 @@ static inline float exp2_nonpositive(float x) {
   return p * pow2.value;
 }
 
-/* One query's cell masses m[C], relative to its largest half, from its
- * halves' base-2 scores a[2 C] (half h of cell j at h C + j); e[2 C]
- * scratch. The largest score is taken in independent lanes, which the
- * compiler keeps in a vector. */
-STSA_PER_ISA static void cell_masses(const float *restrict a, int64_t C,
+/* One query's cell masses m[C], relative to its largest half (top, the
+ * qk kernel's row maximum), from its halves' base-2 scores a[2 C] (half h
+ * of cell j at h C + j); e[2 C] scratch. */
+STSA_PER_ISA static void cell_masses(const float *restrict a, float top, int64_t C,
                                      float *restrict e, double *restrict m) {
-  float lane[LANES];
-  for (int l = 0; l < LANES; l++)
-    lane[l] = -INFINITY;
-  int64_t j = 0;
-  for (; j + LANES <= 2 * C; j += LANES)
-    for (int l = 0; l < LANES; l++)
-      lane[l] = a[j + l] > lane[l] ? a[j + l] : lane[l];
-  float top = -INFINITY;
-  for (; j < 2 * C; j++)
-    top = a[j] > top ? a[j] : top;
-  for (int l = 0; l < LANES; l++)
-    top = lane[l] > top ? lane[l] : top;
-  for (j = 0; j < 2 * C; j++)
+  for (int64_t j = 0; j < 2 * C; j++)
     e[j] = exp2_nonpositive(a[j] - top);
-  for (j = 0; j < C; j++)
+  for (int64_t j = 0; j < C; j++)
     m[j] = (double)e[j] + (double)e[C + j];
 }
 
-int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
-                          const stsa_tensor *k, int64_t b, int64_t h, double *log_sp,
-                          double *log_tm) {
+/* Head h's video queries of batch entry b as rows of x ([mr][depth], a 1
+ * at D: the halves' panels' log2 members), rows [i0, i0 + mr) (zeros past
+ * L), prefetching the block after. */
+static void load_queries(const stsa_geo *geo, const stsa_tensor *q, int64_t b, int64_t h,
+                         int64_t i0, int64_t mr, int64_t depth, float *x) {
+  const int64_t D = depth - 1;
+  for (int64_t r = 0; r < mr && i0 + ROWS_AHEAD + r < geo->L; r++)
+    prefetch_row(q, b, geo->v0 + i0 + ROWS_AHEAD + r, h);
+  for (int64_t r = 0; r < mr; r++) {
+    float *dst = x + r * depth;
+    if (i0 + r >= geo->L) {
+      memset(dst, 0, sizeof(float) * (size_t)D);
+      continue;
+    }
+    const float *row = load_row(q, b, geo->v0 + i0 + r, h, dst);
+    if (row != dst)
+      memcpy(dst, row, sizeof(float) * (size_t)D);
+  }
+}
+
+int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_kernels *kern,
+                          const stsa_tensor *q, const stsa_tensor *k, int64_t b,
+                          int64_t h, double *log_sp, double *log_tm) {
   stsa_geo geo;
   stsa_geo_init(&geo, keep->g);
-  cells c = cell_layout(&geo);
-  const int64_t D = q->shape[3], C = c.count, S = c.stride;
-  float *x = calloc((size_t)(SCORE_ROWS * (D + S)), sizeof(float)),
-        *a = x ? x + SCORE_ROWS * D : NULL;
-  double *m = malloc(sizeof(double) * (size_t)(SCORE_ROWS * (C + geo.F + 1)));
-  sums u = {m ? m + SCORE_ROWS * C : NULL, {0}};
-  float *e = malloc(sizeof(float) * (size_t)(2 * C));
-  int st = x && m && e ? pool_keys(keep, &geo, k, b, h, &c) : -1;
-  for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += SCORE_ROWS) {
-    const int64_t rows = geo.L - i0 < SCORE_ROWS ? geo.L - i0 : SCORE_ROWS;
-    for (int64_t r = 0; r < SCORE_ROWS && i0 + ROWS_AHEAD + r < geo.L; r++)
-      prefetch_row(q, b, geo.v0 + i0 + ROWS_AHEAD + r, h);
-    for (int64_t r = 0; r < rows; r++) {
-      const float *row = load_row(q, b, geo.v0 + i0 + r, h, x + r * D);
-      if (row != x + r * D)
-        memcpy(x + r * D, row, sizeof(float) * (size_t)D);
-    }
-    centroid_scores(x, c.centre, c.log_n, D, S, a);
-    for (int r = 0; r < SCORE_ROWS; r++) /* past the rows: the last block's */
-      cell_masses(a + r * S, C, e, m + r * C);
+  const int64_t D = q->shape[3], mr = kern->mr, nr = kern->nr;
+  cells c = cell_layout(&geo, D, nr);
+  c.band_of = malloc(sizeof(int32_t) * (size_t)geo.P);
+  for (int64_t t = 0; c.band_of && t < c.bands; t++)
+    for (int64_t at = (int64_t)c.edge[t]; at < (int64_t)c.edge[t + 1]; at++)
+      c.band_of[at] = (int32_t)t;
+  const int64_t C = c.count, S = c.stride, depth = c.depth;
+  float *x = malloc(sizeof(float) * (size_t)(mr * (depth + S + 1) + 2 * C));
+  float *s = x ? x + mr * depth : NULL, *top = s ? s + mr * S : NULL,
+        *e = top ? top + mr : NULL;
+  double *m = malloc(sizeof(double) * (size_t)(mr * (C + geo.F + 1 + c.bands + 1)));
+  sums u = {mr, m ? m + mr * C : NULL, m ? m + mr * (C + geo.F + 1) : NULL};
+  int st = x && m && c.band_of ? pool_keys(keep, &geo, k, b, h, nr, &c) : -1;
+  for (int64_t r = 0; st == 0 && r < mr; r++)
+    x[r * depth + D] = 1;
+  for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += mr) {
+    const int64_t rows = geo.L - i0 < mr ? geo.L - i0 : mr;
+    load_queries(&geo, q, b, h, i0, mr, depth, x);
+    for (int64_t r = 0; r < mr; r++)
+      top[r] = -INFINITY;
+    stsa_qk_panels(kern, x, (int)depth, c.centre, (int)(S / nr), s, (int)S, top);
+    for (int64_t r = 0; r < mr; r++) /* past the rows: zeros' masses */
+      cell_masses(s + r * S, top[r], C, e, m + r * C);
     block_sums(&c, geo.F, m, &u);
-    for (int r = 0; r < rows; r++)
-      query_estimate(keep, &geo, &c, &u, r, m[r * C + C - 1], i0 + r, &log_sp[i0 + r],
-                     &log_tm[i0 + r]);
+    for (int64_t r = 0; r < rows; r++)
+      query_estimate(keep, &geo, &c, &u, (int)r, m[r * C + C - 1], i0 + r,
+                     &log_sp[i0 + r], &log_tm[i0 + r]);
   }
-  for (int64_t l = 0; st == 0 && l < keep->levels; l++) {
-    share_logs(log_sp + l * geo.L, geo.L);
-    share_logs(log_tm + l * geo.L, geo.L);
+  if (st == 0) { /* the wider levels' when they are drawn from (level_bound) */
+    stsa_svg_share_logs(log_sp, geo.L);
+    stsa_svg_share_logs(log_tm, geo.L);
   }
   free(c.centre);
-  free(c.log_n);
+  free(c.band_of);
   free(x);
   free(m);
-  free(e);
   return st;
 }
 
@@ -482,14 +505,15 @@ int stsa_svg_draw_rows(const double *log_sp, const double *log_tm, int64_t L, in
   return st;
 }
 
-int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_tensor *q,
-                        const stsa_tensor *k, int64_t b, int64_t h, int which, int64_t R,
-                        uint64_t seed, stsa_strata *out) {
+int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_kernels *kern,
+                        const stsa_tensor *q, const stsa_tensor *k, int64_t b, int64_t h,
+                        int which, int64_t R, uint64_t seed, stsa_strata *out) {
   stsa_geo geo;
   stsa_geo_init(&geo, keep->g);
   const int64_t L = geo.L, levels = keep->levels;
   double *est = malloc(sizeof(double) * (size_t)(2 * levels * L));
-  int st = est ? stsa_svg_dropped_mass(keep, q, k, b, h, est, est + levels * L) : -1;
+  int st =
+      est ? stsa_svg_dropped_mass(keep, kern, q, k, b, h, est, est + levels * L) : -1;
   if (st == 0)
     st = stsa_svg_draw_rows(est, est + levels * L, L, geo.v0, which, R, seed, out);
   free(est);

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "kernel/kernels.h"
 #include "stsa.h"
 #include "svg/strata.h"
 
@@ -40,24 +41,32 @@ enum {
   STSA_SVG_STRATA_BOTH = 2 /* the larger of the two, split by which */
 };
 
-/* The log of each video query's estimated share of attention mass lost to
- * the spatial mask (log_sp[l * L + i]) and to the temporal mask (log_tm[l
- * * L + i]) of each level l < keep->levels, for head h of batch entry b;
- * -inf where a mask drops nothing. One pass over the pooled keys serves
- * every level: a level keeps a superset of the cells of the one before, so
- * its loss is read off the same cell masses. q and k are the full [B, N,
- * H, D] tensors. 0, or -1 when out of memory. */
-int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_tensor *q,
-                          const stsa_tensor *k, int64_t b, int64_t h, double *log_sp,
-                          double *log_tm);
+/* Each video query's estimated share of attention mass lost to the
+ * spatial mask (log_sp[l * L + i]) and to the temporal mask (log_tm[l * L
+ * + i]) of each level l < keep->levels, for head h of batch entry b: its
+ * log at level 0 (-inf where a mask drops nothing), the share itself at the
+ * wider levels, whose logs (stsa_svg_share_logs) are taken only where a
+ * level is drawn from (a head whose level 0 misses the budget). One pass
+ * over the pooled keys serves every level: a level keeps a superset of the
+ * cells of the one before, so its loss is read off the same cell masses. q and k are the
+ * full [B, N, H, D] tensors. The queries' scores against the pooled keys run on kern's qk
+ * micro-kernel (a GEMM of L x (D + 1) x 2 cells). 0, or -1 when out of memory. */
+int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_kernels *kern,
+                          const stsa_tensor *q, const stsa_tensor *k, int64_t b,
+                          int64_t h, double *log_sp, double *log_tm);
+
+/* x[n] = ln x[n] for shares x in [0, 1] (stsa_svg_dropped_mass's), within
+ * 1e-7, -inf for 0; in place. */
+void stsa_svg_share_logs(double *x, int64_t n);
 
 /* Strata a head's R drawn rows fall in at most (out->pop's entries). */
 static inline int64_t stsa_svg_bound_strata(int64_t R) { return R > 2 ? R : 2; }
 
 /* Draws R rows (R even, at most L) of a head's L video tokens (the first
  * at native index v0) from geometric strata of its estimates log_sp[L] and
- * log_tm[L] (one level's, from stsa_svg_dropped_mass) as `which`
- * (STSA_SVG_STRATA_*) follows them: out->rows[R], out->group[R],
+ * log_tm[L] (one level's logs, from stsa_svg_dropped_mass) as `which`
+ * (STSA_SVG_STRATA_*) follows them (SPATIAL reads log_sp only, TEMPORAL
+ * log_tm only): out->rows[R], out->group[R],
  * out->pop[stsa_svg_bound_strata(R)], out->groups. Deterministic in seed.
  * 0, or -1 when out of memory. */
 int stsa_svg_draw_rows(const double *log_sp, const double *log_tm, int64_t L, int64_t v0,
@@ -65,8 +74,8 @@ int stsa_svg_draw_rows(const double *log_sp, const double *log_tm, int64_t L, in
 
 /* Head h's level-0 estimates (stsa_svg_dropped_mass) and R rows drawn from
  * them (stsa_svg_draw_rows). 0, or -1 when out of memory. */
-int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_tensor *q,
-                        const stsa_tensor *k, int64_t b, int64_t h, int which, int64_t R,
-                        uint64_t seed, stsa_strata *out);
+int stsa_svg_bound_draw(const stsa_svg_keep *keep, const stsa_kernels *kern,
+                        const stsa_tensor *q, const stsa_tensor *k, int64_t b, int64_t h,
+                        int which, int64_t R, uint64_t seed, stsa_strata *out);
 
 #endif
