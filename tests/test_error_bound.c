@@ -421,7 +421,7 @@ static void test_settle(void) {
 
 /* SVG's wider levels under budgets its configured windows miss: a head
  * that widens profiles each level on rows drawn from that level's own
- * estimate and on the floor rows, one level at a time, up to the first
+ * estimate, one level at a time, up to the first
  * that meets the budget. Over a sweep of budgets some head widens; a
  * widened head's bound is within the budget, every head's true error
  * within 1.5 x it, and the bound covers the true error. */

@@ -148,7 +148,7 @@ static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
  * cannot miss makes them bound: method svg under it routes on the drawn
  * rows as auto does, so its head runs what it runs without a budget,
  * where the routing rows route, and bounds it exactly as auto bounds that
- * kind: both draw the same rows and floor rows). */
+ * kind: both draw the same rows and bound them alike). */
 static void check_no_budget(stsa_ctx *ctx, const inputs *in) {
   outcome a, svg, svg_routing, s2;
   run(ctx, in, STSA_SVG_METHOD_AUTO, 0, &a);

@@ -22,6 +22,11 @@
 /* Standard errors of the one-sided bound: the normal 99% quantile. */
 #define STSA_BOUND_Z 2.326
 
+/* The normal 99.5% quantile: a bound that spends half of the 1% (each of
+ * the two kinds SVG's drawn rows choose between, svg_heads.c; the first
+ * of the recheck's checks, recheck.c). */
+#define STSA_BOUND_Z_HALF 2.5758
+
 /* The sampled rows of one head and the strata they were drawn from. */
 typedef struct stsa_err_sample {
   int64_t rows;         /* R */

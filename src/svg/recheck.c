@@ -33,7 +33,7 @@ enum { RECHECK_ROWS_X = 4 };
  * "Method auto's recheck"). */
 enum { RECHECK_CHECKS = 3 };
 static const double check_z[RECHECK_CHECKS] = {
-    2.5758, /* the normal 99.5% quantile */
+    STSA_BOUND_Z_HALF,
     2.8070, /* 99.75% */
     2.8070,
 };

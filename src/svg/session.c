@@ -600,7 +600,7 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
       stsa_svg_sample_rows(&svg->cfg.geometry, R, svg->cfg.seed, layer, step, b, rows);
       const uint64_t row_seed = stsa_svg_row_seed(svg->cfg.seed, layer, step, b);
       if (svg->cfg.method == STSA_SVG_METHOD_AUTO)
-        st = stsa_svg_plan_auto_heads(svg, layer, B, b, row_seed, rows, q, k, v, budget,
+        st = stsa_svg_plan_auto_heads(svg, layer, B, b, row_seed, q, k, v, budget,
                                       video_unchecked, mse_s, mse_t, kinds + b * H, hr,
                                       cand + b * H * STSA_AUTO_CANDIDATE_COUNT_ * 2,
                                       climb + b * H, &cluster_ms, &cold);

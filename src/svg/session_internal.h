@@ -121,11 +121,11 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
 /* Method auto's heads of batch entry b (svg_heads.c); cand[H][candidates][2]
  * gets each candidate's density and bound, climb[H] each head's climb. */
 stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
-                                     uint64_t row_seed, const int64_t *rows,
-                                     const stsa_tensor *q, const stsa_tensor *k,
-                                     const stsa_tensor *v, double budget,
-                                     int video_unchecked, float *mse_s, float *mse_t,
-                                     stsa_head_kind *kinds, head_run *run, double *cand,
-                                     auto_climb *climb, double *cluster_ms, int *cold);
+                                     uint64_t row_seed, const stsa_tensor *q,
+                                     const stsa_tensor *k, const stsa_tensor *v,
+                                     double budget, int video_unchecked, float *mse_s,
+                                     float *mse_t, stsa_head_kind *kinds, head_run *run,
+                                     double *cand, auto_climb *climb, double *cluster_ms,
+                                     int *cold);
 
 #endif

@@ -2,7 +2,7 @@
  * svg_heads.c — SVG's and method auto's heads of a call: the profile that
  * routes each head to its kind, the rows its error bound is taken on (the
  * routing rows; under a budget and for auto, rows drawn where the kinds
- * lose mass, beside floor rows) and the error budget's wider levels.
+ * lose mass) and the error budget's wider levels.
  */
 #include <math.h>
 #include <stddef.h>
@@ -70,53 +70,27 @@ static double rows_bound(const svg_rows *s, int64_t H, int64_t h, int i,
                         s->sq + h * s->stride, scratch, NULL);
 }
 
-/* Fixed rows kept beside the drawn ones where those route the heads
- * (under a budget, and method auto): their bound is independent of the
- * routing choice and covers what the drawn rows' strata miss
- * (docs/architecture.md, "The error bound"). Half the routing rows,
- * profiled in the drawn rows' pass over K and V instead of a pass of
- * their own. */
-enum { FLOOR_ROWS = 32 };
-
-/* Mixed with the call's row seed for the floor rows' draw. */
-#define FLOOR_SEED 0x464c4f4f52ull
-
-/* Draws the call's floor rows into buf[3 * FLOOR_ROWS] (rows, group, pop):
- * one in each of min(FLOOR_ROWS, sample_rows) equal runs of the video,
- * from their own stream (profiled with the drawn rows: draw_and_profile). */
-static svg_rows floor_rows(const stsa_svg *svg, uint64_t row_seed, int64_t *buf) {
-  const int64_t R = svg->cfg.sample_rows < FLOOR_ROWS ? svg->cfg.sample_rows : FLOOR_ROWS;
-  svg_rows s = {R, buf, buf + R, buf + 2 * R, 0, NULL, 0};
-  /* stsa_svg_row_seed(x, 0, 0, 0) = x: the stream is the mixed seed's */
-  stsa_svg_sample_rows(&svg->cfg.geometry, R, stsa_hash_mix(row_seed, FLOOR_SEED), 0, 0,
-                       0, buf);
-  stsa_svg_strata(&svg->cfg.geometry, R, buf + R, buf + 2 * R, &s.groups);
-  return s;
-}
-
 /* The rows of a call's bound drawn per head where its error arises
- * (svg_strata.h), and their profile under both kinds, the floor rows'
- * with it: the bound is the larger of the two. The same pass estimates
- * each kind's wider levels; a level's rows are drawn from them only when
- * the level before it misses the budget (level_bound). */
+ * (svg_strata.h), and their profile under both kinds. The same pass
+ * estimates each kind's wider levels; a level's rows are drawn from them
+ * only when the level before it misses the budget (level_bound). */
 typedef struct svg_draw {
-  int64_t R;            /* drawn rows a head */
-  int64_t stride;       /* rows a head profiles: R, then the floor rows */
-  uint64_t seed;        /* the call's row seed */
-  int levels;           /* levels estimated: SVG_LEVELS, or 1 (density 1, no budget) */
-  int64_t L;            /* video tokens */
-  int64_t *rows;        /* [H][stride] */
-  int64_t *group;       /* [H][R] */
-  int64_t *pop;         /* [H][stsa_svg_bound_strata(R)] */
-  int64_t *groups;      /* [H] */
-  double *est;          /* [H][2][levels][L], each head's log_sp, log_tm
-                           (stsa_svg_dropped_mass: shares past level 0); the
-                           session's (stsa_svg_draw_estimates) */
-  double *sq;           /* [3][H][stride]: energy, then spatial, temporal errors */
-  int64_t level_stride; /* rows a wider level profiles: R, then the routing rows */
-  double *level_sq, *scratch; /* [2][level_stride], the bound's 5 a stratum */
-  int64_t *level_rows;        /* [level_stride + R + stsa_svg_bound_strata(R)]: a level's
-                                 rows (then the routing rows), group, pop */
+  int64_t R;       /* drawn rows a head */
+  uint64_t seed;   /* the call's row seed */
+  int levels;      /* levels estimated: SVG_LEVELS, or 1 (density 1, no budget) */
+  int64_t L;       /* video tokens */
+  int64_t *rows;   /* [H][R] */
+  int64_t *group;  /* [H][R] */
+  int64_t *pop;    /* [H][stsa_svg_bound_strata(R)] */
+  int64_t *groups; /* [H] */
+  double *est;     /* [H][2][levels][L], each head's log_sp, log_tm
+                      (stsa_svg_dropped_mass: shares past level 0); the
+                      session's (stsa_svg_draw_estimates) */
+  double *sq;      /* [3][H][R]: energy, then spatial, temporal errors */
+  double *level_sq, *scratch; /* [2][R]: a wider level's profile; the bound's 5 a
+                                 stratum */
+  int64_t
+      *level_rows; /* [R + R + stsa_svg_bound_strata(R)]: a level's rows, group, pop */
 } svg_draw;
 
 /* Mixed with the call's row seed for the draws' streams. */
@@ -144,12 +118,11 @@ static stsa_svg_keep svg_keep(const stsa_svg *svg, int levels) {
 }
 
 /* Head h's estimates at every level (est[2][levels][L] in d->est) and
- * its level-0 rows drawn
- * from both kinds' strata (got), followed by the floor rows. 0, or -1 when
- * out of memory. */
+ * its level-0 rows drawn from both kinds' strata (got). 0, or -1 when out
+ * of memory. */
 static int draw_head(const stsa_svg_keep *keep, const stsa_kernels *kern,
                      const stsa_tensor *q, const stsa_tensor *k, int64_t b, int64_t h,
-                     const svg_rows *floor, const svg_draw *d, stsa_strata *got) {
+                     const svg_draw *d, stsa_strata *got) {
   const int64_t L = d->L, n = keep->levels * L;
   stsa_geo geo;
   stsa_geo_init(&geo, keep->g);
@@ -158,7 +131,6 @@ static int draw_head(const stsa_svg_keep *keep, const stsa_kernels *kern,
   if (st == 0)
     st = stsa_svg_draw_rows(est, est + n, L, geo.v0, STSA_SVG_STRATA_BOTH, d->R,
                             stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)h), got);
-  memcpy(got->rows + d->R, floor->rows, sizeof(int64_t) * (size_t)floor->R);
   return st;
 }
 
@@ -183,23 +155,18 @@ static svg_draw draw_start(const stsa_svg *svg, double budget) {
 /* Draws each head's rows of batch entry b from the strata of both kinds'
  * estimates (STSA_SVG_STRATA_BOTH: methods svg and auto draw the same rows,
  * so their bounds of a kind agree), and its wider levels' (draw_head), and
- * profiles the level-0 rows under both kinds, each head's followed by the
- * floor rows (*floor; its profile set to theirs): one pass over each
- * head's K/V serves both. */
+ * profiles the level-0 rows under both kinds: one pass over each head's
+ * K/V serves both. */
 static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
                                     const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                    uint64_t row_seed, svg_rows *floor, svg_draw *d) {
-  const int64_t H = svg->cfg.heads, R = d->R, S = R + floor->R;
+                                    uint64_t row_seed, svg_draw *d) {
+  const int64_t H = svg->cfg.heads, R = d->R;
   const int64_t PS = stsa_svg_bound_strata(R); /* strata a head: 2 where R = 1 */
   const stsa_geometry *g = &svg->cfg.geometry;
   d->seed = row_seed;
-  d->stride = S;
   d->L = g->frames * g->height * g->width;
-  const int64_t LS = R + svg->cfg.sample_rows; /* a wider level's rows */
-  d->level_stride = LS;
-  d->rows = malloc(sizeof(int64_t) * (size_t)(H * S + H * R + H * PS + H + LS + R + PS));
-  d->sq = malloc(sizeof(double) * (size_t)(3 * H * S + 2 * LS +
-                                           5 * (PS + floor->R + svg->cfg.sample_rows)));
+  d->rows = malloc(sizeof(int64_t) * (size_t)(H * R + H * R + H * PS + H + R + R + PS));
+  d->sq = malloc(sizeof(double) * (size_t)(3 * H * R + 2 * R + 5 * PS));
   d->est = stsa_svg_draw_estimates(svg, (size_t)(H * 2 * d->levels * d->L));
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)(3 * H));
   int *failed = calloc((size_t)H, sizeof *failed);
@@ -208,18 +175,18 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
           ? STSA_OK
           : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK) {
-    d->group = d->rows + H * S;
+    d->group = d->rows + H * R;
     d->pop = d->group + H * R;
     d->groups = d->pop + H * PS;
     d->level_rows = d->groups + H;
-    d->level_sq = d->sq + 3 * H * S;
-    d->scratch = d->level_sq + 2 * LS;
+    d->level_sq = d->sq + 3 * H * R;
+    d->scratch = d->level_sq + 2 * R;
     const stsa_svg_keep keep = svg_keep(svg, d->levels);
     const int threads = svg->ctx->threads > 0 ? svg->ctx->threads : 1;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++) {
-      stsa_strata got = {d->rows + h * S, d->group + h * R, d->pop + h * PS, 0};
-      failed[h] = draw_head(&keep, &svg->ctx->run->kern, q, k, b, h, floor, d, &got) != 0;
+      stsa_strata got = {d->rows + h * R, d->group + h * R, d->pop + h * PS, 0};
+      failed[h] = draw_head(&keep, &svg->ctx->run->kern, q, k, b, h, d, &got) != 0;
       d->groups[h] = got.groups;
     }
     for (int64_t h = 0; h < H; h++)
@@ -232,34 +199,35 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
     masks[2 * H + h] = svg->mask_temporal;
   }
   if (st == STSA_OK)
-    st = stsa_svg_profile_heads(svg->ctx, &svg->cfg.geometry, masks, 3, d->rows, 1, S,
+    st = stsa_svg_profile_heads(svg->ctx, &svg->cfg.geometry, masks, 3, d->rows, 1, R,
                                 NULL, q, k, v, b, d->sq);
-  floor->sq = d->sq ? d->sq + R : NULL;
-  floor->stride = S;
   free(masks);
   free(failed);
   return st;
 }
 
-/* The bound of head h's drawn rows: err and energy [R] each. */
+/* The bound of head h's drawn rows (err and energy [R] each) for the kind
+ * they route it to. The rows choose between two kinds, and the one chosen
+ * is the likelier to have read low: each kind's bound is taken at 99.5%,
+ * so that the chosen one's holds with 99% whichever it is (a union over
+ * the two; docs/architecture.md, "The error bound"). */
 static double draw_bound(const svg_draw *d, int64_t h, const double *err,
                          const double *energy) {
   const stsa_err_sample smp = {d->R, d->group + h * d->R,
                                d->pop + h * stsa_svg_bound_strata(d->R), d->groups[h]};
-  return stsa_err_bound(&smp, err, energy, d->scratch, NULL);
+  return stsa_err_bound_z(&smp, err, energy, d->scratch, NULL, STSA_BOUND_Z_HALF);
 }
 
 /* The bound of kind i's level l >= 1 (mask) of head h: rows drawn from
  * that kind's strata of the level's own estimate (a wider window loses
- * its mass elsewhere than the configured one) and the call's routing rows
- * (`routing`), profiled in one pass under dense and the mask; the bound is
- * the larger of the two sets' (the routing rows' fixed runs cover what the
- * strata miss). */
+ * its mass elsewhere than the configured one), profiled in one pass under
+ * dense and the mask. The level was tried because the one below it
+ * missed the budget, on other rows: these rows choose nothing, and their
+ * bound is the ordinary 99% one. */
 static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_tensor *k,
                                const stsa_tensor *v, int64_t b, int64_t h, int i, int l,
-                               const stsa_mask *mask, const svg_rows *routing,
-                               const svg_draw *d, double *rel) {
-  const int64_t R = d->R, S = d->level_stride, L = d->L, n = d->levels * L;
+                               const stsa_mask *mask, const svg_draw *d, double *rel) {
+  const int64_t R = d->R, S = R, L = d->L, n = d->levels * L;
   const double *est = d->est + h * 2 * n;
   stsa_geo geo;
   stsa_geo_init(&geo, &svg->cfg.geometry);
@@ -276,16 +244,11 @@ static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_t
   const int drew = logs ? stsa_svg_draw_rows(logs, logs, L, geo.v0, i, R, seed, &s) : -1;
   free(logs);
   STSA_RETURN_IF(drew != 0, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  memcpy(s.rows + R, routing->rows, sizeof(int64_t) * (size_t)routing->R);
   const stsa_mask *pm[2] = {svg->mask_dense, mask};
   STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, 2, s.rows, S, NULL, q,
                                  k, v, b, h, d->level_sq));
-  const stsa_err_sample drawn = {R, s.group, s.pop, s.groups},
-                        fixed = {routing->R, routing->group, routing->pop,
-                                 routing->groups};
-  const double *energy = d->level_sq, *err = d->level_sq + S;
-  *rel = fmax(stsa_err_bound(&drawn, err, energy, d->scratch, NULL),
-              stsa_err_bound(&fixed, err + R, energy + R, d->scratch, NULL));
+  const stsa_err_sample drawn = {R, s.group, s.pop, s.groups};
+  *rel = stsa_err_bound(&drawn, d->level_sq + S, d->level_sq, d->scratch, NULL);
   return STSA_OK;
 }
 
@@ -297,24 +260,19 @@ typedef struct kind_eval {
   const stsa_plan *plan[SVG_LEVELS];
 } kind_eval;
 
-/* Kind i (0 spatial, 1 temporal) of head h from the profile of the fixed
- * rows (the routing rows, or the floor rows where the drawn ones route)
- * and the drawn rows' (d->sq, where drawn): the larger of the two bounds.
- * When the configured level misses the budget, the wider levels are
- * profiled one at a time (level_bound, with the routing rows `rows`) up to
- * the first that meets it: what comes after is never run. scratch: the
+/* Kind i (0 spatial, 1 temporal) of head h from the profile of the drawn
+ * rows (d->sq, under a budget and always for method auto), else of the
+ * routing rows (`routing`). When the configured level misses the budget,
+ * the wider levels are profiled one at a time (level_bound) up to the
+ * first that meets it: what comes after is never run. scratch: the
  * bound's. */
-static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const svg_rows *fixed,
-                             const stsa_tensor *q, const stsa_tensor *k,
-                             const stsa_tensor *v, int64_t b, int64_t h, int i,
-                             double budget, double *scratch, const svg_draw *d,
-                             kind_eval *e) {
-  const int64_t H = svg->cfg.heads, S = d->stride;
-  const svg_rows routing = routing_rows(svg, rows, NULL);
-  e->rel[0] = rows_bound(fixed, H, h, i, scratch);
-  if (d->rows) /* drawn: under a budget, and always for method auto */
-    e->rel[0] =
-        fmax(e->rel[0], draw_bound(d, h, d->sq + ((1 + i) * H + h) * S, d->sq + h * S));
+static stsa_status eval_kind(stsa_svg *svg, const svg_rows *routing, const stsa_tensor *q,
+                             const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                             int64_t h, int i, double budget, double *scratch,
+                             const svg_draw *d, kind_eval *e) {
+  const int64_t H = svg->cfg.heads, R = d->R;
+  e->rel[0] = d->rows ? draw_bound(d, h, d->sq + ((1 + i) * H + h) * R, d->sq + h * R)
+                      : rows_bound(routing, H, h, i, scratch);
   const stsa_mask *mask;
   STSA_TRY(level_plan(svg, 0, i, &e->plan[0], &mask, &e->density[0]));
   e->levels = 1;
@@ -322,7 +280,7 @@ static stsa_status eval_kind(stsa_svg *svg, const int64_t *rows, const svg_rows 
   while (budget > 0 && e->rel[e->levels - 1] > budget && e->levels < d->levels) {
     const int l = e->levels++;
     STSA_TRY(level_plan(svg, l, i, &e->plan[l], &mask, &e->density[l]));
-    STSA_TRY(level_bound(svg, q, k, v, b, h, i, l, mask, &routing, d, &e->rel[l]));
+    STSA_TRY(level_bound(svg, q, k, v, b, h, i, l, mask, d, &e->rel[l]));
   }
   e->pick = 0;
   while (e->pick < e->levels && budget > 0 && e->rel[e->pick] > budget)
@@ -369,7 +327,7 @@ static stsa_status profile_svg(stsa_svg *svg, const svg_rows *s, const stsa_tens
  * rows drawn from it (stsa_strata_draw draws uniformly within a stratum),
  * an unbiased estimate of the mean over the video rows. */
 static void drawn_mse(const svg_draw *d, int64_t H, int64_t h, int64_t D, double err[2]) {
-  const int64_t R = d->R, S = d->stride, *group = d->group + h * R,
+  const int64_t R = d->R, *group = d->group + h * R,
                 *pop = d->pop + h * stsa_svg_bound_strata(R);
   double members = 0;
   for (int64_t g = 0; g < d->groups[h]; g++)
@@ -381,24 +339,21 @@ static void drawn_mse(const svg_draw *d, int64_t H, int64_t h, int64_t D, double
       drawn += group[j] == group[r];
     const double w = (double)pop[group[r]] / (double)drawn;
     for (int i = 0; i < 2; i++)
-      err[i] += w * d->sq[((1 + i) * H + h) * S + r];
+      err[i] += w * d->sq[((1 + i) * H + h) * R + r];
   }
   for (int i = 0; i < 2; i++)
     err[i] /= members > 0 ? members * (double)D : 1;
 }
 
 /* Under a budget, and for method auto: rows drawn per head where the
- * kinds' errors arise and the floor rows (*fixed, drawn into
- * floor_buf[3 * FLOOR_ROWS]), profiled together under both kinds (d); the
- * heads' profiling errors (mse_s, mse_t) are the drawn rows' estimates:
- * they route the heads, in place of the routing rows, which such a call
- * does not profile. */
+ * kinds' errors arise, profiled under both kinds (d); the heads' profiling
+ * errors (mse_s, mse_t) are the drawn rows' estimates: they route the
+ * heads, in place of the routing rows, which such a call does not
+ * profile. */
 static stsa_status profile_drawn(stsa_svg *svg, uint64_t row_seed, const stsa_tensor *q,
                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                 int64_t *floor_buf, svg_rows *fixed, svg_draw *d,
-                                 float *mse_s, float *mse_t) {
-  *fixed = floor_rows(svg, row_seed, floor_buf);
-  STSA_TRY(draw_and_profile(svg, q, k, v, b, row_seed, fixed, d));
+                                 svg_draw *d, float *mse_s, float *mse_t) {
+  STSA_TRY(draw_and_profile(svg, q, k, v, b, row_seed, d));
   for (int64_t h = 0; h < svg->cfg.heads; h++) {
     double err[2];
     drawn_mse(d, svg->cfg.heads, h, svg->cfg.head_dim, err);
@@ -429,24 +384,23 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
                                     head_run *run) {
   const int64_t H = svg->cfg.heads;
   double *scratch = NULL, *sq = svg_scratch(svg, &scratch);
-  int64_t floor_buf[3 * FLOOR_ROWS];
-  svg_rows fixed = routing_rows(svg, rows, sq);
+  svg_rows routing = routing_rows(svg, rows, sq);
   svg_draw d = draw_start(svg, budget);
   stsa_status st =
       sq ? STSA_OK
          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   /* without a budget nothing depends on the bound: the routing rows route
    * and the call reports their bound (docs/architecture.md, "SVG's cost");
-   * under one the drawn rows route, beside the floor rows */
+   * under one the drawn rows route and bound */
   if (st == STSA_OK && budget > 0)
-    st = profile_drawn(svg, row_seed, q, k, v, b, floor_buf, &fixed, &d, mse_s, mse_t);
+    st = profile_drawn(svg, row_seed, q, k, v, b, &d, mse_s, mse_t);
   else if (st == STSA_OK)
-    st = profile_svg(svg, &fixed, q, k, v, b, sq, mse_s, mse_t);
+    st = profile_svg(svg, &routing, q, k, v, b, sq, mse_s, mse_t);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
     kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
     kind_eval e;
-    st = eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, scratch, &d, &e);
+    st = eval_kind(svg, &routing, q, k, v, b, h, i, budget, scratch, &d, &e);
     if (st == STSA_OK)
       run[h] = kind_run(svg, &e, i);
   }
@@ -460,23 +414,21 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
  * stsa_auto_pick chooses; cand[H][STSA_AUTO_CANDIDATE_COUNT_][2] gets each
  * candidate's density and bound. */
 stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
-                                     uint64_t row_seed, const int64_t *rows,
-                                     const stsa_tensor *q, const stsa_tensor *k,
-                                     const stsa_tensor *v, double budget,
-                                     int video_unchecked, float *mse_s, float *mse_t,
-                                     stsa_head_kind *kinds, head_run *run, double *cand,
-                                     auto_climb *climb, double *cluster_ms, int *cold) {
+                                     uint64_t row_seed, const stsa_tensor *q,
+                                     const stsa_tensor *k, const stsa_tensor *v,
+                                     double budget, int video_unchecked, float *mse_s,
+                                     float *mse_t, stsa_head_kind *kinds, head_run *run,
+                                     double *cand, auto_climb *climb, double *cluster_ms,
+                                     int *cold) {
   const int64_t H = svg->cfg.heads;
   double *scratch = NULL, *sq = svg_scratch(svg, &scratch);
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
-  int64_t floor_buf[3 * FLOOR_ROWS];
-  svg_rows fixed = {0}; /* the floor rows, once drawn */
   svg_draw d = draw_start(svg, budget);
   stsa_status st =
       sq && res ? STSA_OK
                 : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK)
-    st = profile_drawn(svg, row_seed, q, k, v, b, floor_buf, &fixed, &d, mse_s, mse_t);
+    st = profile_drawn(svg, row_seed, q, k, v, b, &d, mse_s, mse_t);
   if (st == STSA_OK)
     st = stsa_svg_svg2_batch(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked,
                              1, res, cluster_ms, cold);
@@ -485,7 +437,7 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
     double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
     for (int i = 0; i < 2 && st == STSA_OK; i++) {
       kind_eval e;
-      st = eval_kind(svg, rows, &fixed, q, k, v, b, h, i, budget, scratch, &d, &e);
+      st = eval_kind(svg, NULL, q, k, v, b, h, i, budget, scratch, &d, &e);
       if (st != STSA_OK)
         break;
       /* a kind that met nothing offers its widest level, never chosen */
