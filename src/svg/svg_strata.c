@@ -139,8 +139,8 @@ STSA_PER_ISA static float dot(const float *restrict row, const float *restrict v
  * and 64 keys' f32 sum rounds far below what the estimate reads. */
 enum { PENDING_KEYS = 64 };
 
-STSA_PER_ISA static void add_row(float *restrict sum, const float *restrict row,
-                                 int64_t D) {
+STSA_PER_ISA static void add_pending(float *restrict sum, const float *restrict row,
+                                     int64_t D) {
   for (int64_t d = 0; d < D; d++)
     sum[d] += row[d];
 }
@@ -158,7 +158,7 @@ STSA_PER_ISA static void flush_sum(pool *w, int64_t slot) {
 
 /* Adds key row[D] to sum `slot`. */
 static void accumulate(pool *w, int64_t slot, const float *row) {
-  add_row(w->pend + slot * w->D, row, w->D);
+  add_pending(w->pend + slot * w->D, row, w->D);
   if (++w->pending[slot] == PENDING_KEYS)
     flush_sum(w, slot);
 }
@@ -373,10 +373,14 @@ static inline double share_log(double x) {
   return x > 0 ? (double)e * 0.6931471805599453 + series : -INFINITY;
 }
 
-STSA_PER_ISA void stsa_svg_share_logs(double *x, int64_t n) {
+/* x[n] = ln x[n] (share_log), in place, in the widest vectors the CPU has.
+ * Static: clang resolves a function's clones only within its own file. */
+STSA_PER_ISA static void share_logs(double *x, int64_t n) {
   for (int64_t i = 0; i < n; i++)
     x[i] = share_log(x[i]);
 }
+
+void stsa_svg_share_logs(double *x, int64_t n) { share_logs(x, n); }
 
 /* 2^x for x <= 0 (exp2_poly.h's polynomial, x = n + f, |f| <= 1/2); 0
  * below STSA_EXP2_MIN, -inf included. Plain C the compiler vectorizes:
@@ -468,8 +472,8 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_kernels *kern,
                      &log_sp[i0 + r], &log_tm[i0 + r]);
   }
   if (st == 0) { /* the wider levels' when they are drawn from (level_bound) */
-    stsa_svg_share_logs(log_sp, geo.L);
-    stsa_svg_share_logs(log_tm, geo.L);
+    share_logs(log_sp, geo.L);
+    share_logs(log_tm, geo.L);
   }
   free(c.centre);
   free(c.band_of);
