@@ -308,13 +308,14 @@ static void small_dump_free(small_dump *d) {
 }
 
 /* A session of method `method` on the small dump, under `budget`. */
-static stsa_svg *small_session(stsa_ctx *ctx, const stsa_geometry *g, int64_t H,
-                               int64_t D, int method, double budget, uint64_t seed) {
+static stsa_svg *small_session_at(stsa_ctx *ctx, const stsa_geometry *g, int64_t H,
+                                  int64_t D, int method, double budget, uint64_t seed,
+                                  double density) {
   stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
   cfg.geometry = *g;
   cfg.heads = H;
   cfg.head_dim = D;
-  cfg.density = 0.3;
+  cfg.density = density;
   const int64_t L = stsa_geometry_tokens(g);
   cfg.sample_rows = L < 64 ? L : 64; /* at most the video tokens */
   cfg.sink_frames = 1;
@@ -326,6 +327,11 @@ static stsa_svg *small_session(stsa_ctx *ctx, const stsa_geometry *g, int64_t H,
   stsa_svg *svg = NULL;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   return svg;
+}
+
+static stsa_svg *small_session(stsa_ctx *ctx, const stsa_geometry *g, int64_t H,
+                               int64_t D, int method, double budget, uint64_t seed) {
+  return small_session_at(ctx, g, H, D, method, budget, seed, 0.3);
 }
 
 static void test_session(int method, stsa_head_kind kind) {
@@ -429,11 +435,14 @@ static void test_svg_levels(stsa_head_kind kind) {
   const stsa_geometry g = {5, 12, 16, 0, 0, STSA_TEXT_NONE};
   enum { H = 4, D = 64 };
   small_dump d = small_dump_make(&g, H, D, kind, 1011);
-  const double budgets[3] = {0.003, 0.01, 0.03};
+  enum { BUDGETS = 5 };
+  const double budgets[BUDGETS] = {0.05, 0.15, 0.2, 0.25, 0.4};
   int raised = 0;
-  for (int bi = 0; bi < 3; bi++) {
+  for (int bi = 0; bi < BUDGETS; bi++) {
+    /* density 0.15: at 5 frames its levels keep 0.36 and 0.64 of the pairs
+     * (from 0.3 the widest kept every pair: dense, not a level) */
     stsa_svg *svg =
-        small_session(d.ctx, &g, H, D, STSA_SVG_METHOD_SVG, budgets[bi], 1011);
+        small_session_at(d.ctx, &g, H, D, STSA_SVG_METHOD_SVG, budgets[bi], 1011, 0.15);
     float est[H];
     uint8_t action[H];
     stsa_svg_report rep = STSA_INIT(stsa_svg_report);
@@ -451,6 +460,34 @@ static void test_svg_levels(stsa_head_kind kind) {
     stsa_svg_free(svg);
   }
   CHECK(raised > 0, "no head widened over the budgets");
+  small_dump_free(&d);
+}
+
+/* A budget no sparse mask meets: at 5 frames and density 0.3 SVG's widest
+ * level (x4) keeps every pair, and the fused pass reads such a mask's rows
+ * as the dense ones exactly (bound 0). That level is dense attention, so
+ * the budget must send the heads dense and say so (budget action dense),
+ * not raise them to it; method auto must not offer it as a candidate. */
+static void test_no_level_keeps_everything(void) {
+  const stsa_geometry g = {5, 12, 16, 0, 0, STSA_TEXT_NONE};
+  enum { H = 4, D = 64 };
+  small_dump d = small_dump_make(&g, H, D, STSA_HEAD_SPATIAL, 1012);
+  const int methods[2] = {STSA_SVG_METHOD_SVG, STSA_SVG_METHOD_AUTO};
+  for (int m = 0; m < 2; m++) {
+    stsa_svg *svg = small_session(d.ctx, &g, H, D, methods[m], 1e-9, 1012);
+    uint8_t action[H], choice[H];
+    stsa_svg_report rep = STSA_INIT(stsa_svg_report);
+    rep.budget = action;
+    rep.choice = choice;
+    CHECK_STATUS(stsa_svg_attention(svg, 0, 0, &d.q, &d.k, &d.v, &d.o, &rep), STSA_OK);
+    for (int64_t h = 0; h < H; h++)
+      CHECK(action[h] == STSA_BUDGET_DENSE && choice[h] == STSA_AUTO_DENSE,
+            "%s head %lld: budget action %d, choice %s (a mask that keeps every pair is "
+            "not a sparse level)",
+            stsa_svg_method_name(methods[m]), (long long)h, action[h],
+            stsa_auto_candidate_name(choice[h]));
+    stsa_svg_free(svg);
+  }
   small_dump_free(&d);
 }
 
@@ -495,6 +532,7 @@ int main(void) {
   test_settle();
   test_svg_levels(STSA_HEAD_SPATIAL);
   test_svg_levels(STSA_HEAD_TEMPORAL);
+  test_no_level_keeps_everything();
   test_one_token();
   return tu_finish("test_error_bound");
 }

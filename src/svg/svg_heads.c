@@ -276,10 +276,16 @@ static stsa_status eval_kind(stsa_svg *svg, const svg_rows *routing, const stsa_
   const stsa_mask *mask;
   STSA_TRY(level_plan(svg, 0, i, &e->plan[0], &mask, &e->density[0]));
   e->levels = 1;
-  /* levels past 0 only under a budget, which draws the rows (d->levels) */
+  /* levels past 0 only under a budget, which draws the rows (d->levels); a
+   * wider level that keeps every pair is dense attention, not a level: the
+   * budget sends the head dense (and says so) instead of raising it to a
+   * mask that drops nothing, whose bound the fused pass reads as exactly 0 */
   while (budget > 0 && e->rel[e->levels - 1] > budget && e->levels < d->levels) {
-    const int l = e->levels++;
+    const int l = e->levels;
     STSA_TRY(level_plan(svg, l, i, &e->plan[l], &mask, &e->density[l]));
+    if (e->density[l] >= 1)
+      break;
+    e->levels++;
     STSA_TRY(level_bound(svg, q, k, v, b, h, i, l, mask, d, &e->rel[l]));
   }
   e->pick = 0;
