@@ -227,11 +227,11 @@ static double draw_bound(const svg_draw *d, int64_t h, const double *err,
 static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_tensor *k,
                                const stsa_tensor *v, int64_t b, int64_t h, int i, int l,
                                const stsa_mask *mask, const svg_draw *d, double *rel) {
-  const int64_t R = d->R, S = R, L = d->L, n = d->levels * L;
+  const int64_t R = d->R, L = d->L, n = d->levels * L;
   const double *est = d->est + h * 2 * n;
   stsa_geo geo;
   stsa_geo_init(&geo, &svg->cfg.geometry);
-  stsa_strata s = {d->level_rows, d->level_rows + S, d->level_rows + S + R, 0};
+  stsa_strata s = {d->level_rows, d->level_rows + R, d->level_rows + 2 * R, 0};
   const uint64_t seed =
       stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
   /* the kind's shares at level l, as logs (stsa_svg_dropped_mass takes
@@ -245,10 +245,10 @@ static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_t
   free(logs);
   STSA_RETURN_IF(drew != 0, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   const stsa_mask *pm[2] = {svg->mask_dense, mask};
-  STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, 2, s.rows, S, NULL, q,
+  STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, 2, s.rows, R, NULL, q,
                                  k, v, b, h, d->level_sq));
   const stsa_err_sample drawn = {R, s.group, s.pop, s.groups};
-  *rel = stsa_err_bound(&drawn, d->level_sq + S, d->level_sq, d->scratch, NULL);
+  *rel = stsa_err_bound(&drawn, d->level_sq + R, d->level_sq, d->scratch, NULL);
   return STSA_OK;
 }
 
