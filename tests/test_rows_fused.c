@@ -6,7 +6,9 @@
  * nothing of are zero in both; the outputs are bitwise the same on 1, 2 and
  * 3 threads; guard bytes stay intact; and inputs the pass declines (NaN in
  * V, logits that could overflow, the reference backend) give the per-mask
- * passes' bytes exactly. Awkward sizes on purpose: D 24 and 80 (padded
+ * passes' bytes exactly. With bf16 K and V the rows are gathered in bf16,
+ * as profiling hands them over, and the amx backend's pass runs on its bf16
+ * unit (rows_fused_bf16.h). Awkward sizes on purpose: D 24 and 80 (padded
  * panels), 64 and 128, a ragged last kv tile, R below one register tile.
  * The masks' rows keep whole tiles, parts of tiles and nothing side by side
  * in one register tile of rows (the pass adds a whole tile's dense sums and
@@ -136,13 +138,16 @@ static void check_same(const outs *got, const outs *want, const char *what) {
     CHECK(tu_same_bytes(&got->t[i], &want->t[i]), "%s: output %d not bitwise", what, i);
 }
 
-/* The rows of q (all N tokens) gathered, as profiling hands them over. */
+/* The rows of q (all N tokens) gathered, as profiling hands them over: in
+ * f32, or in bf16 with bf16 K and V (where the amx backend's fused pass
+ * runs on its bf16 unit: rows_fused_bf16.h). */
 static stsa_tensor gather(const stsa_tensor *q, const fixture *fx, const int64_t *rows) {
-  stsa_tensor g = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, fx->R, fx->H, fx->D);
+  const stsa_dtype dt = fx->kv_dtype == STSA_BF16 ? STSA_BF16 : STSA_F32;
+  stsa_tensor g = tu_sentinel_tensor(dt, TU_BSHD, 1, fx->R, fx->H, fx->D);
   for (int64_t r = 0; r < fx->R; r++)
     for (int64_t h = 0; h < fx->H; h++)
       for (int64_t d = 0; d < fx->D; d++)
-        tu_store(g.data, STSA_F32, tu_offset(&g, 0, r, h, d),
+        tu_store(g.data, dt, tu_offset(&g, 0, r, h, d),
                  tu_load(q->data, q->dtype, tu_offset(q, 0, rows[r], h, d)));
   return g;
 }
@@ -320,7 +325,7 @@ int main(void) {
       {plain, 210, 3, 24, 23, 32, STSA_F32},    {plain, 210, 2, 80, 5, 16, STSA_F32},
       {plain, 210, 3, 24, 41, 48, STSA_F16},    {prefix, 191, 2, 24, 17, 32, STSA_BF16},
       {prefix, 191, 1, 80, 30, 64, STSA_F32},   {plain, 210, 3, 64, 37, 32, STSA_F32},
-      {prefix, 191, 2, 128, 29, 48, STSA_BF16},
+      {prefix, 191, 2, 128, 29, 48, STSA_BF16}, {plain, 210, 2, 80, 23, 16, STSA_BF16},
   };
   for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++)
     check_fixture(&fx[i], 11 + i);

@@ -231,6 +231,12 @@ typedef struct stsa_kernels {
   void (*bf16_pv)(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
                   const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c,
                   int ld_c, int rows);
+  /* 1 where bf16_scores and bf16_pv run on a matrix unit (AMX) that
+   * outpaces the f32 micro-kernels even with three terms a probability:
+   * profiling's fused pass then takes them for bf16 q, K and V
+   * (rows_fused_bf16.h). vdpbf16ps does not: three terms cost it 1.5x the
+   * f32 P.V, and the pass at Wan 480p took 36 ms on it against 26 on f32. */
+  int bf16_rows_unit;
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */
   void (*load_row)(const void *src, int dtype, int64_t stride, int64_t n, float *dst);

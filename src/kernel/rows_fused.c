@@ -7,48 +7,66 @@
 
 #include "core/convert.h"
 #include "core/tensor.h"
+#include "kernel/rows_fused_bf16.h"
 #include "kernel/tile_f32.h"
 #include "kernel/tile_rows.h"
 #include "kernel/tile_values.h"
 
 static size_t align16(size_t floats) { return (floats + 15) / 16 * 16; }
 
-/* One thread's memory, in floats, laid out by fused_scratch_at. */
+/* One thread's memory, in floats, laid out by fused_scratch_at. ld: the
+ * problem's kv_stride (the kv tile, rounded up to 32 keys with bf16 tiles);
+ * a block: the rows one masked P.V takes (mr, or 32 with bf16 tiles). */
 typedef struct fused_scratch {
   stsa_kv_packed kv; /* one kv tile, packed at row 0 */
-  float *q;          /* [rows_pad][D], pre-scaled */
-  float *s;          /* [rows_pad][kv_tile] scores, then dense probabilities */
-  float *pm;         /* [mr][kv_tile] one row block's masked probabilities */
+  float *q;          /* [rows_pad][D], pre-scaled (f32 panels) */
+  uint16_t *qb;      /* [rows_pad][D32] bf16 rows (bf16 tiles) */
+  uint16_t *terms;   /* [3][32][ld] the bf16 terms of P (bf16 tiles) */
+  float *s;          /* [rows_pad][ld] scores, then dense probabilities */
+  float *pm;         /* [block][ld] one row block's masked probabilities */
   float *o;          /* [1 + n][rows_pad][D_pad]: dense, then mask i in its order */
   float *l;          /* [1 + n][rows_pad] */
   float *m, *alpha, *tile_max, *row;
   float *t;         /* [rows_pad][D_pad] the tile's own dense P.V (mask_tile) */
   float *t_sum;     /* [rows_pad] the tile's dense probabilities summed per row */
-  float *c;         /* [mr][D_pad] one row block's masked P.V */
+  float *c;         /* [block][D_pad] one row block's masked P.V */
   float *zeros;     /* [rows_pad] an alpha that starts a sum afresh */
   int32_t *cursor;  /* [n] mask i's next entry */
   int32_t *partial; /* [rows_pad] positions of the rows keeping part of a tile */
 } fused_scratch;
 
+/* The packing view of a problem whose kv tiles go one at a time to row 0. */
+static stsa_attn_problem one_tile_problem(const stsa_attn_problem *pb) {
+  stsa_attn_problem t = *pb;
+  t.Skv_pad = pb->kv_stride;
+  return t;
+}
+
+/* Rows of one masked P.V (mask_block). */
+static int block_rows(const stsa_attn_problem *pb) {
+  return pb->bf16_tiles ? STSA_BF16_PASS_ROWS : pb->mr;
+}
+
 /* Floats of each piece, in the order fused_scratch_at lays them out. */
 enum { PIECES = 16 };
 static void piece_sizes(const stsa_rows_fused *f, size_t sz[PIECES]) {
-  const stsa_attn_problem *pb = f->pb;
-  const size_t rp = (size_t)pb->q_tile, kv = (size_t)pb->kv_tile, D = (size_t)pb->D,
-               Dp = (size_t)pb->D_pad, n1 = (size_t)f->n + 1;
-  const size_t s[PIECES] = {align16(kv * D),
-                            align16(kv * Dp),
-                            16,
+  const stsa_attn_problem *pb = f->pb, pt = one_tile_problem(pb);
+  const size_t rp = (size_t)pb->q_tile, ld = (size_t)pb->kv_stride, D = (size_t)pb->D,
+               Dp = (size_t)pb->D_pad, n1 = (size_t)f->n + 1, br = (size_t)block_rows(pb),
+               bf16 = pb->bf16_tiles != 0;
+  const size_t s[PIECES] = {align16(stsa_kv_packed_floats(&pt)),
+                            bf16 * align16(rp * (size_t)pb->D32 / 2),
+                            bf16 * align16(3 * STSA_BF16_PASS_ROWS * ld / 2),
                             align16(rp * D),
-                            align16(rp * kv),
-                            align16((size_t)pb->mr * kv),
+                            align16(rp * ld),
+                            align16(br * ld),
                             align16(n1 * rp * Dp),
                             align16(n1 * rp),
                             align16(3 * rp),
                             align16(Dp),
                             align16(rp * Dp),
                             align16(rp),
-                            align16((size_t)pb->mr * Dp),
+                            align16(br * Dp),
                             align16(rp),
                             align16((size_t)f->n),
                             align16(rp)};
@@ -72,13 +90,10 @@ static fused_scratch fused_scratch_at(const stsa_rows_fused *f, float *mem) {
     mem += sz[i];
   }
   const int rp = f->pb->q_tile;
-  /* one tile's pack: its panels, then k_max, v_max and v_nonfinite in piece 2 */
-  const stsa_kv_packed kv = {.kt = p[0],
-                             .vp = p[1],
-                             .k_max = p[2],
-                             .v_max = p[2] + 1,
-                             .v_nonfinite = (uint8_t *)(p[2] + 4)};
-  fused_scratch sc = {.kv = kv,
+  const stsa_attn_problem pt = one_tile_problem(f->pb);
+  fused_scratch sc = {.kv = stsa_kv_packed_at(&pt, p[0]), /* one tile's pack */
+                      .qb = (uint16_t *)(void *)p[1],
+                      .terms = (uint16_t *)(void *)p[2],
                       .q = p[3],
                       .s = p[4],
                       .pm = p[5],
@@ -96,13 +111,6 @@ static fused_scratch fused_scratch_at(const stsa_rows_fused *f, float *mem) {
                       .partial = (int32_t *)(void *)p[15]};
   memset(sc.zeros, 0, sizeof(float) * (size_t)rp);
   return sc;
-}
-
-/* The packing view of a problem whose kv tiles go one at a time to row 0. */
-static stsa_attn_problem one_tile_problem(const stsa_attn_problem *pb) {
-  stsa_attn_problem t = *pb;
-  t.Skv_pad = pb->kv_tile;
-  return t;
 }
 
 /* Kept columns [*lo, *hi) of q row r in the tile of mask entry e (-1: none
@@ -154,8 +162,10 @@ static void mask_block(const stsa_rows_fused *f, int i, int64_t h, int64_t e,
   const stsa_attn_problem *pb = f->pb;
   const stsa_block_sparse *bs = mask_bs(f, i, h);
   const int32_t *order = mask_order(f, i, h);
+  /* f32 panels: the table's register tile, padding rows zeros */
   const stsa_kernels *kern = block_kernels(pb->kern, count);
-  const int ld = pb->kv_tile, rp = pb->q_tile, D_pad = pb->D_pad;
+  const int ld = pb->kv_stride, rp = pb->q_tile, D_pad = pb->D_pad;
+  const int rows = pb->bf16_tiles ? count : kern->mr;
   uint16_t full[2];
   int lo = n, hi = 0;
   for (int rr = 0; rr < count; rr++) {
@@ -165,7 +175,7 @@ static void mask_block(const stsa_rows_fused *f, int i, int64_t h, int64_t e,
     hi = iv[2 * k - 1] > hi ? iv[2 * k - 1] : hi;
   }
   float *l = sc->l + (size_t)(i + 1) * (size_t)rp;
-  for (int rr = 0; rr < kern->mr; rr++) {
+  for (int rr = 0; rr < rows; rr++) {
     float *dst = sc->pm + (size_t)rr * (size_t)ld;
     memset(dst + lo, 0, sizeof(float) * (size_t)(hi - lo));
     if (rr >= count)
@@ -184,8 +194,12 @@ static void mask_block(const stsa_rows_fused *f, int i, int64_t h, int64_t e,
   }
   /* the sums start afresh in c (its rows are finite: written by the last
    * block, or zeroed by run_head), then go to the rows' own places */
-  stsa_pv_panels(kern, sc->pm + lo, ld, hi - lo, vp + (int64_t)lo * pb->nr,
-                 (int64_t)ld * pb->nr, D_pad / pb->nr, sc->c, D_pad, sc->zeros);
+  if (pb->bf16_tiles)
+    stsa_rows_bf16_pv(pb, sc->pm, ld, count, lo, hi, sc->kv.vb, pb->kv_stride / 32 * 512,
+                      sc->terms, sc->c, D_pad);
+  else
+    stsa_pv_panels(kern, sc->pm + lo, ld, hi - lo, vp + (int64_t)lo * pb->nr,
+                   (int64_t)ld * pb->nr, D_pad / pb->nr, sc->c, D_pad, sc->zeros);
   for (int rr = 0; rr < count; rr++)
     add_row(sc->o + ((size_t)(i + 1) * (size_t)rp + (size_t)pos[rr]) * (size_t)D_pad,
             sc->c + (size_t)rr * (size_t)D_pad, pb->D);
@@ -219,17 +233,22 @@ static void mask_tile(const stsa_rows_fused *f, int i, int64_t h, int64_t e, int
       sc->partial[partial++] = pos;
     }
   }
-  for (int b = 0; b < partial; b += pb->mr)
-    mask_block(f, i, h, e, sc->partial + b, partial - b < pb->mr ? partial - b : pb->mr,
-               n, vp, sc);
+  const int br = block_rows(pb);
+  for (int b = 0; b < partial; b += br)
+    mask_block(f, i, h, e, sc->partial + b, partial - b < br ? partial - b : br, n, vp,
+               sc);
 }
 
 /* The tile's dense P.V on its own (sc->t), then o = alpha o + t and
  * l = alpha l + t_sum for the dense rows. */
 static void dense_tile(const stsa_rows_fused *f, int n, fused_scratch *sc) {
   const stsa_attn_problem *pb = f->pb;
-  const int ld = pb->kv_tile, rp = pb->q_tile, D_pad = pb->D_pad, R = (int)pb->Sq;
-  stsa_tile_pv_f32(pb, sc->s, ld, n, sc->kv.vp, ld, rp, sc->t, sc->zeros);
+  const int ld = pb->kv_stride, rp = pb->q_tile, D_pad = pb->D_pad, R = (int)pb->Sq;
+  if (pb->bf16_tiles)
+    stsa_rows_bf16_pv(pb, sc->s, ld, R, 0, n, sc->kv.vb, ld / 32 * 512, sc->terms, sc->t,
+                      D_pad);
+  else
+    stsa_tile_pv_f32(pb, sc->s, ld, n, sc->kv.vp, ld, rp, sc->t, sc->zeros);
   for (int r = 0; r < R; r++) {
     const float *restrict t = sc->t + (size_t)r * (size_t)D_pad;
     float *restrict o = sc->o + (size_t)r * (size_t)D_pad;
@@ -259,28 +278,33 @@ static void rescale_masks(const stsa_rows_fused *f, int64_t h, fused_scratch *sc
     }
 }
 
-/* Kv tile kt: packs it, scores, dense P.V, every mask's P.V. 0, or -1 when
- * the tile is outside the pass's assumptions. */
+/* Kv tile kt: packs it, scores, dense P.V, every mask's P.V. q_max: max
+ * |q| of the rows in log2-unit logits a unit of K makes. 0, or -1 when the
+ * tile is outside the pass's assumptions. */
 static int run_tile(const stsa_rows_fused *f, const stsa_attn_problem *pt, int64_t h,
                     int64_t kt, float q_max, fused_scratch *sc) {
   const stsa_attn_problem *pb = f->pb;
   const stsa_kernels *kern = pb->kern;
-  const int D = pb->D, nr = pb->nr, ld = pb->kv_tile, rp = pb->q_tile;
+  const int D = pb->D, nr = pb->nr, ld = pb->kv_stride, rp = pb->q_tile;
   stsa_kv_span sp = stsa_kv_span_of(pb, NULL, NULL, kt);
   sp.pack0 = 0;
   stsa_pack_kv_span(pt, 0, h, 0, &sp, NULL, &sc->kv);
   if (!((double)q_max * sc->kv.k_max[0] * D < LOGIT_SAFE) || sc->kv.v_nonfinite[0] ||
       stsa_v_exp_for(pb, sc->kv.v_max[0]) != 0) /* V the tile loop must scale */
     return -1;
-  /* the f32 engine's tile-wide steps (tile_f32.h), as on a PARTIAL tile:
-   * the masks take their probabilities from the dense ones in between */
+  /* the f32 engine's tile-wide steps (tile_f32.h), as on a PARTIAL tile,
+   * or their bf16 products (rows_fused_bf16.h): the masks take their
+   * probabilities from the dense ones in between */
   const int n = sp.n, npanels = (n + nr - 1) / nr;
-  stsa_tile_qk_f32(pb, sc->q, sc->kv.kt, npanels, rp, sc->s, ld, sc->tile_max);
+  if (pb->bf16_tiles)
+    stsa_rows_bf16_scores(pb, sc->qb, rp, sc->kv.kb, n, sc->s, ld);
+  else
+    stsa_tile_qk_f32(pb, sc->q, sc->kv.kt, npanels, rp, sc->s, ld, sc->tile_max);
   /* the tile's row sums on their own (t_sum from 0: l = alpha 0 + sum), which
    * rows that keep the whole tile take for their masks */
   memset(sc->t_sum, 0, sizeof(float) * (size_t)rp);
   kern->softmax(sc->s, ld, rp, n, sc->m, sc->t_sum, sc->alpha,
-                n % nr == 0 ? sc->tile_max : NULL);
+                !pb->bf16_tiles && n % nr == 0 ? sc->tile_max : NULL);
   rescale_masks(f, h, sc);
   dense_tile(f, n, sc);
   for (int i = 0; i < f->n; i++) {
@@ -322,12 +346,15 @@ static int run_head(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
   const int rp = pb->q_tile;
   /* +inf for NaN/Inf: the pass then declines */
   const float q_max =
-      stsa_load_q_tile(pb, pb->qscale, 0, h, 0, (int)pb->Sq, rp, NULL, sc->q);
+      pb->bf16_tiles
+          ? stsa_load_q_tile_bf16(pb, 0, 0, h, 0, (int)pb->Sq, rp, NULL, sc->qb) *
+                pb->bf16_score_scale
+          : stsa_load_q_tile(pb, pb->qscale, 0, h, 0, (int)pb->Sq, rp, NULL, sc->q);
   memset(sc->o, 0, sizeof(float) * (size_t)(f->n + 1) * (size_t)rp * (size_t)pb->D_pad);
   memset(sc->l, 0, sizeof(float) * (size_t)(f->n + 1) * (size_t)rp);
   /* finite before the first sums start afresh in them (alpha 0: 0 * NaN) */
   memset(sc->t, 0, sizeof(float) * (size_t)rp * (size_t)pb->D_pad);
-  memset(sc->c, 0, sizeof(float) * (size_t)pb->mr * (size_t)pb->D_pad);
+  memset(sc->c, 0, sizeof(float) * (size_t)block_rows(pb) * (size_t)pb->D_pad);
   for (int r = 0; r < rp; r++)
     sc->m[r] = -INFINITY;
   for (int i = 0; i < f->n; i++)

@@ -35,7 +35,9 @@ static int fusable(const stsa_ctx *ctx, const stsa_plan *const *plans, int nplan
 }
 
 /* The fused pass's problem: the sampled rows against every key, into
- * out[0], on the plans' tiles, f32 (rows_fused.h reads f32 panels). */
+ * out[0], on the plans' tiles: bf16 tiles where q, K and V are bf16 and the
+ * table's bf16 unit is the faster (kernels.h: bf16_rows_unit;
+ * rows_fused_bf16.h), else f32 panels. */
 static void fused_problem(stsa_attn_problem *pb, const stsa_ctx *ctx,
                           const stsa_plan *const *plans, const stsa_tensor *q,
                           const stsa_tensor *k, const stsa_tensor *v,
@@ -47,7 +49,7 @@ static void fused_problem(stsa_attn_problem *pb, const stsa_ctx *ctx,
                                           .out = &out[0],
                                           .q_tile = plans[0]->q_tile,
                                           .kv_tile = plans[0]->kv_tile,
-                                          .f32_tiles = 1});
+                                          .f32_tiles = !ctx->run->kern.bf16_rows_unit});
 }
 
 stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *plans,

@@ -38,15 +38,29 @@ void stsa_svg_sample_rows(const stsa_geometry *g, int64_t rows, uint64_t seed,
   }
 }
 
-/* Gathers the sampled rows of batch entry b into a compact f32 [1, r, H, D]:
- * head h's rows at rows + h * stride (stride 0: every head the same rows). */
+/* The dtype profiling gathers q's sampled rows in: bf16 stays bf16 (the
+ * fused pass then runs on the bf16 tiles where the table has them), the
+ * rest go to f32. */
+static stsa_dtype gathered_dtype(const stsa_tensor *q) {
+  return q->dtype == STSA_BF16 ? STSA_BF16 : STSA_F32;
+}
+
+/* Gathers the sampled rows of batch entry b into a compact [1, r, H, D] of
+ * gathered_dtype (dst): head h's rows at rows + h * stride (stride 0: every
+ * head the same rows). */
 static void gather_rows(const stsa_tensor *q, int64_t b, const int64_t *rows,
-                        int64_t stride, int64_t nrows, float *dst) {
+                        int64_t stride, int64_t nrows, void *dst) {
   const int64_t H = q->shape[2], D = q->shape[3];
   for (int64_t r = 0; r < nrows; r++)
     for (int64_t h = 0; h < H; h++) {
-      stsa_load_row_f32(stsa_tensor_row(q, b, rows[h * stride + r], h), q->dtype,
-                        q->stride[3], D, dst + (r * H + h) * D);
+      const void *src = stsa_tensor_row(q, b, rows[h * stride + r], h);
+      if (gathered_dtype(q) == STSA_BF16) {
+        uint16_t *to = (uint16_t *)dst + (r * H + h) * D;
+        for (int64_t d = 0; d < D; d++)
+          to[d] = ((const uint16_t *)src)[d * q->stride[3]];
+      } else {
+        stsa_load_row_f32(src, q->dtype, q->stride[3], D, (float *)dst + (r * H + h) * D);
+      }
     }
 }
 
@@ -142,7 +156,7 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
     return stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
   float *qrows = buf, *o_dense = buf + n, *o_sp = buf + 2 * n, *o_tm = buf + 3 * n;
   gather_rows(q, b, rows, 0, nrows, qrows);
-  stsa_tensor qs = stsa_tensor_bshd(qrows, STSA_F32, 1, nrows, H, D);
+  stsa_tensor qs = stsa_tensor_bshd(qrows, gathered_dtype(q), 1, nrows, H, D);
   stsa_tensor kb = stsa_batch_view(k, b), vb = stsa_batch_view(v, b);
   stsa_tensor td = stsa_tensor_bshd(o_dense, STSA_F32, 1, nrows, H, D);
   stsa_tensor ts = stsa_tensor_bshd(o_sp, STSA_F32, 1, nrows, H, D);
@@ -203,7 +217,7 @@ static stsa_status profile_rows(stsa_ctx *ctx, const stsa_geometry *g,
   const int64_t stride = per_head ? nrows : 0;
   if (st == STSA_OK)
     gather_rows(q, b, rows, stride, nrows, buf);
-  stsa_tensor qs = stsa_tensor_bshd(buf, STSA_F32, 1, nrows, H, D);
+  stsa_tensor qs = stsa_tensor_bshd(buf, gathered_dtype(q), 1, nrows, H, D);
   for (int i = 0; i < nmasks; i++)
     outs[i] = stsa_tensor_bshd(buf ? buf + n * (size_t)(i + 1) : NULL, STSA_F32, 1, nrows,
                                H, D);

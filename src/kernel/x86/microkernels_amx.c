@@ -154,5 +154,8 @@ static void unit_pv(const uint16_t *p, int ld_p, int64_t ld_term, int terms,
   }
 }
 
-void stsa_kernels_override_amx(stsa_kernels *t) { engine_override(t, "amx"); }
+void stsa_kernels_override_amx(stsa_kernels *t) {
+  engine_override(t, "amx");
+  t->bf16_rows_unit = 1;
+}
 #endif /* x86-64 */
