@@ -22,6 +22,9 @@ void stsa_kernels_init_portable(stsa_kernels *t) {
   t->pv2_segs = NULL;
   t->full_tile_bf16 = NULL; /* bf16 tiles only where a tile-multiply unit is */
   t->full_run_bf16 = NULL;
+  t->bf16_scores = NULL;
+  t->bf16_pv = NULL;
+  t->bf16_rows_unit = 0;
   t->load_row = load_row_generic;
   t->pack_panel = stsa_pack_panel_rows;
   t->pack_bf16 = NULL; /* stsa_pack_bf16_rows */
