@@ -235,7 +235,8 @@ typedef struct stsa_kernels {
    * outpaces the f32 micro-kernels even with three terms a probability:
    * profiling's fused pass then takes them for bf16 q, K and V
    * (rows_fused_bf16.h). vdpbf16ps does not: three terms cost it 1.5x the
-   * f32 P.V, and the pass at Wan 480p took 36 ms on it against 26 on f32. */
+   * f32 P.V, and Wan-480p profiling under a budget took 36-42 ms on it
+   * against 26-29 on the f32 pass. */
   int bf16_rows_unit;
   /* dst[i] = src[i * stride] as f32 for i < n (stride in elements): what
    * packing and q tile loads convert f16/bf16 with. */
