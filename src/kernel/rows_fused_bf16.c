@@ -9,26 +9,22 @@
 
 enum { PASS_ROWS = STSA_BF16_PASS_ROWS, KEYS = STSA_BF16_KEY_BLOCK };
 
-/* Scales a score row to log2 units (pb->bf16_score_scale) and zeros its
- * padding columns [n, end). */
-STSA_PER_ISA static void scale_row(float *restrict s, int n, int end, float scale) {
+/* Scales a score row's n columns to log2 units (pb->bf16_score_scale). */
+STSA_PER_ISA static void scale_row(float *restrict s, int n, float scale) {
   for (int c = 0; c < n; c++)
     s[c] *= scale;
-  for (int c = n; c < end; c++)
-    s[c] = 0;
 }
 
 void stsa_rows_bf16_scores(const stsa_attn_problem *pb, const uint16_t *qb, int rows_pad,
                            const uint16_t *kb, int n, float *s, int ld_s) {
   const stsa_kernels *kern = pb->kern;
-  const int end = (n + KEYS - 1) / KEYS * KEYS;
   for (int r0 = 0; r0 < rows_pad; r0 += PASS_ROWS) {
     const int rows = rows_pad - r0 < PASS_ROWS ? rows_pad - r0 : PASS_ROWS;
     kern->bf16_scores(qb + (int64_t)r0 * pb->D32, pb->D32, rows, kb, pb->D32 / 32,
                       (n + 15) / 16, s + (int64_t)r0 * ld_s, ld_s);
   }
   for (int r = 0; r < rows_pad; r++)
-    scale_row(s + (int64_t)r * ld_s, n, end, pb->bf16_score_scale);
+    scale_row(s + (int64_t)r * ld_s, n, pb->bf16_score_scale);
 }
 
 /* Probabilities p[0, n) (p >= 0) as three bf16 terms (t0, t1, t2), each

@@ -19,8 +19,8 @@ enum { STSA_ROWS_BF16_TERMS = 3 };
 
 /* s[r][c] (rows r < rows_pad, ld_s apart) = the log2-unit logit of bf16 q
  * row r (qb, D32 apart, times pb->bf16_q_pow2) against key c < n of the kv
- * tile's K blocks kb. Columns from n up to n rounded to 32 are written as
- * 0. */
+ * tile's K blocks kb (columns past n are not for reading: the softmax and
+ * stsa_rows_bf16_pv take n and [lo, hi) within it). */
 void stsa_rows_bf16_scores(const stsa_attn_problem *pb, const uint16_t *qb, int rows_pad,
                            const uint16_t *kb, int n, float *s, int ld_s);
 
