@@ -215,8 +215,9 @@ typedef struct stsa_kernels {
   void (*full_run_bf16)(const stsa_bf16_tile *t, const stsa_bf16_seg *seg, int nseg);
   /* Optional (set with full_tile_bf16): the bf16 engine's two matrix
    * products, operands only (x86/bf16_engine.h runs its own unit's directly;
-   * these are the same functions, each call on its own, for tests). Rows
-   * 1..32, both written (not added to):
+   * these are the same functions, each call on its own: profiling's fused
+   * pass and SVG's estimate take them where bf16_rows_unit is set, and the
+   * tests). Rows 1..32, both written (not added to):
    * bf16_scores: s[r][16 p + c] = sum over d < 32 nch of q[r][d] K_p[d][c]
    *   for r < rows, p < npanels, c < 16: q rows ld_q uint16 apart, K panel p
    *   at kb + p nch 512 (nch chunks of [16 pairs][16 keys][2]), s rows ld_s
@@ -234,7 +235,8 @@ typedef struct stsa_kernels {
   /* 1 where bf16_scores and bf16_pv run on a matrix unit (AMX) that
    * outpaces the f32 micro-kernels even with three terms a probability:
    * profiling's fused pass then takes them for bf16 q, K and V
-   * (rows_fused_bf16.h). vdpbf16ps does not: three terms cost it 1.5x the
+   * (rows_fused_bf16.h), and SVG's estimate scores bf16 queries on
+   * bf16_scores (svg/svg_unit_scores.h). vdpbf16ps does not: three terms cost it 1.5x the
    * f32 P.V, and Wan-480p profiling under a budget took 36-42 ms on it
    * against 26-29 on the f32 pass. */
   int bf16_rows_unit;

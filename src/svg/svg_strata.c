@@ -1,281 +1,17 @@
 /* svg_strata.c — see svg_strata.h. */
 #include "svg/svg_strata.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/convert.h"
 #include "core/per_isa.h"
-#include "core/prefetch.h"
 #include "core/tensor.h"
 #include "kernel/exp2_poly.h"
 #include "mask/geometry.h"
-
-/* The pooled keys a query is scored against: every query costs one dot
- * product a cell, so the cells stay near CELL_BUDGET (at Wan 480p, 21
- * frame cells and 16 bands: 37 dot products a query, about 0.2% of the
- * call's attention at density 0.3). A frame is cut into up to four parts
- * (a small object moves between them) while that stays within the budget. */
-enum { CELL_BUDGET = 32, BANDS = 16 };
-
-/* The score of an empty half, and of the panels' padding columns: far
- * below any real one (exp2_nonpositive takes it to 0), and finite, so that
- * a padding query row (zeros) scores 0 against it rather than NaN. */
-#define EMPTY_SCORE (-FLT_MAX)
-
-/* The cells: frame f part s is spatial cell f * parts + s; band t (over
- * the frames past the sinks) is cell F * parts + t; the real text tokens
- * are the last. A cell's keys are pooled in two halves, cut across the
- * direction of its key farthest from their mean (halfway to it): a few keys that stand
- * out (an object, a sink) keep a centroid of their own instead of a tenth of one, and a
- * query that matches them sees it. */
-typedef struct cells {
-  int64_t parts, bands, count;
-  int64_t stride; /* 2 count, rounded up to the kernel table's nr */
-  int64_t depth;  /* D + 1 */
-  /* The halves as the qk kernel's K^T panels ([stride / nr][depth][nr],
-   * 64-byte aligned; half h of cell j in column h count + j): rows d < D
-   * the centroid scaled by the softmax scale and log2(e), row D log2 of
-   * its members (EMPTY_SCORE for an empty half and past 2 count). A query
-   * row with a 1 at D then scores ln n + x . centre in one product. */
-  float *centre;
-  double edge[BANDS + 1];  /* band t spans positions [edge[t], edge[t + 1]) */
-  double inv_width[BANDS]; /* 1 / (edge[t + 1] - edge[t]) */
-  int32_t *band_of;        /* [P] the band holding each position (the edges
-                              are whole positions: so is x's, floor(x)'s) */
-} cells;
-
-/* Row d of column col of the halves' panels. */
-static float *centre_at(const cells *c, int64_t nr, int64_t col, int64_t d) {
-  return c->centre + (col / nr) * c->depth * nr + d * nr + col % nr;
-}
-
-static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
-  return x < lo ? lo : x > hi ? hi : x;
-}
-
-/* The cell layout of geometry geo for head dim D and panels nr wide. */
-static cells cell_layout(const stsa_geo *geo, int64_t D, int64_t nr) {
-  cells c = {0};
-  c.parts = clamp64(CELL_BUDGET / geo->F, 1, 4);
-  c.parts = c.parts < geo->P ? c.parts : geo->P;
-  c.bands = BANDS < geo->P ? BANDS : geo->P;
-  c.count = geo->F * c.parts + c.bands + 1;
-  c.stride = (2 * c.count + nr - 1) / nr * nr;
-  c.depth = D + 1;
-  for (int64_t t = 0; t <= c.bands; t++)
-    c.edge[t] = (double)(t * geo->P / c.bands);
-  for (int64_t t = 0; t < c.bands; t++)
-    c.inv_width[t] = 1 / (c.edge[t + 1] - c.edge[t]);
-  return c;
-}
-
-/* Key i's cells (video i < L, else text token i - L): cell[1] -1 when it
- * is in one only. */
-static void key_cells(const stsa_svg_keep *keep, const stsa_geo *geo, const cells *c,
-                      int64_t i, int64_t cell[2]) {
-  cell[0] = c->count - 1;
-  cell[1] = -1;
-  if (i < geo->L) {
-    const int64_t f = i / geo->P, p = i % geo->P;
-    cell[0] = f * c->parts + p * c->parts / geo->P;
-    cell[1] = f >= keep->sink_frames ? geo->F * c->parts + p * c->bands / geo->P : -1;
-  }
-}
-
-/* The running state of pool_keys over C cells. */
-typedef struct pool {
-  int64_t D, C;
-  double *sum;       /* [C][D] the cells' sums, then [2C][D] the halves' */
-  float *pend;       /* [3C][D] the f32 sums of the keys not yet in sum */
-  int64_t *pending;  /* [3C] their counts */
-  float *mean;       /* [C][D] */
-  float *axis;       /* [C][D] the farthest key - mean */
-  float *far;        /* [C] that key's squared distance */
-  float *offset;     /* [C] mean . axis */
-  int64_t *n, *half; /* [C], [2C] members */
-} pool;
-
-/* Independent partial sums of a dot product, which the compiler keeps in
- * vector lanes (the result does not depend on the vector width). */
-enum { LANES = 16 };
-
-/* ||row - mean||^2, in lanes. */
-STSA_PER_ISA static float square_distance(const float *restrict row,
-                                          const float *restrict mean, int64_t D) {
-  float a[LANES] = {0};
-  int64_t d = 0;
-  for (; d + LANES <= D; d += LANES)
-    for (int j = 0; j < LANES; j++)
-      a[j] += (row[d + j] - mean[d + j]) * (row[d + j] - mean[d + j]);
-  for (; d < D; d++)
-    a[0] += (row[d] - mean[d]) * (row[d] - mean[d]);
-  float sum = 0;
-  for (int j = 0; j < LANES; j++)
-    sum += a[j];
-  return sum;
-}
-
-/* row . v, in lanes. */
-STSA_PER_ISA static float dot(const float *restrict row, const float *restrict v,
-                              int64_t D) {
-  float a[LANES] = {0};
-  int64_t d = 0;
-  for (; d + LANES <= D; d += LANES)
-    for (int j = 0; j < LANES; j++)
-      a[j] += row[d + j] * v[d + j];
-  for (; d < D; d++)
-    a[0] += row[d] * v[d];
-  float sum = 0;
-  for (int j = 0; j < LANES; j++)
-    sum += a[j];
-  return sum;
-}
-
-/* Keys a sum takes in f32 before they go to its double sum: a key's f32
- * adds are half the work of double ones (about a third of a pooling pass),
- * and 64 keys' f32 sum rounds far below what the estimate reads. */
-enum { PENDING_KEYS = 64 };
-
-STSA_PER_ISA static void add_pending(float *restrict sum, const float *restrict row,
-                                     int64_t D) {
-  for (int64_t d = 0; d < D; d++)
-    sum[d] += row[d];
-}
-
-/* Sum `slot` (a cell < C, else C + a half) takes its pending keys. */
-STSA_PER_ISA static void flush_sum(pool *w, int64_t slot) {
-  double *restrict sum = w->sum + slot * w->D;
-  float *restrict pend = w->pend + slot * w->D;
-  for (int64_t d = 0; d < w->D; d++) {
-    sum[d] += pend[d];
-    pend[d] = 0;
-  }
-  w->pending[slot] = 0;
-}
-
-/* Adds key row[D] to sum `slot`. */
-static void accumulate(pool *w, int64_t slot, const float *row) {
-  add_pending(w->pend + slot * w->D, row, w->D);
-  if (++w->pending[slot] == PENDING_KEYS)
-    flush_sum(w, slot);
-}
-
-/* One key (row[D]) of cell x in pass 0 (sums), 1 (the farthest key) or 2
- * (the halves' sums: a key goes with the farthest one when it lies past
- * the middle between it and the mean, along the line through them). */
-static void pool_key(int pass, const float *row, int64_t x, pool *w) {
-  const int64_t D = w->D;
-  float *mean = w->mean + x * D, *axis = w->axis + x * D;
-  if (pass == 0) {
-    w->n[x]++;
-    accumulate(w, x, row);
-  } else if (pass == 1) {
-    const float dist = square_distance(row, mean, D);
-    if (dist > w->far[x]) {
-      w->far[x] = dist;
-      for (int64_t d = 0; d < D; d++)
-        axis[d] = row[d] - mean[d];
-    }
-  } else {
-    const float along = dot(row, axis, D) - w->offset[x];
-    const int64_t half = 2 * x + (along > 0.5f * w->far[x]);
-    w->half[half]++;
-    accumulate(w, w->C + half, row);
-  }
-}
-
-/* Row s of head h of batch entry b of t as f32: in place where t holds
- * contiguous f32 rows, else converted into buf[D]. */
-static const float *load_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t h,
-                             float *buf) {
-  const void *src = stsa_tensor_row(t, b, s, h);
-  if (t->dtype == STSA_F32 && t->stride[3] == 1)
-    return src;
-  stsa_load_row_f32(src, t->dtype, t->stride[3], t->shape[3], buf);
-  return buf;
-}
-
-/* Rows of one head lie H x D elements apart in a [B, N, H, D] tensor: a
- * stride past a page, which the hardware prefetcher does not follow, so
- * the passes over a head's rows fetch this many rows ahead themselves. */
-enum { ROWS_AHEAD = 8 };
-
-/* Prefetches row s of head h of batch entry b of t (s past the tensor:
- * nothing). */
-static void prefetch_row(const stsa_tensor *t, int64_t b, int64_t s, int64_t h) {
-  if (s >= t->shape[1])
-    return;
-  const char *row = stsa_tensor_row(t, b, s, h);
-  const int64_t bytes = t->shape[3] * t->stride[3] * (int64_t)stsa_dtype_size(t->dtype);
-  for (int64_t at = 0; at < bytes; at += 64) /* a cache line */
-    STSA_PREFETCH(row + at);
-}
-
-/* Token i's native index (video i < L, else text token i - L). */
-static int64_t native_token(const stsa_geo *geo, int64_t i) {
-  return i < geo->L ? geo->v0 + i : geo->t0 + (i - geo->L);
-}
-
-/* Pools head h's keys of batch entry b into the cells' halves' scaled
- * centroids (c->centre, panels nr wide). */
-static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_tensor *k,
-                     int64_t b, int64_t h, int64_t nr, cells *c) {
-  const int64_t D = k->shape[3], C = c->count;
-  pool w = {D, C, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-  w.sum = calloc((size_t)(3 * C * D), sizeof(double));
-  w.mean = calloc((size_t)(5 * C * D + 2 * C), sizeof(float));
-  w.n = calloc((size_t)(6 * C), sizeof(int64_t));
-  float *row = malloc(sizeof(float) * (size_t)D);
-  const size_t panel_bytes = sizeof(float) * (size_t)(c->stride * c->depth);
-  c->centre = aligned_alloc(64, (panel_bytes + 63) / 64 * 64);
-  const int ok = w.sum && w.mean && w.n && row && c->centre;
-  if (ok) {
-    w.axis = w.mean + C * D;
-    w.far = w.axis + C * D;
-    w.offset = w.far + C;
-    w.half = w.n + C;
-    w.pend = w.offset + C;
-    w.pending = w.half + 2 * C;
-  }
-  for (int pass = 0; ok && pass < 3; pass++) {
-    for (int64_t i = 0; i < geo->L + geo->R; i++) {
-      int64_t cell[2];
-      key_cells(keep, geo, c, i, cell);
-      if (i + ROWS_AHEAD < geo->L + geo->R)
-        prefetch_row(k, b, native_token(geo, i + ROWS_AHEAD), h);
-      const float *key = load_row(k, b, native_token(geo, i), h, row);
-      for (int j = 0; j < 2 && cell[j] >= 0; j++)
-        pool_key(pass, key, cell[j], &w);
-    }
-    for (int64_t x = 0; pass != 1 && x < 3 * C; x++)
-      flush_sum(&w, x);
-    for (int64_t x = 0; pass == 0 && x < C * D; x++)
-      w.mean[x] = (float)(w.sum[x] / (w.n[x / D] > 0 ? (double)w.n[x / D] : 1));
-    for (int64_t x = 0; pass == 1 && x < C; x++)
-      w.offset[x] = dot(w.mean + x * D, w.axis + x * D, D);
-  }
-  /* base 2: the masses are exp2 of the scores (cell_masses) */
-  const double scale = 1.4426950408889634 / sqrt((double)D), *half_sum = w.sum + C * D;
-  if (ok)
-    memset(c->centre, 0, panel_bytes);
-  for (int64_t col = 0; ok && col < c->stride; col++) /* half j / 2 + (j & 1) C */
-    centre_at(c, nr, col, D)[0] = EMPTY_SCORE;
-  for (int64_t j = 0; ok && j < 2 * C; j++) {
-    const int64_t n = w.half[j];
-    float *at = centre_at(c, nr, (j & 1) * C + j / 2, 0);
-    for (int64_t d = 0; n > 0 && d < D; d++)
-      at[d * nr] = (float)(scale * half_sum[j * D + d] / (double)n);
-    at[D * nr] = n > 0 ? (float)log2((double)n) : EMPTY_SCORE;
-  }
-  free(w.sum);
-  free(w.mean);
-  free(w.n);
-  free(row);
-  return ok ? 0 : -1;
-}
+#include "svg/lanes.h"
+#include "svg/svg_pool.h"
+#include "svg/svg_unit_scores.h"
 
 /* A block of n queries' cell masses summed along the frames (frame[f *
  * n + r], f <= F: query r's masses of the frames below f) and
@@ -285,33 +21,40 @@ static int pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_
  * The queries' sums run side by side: one query's are a chain of
  * dependent additions. */
 typedef struct sums {
-  int64_t n;     /* queries of a block: the kernel table's mr */
+  int64_t n;     /* queries of a block (block_scorer: mr) */
   double *frame; /* [(F + 1) * n], the caller's */
   double *band;  /* [(bands + 1) * n], the caller's */
 } sums;
 
-/* The sums of queries whose cell masses are m[n][C]. */
-static void block_sums(const cells *c, int64_t F, const double *m, sums *u) {
-  const int64_t C = c->count, S = F * c->parts, n = u->n;
+/* The sums of queries whose cell masses are m[C][n] (cell-major: every
+ * loop runs the queries side by side, in vector lanes). */
+STSA_PER_ISA static void block_sums(const stsa_pool_cells *c, int64_t F,
+                                    const double *restrict m, sums *u) {
+  const int64_t S = F * c->parts, n = u->n;
+  double *restrict frame = u->frame, *restrict band = u->band;
   for (int64_t r = 0; r < n; r++)
-    u->frame[r] = u->band[r] = 0;
-  for (int64_t f = 0; f < F; f++)
-    for (int64_t r = 0; r < n; r++) {
-      double frame = 0;
-      for (int64_t s = 0; s < c->parts; s++)
-        frame += m[r * C + f * c->parts + s];
-      u->frame[(f + 1) * n + r] = u->frame[f * n + r] + frame;
-    }
+    frame[r] = band[r] = 0;
+  for (int64_t f = 0; f < F; f++) {
+    double *restrict next = frame + (f + 1) * n;
+    const double *restrict part = m + f * c->parts * n;
+    for (int64_t r = 0; r < n; r++)
+      next[r] = part[r];
+    for (int64_t s = 1; s < c->parts; s++)
+      for (int64_t r = 0; r < n; r++)
+        next[r] += part[s * n + r];
+    for (int64_t r = 0; r < n; r++)
+      next[r] += frame[f * n + r];
+  }
   for (int64_t t = 0; t < c->bands; t++)
     for (int64_t r = 0; r < n; r++)
-      u->band[(t + 1) * n + r] = u->band[t * n + r] + m[r * C + S + t];
+      band[(t + 1) * n + r] = band[t * n + r] + m[(S + t) * n + r];
 }
 
 /* The mass of the bands below position x (0 <= x <= P) of the query whose
  * band sums are band[t * n]: whole bands, and the share of the band
  * holding x left of it. */
-static double bands_below(const cells *c, const double *band, int64_t n, int64_t P,
-                          double x) {
+static double bands_below(const stsa_pool_cells *c, const double *band, int64_t n,
+                          int64_t P, double x) {
   if (x <= 0)
     return 0;
   if (x >= (double)P)
@@ -327,9 +70,9 @@ static double bands_below(const cells *c, const double *band, int64_t n, int64_t
  * sums (row r of u, block_sums) and its text key's mass. A temporal band
  * of +-w position-major indices around index j keeps positions (j - w) /
  * F to (j + w) / F + 1, each position spanning F. */
-static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const cells *c,
-                           const sums *u, int r, double text, int64_t i, double *share_sp,
-                           double *share_tm) {
+static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo,
+                           const stsa_pool_cells *c, const sums *u, int r, double text,
+                           int64_t i, double *share_sp, double *share_tm) {
   const int64_t f = i / geo->P, p = i % geo->P, F = geo->F, sink = keep->sink_frames;
   const int64_t n = u->n;
   const double *frame = u->frame + r, *band = u->band + r;
@@ -340,7 +83,8 @@ static void query_estimate(const stsa_svg_keep *keep, const stsa_geo *geo, const
   const double per_sp = 1 / sp_total, per_tm = 1 / tm_total, per_frame = 1 / (double)F;
   for (int l = 0; l < keep->levels; l++) {
     const int64_t w = keep->frame_window[l];
-    const int64_t below = clamp64(f - w, sink, F), above = clamp64(f + w + 1, sink, F);
+    const int64_t below = stsa_clamp64(f - w, sink, F),
+                  above = stsa_clamp64(f + w + 1, sink, F);
     const double lost_sp =
         (frame[below * n] - frame[sink * n]) + (frame[F * n] - frame[above * n]);
     const double lo = (double)(j - keep->band[l]) * per_frame,
@@ -407,35 +151,103 @@ static inline float exp2_nonpositive(float x) {
   return p * pow2.value;
 }
 
-/* One query's cell masses m[C], relative to its largest half (top, the
- * qk kernel's row maximum), from its halves' base-2 scores a[2 C] (half h
- * of cell j at h C + j); e[2 C] scratch. */
+/* 2 C rounded up to whole lanes: the halves' scores cell_masses reads of
+ * a row (those past 2 C are computed and not used). */
+static int64_t halves_padded(int64_t C) { return (2 * C + LANES - 1) / LANES * LANES; }
+
+/* One query's cell masses m[j ld_m] (j < C), relative to its largest half
+ * (top), from its halves' base-2 scores a[halves_padded(C)] (half h of
+ * cell j at h C + j); e[halves_padded(C)] scratch. Cell-major, so that
+ * block_sums runs the queries side by side. */
 STSA_PER_ISA static void cell_masses(const float *restrict a, float top, int64_t C,
-                                     float *restrict e, double *restrict m) {
-  for (int64_t j = 0; j < 2 * C; j++)
+                                     float *restrict e, double *restrict m,
+                                     int64_t ld_m) {
+  for (int64_t j = 0; j < halves_padded(C); j++)
     e[j] = exp2_nonpositive(a[j] - top);
   for (int64_t j = 0; j < C; j++)
-    m[j] = (double)e[j] + (double)e[C + j];
+    m[j * ld_m] = (double)e[j] + (double)e[C + j];
 }
 
 /* Head h's video queries of batch entry b as rows of x ([mr][depth], a 1
  * at D: the halves' panels' log2 members), rows [i0, i0 + mr) (zeros past
  * L), prefetching the block after. */
-static void load_queries(const stsa_geo *geo, const stsa_tensor *q, int64_t b, int64_t h,
-                         int64_t i0, int64_t mr, int64_t depth, float *x) {
+static void load_queries(const stsa_geo *geo, const stsa_kernels *kern,
+                         const stsa_tensor *q, int64_t b, int64_t h, int64_t i0,
+                         int64_t mr, int64_t depth, float *x) {
   const int64_t D = depth - 1;
-  for (int64_t r = 0; r < mr && i0 + ROWS_AHEAD + r < geo->L; r++)
-    prefetch_row(q, b, geo->v0 + i0 + ROWS_AHEAD + r, h);
+  const int64_t ahead = i0 + STSA_POOL_ROWS_AHEAD, count = geo->L - ahead;
+  stsa_pool_prefetch_rows(q, b, geo->v0 + ahead, count < mr ? count : mr, h);
   for (int64_t r = 0; r < mr; r++) {
     float *dst = x + r * depth;
     if (i0 + r >= geo->L) {
       memset(dst, 0, sizeof(float) * (size_t)D);
       continue;
     }
-    const float *row = load_row(q, b, geo->v0 + i0 + r, h, dst);
-    if (row != dst)
-      memcpy(dst, row, sizeof(float) * (size_t)D);
+    const void *src = stsa_tensor_row(q, b, geo->v0 + i0 + r, h);
+    if (q->dtype == STSA_F32 && q->stride[3] == 1)
+      memcpy(dst, src, sizeof(float) * (size_t)D);
+    else
+      kern->load_row(src, (int)q->dtype, q->stride[3], D, dst);
   }
+}
+
+/* Where a block's scores come from: the f32 qk kernel on the pooled
+ * panels (the queries converted to f32 rows of x), or the bf16 unit on
+ * the queries as they lie (svg_unit_scores.h). */
+typedef struct block_scorer {
+  const stsa_kernels *kern;
+  const stsa_pool_cells *c;
+  stsa_unit_halves unit; /* kb NULL: the f32 kernel */
+  int64_t mr;            /* rows a block */
+  int64_t ld;            /* floats between rows of scores */
+  float *x, *s, *top;    /* [mr][depth] query rows, [mr][ld] scores and zeros
+                            past them (cell_masses reads to halves_padded), [mr] */
+} block_scorer;
+
+/* The scorer of q's queries for kern over pooled cells c. 0, or -1 when
+ * out of memory (freed either way by scorer_free). */
+static int scorer_make(const stsa_kernels *kern, const stsa_tensor *q,
+                       const stsa_pool_cells *c, block_scorer *sc) {
+  memset(sc, 0, sizeof *sc);
+  sc->kern = kern;
+  sc->c = c;
+  const int unit = stsa_unit_scores_take(kern, q->dtype);
+  if (unit && stsa_unit_halves_make(c, q->shape[3], &sc->unit) != 0)
+    return -1;
+  sc->mr = unit ? STSA_UNIT_ROWS : kern->mr;
+  sc->ld = unit ? sc->unit.cols : c->stride;
+  const int64_t overread = halves_padded(c->count) - 2 * c->count;
+  sc->x = calloc((size_t)(sc->mr * (c->depth + sc->ld + 1) + overread), sizeof(float));
+  if (!sc->x)
+    return -1;
+  sc->s = sc->x + sc->mr * c->depth;
+  sc->top = sc->s + sc->mr * sc->ld + overread;
+  for (int64_t r = 0; r < sc->mr; r++)
+    sc->x[r * c->depth + c->depth - 1] = 1;
+  return 0;
+}
+
+static void scorer_free(block_scorer *sc) {
+  stsa_unit_halves_free(&sc->unit);
+  free(sc->x);
+}
+
+/* The base-2 scores (sc->s, sc->ld apart) and each row's largest
+ * (sc->top) of the rows video queries from i0 on (rows <= sc->mr; the f32
+ * kernel also scores zero rows past them). */
+static void block_scores(block_scorer *sc, const stsa_geo *geo, const stsa_tensor *q,
+                         int64_t b, int64_t h, int64_t i0, int64_t rows) {
+  if (sc->unit.kb) {
+    stsa_unit_scores(sc->kern, &sc->unit, q, b, h, geo->v0, i0, (int)rows, sc->s,
+                     sc->top);
+    return;
+  }
+  const stsa_pool_cells *c = sc->c;
+  load_queries(geo, sc->kern, q, b, h, i0, sc->mr, c->depth, sc->x);
+  for (int64_t r = 0; r < sc->mr; r++)
+    sc->top[r] = -INFINITY;
+  stsa_qk_panels(sc->kern, sc->x, (int)c->depth, c->centre, (int)(c->stride / c->nr),
+                 sc->s, (int)c->stride, sc->top);
 }
 
 int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_kernels *kern,
@@ -443,41 +255,36 @@ int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_kernels *kern,
                           int64_t h, double *log_sp, double *log_tm) {
   stsa_geo geo;
   stsa_geo_init(&geo, keep->g);
-  const int64_t D = q->shape[3], mr = kern->mr, nr = kern->nr;
-  cells c = cell_layout(&geo, D, nr);
-  c.band_of = malloc(sizeof(int32_t) * (size_t)geo.P);
-  for (int64_t t = 0; c.band_of && t < c.bands; t++)
-    for (int64_t at = (int64_t)c.edge[t]; at < (int64_t)c.edge[t + 1]; at++)
-      c.band_of[at] = (int32_t)t;
-  const int64_t C = c.count, S = c.stride, depth = c.depth;
-  float *x = malloc(sizeof(float) * (size_t)(mr * (depth + S + 1) + 2 * C));
-  float *s = x ? x + mr * depth : NULL, *top = s ? s + mr * S : NULL,
-        *e = top ? top + mr : NULL;
+  stsa_pool_cells c;
+  block_scorer sc = {0};
+  int st = stsa_pool_layout(&geo, q->shape[3], kern->nr, &c);
+  st = st == 0 ? stsa_pool_keys(keep, &geo, k, b, h, kern->load_row, &c) : -1;
+  st = st == 0 ? scorer_make(kern, q, &c, &sc) : -1;
+  const int64_t C = c.count, mr = sc.mr;
+  float *e = malloc(sizeof(float) * (size_t)halves_padded(C));
   double *m = malloc(sizeof(double) * (size_t)(mr * (C + geo.F + 1 + c.bands + 1)));
   sums u = {mr, m ? m + mr * C : NULL, m ? m + mr * (C + geo.F + 1) : NULL};
-  int st = x && m && c.band_of ? pool_keys(keep, &geo, k, b, h, nr, &c) : -1;
-  for (int64_t r = 0; st == 0 && r < mr; r++)
-    x[r * depth + D] = 1;
+  st = st == 0 && e && m ? 0 : -1;
   for (int64_t i0 = 0; st == 0 && i0 < geo.L; i0 += mr) {
     const int64_t rows = geo.L - i0 < mr ? geo.L - i0 : mr;
-    load_queries(&geo, q, b, h, i0, mr, depth, x);
-    for (int64_t r = 0; r < mr; r++)
-      top[r] = -INFINITY;
-    stsa_qk_panels(kern, x, (int)depth, c.centre, (int)(S / nr), s, (int)S, top);
-    for (int64_t r = 0; r < mr; r++) /* past the rows: zeros' masses */
-      cell_masses(s + r * S, top[r], C, e, m + r * C);
+    block_scores(&sc, &geo, q, b, h, i0, rows);
+    for (int64_t r = 0; r < rows; r++)
+      cell_masses(sc.s + r * sc.ld, sc.top[r], C, e, m + r, mr);
+    for (int64_t j = 0; j < C; j++) /* past the rows: no mass */
+      for (int64_t r = rows; r < mr; r++)
+        m[j * mr + r] = 0;
     block_sums(&c, geo.F, m, &u);
     for (int64_t r = 0; r < rows; r++)
-      query_estimate(keep, &geo, &c, &u, (int)r, m[r * C + C - 1], i0 + r,
+      query_estimate(keep, &geo, &c, &u, (int)r, m[(C - 1) * mr + r], i0 + r,
                      &log_sp[i0 + r], &log_tm[i0 + r]);
   }
   if (st == 0) { /* the wider levels' when they are drawn from (level_bound) */
     share_logs(log_sp, geo.L);
     share_logs(log_tm, geo.L);
   }
-  free(c.centre);
-  free(c.band_of);
-  free(x);
+  scorer_free(&sc);
+  stsa_pool_cells_free(&c);
+  free(e);
   free(m);
   return st;
 }

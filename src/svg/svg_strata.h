@@ -49,8 +49,10 @@ enum {
  * level is drawn from (a head whose level 0 misses the budget). One pass
  * over the pooled keys serves every level: a level keeps a superset of the
  * cells of the one before, so its loss is read off the same cell masses. q and k are the
- * full [B, N, H, D] tensors. The queries' scores against the pooled keys run on kern's qk
- * micro-kernel (a GEMM of L x (D + 1) x 2 cells). 0, or -1 when out of memory. */
+ * full [B, N, H, D] tensors. The keys are pooled by svg_pool.h; the queries' scores
+ * against the pooled halves run on kern's qk micro-kernel (a GEMM of L x (D + 1) x 2
+ * cells), or for bf16 queries on its bf16 unit where it has one (svg_unit_scores.h).
+ * 0, or -1 when out of memory. */
 int stsa_svg_dropped_mass(const stsa_svg_keep *keep, const stsa_kernels *kern,
                           const stsa_tensor *q, const stsa_tensor *k, int64_t b,
                           int64_t h, double *log_sp, double *log_tm);
