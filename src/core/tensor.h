@@ -6,6 +6,7 @@
 #define STSA_CORE_TENSOR_H
 
 #include "core/error.h"
+#include "core/prefetch.h"
 #include "stsa.h"
 
 /* Address of row (b, s, h) of a checked tensor: its D elements start there,
@@ -15,6 +16,22 @@ static inline void *stsa_tensor_row(const stsa_tensor *t, int64_t b, int64_t s,
                                     int64_t h) {
   const int64_t off = b * t->stride[0] + s * t->stride[1] + h * t->stride[2];
   return (char *)t->data + (size_t)off * stsa_dtype_size(t->dtype);
+}
+
+/* Rows of one head lie H x D elements apart in a [B, N, H, D] tensor: a
+ * stride past a page, which the hardware prefetcher does not follow, so a
+ * pass over a head's rows fetches this many rows ahead itself. */
+enum { STSA_ROWS_AHEAD = 8 };
+
+/* Prefetches `count` rows (b, s..., h) of t, those inside the tensor. */
+static inline void stsa_tensor_prefetch_rows(const stsa_tensor *t, int64_t b, int64_t s,
+                                             int64_t count, int64_t h) {
+  const int64_t bytes = t->shape[3] * t->stride[3] * (int64_t)stsa_dtype_size(t->dtype);
+  for (int64_t r = s; r < s + count && r < t->shape[1]; r++) {
+    const char *row = stsa_tensor_row(t, b, r, h);
+    for (int64_t at = 0; at < bytes; at += 64) /* a cache line */
+      STSA_PREFETCH(row + at);
+  }
 }
 
 /* Checks one tensor on its own: data, dtype, sizes, strides, alignment. */

@@ -44,6 +44,19 @@ static inline float lanes_total(const lanes_f32 *v) {
   return (y[0] + y[2]) + (y[1] + y[3]);
 }
 
+/* a . b over n floats: LANES partial sums, the rest added after. */
+static inline float lanes_dot(const float *restrict a, const float *restrict b,
+                              int64_t n) {
+  lanes_f32 acc = {0};
+  float tail = 0;
+  int64_t d = 0;
+  for (; d + LANES <= n; d += LANES)
+    acc += LANES_AT(a + d) * LANES_AT(b + d);
+  for (; d < n; d++)
+    tail += a[d] * b[d];
+  return lanes_total(&acc) + tail;
+}
+
 /* *top = the larger of *top and x, lane by lane (a NaN in x never wins). */
 static inline void lanes_raise(lanes_f32 *top, const lanes_f32 *x) {
   const lanes_i32 more = *x > *top;

@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/convert.h"
+#include "core/context.h"
+#include "core/per_isa.h"
 #include "core/tensor.h"
+#include "kernel/dispatch.h"
 #include "svg/bound.h"
+#include "svg/lanes.h"
 #include "svg/profile.h"
 #include "svg/strata.h"
 #include "svg/svg2_internal.h"
@@ -34,34 +37,28 @@ static void cluster_order(const call_work *w, int64_t h, int64_t QC, int32_t *or
 }
 
 /* The log of each video query's estimated dropped mass under head h's
- * first candidate (svg2_select.c, dropped_tilt), lean[L]; row[D] scratch.
+ * first candidate (svg2_select.c, dropped_tilt), lean[L]; row[D] scratch
+ * (rows that are not contiguous f32 are converted by kern's load_row).
  * The mass is 1 / (1 + e^-z) for a logit z, whose log is min(z, 0) within
  * log 2 (within 5% of z for a mass of a tenth or less): no transcendental a
  * query, and the few queries that lose most of their mass (z > 0) do not
  * stretch the strata's scale. */
-static void dropped_logit(const stsa_svg2 *s, const call_work *w, int64_t b,
-                          const stsa_tensor *q, const stsa_geo *geo, int64_t h,
-                          float *row, double *lean) {
+STSA_PER_ISA static void dropped_logit(const stsa_svg2 *s, const call_work *w,
+                                       const stsa_kernels *kern, int64_t b,
+                                       const stsa_tensor *q, const stsa_geo *geo,
+                                       int64_t h, float *row, double *lean) {
   const int32_t *ql = w->q_label + h * w->N + geo->v0;
   const float *tilt = w->q_tilt + h * s->QC * s->D;
   const double *at = w->q_tilt_at + h * s->QC;
-  enum { LANES = 8 }; /* independent sums the compiler keeps in vector lanes */
   const int in_place = q->dtype == STSA_F32 && q->stride[3] == 1;
   for (int64_t i = 0; i < s->L; i++) {
+    if (i % STSA_ROWS_AHEAD == 0)
+      stsa_tensor_prefetch_rows(q, b, geo->v0 + i + STSA_ROWS_AHEAD, STSA_ROWS_AHEAD, h);
     const void *src = stsa_tensor_row(q, b, geo->v0 + i, h);
-    const float *x = in_place ? src : row, *t = tilt + (int64_t)ql[i] * s->D;
     if (!in_place)
-      stsa_load_row_f32(src, q->dtype, q->stride[3], s->D, row);
-    float acc[LANES] = {0};
-    int64_t d = 0;
-    for (; d + LANES <= s->D; d += LANES)
-      for (int j = 0; j < LANES; j++)
-        acc[j] += x[d + j] * t[d + j];
-    for (; d < s->D; d++)
-      acc[0] += x[d] * t[d];
-    double z = at[ql[i]];
-    for (int j = 0; j < LANES; j++)
-      z += acc[j];
+      kern->load_row(src, (int)q->dtype, q->stride[3], s->D, row);
+    const double z = at[ql[i]] + (double)lanes_dot(in_place ? src : row,
+                                                   tilt + (int64_t)ql[i] * s->D, s->D);
     lean[i] = z < 0 ? z : 0;
   }
 }
@@ -141,7 +138,7 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
                        w->row_pop + h * w->pop_stride, 0};
     int failed = !lean || !label || !size || !row || !own;
     if (!failed) {
-      dropped_logit(s, w, b, q, &geo, h, row, lean);
+      dropped_logit(s, w, &ctx->run->kern, b, q, &geo, h, row, lean);
       own_key_dropped(s, w, &geo, h, own);
       const int64_t strata = own_key_strata(lean, own, s->L, w->R, G, label, size);
       failed = stsa_strata_draw(label, s->L, geo.v0, strata, size, w->R,

@@ -42,13 +42,6 @@ static void prefetch_bytes(const char *row, int64_t bytes) {
     STSA_PREFETCH(row + at);
 }
 
-void stsa_pool_prefetch_rows(const stsa_tensor *t, int64_t b, int64_t s, int64_t count,
-                             int64_t h) {
-  const int64_t bytes = t->shape[3] * t->stride[3] * (int64_t)stsa_dtype_size(t->dtype);
-  for (int64_t r = s; r < s + count && r < t->shape[1]; r++)
-    prefetch_bytes(stsa_tensor_row(t, b, r, h), bytes);
-}
-
 /* The running state of the pooling over C cells. */
 typedef struct pool {
   int64_t D, C;
@@ -228,8 +221,8 @@ static void pool_pass(int pass, const stsa_svg_keep *keep, const stsa_geo *geo,
   const int64_t bands_at = geo->F * c->parts;
   for (int64_t f = 0, i = 0; f < geo->F; f++)
     for (int64_t p = 0; p < P; p++, i++) {
-      if (i + STSA_POOL_ROWS_AHEAD < L)
-        prefetch_bytes(kw->vrow + (i + STSA_POOL_ROWS_AHEAD) * kw->step, kw->bytes);
+      if (i + STSA_ROWS_AHEAD < L)
+        prefetch_bytes(kw->vrow + (i + STSA_ROWS_AHEAD) * kw->step, kw->bytes);
       const float *key = walk_row(kw, kw->vrow + i * kw->step, buf);
       pool_key(pass, key, f * c->parts + kw->part[p],
                f >= keep->sink_frames ? bands_at + kw->band[p] : -1, w);

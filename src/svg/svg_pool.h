@@ -79,14 +79,4 @@ int stsa_pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_te
                    void (*load)(const void *, int, int64_t, int64_t, float *),
                    stsa_pool_cells *c);
 
-/* Rows of one head lie H x D elements apart in a [B, N, H, D] tensor: a
- * stride past a page, which the hardware prefetcher does not follow, so
- * the passes over a head's rows fetch this many rows ahead themselves. */
-enum { STSA_POOL_ROWS_AHEAD = 8 };
-
-/* Prefetches `count` rows of head h of batch entry b of t from token s on
- * (those inside the tensor). */
-void stsa_pool_prefetch_rows(const stsa_tensor *t, int64_t b, int64_t s, int64_t count,
-                             int64_t h);
-
 #endif

@@ -175,8 +175,8 @@ static void load_queries(const stsa_geo *geo, const stsa_kernels *kern,
                          const stsa_tensor *q, int64_t b, int64_t h, int64_t i0,
                          int64_t mr, int64_t depth, float *x) {
   const int64_t D = depth - 1;
-  const int64_t ahead = i0 + STSA_POOL_ROWS_AHEAD, count = geo->L - ahead;
-  stsa_pool_prefetch_rows(q, b, geo->v0 + ahead, count < mr ? count : mr, h);
+  const int64_t ahead = i0 + STSA_ROWS_AHEAD, count = geo->L - ahead;
+  stsa_tensor_prefetch_rows(q, b, geo->v0 + ahead, count < mr ? count : mr, h);
   for (int64_t r = 0; r < mr; r++) {
     float *dst = x + r * depth;
     if (i0 + r >= geo->L) {
