@@ -97,9 +97,11 @@ STSA_PER_ISA static void dots(const float *restrict row, const float *restrict v
   out[1] = lanes_total(&c) + tc;
 }
 
-/* s0 += row, and s1 += row where s1 is not NULL, in one pass over row. */
-STSA_PER_ISA static void add_row(float *restrict s0, float *restrict s1,
-                                 const float *restrict row, int64_t D) {
+/* s0 += row, and s1 += row where s1 is not NULL, in one pass over row.
+ * Named for this file: clang makes a per-ISA function's resolver a global
+ * symbol by its name, and kmeans.c has an add_row. */
+STSA_PER_ISA static void pool_add_row(float *restrict s0, float *restrict s1,
+                                      const float *restrict row, int64_t D) {
   int64_t d = 0;
   for (; d + LANES <= D; d += LANES) {
     const lanes_f32 x = LANES_AT(row + d);
@@ -157,7 +159,7 @@ static void note_far(pool *w, int64_t x, float dist, const float *row) {
 static void note_half(pool *w, int64_t x, float proj, const float *row) {
   if (proj - w->offset[x] > 0.5f * w->far[x]) {
     w->half[x]++;
-    add_row(w->pend + (w->C + x) * w->D, NULL, row, w->D);
+    pool_add_row(w->pend + (w->C + x) * w->D, NULL, row, w->D);
     counted(w, w->C + x);
   }
 }
@@ -169,7 +171,7 @@ static void pool_key(int pass, const float *row, int64_t x0, int64_t x1, pool *w
   const int64_t D = w->D, y = x1 < 0 ? x0 : x1;
   float got[2];
   if (pass == 0) {
-    add_row(w->pend + x0 * D, x1 < 0 ? NULL : w->pend + x1 * D, row, D);
+    pool_add_row(w->pend + x0 * D, x1 < 0 ? NULL : w->pend + x1 * D, row, D);
     w->n[x0]++;
     counted(w, x0);
   } else if (pass == 1) {
