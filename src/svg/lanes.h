@@ -1,7 +1,8 @@
 /*
  * lanes.h — LANES independent float sums as one vector (GCC and clang
  * vector extensions: one AVX-512 register, two AVX2 ones, four SSE or NEON
- * ones), for the estimate's loops over a row (svg_pool.c, svg_strata.c).
+ * ones), for the estimates' loops over a row (svg_pool.c, svg_strata.c,
+ * svg_unit_scores.c, svg2_bound.c).
  * The same lanes in the same order whatever the vector width, so a result
  * does not depend on which ISA ran it. Arrays of LANES partial sums left
  * the compiler to find the vectors, and with two sums in a loop (a key's

@@ -27,7 +27,8 @@ static int needs_gather(const stsa_tensor *t, int64_t D) {
 /* The video rows of head h of batch entry b as k-means input: the tensor's
  * own rows where possible, else a gathered f32 copy [L][D] in `buf`,
  * converted by kern's load_row (the generic conversion, a row at a time
- * without prefetch, was about 3 ms a head's q or K at Wan 480p on bf16). */
+ * without prefetch, took about 2 ms of one core for a head's q or K at Wan
+ * 480p on bf16). */
 static const float *video_rows(const stsa_kernels *kern, const stsa_tensor *t, int64_t b,
                                int64_t h, const stsa_geo *geo, int64_t D, float *buf,
                                int64_t *ld) {

@@ -155,7 +155,10 @@ static void note_far(pool *w, int64_t x, float dist, const float *row) {
 /* Pass 2 for key row of cell x whose dot product with the axis is proj: it
  * goes with the farthest key when it lies past the middle between it and
  * the mean, along the line through them. Only that half is summed (the few
- * keys that stand out, as a rule): the other is the cell less it. */
+ * keys that stand out, as a rule): the other is the cell less it. The far
+ * half holds at most two thirds of the cell (every key lies within the
+ * farthest one's distance of the mean, which balances them), so the near
+ * half's sum keeps its precision. */
 static void note_half(pool *w, int64_t x, float proj, const float *row) {
   if (proj - w->offset[x] > 0.5f * w->far[x]) {
     w->half[x]++;
@@ -215,8 +218,8 @@ static const float *walk_row(const key_walk *kw, const char *src, float *buf) {
   return buf;
 }
 
-/* One pass of pool_key over every key. A key's cells come from tables
- * (three divisions a key a pass were a tenth of the pooling). */
+/* One pass of pool_key over every key, its cells from tables (not three
+ * integer divisions a key a pass, as before). */
 static void pool_pass(int pass, const stsa_svg_keep *keep, const stsa_geo *geo,
                       const stsa_pool_cells *c, const key_walk *kw, pool *w, float *buf) {
   const int64_t P = geo->P, L = geo->L, text = c->count - 1;

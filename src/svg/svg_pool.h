@@ -11,7 +11,6 @@
 #include <float.h>
 #include <stdint.h>
 
-#include "kernel/kernels.h"
 #include "mask/geometry.h"
 #include "stsa.h"
 #include "svg/svg_strata.h"

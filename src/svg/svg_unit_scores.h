@@ -9,7 +9,8 @@
  * log shares differ from the f32 kernel's by 2.6e-5 at most (1.0e-5 with
  * a third term, the f32 sums' rounding), far below what cuts a stratum,
  * and the estimate takes 7.7 ms of one core a head against 10.4 with the
- * conversion and the f32 kernel (docs/benchmarks.md, "SVG's estimate").
+ * conversion and the f32 kernel (docs/benchmarks.md, "SVG's estimate at
+ * memory speed").
  * No prefetch: the unit's tile loads wait on memory either way, and
  * fetching a block's rows ahead gained nothing.
  */
