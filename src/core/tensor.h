@@ -27,11 +27,8 @@ enum { STSA_ROWS_AHEAD = 8 };
 static inline void stsa_tensor_prefetch_rows(const stsa_tensor *t, int64_t b, int64_t s,
                                              int64_t count, int64_t h) {
   const int64_t bytes = t->shape[3] * t->stride[3] * (int64_t)stsa_dtype_size(t->dtype);
-  for (int64_t r = s; r < s + count && r < t->shape[1]; r++) {
-    const char *row = stsa_tensor_row(t, b, r, h);
-    for (int64_t at = 0; at < bytes; at += 64) /* a cache line */
-      STSA_PREFETCH(row + at);
-  }
+  for (int64_t r = s; r < s + count && r < t->shape[1]; r++)
+    stsa_prefetch_span(stsa_tensor_row(t, b, r, h), bytes);
 }
 
 /* Checks one tensor on its own: data, dtype, sizes, strides, alignment. */

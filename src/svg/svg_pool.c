@@ -37,11 +37,6 @@ void stsa_pool_cells_free(stsa_pool_cells *c) {
   c->band_of = NULL;
 }
 
-static void prefetch_bytes(const char *row, int64_t bytes) {
-  for (int64_t at = 0; at < bytes; at += 64) /* a cache line */
-    STSA_PREFETCH(row + at);
-}
-
 /* The running state of the pooling over C cells. */
 typedef struct pool {
   int64_t D, C;
@@ -227,7 +222,7 @@ static void pool_pass(int pass, const stsa_svg_keep *keep, const stsa_geo *geo,
   for (int64_t f = 0, i = 0; f < geo->F; f++)
     for (int64_t p = 0; p < P; p++, i++) {
       if (i + STSA_ROWS_AHEAD < L)
-        prefetch_bytes(kw->vrow + (i + STSA_ROWS_AHEAD) * kw->step, kw->bytes);
+        stsa_prefetch_span(kw->vrow + (i + STSA_ROWS_AHEAD) * kw->step, kw->bytes);
       const float *key = walk_row(kw, kw->vrow + i * kw->step, buf);
       pool_key(pass, key, f * c->parts + kw->part[p],
                f >= keep->sink_frames ? bands_at + kw->band[p] : -1, w);
@@ -299,11 +294,8 @@ int stsa_pool_keys(const stsa_svg_keep *keep, const stsa_geo *geo, const stsa_te
       flush_sum(&w, x);
     for (int64_t x = 0; pass == 0 && x < C * D; x++)
       w.mean[x] = (float)(w.sum[x] / (w.n[x / D] > 0 ? (double)w.n[x / D] : 1));
-    for (int64_t x = 0; pass == 1 && x < C; x++) {
-      float got[2];
-      dots(w.mean + x * D, w.axis + x * D, w.axis + x * D, D, got);
-      w.offset[x] = got[0];
-    }
+    for (int64_t x = 0; pass == 1 && x < C; x++)
+      w.offset[x] = lanes_dot(w.mean + x * D, w.axis + x * D, D);
   }
   if (ok)
     write_panels(&w, c, panel_bytes);
