@@ -271,7 +271,7 @@ static void test_climb(stsa_ctx *ctx, const inputs *in) {
                  STSA_OK);
     const double first = true_rel(in, &o, 1);
     CHECK_STATUS(stsa_svg_recheck_heads(svg, 99, 0, &in->q, &in->k, &in->v, &o, budget,
-                                        hr, climb, kinds),
+                                        NULL, hr, climb, kinds),
                  STSA_OK);
     const double rel = true_rel(in, &o, 1);
     printf("climb with %d step(s): temporal on the spatial head %.4f -> %s (%s) bound "

@@ -233,7 +233,7 @@ typedef struct stsa_kernels {
                   const stsa_bf16_vblock *vblk, int nblocks, int npanels, float *c,
                   int ld_c, int rows);
   /* 1 where bf16_scores and bf16_pv run on a matrix unit (AMX) that
-   * outpaces the f32 micro-kernels even with three terms a probability:
+   * outpaces the f32 micro-kernels even with two terms a probability:
    * profiling's fused pass then takes them for bf16 q, K and V
    * (rows_fused_bf16.h), and SVG's estimate scores bf16 queries on
    * bf16_scores (svg/svg_unit_scores.h). vdpbf16ps does not: three terms cost it 1.5x the

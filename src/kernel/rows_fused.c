@@ -21,7 +21,7 @@ typedef struct fused_scratch {
   stsa_kv_packed kv; /* one kv tile, packed at row 0 */
   float *q;          /* [rows_pad][D], pre-scaled (f32 panels) */
   uint16_t *qb;      /* [rows_pad][D32] bf16 rows (bf16 tiles) */
-  uint16_t *terms;   /* [3][32][ld] the bf16 terms of P (bf16 tiles) */
+  uint16_t *terms;   /* [STSA_ROWS_BF16_TERMS][32][ld] the bf16 terms of P (bf16 tiles) */
   float *s;          /* [rows_pad][ld] scores, then dense probabilities */
   float *pm;         /* [block][ld] one row block's masked probabilities */
   float *o;          /* [1 + n][rows_pad][D_pad]: dense, then mask i in its order */
@@ -54,22 +54,23 @@ static void piece_sizes(const stsa_rows_fused *f, size_t sz[PIECES]) {
   const size_t rp = (size_t)pb->q_tile, ld = (size_t)pb->kv_stride, D = (size_t)pb->D,
                Dp = (size_t)pb->D_pad, n1 = (size_t)f->n + 1, br = (size_t)block_rows(pb),
                bf16 = pb->bf16_tiles != 0;
-  const size_t s[PIECES] = {align16(stsa_kv_packed_floats(&pt)),
-                            bf16 * align16(rp * (size_t)pb->D32 / 2),
-                            bf16 * align16(3 * STSA_BF16_PASS_ROWS * ld / 2),
-                            align16(rp * D),
-                            align16(rp * ld),
-                            align16(br * ld),
-                            align16(n1 * rp * Dp),
-                            align16(n1 * rp),
-                            align16(3 * rp),
-                            align16(Dp),
-                            align16(rp * Dp),
-                            align16(rp),
-                            align16(br * Dp),
-                            align16(rp),
-                            align16((size_t)f->n),
-                            align16(rp)};
+  const size_t s[PIECES] = {
+      align16(stsa_kv_packed_floats(&pt)),
+      bf16 * align16(rp * (size_t)pb->D32 / 2),
+      bf16 * align16(STSA_ROWS_BF16_TERMS * STSA_BF16_PASS_ROWS * ld / 2),
+      align16(rp * D),
+      align16(rp * ld),
+      align16(br * ld),
+      align16(n1 * rp * Dp),
+      align16(n1 * rp),
+      align16(3 * rp),
+      align16(Dp),
+      align16(rp * Dp),
+      align16(rp),
+      align16(br * Dp),
+      align16(rp),
+      align16((size_t)f->n),
+      align16(rp)};
   memcpy(sz, s, sizeof s);
 }
 

@@ -27,40 +27,34 @@ void stsa_rows_bf16_scores(const stsa_attn_problem *pb, const uint16_t *qb, int 
     scale_row(s + (int64_t)r * ld_s, n, pb->bf16_score_scale);
 }
 
-/* Probabilities p[0, n) (p >= 0) as three bf16 terms (t0, t1, t2), each
- * the truncation of what the ones before leave: 8 significant bits each,
- * so they sum to p exactly. */
+/* Probabilities p[0, n) (p >= 0) as two bf16 terms (t0, t1): t0 the
+ * truncation of p, t1 what it leaves (less than one bf16 unit of p)
+ * rounded to nearest, so t0 + t1 is within 2^-16 p of p. */
 STSA_PER_ISA static void split_terms(const float *restrict p, int n,
-                                     uint16_t *restrict t0, uint16_t *restrict t1,
-                                     uint16_t *restrict t2) {
+                                     uint16_t *restrict t0, uint16_t *restrict t1) {
   for (int c = 0; c < n; c++) {
-    uint32_t u, v, w;
-    float a, b;
+    uint32_t u, v;
+    float a;
     memcpy(&u, &p[c], sizeof u);
     const uint32_t hi = u & 0xffff0000u;
     memcpy(&a, &hi, sizeof a);
     const float r = p[c] - a;
     memcpy(&v, &r, sizeof v);
-    const uint32_t mid = v & 0xffff0000u;
-    memcpy(&b, &mid, sizeof b);
-    const float rest = r - b;
-    memcpy(&w, &rest, sizeof w);
     t0[c] = (uint16_t)(u >> 16);
-    t1[c] = (uint16_t)(v >> 16);
-    t2[c] = (uint16_t)(w >> 16);
+    t1[c] = (uint16_t)((v + 0x7fffu + ((v >> 16) & 1u)) >> 16);
   }
 }
 
 /* Columns [c0, c1) of a probability row as its terms (split_terms), those
  * outside [lo, hi) zeros. */
 static void split_row(const float *p, int c0, int c1, int lo, int hi, uint16_t *t0,
-                      uint16_t *t1, uint16_t *t2) {
-  uint16_t *t[3] = {t0, t1, t2};
-  for (int i = 0; i < 3; i++) {
+                      uint16_t *t1) {
+  uint16_t *t[STSA_ROWS_BF16_TERMS] = {t0, t1};
+  for (int i = 0; i < STSA_ROWS_BF16_TERMS; i++) {
     memset(t[i], 0, sizeof(uint16_t) * (size_t)(lo - c0));
     memset(t[i] + (hi - c0), 0, sizeof(uint16_t) * (size_t)(c1 - hi));
   }
-  split_terms(p + lo, hi - lo, t0 + (lo - c0), t1 + (lo - c0), t2 + (lo - c0));
+  split_terms(p + lo, hi - lo, t0 + (lo - c0), t1 + (lo - c0));
 }
 
 void stsa_rows_bf16_pv(const stsa_attn_problem *pb, const float *p, int ld_p, int rows,
@@ -76,7 +70,7 @@ void stsa_rows_bf16_pv(const stsa_attn_problem *pb, const float *p, int ld_p, in
     for (int r = 0; r < n; r++) {
       uint16_t *t0 = terms + (int64_t)r * width;
       split_row(p + (int64_t)(r0 + r) * ld_p, b0 * KEYS, b1 * KEYS, lo, hi, t0,
-                t0 + ld_term, t0 + 2 * ld_term);
+                t0 + ld_term);
     }
     pb->kern->bf16_pv(terms, width, ld_term, STSA_ROWS_BF16_TERMS, vblk, b1 - b0,
                       pb->D_pad / 16, c + (int64_t)r0 * ld_c, ld_c, n);

@@ -91,11 +91,23 @@ static void row_squares(const float *const *o, int n, int64_t nrows, int64_t H, 
  * every mask's P.V read them. */
 enum { ROWS_KV_TILE = 128 };
 
+/* The kv tile of a pass of dense rows alone (no mask's P.V to keep near):
+ * wider, since each tile costs every row a pass over its sums (o = alpha o
+ * + the tile's P.V), as long as the rows' scores of a tile stay within
+ * about 1 MiB. At Wan 480p, 332 bf16 rows of two heads: 20.3 ms at 128
+ * keys, 18.5 at 256, 16.1 at 512, 17.2 at 1024 (docs/benchmarks.md). */
+static int dense_rows_kv_tile(int64_t nrows) {
+  enum { WIDEST = 512, SCORES = 1 << 18 };
+  int64_t kv = SCORES / (nrows > 1 ? nrows : 1) / ROWS_KV_TILE * ROWS_KV_TILE;
+  kv = kv < WIDEST ? kv : WIDEST;
+  return kv > ROWS_KV_TILE ? (int)kv : ROWS_KV_TILE;
+}
+
 /* A one-head plan of the sampled rows under `mask`: one q tile holding all
- * of them, keys in native order. */
+ * of them, keys in native order, kv_tile keys a tile. */
 static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_mask *mask,
                              const int64_t *rows, int64_t nrows, int64_t tokens,
-                             stsa_plan **plan) {
+                             int kv_tile, stsa_plan **plan) {
   const stsa_mask *masks[1] = {mask};
   int q_tile = (int)nrows; /* the builder rounds it up to the kernels' mr */
   stsa_plan_desc desc = {sizeof desc,
@@ -107,7 +119,7 @@ static stsa_status rows_plan(stsa_ctx *ctx, const stsa_geometry *g, const stsa_m
                          STSA_ORDER_NATIVE,
                          STSA_ORDER_NATIVE,
                          q_tile,
-                         ROWS_KV_TILE,
+                         kv_tile,
                          STSA_PLAN_ALLOW_EMPTY_ROWS,
                          rows,
                          NULL};
@@ -169,7 +181,7 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
       order ? temporal_order(g, rows, nrows, order, &ctx->err)
             : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "profiling: out of memory");
   for (int i = 0; i < 3 && st == STSA_OK; i++)
-    st = rows_plan(ctx, g, which[i], rows, nrows, kb.shape[1], &plans[i]);
+    st = rows_plan(ctx, g, which[i], rows, nrows, kb.shape[1], ROWS_KV_TILE, &plans[i]);
   if (st == STSA_OK) {
     const stsa_tensor outs[3] = {td, ts, tt};
     const stsa_plan *const cplans[3] = {plans[0], plans[1], plans[2]};
@@ -221,9 +233,10 @@ static stsa_status profile_rows(stsa_ctx *ctx, const stsa_geometry *g,
   for (int i = 0; i < nmasks; i++)
     outs[i] = stsa_tensor_bshd(buf ? buf + n * (size_t)(i + 1) : NULL, STSA_F32, 1, nrows,
                                H, D);
+  const int kv_tile = nmasks == 1 ? dense_rows_kv_tile(nrows) : ROWS_KV_TILE;
   for (int64_t i = 0; st == STSA_OK && i < nmasks * H; i++)
-    st =
-        rows_plan(ctx, g, masks[i], rows + i % H * stride, nrows, kb.shape[1], &plans[i]);
+    st = rows_plan(ctx, g, masks[i], rows + i % H * stride, nrows, kb.shape[1], kv_tile,
+                   &plans[i]);
   if (st == STSA_OK)
     st = stsa_sparse_rows_dense_and_heads(ctx, (const stsa_plan *const *)plans, nmasks,
                                           orders, &qs, &kb, &vb, outs);

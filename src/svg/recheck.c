@@ -14,6 +14,7 @@
 #include "mask/mask.h"
 #include "svg/bound.h"
 #include "svg/profile.h"
+#include "svg/recheck_rows.h"
 #include "svg/session_internal.h"
 #include "svg/strata.h"
 
@@ -43,6 +44,25 @@ static const double check_z[RECHECK_CHECKS] = {
  * check saw. */
 #define RECHECK_SEED 0x52454348454bull
 
+int64_t stsa_recheck_count(const stsa_geometry *g, int64_t sample_rows, int mr) {
+  const int64_t L = g->frames * g->height * g->width, cap = 4096 / mr * mr;
+  const int64_t want = RECHECK_ROWS_X * sample_rows, most = L < cap ? L : cap;
+  return want < most ? want : most;
+}
+
+void stsa_recheck_draw(const stsa_geometry *g, int64_t R, uint64_t row_seed, int check,
+                       int64_t *rows) {
+  stsa_svg_sample_rows(g, R, stsa_hash_mix(row_seed, RECHECK_SEED + (uint64_t)check), 0,
+                       0, 0, rows);
+}
+
+void stsa_recheck_rows_free(stsa_recheck_rows *r) {
+  free(r->rows);
+  free(r->dense);
+  free(r->energy);
+  *r = (stsa_recheck_rows){0};
+}
+
 void stsa_svg_climb_free(auto_climb *climb) {
   for (int j = climb->next; j < climb->steps; j++) /* the taken ones moved on */
     stsa_plan_free(climb->step[j].owned);
@@ -71,16 +91,12 @@ static int climb_or_dense(const stsa_svg *svg, int check, head_run *hr, auto_cli
 stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                    const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out,
-                                   double budget, head_run *hr, auto_climb *climb,
+                                   double budget, const stsa_recheck_rows *first,
+                                   head_run *hr, auto_climb *climb,
                                    stsa_head_kind *kinds) {
   const stsa_geometry *g = &svg->cfg.geometry;
-  const int64_t L = g->frames * g->height * g->width;
-  /* at most the video rows, and one q tile of the profile (check_config's
-   * limit on sample_rows) */
-  const int mr = svg->ctx->run->kern.mr;
-  const int64_t cap = L < 4096 / mr * mr ? L : 4096 / mr * mr;
-  const int64_t want = RECHECK_ROWS_X * svg->cfg.sample_rows;
-  const int64_t H = svg->cfg.heads, D = svg->cfg.head_dim, R = want < cap ? want : cap;
+  const int64_t H = svg->cfg.heads, D = svg->cfg.head_dim,
+                R = stsa_recheck_count(g, svg->cfg.sample_rows, svg->ctx->run->kern.mr);
   int sparse = 0;
   for (int64_t h = 0; h < H; h++)
     sparse |= hr[h].choice != STSA_AUTO_DENSE;
@@ -104,6 +120,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
     }
   }
   double *err = energy ? energy + H * R : NULL, *scratch = err ? err + R : NULL;
+  float *row = dense ? dense + R * H * D : NULL;
   const stsa_err_sample smp = {R, group, group ? group + R : NULL, groups};
   for (int check = 0; st == STSA_OK && check < RECHECK_CHECKS; check++) {
     int any = 0;
@@ -111,20 +128,29 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
       any |= pending[h];
     if (!any)
       break;
-    /* one row in each of R equal runs of the video, every head the same rows */
-    stsa_svg_sample_rows(g, R, stsa_hash_mix(row_seed, RECHECK_SEED + (uint64_t)check), 0,
-                         0, 0, rows);
-    for (int64_t h = 1; h < H; h++)
-      for (int64_t r = 0; r < R; r++)
-        rows[h * R + r] = rows[r];
-    st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, q, k, v, b, dense,
-                                     energy);
+    /* one row in each of R equal runs of the video, every head the same
+     * rows; the first check's dense rows may have come with the plan */
+    const int64_t *at = rows;
+    const float *ref = dense;
+    const double *en = energy;
+    if (check == 0 && first && first->R == R) {
+      at = first->rows;
+      ref = first->dense;
+      en = first->energy;
+    } else {
+      stsa_recheck_draw(g, R, row_seed, check, rows);
+      for (int64_t h = 1; h < H; h++)
+        for (int64_t r = 0; r < R; r++)
+          rows[h * R + r] = rows[r];
+      st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, q, k, v, b, dense,
+                                       energy);
+    }
     for (int64_t h = 0; st == STSA_OK && h < H; h++) {
       if (!pending[h])
         continue;
-      stsa_svg_output_errors(out, b, h, H, D, rows, R, dense, dense + R * H * D, err);
+      stsa_svg_output_errors(out, b, h, H, D, at, R, ref, row, err);
       const double rel =
-          stsa_err_bound_z(&smp, err, energy + h * R, scratch, NULL, check_z[check]);
+          stsa_err_bound_z(&smp, err, en + h * R, scratch, NULL, check_z[check]);
       hr[h].est_error = (float)fmax(hr[h].est_error, rel);
       if (rel <= budget) {
         pending[h] = 0;

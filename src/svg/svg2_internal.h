@@ -101,8 +101,9 @@ typedef struct settle_state {
   int64_t b;
   int n; /* candidates of the ladder */
   stsa_select_args cand[STSA_SVG2_LADDER_MAX];
-  float *dense_rows; /* [R][H][D] the sampled rows' dense outputs */
-  double *energy;    /* [H][R] their squared norms */
+  float *dense_rows;         /* [R][H][D] the sampled rows' dense outputs */
+  double *energy;            /* [H][R] their squared norms */
+  stsa_recheck_rows recheck; /* the recheck's first rows, profiled with them */
 } settle_state;
 
 /* Head h's keep map of candidate i ([QC][KC]). */

@@ -1,0 +1,36 @@
+/*
+ * recheck_rows.h — the rows of the recheck (recheck.c): how many a check
+ * takes, which, and their dense rows when they were computed ahead of the
+ * heads' run. Method svg2's deferred bound (svg2_bound.c) profiles the first
+ * check's rows in its own pass over each head's K and V: the rows depend
+ * only on the call's seed, not on any choice, so drawing them early changes
+ * nothing the recheck's argument needs (docs/architecture.md, "Method auto's
+ * recheck"), and one pass packs each head's K and V once, not twice.
+ */
+#ifndef STSA_SVG_RECHECK_ROWS_H
+#define STSA_SVG_RECHECK_ROWS_H
+
+#include <stdint.h>
+
+#include "mask/geometry.h"
+
+/* A check's rows and their dense reference, computed ahead. */
+typedef struct stsa_recheck_rows {
+  int64_t R;      /* rows; 0: none were computed */
+  int64_t *rows;  /* [R] video tokens, every head's */
+  float *dense;   /* [R][H][D] their dense rows */
+  double *energy; /* [H][R] their squared norms */
+} stsa_recheck_rows;
+
+/* Rows a check takes: a multiple of sample_rows, at most the video rows
+ * and one q tile of the profile (4096 rounded down to the kernels' mr). */
+int64_t stsa_recheck_count(const stsa_geometry *g, int64_t sample_rows, int mr);
+
+/* Check `check`'s rows[R]: one in each of R equal runs of the video, from
+ * a stream of the call's row_seed of the check's own. */
+void stsa_recheck_draw(const stsa_geometry *g, int64_t R, uint64_t row_seed, int check,
+                       int64_t *rows);
+
+void stsa_recheck_rows_free(stsa_recheck_rows *r);
+
+#endif
