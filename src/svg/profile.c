@@ -93,14 +93,15 @@ enum { ROWS_KV_TILE = 128 };
 
 /* The kv tile of a pass of dense rows alone (no mask's P.V to keep near):
  * wider, since each tile costs every row a pass over its sums (o = alpha o
- * + the tile's P.V), as long as the rows' scores of a tile stay within
- * about 1 MiB. At Wan 480p, 332 bf16 rows of two heads: 20.3 ms at 128
- * keys, 18.5 at 256, 16.1 at 512, 17.2 at 1024 (docs/benchmarks.md). */
+ * + the tile's P.V), while the rows' scores of a tile stay within 1 MiB.
+ * At Wan 480p, 332 bf16 rows of two heads: 20.3 ms at 128 keys, 18.5 at
+ * 256, 16.1 at 512, 17.2 at 1024 (docs/benchmarks.md). Steps, not a
+ * quotient: the recheck's rows take the same tile in a pass of their own
+ * as after another set's (recheck_rows.h), up to 512 rows in all. */
 static int dense_rows_kv_tile(int64_t nrows) {
-  enum { WIDEST = 512, SCORES = 1 << 18 };
-  int64_t kv = SCORES / (nrows > 1 ? nrows : 1) / ROWS_KV_TILE * ROWS_KV_TILE;
-  kv = kv < WIDEST ? kv : WIDEST;
-  return kv > ROWS_KV_TILE ? (int)kv : ROWS_KV_TILE;
+  return nrows <= 512    ? 4 * ROWS_KV_TILE
+         : nrows <= 1024 ? 2 * ROWS_KV_TILE
+                         : ROWS_KV_TILE;
 }
 
 /* A one-head plan of the sampled rows under `mask`: one q tile holding all

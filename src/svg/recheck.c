@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/context.h"
 #include "kernel/dispatch.h"
@@ -61,6 +62,71 @@ void stsa_recheck_rows_free(stsa_recheck_rows *r) {
   free(r->dense);
   free(r->energy);
   *r = (stsa_recheck_rows){0};
+}
+
+/* The recheck's part of a pass that profiled each head's R own rows and
+ * then its rows: all[H][n] the pass's rows, dense[n][H][D], energy[H][n]. */
+static stsa_status cut_recheck(const int64_t *all, int64_t H, int64_t D, int64_t R,
+                               int64_t n, const float *dense, const double *energy,
+                               stsa_recheck_rows *out) {
+  const int64_t Rc = n - R;
+  out->rows = malloc(sizeof(int64_t) * (size_t)Rc);
+  out->dense = malloc(sizeof(float) * (size_t)(Rc * H * D));
+  out->energy = malloc(sizeof(double) * (size_t)(H * Rc));
+  if (!out->rows || !out->dense || !out->energy) {
+    stsa_recheck_rows_free(out);
+    return STSA_ERR_OUT_OF_MEMORY;
+  }
+  out->R = Rc;
+  memcpy(out->rows, all + R, sizeof(int64_t) * (size_t)Rc);
+  memcpy(out->dense, dense + R * H * D, sizeof(float) * (size_t)(Rc * H * D));
+  for (int64_t h = 0; h < H; h++)
+    memcpy(out->energy + h * Rc, energy + h * n + R, sizeof(double) * (size_t)Rc);
+  return STSA_OK;
+}
+
+stsa_status stsa_recheck_profile_with(stsa_ctx *ctx, const stsa_geometry *g,
+                                      int64_t sample_rows, uint64_t row_seed,
+                                      const stsa_mask *const *masks, const int64_t *own,
+                                      int64_t R, const stsa_tensor *q,
+                                      const stsa_tensor *k, const stsa_tensor *v,
+                                      int64_t b, float *dense, double *energy,
+                                      stsa_recheck_rows *first) {
+  const int64_t H = q->shape[2], D = q->shape[3];
+  const int mr = ctx->run->kern.mr;
+  int64_t Rc = stsa_recheck_count(g, sample_rows, mr);
+  Rc = R + Rc <= 4096 / mr * mr ? Rc : 0; /* one q tile of the pass */
+  const int64_t n = R + Rc;
+  *first = (stsa_recheck_rows){0};
+  int64_t *all = malloc(sizeof(int64_t) * (size_t)(H * n));
+  float *dense_all = malloc(sizeof(float) * (size_t)(n * H * D));
+  double *energy_all = malloc(sizeof(double) * (size_t)(H * n));
+  stsa_status st = all && dense_all && energy_all
+                       ? STSA_OK
+                       : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (st == STSA_OK) {
+    if (Rc > 0)
+      stsa_recheck_draw(g, Rc, row_seed, 0, all + R);
+    for (int64_t h = 0; h < H; h++) {
+      memcpy(all + h * n, own + h * R, sizeof(int64_t) * (size_t)R);
+      if (h > 0)
+        memcpy(all + h * n + R, all + R, sizeof(int64_t) * (size_t)Rc);
+    }
+    st = stsa_svg_profile_dense_rows(ctx, g, masks, all, n, q, k, v, b, dense_all,
+                                     energy_all);
+  }
+  if (st == STSA_OK && Rc > 0 &&
+      cut_recheck(all, H, D, R, n, dense_all, energy_all, first) != STSA_OK)
+    st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (st == STSA_OK) { /* the own rows lead: [R][H][D], and [H][R] */
+    memcpy(dense, dense_all, sizeof(float) * (size_t)(R * H * D));
+    for (int64_t h = 0; h < H; h++)
+      memcpy(energy + h * R, energy_all + h * n, sizeof(double) * (size_t)R);
+  }
+  free(all);
+  free(dense_all);
+  free(energy_all);
+  return st;
 }
 
 void stsa_svg_climb_free(auto_climb *climb) {

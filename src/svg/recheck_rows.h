@@ -12,7 +12,10 @@
 
 #include <stdint.h>
 
+#include "core/context.h"
+#include "core/tensor.h"
 #include "mask/geometry.h"
+#include "mask/mask.h"
 
 /* A check's rows and their dense reference, computed ahead. */
 typedef struct stsa_recheck_rows {
@@ -32,5 +35,18 @@ void stsa_recheck_draw(const stsa_geometry *g, int64_t R, uint64_t row_seed, int
                        int64_t *rows);
 
 void stsa_recheck_rows_free(stsa_recheck_rows *r);
+
+/* The dense rows of each head's R rows own[H][R] of batch entry b
+ * (dense[R][H][D], energy[H][R]; masks[H] the heads' dense masks) and, in
+ * the same pass over each head's K and V, those of the recheck's first
+ * rows for the call's row_seed (*first; where both sets do not fit one q
+ * tile of the pass, first->R is 0 and the recheck profiles its own). */
+stsa_status stsa_recheck_profile_with(stsa_ctx *ctx, const stsa_geometry *g,
+                                      int64_t sample_rows, uint64_t row_seed,
+                                      const stsa_mask *const *masks, const int64_t *own,
+                                      int64_t R, const stsa_tensor *q,
+                                      const stsa_tensor *k, const stsa_tensor *v,
+                                      int64_t b, float *dense, double *energy,
+                                      stsa_recheck_rows *first);
 
 #endif

@@ -219,70 +219,28 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   return st;
 }
 
-/* The recheck's first rows (recheck_rows.h) with their dense rows, cut out
- * of a pass that profiled each head's R drawn rows and then them: all[H][n]
- * its rows, dense[n][H][D], energy[H][n]. */
-static stsa_status split_recheck(const int64_t *all, int64_t H, int64_t D, int64_t R,
-                                 int64_t n, const float *dense, const double *energy,
-                                 stsa_recheck_rows *out) {
-  const int64_t Rc = n - R;
-  out->rows = malloc(sizeof(int64_t) * (size_t)Rc);
-  out->dense = malloc(sizeof(float) * (size_t)(Rc * H * D));
-  out->energy = malloc(sizeof(double) * (size_t)(H * Rc));
-  if (!out->rows || !out->dense || !out->energy) {
-    stsa_recheck_rows_free(out);
-    return STSA_ERR_OUT_OF_MEMORY;
-  }
-  out->R = Rc;
-  memcpy(out->rows, all + R, sizeof(int64_t) * (size_t)Rc);
-  memcpy(out->dense, dense + R * H * D, sizeof(float) * (size_t)(Rc * H * D));
-  for (int64_t h = 0; h < H; h++)
-    memcpy(out->energy + h * Rc, energy + h * n + R, sizeof(double) * (size_t)Rc);
-  return STSA_OK;
-}
-
 /* Under a deferred bound: every head's dense rows on its drawn rows, kept
- * with the call's work in a settle_state (*out) for stsa_svg2_settle. The
- * same pass profiles the recheck's first rows (every head's, after its
- * own), which the settle hands on: one pass over each head's K and V packs
- * them once for both (at Wan 480p a pass's packing is about 2 ms a head). */
+ * with the call's work in a settle_state (*out) for stsa_svg2_settle, and
+ * in the same pass the recheck's first rows, which the settle hands on
+ * (recheck_rows.h). */
 stsa_status stsa_svg2_dense_rows_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                        const stsa_svg2_env *env, const call_work *w,
                                        const stsa_tensor *q, const stsa_tensor *k,
                                        const stsa_tensor *v, int64_t b,
                                        settle_state **out) {
-  const int64_t H = s->H, R = w->R, D = s->D;
-  const stsa_geometry *g = &env->cfg->geometry;
-  /* the recheck's rows when both sets fit one q tile of the pass */
-  const int mr = ctx->run->kern.mr;
-  int64_t Rc = stsa_recheck_count(g, env->cfg->sample_rows, mr);
-  Rc = R + Rc <= 4096 / mr * mr ? Rc : 0;
-  const int64_t n = R + Rc;
+  const int64_t H = s->H, R = w->R;
   settle_state *p = calloc(1, sizeof *p);
-  int64_t *all = malloc(sizeof(int64_t) * (size_t)(H * n));
-  float *dense_rows = malloc(sizeof(float) * (size_t)(n * H * D));
-  double *energy = malloc(sizeof(double) * (size_t)(H * n));
+  float *dense_rows = malloc(sizeof(float) * (size_t)(R * H * s->D));
+  double *energy = malloc(sizeof(double) * (size_t)(H * R));
   stsa_status st =
-      p && all && dense_rows && energy
+      p && dense_rows && energy
           ? STSA_OK
           : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
-  if (st == STSA_OK) {
-    for (int64_t h = 0; h < H; h++)
-      memcpy(all + h * n, w->rows + h * R, sizeof(int64_t) * (size_t)R);
-    if (Rc > 0)
-      stsa_recheck_draw(g, Rc, w->row_seed, 0, all + R);
-    for (int64_t h = 1; h < H; h++)
-      memcpy(all + h * n + R, all + R, sizeof(int64_t) * (size_t)Rc);
-    st = stsa_svg_profile_dense_rows(ctx, g, (const stsa_mask *const *)w->mask, all, n, q,
-                                     k, v, b, dense_rows, energy);
-  }
-  if (st == STSA_OK && Rc > 0 &&
-      split_recheck(all, H, D, R, n, dense_rows, energy, &p->recheck) != STSA_OK)
-    st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
-  /* the drawn rows' energies as [H][R] (their dense rows lead: [R][H][D]) */
-  for (int64_t h = 1; st == STSA_OK && h < H; h++)
-    memmove(energy + h * R, energy + h * n, sizeof(double) * (size_t)R);
-  free(all);
+  if (st == STSA_OK)
+    st =
+        stsa_recheck_profile_with(ctx, &env->cfg->geometry, env->cfg->sample_rows,
+                                  w->row_seed, (const stsa_mask *const *)w->mask, w->rows,
+                                  R, q, k, v, b, dense_rows, energy, &p->recheck);
   if (st != STSA_OK) {
     stsa_svg2_settle_state_free(p, 0);
     free(dense_rows);
