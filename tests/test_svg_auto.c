@@ -384,6 +384,17 @@ static void test_recheck_ahead(stsa_ctx *ctx, const inputs *in) {
     CHECK(zeroed[h].choice == STSA_AUTO_DENSE,
           "head %d: rows ahead zeroed, yet the recheck kept %s", h,
           stsa_auto_candidate_name(zeroed[h].choice));
+  /* rows of another call's stream are not taken: the check draws its own */
+  memcpy(zeroed, hr[0], sizeof zeroed);
+  memset(climb, 0, sizeof climb);
+  CHECK_STATUS(stsa_svg_recheck_heads(svg, seed + 1, 0, &in->q, &in->k, &in->v, &o[1],
+                                      budget, &first, zeroed, climb[1], kinds[1]),
+               STSA_OK);
+  for (int h = 0; h < H; h++)
+    CHECK(zeroed[h].choice == hr[0][h].choice,
+          "head %d: rows ahead of another stream were taken (%s, before %s)", h,
+          stsa_auto_candidate_name(zeroed[h].choice),
+          stsa_auto_candidate_name(hr[0][h].choice));
   stsa_recheck_rows_free(&first);
   for (int a = 0; a < 2; a++)
     tu_free_tensor(&o[a]);

@@ -68,7 +68,7 @@ void stsa_recheck_rows_free(stsa_recheck_rows *r) {
  * then its rows: all[H][n] the pass's rows, dense[n][H][D], energy[H][n]. */
 static stsa_status cut_recheck(const int64_t *all, int64_t H, int64_t D, int64_t R,
                                int64_t n, const float *dense, const double *energy,
-                               stsa_recheck_rows *out) {
+                               uint64_t row_seed, stsa_recheck_rows *out) {
   const int64_t Rc = n - R;
   out->rows = malloc(sizeof(int64_t) * (size_t)Rc);
   out->dense = malloc(sizeof(float) * (size_t)(Rc * H * D));
@@ -78,6 +78,7 @@ static stsa_status cut_recheck(const int64_t *all, int64_t H, int64_t D, int64_t
     return STSA_ERR_OUT_OF_MEMORY;
   }
   out->R = Rc;
+  out->row_seed = row_seed;
   memcpy(out->rows, all + R, sizeof(int64_t) * (size_t)Rc);
   memcpy(out->dense, dense + R * H * D, sizeof(float) * (size_t)(Rc * H * D));
   for (int64_t h = 0; h < H; h++)
@@ -101,9 +102,10 @@ stsa_status stsa_recheck_profile_with(stsa_ctx *ctx, const stsa_geometry *g,
   int64_t *all = malloc(sizeof(int64_t) * (size_t)(H * n));
   float *dense_all = malloc(sizeof(float) * (size_t)(n * H * D));
   double *energy_all = malloc(sizeof(double) * (size_t)(H * n));
-  stsa_status st = all && dense_all && energy_all
-                       ? STSA_OK
-                       : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "out of memory");
+  stsa_status st =
+      all && dense_all && energy_all
+          ? STSA_OK
+          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK) {
     if (Rc > 0)
       stsa_recheck_draw(g, Rc, row_seed, 0, all + R);
@@ -116,8 +118,8 @@ stsa_status stsa_recheck_profile_with(stsa_ctx *ctx, const stsa_geometry *g,
                                      energy_all);
   }
   if (st == STSA_OK && Rc > 0 &&
-      cut_recheck(all, H, D, R, n, dense_all, energy_all, first) != STSA_OK)
-    st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "out of memory");
+      cut_recheck(all, H, D, R, n, dense_all, energy_all, row_seed, first) != STSA_OK)
+    st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK) { /* the own rows lead: [R][H][D], and [H][R] */
     memcpy(dense, dense_all, sizeof(float) * (size_t)(R * H * D));
     for (int64_t h = 0; h < H; h++)
@@ -199,7 +201,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
     const int64_t *at = rows;
     const float *ref = dense;
     const double *en = energy;
-    if (check == 0 && first && first->R == R) {
+    if (check == 0 && first && first->R == R && first->row_seed == row_seed) {
       at = first->rows;
       ref = first->dense;
       en = first->energy;

@@ -19,10 +19,11 @@
 
 /* A check's rows and their dense reference, computed ahead. */
 typedef struct stsa_recheck_rows {
-  int64_t R;      /* rows; 0: none were computed */
-  int64_t *rows;  /* [R] video tokens, every head's */
-  float *dense;   /* [R][H][D] their dense rows */
-  double *energy; /* [H][R] their squared norms */
+  int64_t R;         /* rows; 0: none were computed */
+  uint64_t row_seed; /* the call's stream they were drawn from */
+  int64_t *rows;     /* [R] video tokens, every head's */
+  float *dense;      /* [R][H][D] their dense rows */
+  double *energy;    /* [H][R] their squared norms */
 } stsa_recheck_rows;
 
 /* Rows a check takes: a multiple of sample_rows, at most the video rows

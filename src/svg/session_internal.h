@@ -101,8 +101,9 @@ void stsa_svg_climb_free(auto_climb *climb);
  * with its next candidate (climb[h]; SVG2's: none), checked on rows of a
  * further stream, up to a few checks, then dense (reason
  * STSA_AUTO_RECHECK; kinds[h] follows the candidate) (recheck.c). first:
- * the first check's rows with their dense rows computed ahead (R 0 or
- * NULL: profiled here). */
+ * the first check's rows with their dense rows computed ahead, taken when
+ * they are as many as a check's and of this row_seed (else, or NULL, the
+ * check profiles its own). */
 stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                    const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out,
