@@ -51,10 +51,16 @@ int64_t stsa_recheck_count(const stsa_geometry *g, int64_t sample_rows, int mr) 
   return want < most ? want : most;
 }
 
-void stsa_recheck_draw(const stsa_geometry *g, int64_t R, uint64_t row_seed, int check,
-                       int64_t *rows) {
+/* Check `check`'s rows: one in each of R equal runs of the video, from a
+ * stream of the call's row_seed of the check's own, the same for every
+ * head (rows[0 .. R) copied to rows + h * stride, h < H: the pass takes
+ * each head's rows). */
+static void draw_rows(const stsa_geometry *g, int64_t R, uint64_t row_seed, int check,
+                      int64_t H, int64_t stride, int64_t *rows) {
   stsa_svg_sample_rows(g, R, stsa_hash_mix(row_seed, RECHECK_SEED + (uint64_t)check), 0,
                        0, 0, rows);
+  for (int64_t h = 1; h < H; h++)
+    memcpy(rows + h * stride, rows, sizeof(int64_t) * (size_t)R);
 }
 
 void stsa_recheck_rows_free(stsa_recheck_rows *r) {
@@ -108,12 +114,9 @@ stsa_status stsa_recheck_profile_with(stsa_ctx *ctx, const stsa_geometry *g,
           : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK) {
     if (Rc > 0)
-      stsa_recheck_draw(g, Rc, row_seed, 0, all + R);
-    for (int64_t h = 0; h < H; h++) {
+      draw_rows(g, Rc, row_seed, 0, H, n, all + R);
+    for (int64_t h = 0; h < H; h++)
       memcpy(all + h * n, own + h * R, sizeof(int64_t) * (size_t)R);
-      if (h > 0)
-        memcpy(all + h * n + R, all + R, sizeof(int64_t) * (size_t)Rc);
-    }
     st = stsa_svg_profile_dense_rows(ctx, g, masks, all, n, q, k, v, b, dense_all,
                                      energy_all);
   }
@@ -206,10 +209,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
       ref = first->dense;
       en = first->energy;
     } else {
-      stsa_recheck_draw(g, R, row_seed, check, rows);
-      for (int64_t h = 1; h < H; h++)
-        for (int64_t r = 0; r < R; r++)
-          rows[h * R + r] = rows[r];
+      draw_rows(g, R, row_seed, check, H, R, rows);
       st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, q, k, v, b, dense,
                                        energy);
     }

@@ -30,11 +30,6 @@ typedef struct stsa_recheck_rows {
  * and one q tile of the profile (4096 rounded down to the kernels' mr). */
 int64_t stsa_recheck_count(const stsa_geometry *g, int64_t sample_rows, int mr);
 
-/* Check `check`'s rows[R]: one in each of R equal runs of the video, from
- * a stream of the call's row_seed of the check's own. */
-void stsa_recheck_draw(const stsa_geometry *g, int64_t R, uint64_t row_seed, int check,
-                       int64_t *rows);
-
 void stsa_recheck_rows_free(stsa_recheck_rows *r);
 
 /* The dense rows of each head's R rows own[H][R] of batch entry b
