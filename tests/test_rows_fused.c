@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mask/plan.h"
 #include "mask/rows_call.h"
@@ -72,26 +73,33 @@ static stsa_ctx *make_ctx(stsa_backend backend, int threads) {
   return ctx;
 }
 
+/* The plan of one mask over fx's R rows (one q tile of them). */
+static stsa_plan *build_plan(stsa_ctx *ctx, const fixture *fx, const stsa_mask *mask,
+                             const int64_t *rows) {
+  const stsa_mask *one[1] = {mask};
+  stsa_plan_desc desc = {sizeof desc,
+                         fx->R,
+                         fx->N,
+                         1,
+                         one,
+                         &fx->g,
+                         STSA_ORDER_NATIVE,
+                         STSA_ORDER_NATIVE,
+                         (int)fx->R,
+                         fx->kv_tile,
+                         STSA_PLAN_ALLOW_EMPTY_ROWS,
+                         rows,
+                         NULL};
+  stsa_plan *plan = NULL;
+  const stsa_status st = stsa_plan_build(ctx, &desc, &plan);
+  CHECK(st == STSA_OK, "plan: %s", stsa_ctx_last_error(ctx));
+  return plan;
+}
+
 static void build_plans(stsa_ctx *ctx, const fixture *fx, stsa_mask *const m[MASKS],
                         const int64_t *rows, stsa_plan *plans[MASKS]) {
-  for (int i = 0; i < MASKS; i++) {
-    const stsa_mask *one[1] = {m[i]};
-    stsa_plan_desc desc = {sizeof desc,
-                           fx->R,
-                           fx->N,
-                           1,
-                           one,
-                           &fx->g,
-                           STSA_ORDER_NATIVE,
-                           STSA_ORDER_NATIVE,
-                           (int)fx->R,
-                           fx->kv_tile,
-                           STSA_PLAN_ALLOW_EMPTY_ROWS,
-                           rows,
-                           NULL};
-    const stsa_status st = stsa_plan_build(ctx, &desc, &plans[i]);
-    CHECK(st == STSA_OK, "plan %d: %s", i, stsa_ctx_last_error(ctx));
-  }
+  for (int i = 0; i < MASKS; i++)
+    plans[i] = build_plan(ctx, fx, m[i], rows);
 }
 
 /* Outputs of one call: MASKS tensors of [1, R, H, D] f32, guarded. */
@@ -167,6 +175,56 @@ static stsa_tensor gather(const stsa_tensor *q, const fixture *fx, const int64_t
         tu_store(g.data, dt, tu_offset(&g, 0, r, h, d),
                  tu_load(q->data, q->dtype, tu_offset(q, 0, rows[r], h, d)));
   return g;
+}
+
+/* The dense rows alone (one plan, as the recheck and SVG2's deferred bound
+ * profile them; on the amx backend with bf16 K and V the pass runs them on
+ * the bf16 engine, rows_fused.c: dense_tile_engine): against the per-mask
+ * pass's dense rows (want), bitwise on 1, 2 and 3 threads, and each row
+ * bitwise what a pass of the first half of the rows gives it (the
+ * recheck's rows take the same bits alone or after other rows). */
+static void check_dense_alone(stsa_ctx *const ctx[3], const fixture *fx,
+                              const stsa_mask *dense, const int64_t *rows,
+                              const stsa_tensor *q, const stsa_tensor *k,
+                              const stsa_tensor *v, const stsa_tensor *want, double slack,
+                              const char *what) {
+  stsa_plan *plan = build_plan(ctx[0], fx, dense, rows);
+  const stsa_plan *const p[1] = {plan};
+  stsa_tensor got[3];
+  for (int t = 0; t < 3; t++) {
+    got[t] = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, fx->R, fx->H, fx->D);
+    CHECK_STATUS(stsa_sparse_rows_dense_and(ctx[t], p, 1, NULL, q, k, v, &got[t]),
+                 STSA_OK);
+  }
+  double scale = 0;
+  const double diff = tu_max_abs_diff(&got[0], want, &scale);
+  CHECK(diff <= 2e-6 * (scale > 1 ? scale : 1) + slack,
+        "%s: dense alone differs by %.3g (scale %.3g)", what, diff, scale);
+  for (int t = 1; t < 3; t++)
+    CHECK(tu_same_bytes(&got[t], &got[0]), "%s: dense alone not bitwise on %d threads",
+          what, t == 1 ? 1 : 3);
+  /* the first half of the rows, q's first rows (BSHD, R outermost) */
+  fixture half = *fx;
+  half.R = fx->R / 2;
+  stsa_tensor hq = *q,
+              hout = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, half.R, fx->H, fx->D);
+  hq.shape[1] = half.R;
+  stsa_plan *hplan = build_plan(ctx[0], &half, dense, rows);
+  const stsa_plan *const hp[1] = {hplan};
+  CHECK_STATUS(stsa_sparse_rows_dense_and(ctx[0], hp, 1, NULL, &hq, k, v, &hout),
+               STSA_OK);
+  const size_t bytes = sizeof(float) * (size_t)(half.R * fx->H * fx->D);
+  CHECK(memcmp(hout.data, got[0].data, bytes) == 0,
+        "%s: dense alone, the first %lld rows not bitwise in a pass of their own", what,
+        (long long)half.R);
+  CHECK(tu_guard_ok(hout.data), "%s: guard bytes of the half pass", what);
+  tu_free_tensor(&hout);
+  stsa_plan_free(hplan);
+  for (int t = 0; t < 3; t++) {
+    CHECK(tu_guard_ok(got[t].data), "%s: guard bytes of dense alone", what);
+    tu_free_tensor(&got[t]);
+  }
+  stsa_plan_free(plan);
 }
 
 /* Masks per head (SVG2's form, stsa_sparse_rows_dense_and_heads): head h
@@ -281,6 +339,8 @@ static void check_fixture(const fixture *fx, uint64_t seed) {
       for (int t = 0; t < 3; t++)
         free_outs(&got[t]);
     }
+    check_dense_alone(ctx, fx, m[0], rows, &q, &k, &v, &want.t[0],
+                      unit_slack(backends[bi], fx, &v), what);
     /* declined inputs: NaN in one V row, then K that could overflow a logit */
     const size_t vi = tu_offset(&v, 0, rows[fx->R / 2], 1 % fx->H, 3);
     const double v_old = tu_load(v.data, v.dtype, vi);

@@ -260,6 +260,38 @@ static void dense_tile(const stsa_rows_fused *f, int n, fused_scratch *sc) {
   }
 }
 
+/* A pass of dense rows alone on bf16 tiles: the tile through the table's
+ * bf16 engine (kernels.h: full_tile_bf16), whose softmax writes each
+ * probability's terms as it goes and adds the tile's P.V to o, as a FULL
+ * tile of the attention. The masks' tiles cannot go there: they take the
+ * dense f32 probabilities and the tile's own dense P.V (mask_tile). At Wan
+ * 480p, 332 bf16 rows of two heads: see docs/benchmarks.md, "Dense rows on
+ * the bf16 engine". */
+static void dense_tile_engine(const stsa_attn_problem *pb, int n, fused_scratch *sc) {
+  const stsa_bf16_tile t = {.q = sc->qb,
+                            .kb = sc->kv.kb,
+                            .vb = sc->kv.vb,
+                            .v_panel = pb->kv_stride / 32 * 512,
+                            .D32 = pb->D32,
+                            .D_pad = pb->D_pad,
+                            .rows_pad = pb->q_tile,
+                            .n = n,
+                            .score_scale = pb->bf16_score_scale,
+                            .safe = 1, /* run_tile declined the tiles that are not */
+                            .s = sc->s,
+                            .ld_s = pb->kv_stride,
+                            /* two planes of 32 rows: the engine's two terms */
+                            .p = sc->terms,
+                            .terms = STSA_ROWS_BF16_TERMS,
+                            .c = sc->c,
+                            .o = sc->o,
+                            .m = sc->m,
+                            .l = sc->l,
+                            .alpha = sc->alpha,
+                            .D = pb->D};
+  pb->kern->full_tile_bf16(&t);
+}
+
 /* The masks' sums follow the dense maximum: rows whose maximum moved are
  * rescaled like the dense ones (alpha). */
 static void rescale_masks(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
@@ -297,6 +329,10 @@ static int run_tile(const stsa_rows_fused *f, const stsa_attn_problem *pt, int64
    * or their bf16 products (rows_fused_bf16.h): the masks take their
    * probabilities from the dense ones in between */
   const int n = sp.n, npanels = (n + nr - 1) / nr;
+  if (f->n == 0 && pb->bf16_tiles && kern->full_tile_bf16) {
+    dense_tile_engine(pb, n, sc);
+    return 0;
+  }
   if (pb->bf16_tiles)
     stsa_rows_bf16_scores(pb, sc->qb, rp, sc->kv.kb, n, sc->s, ld);
   else

@@ -16,6 +16,9 @@
  * kept columns. Most pairs SVG's masks keep lie in tiles a row keeps whole
  * (the spatial one keeps whole frames, the temporal one runs of positions).
  *
+ * A pass with no mask (dense rows alone) on bf16 tiles runs each kv tile as
+ * the attention's bf16 engine runs a FULL one (kernels.h: full_tile_bf16).
+ *
  * Shared maximum: a mask's weights are exp2(s - m) with m the dense row
  * maximum, not the mask's own. That is exact unless every logit the mask
  * keeps of a row lies more than 126 log2 units below m, where the weights

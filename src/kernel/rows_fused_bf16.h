@@ -7,7 +7,9 @@
  * enters P.V as two bf16 terms whose sum is within 2^-16 p of the f32 p, so
  * an output row is within 2^-16 max |V| of what the f32 form computes (a
  * bound the profile's errors, at budgets of 0.01 and up, never feel; a
- * third term, exact, cost the pass 15% more at Wan 480p).
+ * third term, exact, cost the pass 15% more at Wan 480p). A pass of dense
+ * rows alone takes the bf16 engine's FULL tile instead (rows_fused.c:
+ * dense_tile_engine), whose two terms are within 2^-18 p.
  */
 #ifndef STSA_KERNEL_ROWS_FUSED_BF16_H
 #define STSA_KERNEL_ROWS_FUSED_BF16_H
