@@ -324,8 +324,8 @@ static void test_recheck_ahead(stsa_ctx *ctx, const inputs *in) {
                                          OWN, &in->q, &in->k, &in->v, 0, dense[0],
                                          energy[0], &first),
                STSA_OK);
-  CHECK_STATUS(stsa_svg_profile_dense_rows(ctx, &GEO, masks, own, OWN, &in->q, &in->k,
-                                           &in->v, 0, dense[1], energy[1]),
+  CHECK_STATUS(stsa_svg_profile_dense_rows(ctx, &GEO, masks, own, OWN, NULL, &in->q,
+                                           &in->k, &in->v, 0, dense[1], energy[1]),
                STSA_OK);
   CHECK(first.R == stsa_recheck_count(&GEO, cfg.sample_rows, ctx->run->kern.mr) &&
             memcmp(dense[0], dense[1], sizeof dense[0]) == 0 &&

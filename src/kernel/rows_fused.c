@@ -396,7 +396,8 @@ static int run_head(const stsa_rows_fused *f, int64_t h, fused_scratch *sc) {
     sc->m[r] = -INFINITY;
   for (int i = 0; i < f->n; i++)
     sc->cursor[i] = (int32_t)mask_bs(f, i, h)->tile_ptr[0];
-  for (int64_t kt = 0; kt < stsa_kv_tiles(pb); kt++)
+  const int on = !f->heads_on || f->heads_on[h]; /* off: o and l stay 0, zero rows */
+  for (int64_t kt = 0; on && kt < stsa_kv_tiles(pb); kt++)
     if (run_tile(f, &pt, h, kt, q_max, sc) != 0)
       return -1;
   store(f, 0, h, pb->out, sc);

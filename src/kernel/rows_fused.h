@@ -56,6 +56,10 @@ typedef struct stsa_rows_fused {
    * the row order head_order[h] when head_order is set (order[] unused). */
   const stsa_block_sparse *const *bs_head[STSA_FUSED_MASKS_MAX];
   const int32_t *const *head_order;
+  /* NULL: every head; else only the heads h with heads_on[h] run, the
+   * others' rows (dense and every mask's) are stored as zeros: a recheck
+   * profiles only the heads it still checks. */
+  const uint8_t *heads_on;
 } stsa_rows_fused;
 
 /* Runs every head, threads taking whole heads, memory from ws. Returns

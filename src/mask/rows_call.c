@@ -60,7 +60,7 @@ stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *pl
   if (fusable(ctx, plans, nplans, nplans, q, k)) {
     stsa_attn_problem pb;
     fused_problem(&pb, ctx, plans, q, k, v, out);
-    stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}, {NULL}, NULL};
+    stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}, {NULL}, NULL, NULL};
     for (int i = 1; i < nplans; i++) {
       f.bs[i - 1] = &plans[i]->parts[plans[i]->head_part[0]].bs;
       f.order[i - 1] = orders ? orders[i - 1] : NULL;
@@ -74,6 +74,7 @@ stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *pl
 
 stsa_status stsa_sparse_rows_dense_and_heads(stsa_ctx *ctx, const stsa_plan *const *plans,
                                              int nplans, const int32_t *const *orders,
+                                             const uint8_t *heads_on,
                                              const stsa_tensor *q, const stsa_tensor *k,
                                              const stsa_tensor *v,
                                              const stsa_tensor *out) {
@@ -84,7 +85,8 @@ stsa_status stsa_sparse_rows_dense_and_heads(stsa_ctx *ctx, const stsa_plan *con
   if (fusable(ctx, plans, nplans, nplans * H, q, k)) {
     stsa_attn_problem pb;
     fused_problem(&pb, ctx, plans, q, k, v, out);
-    stsa_rows_fused f = {&pb, nplans - 1, {NULL}, {NULL}, {NULL}, {NULL}, orders};
+    stsa_rows_fused f = {&pb,    nplans - 1, {NULL}, {NULL},
+                         {NULL}, {NULL},     orders, heads_on};
     for (int64_t i = 0; i < nplans * H; i++)
       bs[i] = &plans[i]->parts[plans[i]->head_part[0]].bs;
     for (int i = 1; i < nplans; i++) {

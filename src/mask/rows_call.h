@@ -24,9 +24,13 @@ stsa_status stsa_sparse_rows_dense_and(stsa_ctx *ctx, const stsa_plan *const *pl
  * q->shape[2]; i = 0 dense, every kv tile FULL), and orders[h] (or NULL,
  * as orders may be) the row order of every mask of head h: SVG2's
  * candidates, per head, on each head's own rows. Falls back to
- * stsa_sparse_rows_per_head's passes as the one-plan form does. */
+ * stsa_sparse_rows_per_head's passes as the one-plan form does. heads_on
+ * (or NULL: every head): the fused pass runs only the heads h with
+ * heads_on[h] and stores zero rows for the others (stsa_rows_fused); the
+ * fallback computes every head. */
 stsa_status stsa_sparse_rows_dense_and_heads(stsa_ctx *ctx, const stsa_plan *const *plans,
                                              int nplans, const int32_t *const *orders,
+                                             const uint8_t *heads_on,
                                              const stsa_tensor *q, const stsa_tensor *k,
                                              const stsa_tensor *v,
                                              const stsa_tensor *out);

@@ -213,9 +213,10 @@ stsa_tensor stsa_head_view(const stsa_tensor *t, int64_t b, int64_t h) {
 static stsa_status profile_rows(stsa_ctx *ctx, const stsa_geometry *g,
                                 const stsa_mask *const *masks, int nmasks,
                                 const int64_t *rows, int per_head, int64_t nrows,
-                                const int32_t *const *orders, const stsa_tensor *q,
-                                const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                double *row_sq, float *dense_rows) {
+                                const int32_t *const *orders, const uint8_t *heads_on,
+                                const stsa_tensor *q, const stsa_tensor *k,
+                                const stsa_tensor *v, int64_t b, double *row_sq,
+                                float *dense_rows) {
   enum { MAX = 4 };
   STSA_RETURN_IF(nmasks < 1 || nmasks > MAX, &ctx->err, STSA_ERR_BAD_PARAM,
                  "profiling: %d masks (1..%d)", nmasks, MAX);
@@ -240,7 +241,7 @@ static stsa_status profile_rows(stsa_ctx *ctx, const stsa_geometry *g,
                    &plans[i]);
   if (st == STSA_OK)
     st = stsa_sparse_rows_dense_and_heads(ctx, (const stsa_plan *const *)plans, nmasks,
-                                          orders, &qs, &kb, &vb, outs);
+                                          orders, heads_on, &qs, &kb, &vb, outs);
   for (int64_t i = 0; plans && i < nmasks * H; i++)
     stsa_plan_free(plans[i]);
   if (st == STSA_OK) {
@@ -264,18 +265,18 @@ stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
                                    double *row_sq) {
   STSA_RETURN_IF(nmasks < 2, &ctx->err, STSA_ERR_BAD_PARAM, "profiling: %d masks (2..4)",
                  nmasks);
-  return profile_rows(ctx, g, masks, nmasks, rows, per_head, nrows, orders, q, k, v, b,
-                      row_sq, NULL);
+  return profile_rows(ctx, g, masks, nmasks, rows, per_head, nrows, orders, NULL, q, k, v,
+                      b, row_sq, NULL);
 }
 
 stsa_status stsa_svg_profile_dense_rows(stsa_ctx *ctx, const stsa_geometry *g,
                                         const stsa_mask *const *masks,
                                         const int64_t *rows, int64_t nrows,
-                                        const stsa_tensor *q, const stsa_tensor *k,
-                                        const stsa_tensor *v, int64_t b,
-                                        float *dense_rows, double *energy) {
-  return profile_rows(ctx, g, masks, 1, rows, 1, nrows, NULL, q, k, v, b, energy,
-                      dense_rows);
+                                        const uint8_t *heads_on, const stsa_tensor *q,
+                                        const stsa_tensor *k, const stsa_tensor *v,
+                                        int64_t b, float *dense_rows, double *energy) {
+  return profile_rows(ctx, g, masks, 1, rows, 1, nrows, NULL, heads_on, q, k, v, b,
+                      energy, dense_rows);
 }
 
 stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,

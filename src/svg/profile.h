@@ -55,13 +55,14 @@ stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
  * masks[h] head h's reference mask; dense_rows[(r * H + h) * D ..] gets
  * the rows (f32) and energy[h * nrows + r] their squared norms. What a
  * bound taken on the call's own output rows compares them with
- * (svg2.c, stsa_svg2_settle). */
+ * (svg2.c, stsa_svg2_settle). heads_on (or NULL: every head): the heads
+ * to profile; the rows of the others may be zeros (rows_call.h). */
 stsa_status stsa_svg_profile_dense_rows(stsa_ctx *ctx, const stsa_geometry *g,
                                         const stsa_mask *const *masks,
                                         const int64_t *rows, int64_t nrows,
-                                        const stsa_tensor *q, const stsa_tensor *k,
-                                        const stsa_tensor *v, int64_t b,
-                                        float *dense_rows, double *energy);
+                                        const uint8_t *heads_on, const stsa_tensor *q,
+                                        const stsa_tensor *k, const stsa_tensor *v,
+                                        int64_t b, float *dense_rows, double *energy);
 
 /* The squared errors err[R] of head h's rows rows[R] of out (batch entry
  * b, H heads of D) against its reference rows dense[(r * H + h) * D ..] of

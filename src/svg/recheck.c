@@ -117,7 +117,7 @@ stsa_status stsa_recheck_profile_with(stsa_ctx *ctx, const stsa_geometry *g,
       draw_rows(g, Rc, row_seed, 0, H, n, all + R);
     for (int64_t h = 0; h < H; h++)
       memcpy(all + h * n, own + h * R, sizeof(int64_t) * (size_t)R);
-    st = stsa_svg_profile_dense_rows(ctx, g, masks, all, n, q, k, v, b, dense_all,
+    st = stsa_svg_profile_dense_rows(ctx, g, masks, all, n, NULL, q, k, v, b, dense_all,
                                      energy_all);
   }
   if (st == STSA_OK && Rc > 0 &&
@@ -210,8 +210,8 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
       en = first->energy;
     } else {
       draw_rows(g, R, row_seed, check, H, R, rows);
-      st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, q, k, v, b, dense,
-                                       energy);
+      st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, pending, q, k, v, b,
+                                       dense, energy);
     }
     for (int64_t h = 0; st == STSA_OK && h < H; h++) {
       if (!pending[h])
