@@ -9,7 +9,8 @@
  * runs dense), its density is at most that of whichever of SVG and SVG2
  * met the budget, and its true error against dense stays near the budget.
  * The recheck's first rows, profiled ahead in another set's pass (method
- * svg2's deferred bound), give what the recheck's own pass gives, bitwise.
+ * svg2's deferred bound), give what the recheck's own pass gives, bitwise;
+ * so does SVG2's ladder profiled in the bound's first pass.
  */
 #define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <math.h>
@@ -23,6 +24,7 @@
 #include "svg/profile.h"
 #include "svg/recheck_rows.h"
 #include "svg/session_internal.h"
+#include "svg/svg2_internal.h"
 #include "testutil.h"
 
 enum { SP = STSA_AUTO_SPATIAL, TE = STSA_AUTO_TEMPORAL, S2 = STSA_AUTO_SVG2 };
@@ -401,6 +403,57 @@ static void test_recheck_ahead(stsa_ctx *ctx, const inputs *in) {
   stsa_svg_free(svg);
 }
 
+/* A warm call profiles the whole SVG2 ladder of a head whose first
+ * candidate missed the budget at the layer's last call in its first pass
+ * (svg2_bound.c: ladder_now). Its bounds, choices and output bytes are
+ * those of the two passes a head takes when its first candidate met the
+ * budget last time (a first call at a budget every head meets). Method
+ * auto, which never defers SVG2's bound. */
+static void test_ladder_first(stsa_ctx *ctx, const inputs *in) {
+  const double budget = 0.05;
+  outcome out[2];
+  stsa_tensor o[2];
+  int missed = 0;
+  for (int a = 0; a < 2; a++) {
+    stsa_svg_config cfg = config(STSA_SVG_METHOD_AUTO);
+    stsa_svg *svg = NULL;
+    CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+    o[a] = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, 64);
+    const stsa_svg_call last = {sizeof last, a ? 1e3 : budget},
+                        call = {sizeof call, budget};
+    CHECK_STATUS(
+        stsa_svg_attention_ex(svg, 0, 0, &in->q, &in->k, &in->v, &o[a], &last, NULL),
+        STSA_OK);
+    const uint8_t *met = stsa_svg2_layer_for(svg->svg2, 0, 1)->first_met;
+    for (int h = 0; h < H; h++) {
+      missed += a == 0 && !met[h];
+      CHECK(a == 0 || met[h], "head %d missed a budget of 1e3", h);
+    }
+    stsa_svg_report rep = STSA_INIT(stsa_svg_report);
+    rep.est_error = out[a].est;
+    rep.cand_density = out[a].cand_d;
+    rep.cand_bound = out[a].cand_b;
+    rep.choice = out[a].choice;
+    CHECK_STATUS(
+        stsa_svg_attention_ex(svg, 0, 1, &in->q, &in->k, &in->v, &o[a], &call, &rep),
+        STSA_OK);
+    stsa_svg_free(svg);
+  }
+  CHECK(missed > 0, "no head's first SVG2 candidate missed %.2f: the test tests nothing",
+        budget);
+  CHECK(!memcmp(out[0].est, out[1].est, sizeof out[0].est) &&
+            !memcmp(out[0].cand_d, out[1].cand_d, sizeof out[0].cand_d) &&
+            !memcmp(out[0].cand_b, out[1].cand_b, sizeof out[0].cand_b) &&
+            !memcmp(out[0].choice, out[1].choice, sizeof out[0].choice) &&
+            tu_same_bytes(&o[0], &o[1]),
+        "the ladder in the first pass: not what two passes give (%d heads missed)",
+        missed);
+  printf("ladder in the first pass: %d head(s) missed %.2f at the last call\n", missed,
+         budget);
+  for (int a = 0; a < 2; a++)
+    tu_free_tensor(&o[a]);
+}
+
 /* Head h made sharply temporal: q and k of a token are its position's
  * random direction, scaled so a query's weight sits on the keys of its own
  * position in every frame (the workload's temporal heads are milder: at
@@ -446,6 +499,7 @@ static void test_session(void) {
   check_budget(ctx, &in, 0.2);
   test_climb(ctx, &in);
   test_recheck_ahead(ctx, &in);
+  test_ladder_first(ctx, &in);
   stsa_ctx_free(ctx);
   tu_free_tensor(&in.q);
   tu_free_tensor(&in.k);

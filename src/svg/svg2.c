@@ -176,6 +176,18 @@ stsa_svg2_env stsa_svg2_call_env(const stsa_svg2_env *session_env) {
   return run_env;
 }
 
+/* The heads whose first candidate missed the budget at the layer's last
+ * call (ladder[H]); NULL on a cold call, without a budget, or without the
+ * buffer. */
+static const uint8_t *missed_last(const layer_state *ls, int warm, double budget,
+                                  int64_t b, int64_t H, uint8_t *ladder) {
+  if (!warm || !(budget > 0) || !ladder)
+    return NULL;
+  for (int64_t h = 0; h < H; h++)
+    ladder[h] = !ls->first_met[b * H + h];
+  return ladder;
+}
+
 stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
                                  int64_t layer, int64_t B, int64_t b, uint64_t row_seed,
                                  const stsa_tensor *q, const stsa_tensor *k,
@@ -192,6 +204,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   const int warm = ls->valid;
   call_work w;
   double *rel = malloc(sizeof(double) * (size_t)(STSA_SVG2_LADDER_MAX * H));
+  uint8_t *ladder = malloc((size_t)H); /* missed_last's */
   stsa_status st =
       stsa_svg2_work_alloc(&w, s, stsa_geometry_tokens(&env->cfg->geometry),
                            ctx->threads > 0 ? ctx->threads : 1) == 0 &&
@@ -253,7 +266,9 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   if (st == STSA_OK && defer)
     st = stsa_svg2_dense_rows_heads(ctx, s, env, &w, q, k, v, b, &pending);
   else if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
-    st = stsa_svg2_bound_heads(ctx, s, env, &w, n, max_rel_error, q, k, v, b, rel);
+    st = stsa_svg2_bound_heads(ctx, s, env, &w, n, max_rel_error,
+                               missed_last(ls, warm, max_rel_error, b, H, ladder), q, k,
+                               v, b, rel);
   for (int64_t h = 0; st == STSA_OK && max_rel_error > 0 && !defer && h < H; h++)
     ls->first_met[b * H + h] = rel[h] <= max_rel_error;
   if (st == STSA_OK) {
@@ -274,6 +289,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
     stsa_svg2_settle_state_free(pending, 0);
   }
   free(rel);
+  free(ladder);
   if (st != STSA_OK) {
     for (int64_t h = 0; h < H; h++) {
       stsa_plan_free(heads[h].plan);

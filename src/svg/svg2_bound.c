@@ -167,16 +167,29 @@ static double candidate_bound(const call_work *w, int64_t h, const double *err,
   return stsa_err_bound(&smp, err, energy, scratch, NULL);
 }
 
+/* The masks of the first pass, nm a head (masks[i * H + h]): dense and the
+ * configured candidate, and with nm > 2 the ladder's other steps for the
+ * heads of ladder_now, a mask that keeps nothing (none) for the rest. */
+static void first_pass_masks(const call_work *w, int64_t H, int nm,
+                             const uint8_t *ladder_now, const stsa_mask *none,
+                             const stsa_mask **masks) {
+  for (int i = 0; i < nm; i++)
+    for (int64_t h = 0; h < H; h++)
+      masks[i * H + h] = i < 2 || ladder_now[h] ? w->mask[i * H + h] : none;
+}
+
 /* Under a budget, rel[i * H + h] = the error bound of head h's candidate i.
- * First every head's configured candidate in one pass over the heads' K/V;
- * then, for the heads whose bound exceeds the budget, the rest of the
- * ladder (a head at its configured rule, the common case, profiles one
- * mask besides dense). */
+ * First every head's configured candidate in one pass over the heads' K/V,
+ * with the rest of the ladder for the heads of ladder_now (their first
+ * candidate missed the budget last time, and likely will again: one pass
+ * then computes their dense rows once); then, for the other heads whose
+ * bound exceeds the budget, the rest of the ladder (a head at its
+ * configured rule, the common case, profiles one mask besides dense). */
 stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                   const stsa_svg2_env *env, const call_work *w, int n,
-                                  double budget, const stsa_tensor *q,
-                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                  double *rel) {
+                                  double budget, const uint8_t *ladder_now,
+                                  const stsa_tensor *q, const stsa_tensor *k,
+                                  const stsa_tensor *v, int64_t b, double *rel) {
   const int64_t H = s->H, R = w->R;
   /* the rows' squares, then the bound's scratch: 5 a stratum, pop_stride strata at most
    */
@@ -185,8 +198,15 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   int32_t *order = malloc(sizeof(int32_t) * (size_t)(H * R));
   const int32_t **orders = malloc(sizeof *orders * (size_t)H);
   int64_t *count = malloc(sizeof(int64_t) * (size_t)(s->QC + 1));
+  const stsa_mask **first = malloc(sizeof *first * (size_t)((1 + n) * H));
+  int whole = 0; /* some head's ladder goes in the first pass */
+  for (int64_t h = 0; n > 1 && ladder_now && h < H; h++)
+    whole |= ladder_now[h] != 0;
+  const int nm = whole ? 1 + n : 2;
+  stsa_mask *none = NULL; /* keeps no pair (j <= i - N - 1): costs the pass nothing */
   stsa_status st =
-      sq && order && orders && count
+      sq && order && orders && count && first &&
+              (!whole || stsa_mask_causal(-w->N - 1, &none) == STSA_OK)
           ? STSA_OK
           : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   double *scratch = sq ? sq + (1 + STSA_SVG2_LADDER_MAX) * H * R : NULL;
@@ -196,12 +216,16 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   }
   const stsa_mask *const *masks = (const stsa_mask *const *)w->mask;
   const stsa_geometry *g = &env->cfg->geometry;
-  if (st == STSA_OK) /* the dense masks, then the first candidates: masks[0 .. 2H) */
-    st = stsa_svg_profile_heads(ctx, g, masks, 2, w->rows, 1, R, orders, q, k, v, b, sq);
+  if (st == STSA_OK) { /* dense, the first candidates, the ladders: masks[0 .. nm H) */
+    first_pass_masks(w, H, nm, ladder_now, none, first);
+    st = stsa_svg_profile_heads(ctx, g, first, nm, w->rows, 1, R, orders, q, k, v, b, sq);
+  }
   for (int64_t h = 0; st == STSA_OK && h < H; h++)
-    rel[h] = candidate_bound(w, h, sq + (H + h) * R, sq + h * R, scratch);
+    for (int i = 0; i < (whole && ladder_now[h] ? n : 1); i++)
+      rel[i * H + h] =
+          candidate_bound(w, h, sq + ((1 + i) * H + h) * R, sq + h * R, scratch);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
-    if (n < 2 || rel[h] <= budget)
+    if (n < 2 || rel[h] <= budget || (whole && ladder_now[h]))
       continue;
     const stsa_mask *pm[1 + STSA_SVG2_LADDER_MAX];
     pm[0] = masks[h];
@@ -212,6 +236,8 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
     for (int i = 1; st == STSA_OK && i < n; i++)
       rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch);
   }
+  stsa_mask_free(none);
+  free(first);
   free(count);
   free(orders);
   free(order);

@@ -156,11 +156,13 @@ stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
                                 const stsa_svg2_env *env, int64_t b, const stsa_tensor *q,
                                 call_work *w);
+/* ladder_now (or NULL): the heads whose whole ladder the first pass profiles
+ * (those whose first candidate missed the budget at the layer's last call). */
 stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                   const stsa_svg2_env *env, const call_work *w, int n,
-                                  double budget, const stsa_tensor *q,
-                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                  double *rel);
+                                  double budget, const uint8_t *ladder_now,
+                                  const stsa_tensor *q, const stsa_tensor *k,
+                                  const stsa_tensor *v, int64_t b, double *rel);
 stsa_status stsa_svg2_dense_rows_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                        const stsa_svg2_env *env, const call_work *w,
                                        const stsa_tensor *q, const stsa_tensor *k,
