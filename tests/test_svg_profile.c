@@ -6,13 +6,17 @@
  * pair by pair). Whatever order or tiles the profiling passes use, the
  * report's mse_spatial / mse_temporal must be this number (text prefix,
  * suffix and none; batch 2; a head count that is not a thread multiple).
+ * A pass over the heads with only some on gives each what its own pass
+ * gives, bitwise.
  */
 #define STSA_EXPERIMENTAL /* stsa_workload_generate, stsa_svg_kind_mask,                 \
                              stsa_svg_sampled_rows */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "svg/profile.h"
 #include "testutil.h"
 
 /* Row `tok` of head h of batch b under `mask`, in double: out[D]. */
@@ -129,7 +133,72 @@ static void check_geometry(stsa_geometry g, int64_t B, int64_t H, int64_t D,
   stsa_ctx_free(ctx);
 }
 
+/* A pass over several heads, each on its own rows, with only some heads
+ * on (stsa_svg_profile_heads with heads_on: SVG's wider levels of a call,
+ * svg_heads.c) gives each head on the row squares a pass of that head alone
+ * gives (stsa_svg_profile_head), bitwise, in f32 and bf16 (the amx
+ * backend's pass on its bf16 unit where it has one). */
+static void check_heads_on(stsa_dtype dtype) {
+  enum { H = 3, D = 64, R = 11 };
+  const stsa_geometry g = {4, 6, 8, 0, 0, STSA_TEXT_NONE};
+  const int64_t N = stsa_geometry_tokens(&g);
+  stsa_ctx *ctx = NULL;
+  CHECK_STATUS(stsa_ctx_create(&ctx), STSA_OK);
+  stsa_ctx_set(ctx, STSA_PARAM_THREADS, 2);
+  stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
+  cfg.geometry = g;
+  cfg.heads = H;
+  cfg.head_dim = D;
+  cfg.density = 0.3;
+  cfg.sink_frames = 1;
+  cfg.sample_rows = R;
+  stsa_svg *svg = NULL;
+  const stsa_status made = stsa_svg_create(ctx, &cfg, &svg);
+  CHECK(made == STSA_OK, "svg: %s", stsa_ctx_last_error(ctx));
+  stsa_mask *kind[3] = {NULL, NULL, NULL}; /* dense, spatial, temporal */
+  const stsa_head_kind kinds[3] = {STSA_HEAD_MIXED, STSA_HEAD_SPATIAL,
+                                   STSA_HEAD_TEMPORAL};
+  for (int i = 0; i < 3; i++)
+    CHECK_STATUS(stsa_svg_kind_mask(svg, kinds[i], &kind[i], NULL, NULL), STSA_OK);
+  tu_rng rng = {99};
+  stsa_tensor q = tu_random_tensor(&rng, dtype, TU_BSHD, 1, N, H, D, 1.0);
+  stsa_tensor k = tu_random_tensor(&rng, dtype, TU_BSHD, 1, N, H, D, 1.0);
+  stsa_tensor v = tu_random_tensor(&rng, dtype, TU_BSHD, 1, N, H, D, 1.0);
+  int64_t rows[H * R];
+  const stsa_mask *masks[2 * H];
+  const uint8_t on[H] = {1, 0, 1};
+  for (int64_t h = 0; h < H; h++) {
+    for (int64_t r = 0; r < R; r++)
+      rows[h * R + r] = (r * 17 + h * 5) % N;
+    masks[h] = kind[0];
+    masks[H + h] = kind[1 + h % 2];
+  }
+  double all[2 * H * R], one[2 * R];
+  CHECK_STATUS(
+      stsa_svg_profile_heads(ctx, &g, masks, 2, rows, 1, R, NULL, on, &q, &k, &v, 0, all),
+      STSA_OK);
+  for (int64_t h = 0; h < H; h += 2) {
+    const stsa_mask *pm[2] = {masks[h], masks[H + h]};
+    CHECK_STATUS(stsa_svg_profile_head(ctx, &g, pm, 2, rows + h * R, R, NULL, &q, &k, &v,
+                                       0, h, one),
+                 STSA_OK);
+    CHECK(!memcmp(all + h * R, one, sizeof(double) * R) &&
+              !memcmp(all + (H + h) * R, one + R, sizeof(double) * R),
+          "%s: head %lld in the heads' pass is not its own pass's, bitwise",
+          dtype == STSA_F32 ? "f32" : "bf16", (long long)h);
+  }
+  for (int i = 0; i < 3; i++)
+    stsa_mask_free(kind[i]);
+  tu_free_tensor(&q);
+  tu_free_tensor(&k);
+  tu_free_tensor(&v);
+  stsa_svg_free(svg);
+  stsa_ctx_free(ctx);
+}
+
 int main(void) {
+  check_heads_on(STSA_F32);
+  check_heads_on(STSA_BF16);
   check_geometry((stsa_geometry){7, 6, 10, 0, 0, STSA_TEXT_NONE}, 1, 3, 32, 30);
   check_geometry((stsa_geometry){5, 8, 9, 13, 13, STSA_TEXT_PREFIX}, 2, 2, 24, 19);
   check_geometry((stsa_geometry){6, 5, 7, 11, 6, STSA_TEXT_SUFFIX}, 1, 5, 16, 12);

@@ -260,13 +260,13 @@ static stsa_status profile_rows(stsa_ctx *ctx, const stsa_geometry *g,
 stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
                                    const stsa_mask *const *masks, int nmasks,
                                    const int64_t *rows, int per_head, int64_t nrows,
-                                   const int32_t *const *orders, const stsa_tensor *q,
-                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                   double *row_sq) {
+                                   const int32_t *const *orders, const uint8_t *heads_on,
+                                   const stsa_tensor *q, const stsa_tensor *k,
+                                   const stsa_tensor *v, int64_t b, double *row_sq) {
   STSA_RETURN_IF(nmasks < 2, &ctx->err, STSA_ERR_BAD_PARAM, "profiling: %d masks (2..4)",
                  nmasks);
-  return profile_rows(ctx, g, masks, nmasks, rows, per_head, nrows, orders, NULL, q, k, v,
-                      b, row_sq, NULL);
+  return profile_rows(ctx, g, masks, nmasks, rows, per_head, nrows, orders, heads_on, q,
+                      k, v, b, row_sq, NULL);
 }
 
 stsa_status stsa_svg_profile_dense_rows(stsa_ctx *ctx, const stsa_geometry *g,
@@ -289,7 +289,7 @@ stsa_status stsa_svg_profile_head(stsa_ctx *ctx, const stsa_geometry *g,
               vh = stsa_head_view(v, b, h);
   const int32_t *const orders[1] = {order};
   return stsa_svg_profile_heads(ctx, g, masks, nmasks, rows, 0, nrows,
-                                order ? orders : NULL, &qh, &kh, &vh, 0, row_sq);
+                                order ? orders : NULL, NULL, &qh, &kh, &vh, 0, row_sq);
 }
 
 void stsa_svg_output_errors(const stsa_tensor *out, int64_t b, int64_t h, int64_t H,

@@ -43,13 +43,15 @@ stsa_status stsa_svg_profile(stsa_ctx *ctx, const stsa_geometry *g,
  * summed (rows that keep the same keys together, mask/rows_call.h). row_sq[(i * H
  * + h) * nrows + r]: i = 0 the energy of the reference's row, i >= 1 the
  * squared difference of mask i's row to it. One pass over each head's K/V
- * serves all of its masks, and the heads share the threads. */
+ * serves all of its masks, and the heads share the threads. heads_on (or
+ * NULL: every head): the heads to profile; the others' row_sq may be
+ * anything (their rows and masks must still be valid). */
 stsa_status stsa_svg_profile_heads(stsa_ctx *ctx, const stsa_geometry *g,
                                    const stsa_mask *const *masks, int nmasks,
                                    const int64_t *rows, int per_head, int64_t nrows,
-                                   const int32_t *const *orders, const stsa_tensor *q,
-                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                   double *row_sq);
+                                   const int32_t *const *orders, const uint8_t *heads_on,
+                                   const stsa_tensor *q, const stsa_tensor *k,
+                                   const stsa_tensor *v, int64_t b, double *row_sq);
 
 /* The reference rows alone, each head on its own rows (rows[h * nrows ..]):
  * masks[h] head h's reference mask; dense_rows[(r * H + h) * D ..] gets

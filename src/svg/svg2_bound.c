@@ -218,7 +218,8 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   const stsa_geometry *g = &env->cfg->geometry;
   if (st == STSA_OK) { /* dense, the first candidates, the ladders: masks[0 .. nm H) */
     first_pass_masks(w, H, nm, ladder_now, none, first);
-    st = stsa_svg_profile_heads(ctx, g, first, nm, w->rows, 1, R, orders, q, k, v, b, sq);
+    st = stsa_svg_profile_heads(ctx, g, first, nm, w->rows, 1, R, orders, NULL, q, k, v,
+                                b, sq);
   }
   for (int64_t h = 0; st == STSA_OK && h < H; h++)
     for (int i = 0; i < (whole && ladder_now[h] ? n : 1); i++)

@@ -73,7 +73,7 @@ static double rows_bound(const svg_rows *s, int64_t H, int64_t h, int i,
 /* The rows of a call's bound drawn per head where its error arises
  * (svg_strata.h), and their profile under both kinds. The same pass
  * estimates each kind's wider levels; a level's rows are drawn from them
- * only when the level before it misses the budget (level_bound). */
+ * only when the level before it misses the budget (wider_levels). */
 typedef struct svg_draw {
   int64_t R;       /* drawn rows a head */
   uint64_t seed;   /* the call's row seed */
@@ -87,10 +87,7 @@ typedef struct svg_draw {
                       (stsa_svg_dropped_mass: shares past level 0); the
                       session's (stsa_svg_draw_estimates) */
   double *sq;      /* [3][H][R]: energy, then spatial, temporal errors */
-  double *level_sq, *scratch; /* [2][R]: a wider level's profile; the bound's 5 a
-                                 stratum */
-  int64_t
-      *level_rows; /* [R + R + stsa_svg_bound_strata(R)]: a level's rows, group, pop */
+  double *scratch; /* the bound's: 5 a stratum */
 } svg_draw;
 
 /* Mixed with the call's row seed for the draws' streams. */
@@ -165,8 +162,8 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
   const stsa_geometry *g = &svg->cfg.geometry;
   d->seed = row_seed;
   d->L = g->frames * g->height * g->width;
-  d->rows = malloc(sizeof(int64_t) * (size_t)(H * R + H * R + H * PS + H + R + R + PS));
-  d->sq = malloc(sizeof(double) * (size_t)(3 * H * R + 2 * R + 5 * PS));
+  d->rows = malloc(sizeof(int64_t) * (size_t)(H * R + H * R + H * PS + H));
+  d->sq = malloc(sizeof(double) * (size_t)(3 * H * R + 5 * PS));
   d->est = stsa_svg_draw_estimates(svg, (size_t)(H * 2 * d->levels * d->L));
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)(3 * H));
   int *failed = calloc((size_t)H, sizeof *failed);
@@ -178,9 +175,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
     d->group = d->rows + H * R;
     d->pop = d->group + H * R;
     d->groups = d->pop + H * PS;
-    d->level_rows = d->groups + H;
-    d->level_sq = d->sq + 3 * H * R;
-    d->scratch = d->level_sq + 2 * R;
+    d->scratch = d->sq + 3 * H * R;
     const stsa_svg_keep keep = svg_keep(svg, d->levels);
     const int threads = svg->ctx->threads > 0 ? svg->ctx->threads : 1;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
@@ -200,7 +195,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
   }
   if (st == STSA_OK)
     st = stsa_svg_profile_heads(svg->ctx, &svg->cfg.geometry, masks, 3, d->rows, 1, R,
-                                NULL, q, k, v, b, d->sq);
+                                NULL, NULL, q, k, v, b, d->sq);
   free(masks);
   free(failed);
   return st;
@@ -218,40 +213,6 @@ static double draw_bound(const svg_draw *d, int64_t h, const double *err,
   return stsa_err_bound_z(&smp, err, energy, d->scratch, NULL, STSA_BOUND_Z_HALF);
 }
 
-/* The bound of kind i's level l >= 1 (mask) of head h: rows drawn from
- * that kind's strata of the level's own estimate (a wider window loses
- * its mass elsewhere than the configured one), profiled in one pass under
- * dense and the mask. The level was tried because the one below it
- * missed the budget, on other rows: these rows choose nothing, and their
- * bound is the ordinary 99% one. */
-static stsa_status level_bound(stsa_svg *svg, const stsa_tensor *q, const stsa_tensor *k,
-                               const stsa_tensor *v, int64_t b, int64_t h, int i, int l,
-                               const stsa_mask *mask, const svg_draw *d, double *rel) {
-  const int64_t R = d->R, L = d->L, n = d->levels * L;
-  const double *est = d->est + h * 2 * n;
-  stsa_geo geo;
-  stsa_geo_init(&geo, &svg->cfg.geometry);
-  stsa_strata s = {d->level_rows, d->level_rows + R, d->level_rows + 2 * R, 0};
-  const uint64_t seed =
-      stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
-  /* the kind's shares at level l, as logs (stsa_svg_dropped_mass takes
-   * only level 0's): kind i's draw reads its own kind's alone */
-  double *logs = malloc(sizeof(double) * (size_t)L);
-  if (logs) {
-    memcpy(logs, est + i * n + l * L, sizeof(double) * (size_t)L);
-    stsa_svg_share_logs(logs, L);
-  }
-  const int drew = logs ? stsa_svg_draw_rows(logs, logs, L, geo.v0, i, R, seed, &s) : -1;
-  free(logs);
-  STSA_RETURN_IF(drew != 0, &svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  const stsa_mask *pm[2] = {svg->mask_dense, mask};
-  STSA_TRY(stsa_svg_profile_head(svg->ctx, &svg->cfg.geometry, pm, 2, s.rows, R, NULL, q,
-                                 k, v, b, h, d->level_sq));
-  const stsa_err_sample drawn = {R, s.group, s.pop, s.groups};
-  *rel = stsa_err_bound(&drawn, d->level_sq + R, d->level_sq, d->scratch, NULL);
-  return STSA_OK;
-}
-
 /* One SVG kind of one head under the budget: its levels' plans, densities
  * and bounds, and the first level within the budget (pick = levels: none). */
 typedef struct kind_eval {
@@ -260,37 +221,165 @@ typedef struct kind_eval {
   const stsa_plan *plan[SVG_LEVELS];
 } kind_eval;
 
-/* Kind i (0 spatial, 1 temporal) of head h from the profile of the drawn
- * rows (d->sq, under a budget and always for method auto), else of the
- * routing rows (`routing`). When the configured level misses the budget,
- * the wider levels are profiled one at a time (level_bound) up to the
- * first that meets it: what comes after is never run. scratch: the
- * bound's. */
-static stsa_status eval_kind(stsa_svg *svg, const svg_rows *routing, const stsa_tensor *q,
-                             const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                             int64_t h, int i, double budget, double *scratch,
-                             const svg_draw *d, kind_eval *e) {
-  const int64_t H = svg->cfg.heads, R = d->R;
-  e->rel[0] = d->rows ? draw_bound(d, h, d->sq + ((1 + i) * H + h) * R, d->sq + h * R)
-                      : rows_bound(routing, H, h, i, scratch);
-  const stsa_mask *mask;
-  STSA_TRY(level_plan(svg, 0, i, &e->plan[0], &mask, &e->density[0]));
-  e->levels = 1;
-  /* levels past 0 only under a budget, which draws the rows (d->levels); a
-   * wider level that keeps every pair is dense attention, not a level: the
-   * budget sends the head dense (and says so) instead of raising it to a
-   * mask that drops nothing, whose bound the fused pass reads as exactly 0 */
-  while (budget > 0 && e->rel[e->levels - 1] > budget && e->levels < d->levels) {
-    const int l = e->levels;
-    STSA_TRY(level_plan(svg, l, i, &e->plan[l], &mask, &e->density[l]));
-    if (e->density[l] >= 1)
-      break;
-    e->levels++;
-    STSA_TRY(level_bound(svg, q, k, v, b, h, i, l, mask, d, &e->rel[l]));
+/* The rows of kind i's level l >= 1 of head h (into s): drawn from that
+ * kind's strata of the level's own estimate (a wider window loses its mass
+ * elsewhere than the configured one). The level is tried because the one
+ * below it missed the budget, on other rows: these rows choose nothing,
+ * and their bound is the ordinary 99% one. 0, or -1 when out of memory. */
+static int draw_level_rows(const stsa_svg *svg, const svg_draw *d, int64_t h, int i,
+                           int l, stsa_strata *s) {
+  const int64_t L = d->L, n = d->levels * L;
+  stsa_geo geo;
+  stsa_geo_init(&geo, &svg->cfg.geometry);
+  const uint64_t seed =
+      stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
+  /* the kind's shares at level l, as logs (stsa_svg_dropped_mass takes
+   * only level 0's): kind i's draw reads its own kind's alone */
+  double *logs = malloc(sizeof(double) * (size_t)L);
+  if (!logs)
+    return -1;
+  memcpy(logs, d->est + h * 2 * n + i * n + l * L, sizeof(double) * (size_t)L);
+  stsa_svg_share_logs(logs, L);
+  const int drew = stsa_svg_draw_rows(logs, logs, L, geo.v0, i, d->R, seed, s);
+  free(logs);
+  return drew;
+}
+
+/* A pass of wider levels: memory for every head's rows and profile. */
+typedef struct level_pass {
+  int64_t *rows, *group, *pop, *groups; /* [H][R], [H][R], [H][PS], [H] */
+  double *sq;                           /* [2][H][R] */
+  const stsa_mask **masks;              /* [2][H] */
+  uint8_t *on;                          /* [H] */
+} level_pass;
+
+/* Level l of kind[h] (-1: none) for each head h, in one pass over those
+ * heads' K/V (they share the threads; the rest take no rows), each on rows
+ * drawn for it; then each one's bound (e[h * 2 + kind[h]]). */
+static stsa_status run_level_pass(stsa_svg *svg, const stsa_tensor *q,
+                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                  int l, const int *kind, const svg_draw *d,
+                                  const level_pass *lp, kind_eval *e) {
+  const int64_t H = svg->cfg.heads, R = d->R, PS = stsa_svg_bound_strata(R);
+  for (int64_t h = 0; h < H; h++) {
+    lp->on[h] = kind[h] >= 0;
+    lp->masks[h] = lp->masks[H + h] = svg->mask_dense;
+    memcpy(lp->rows + h * R, d->rows + h * R, sizeof(int64_t) * (size_t)R); /* valid */
+    if (!lp->on[h])
+      continue;
+    stsa_strata s = {lp->rows + h * R, lp->group + h * R, lp->pop + h * PS, 0};
+    STSA_RETURN_IF(draw_level_rows(svg, d, h, kind[h], l, &s) != 0, &svg->ctx->err,
+                   STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+    lp->groups[h] = s.groups;
+    const stsa_plan *plan;
+    double density;
+    STSA_TRY(level_plan(svg, l, kind[h], &plan, &lp->masks[H + h], &density));
   }
-  e->pick = 0;
-  while (e->pick < e->levels && budget > 0 && e->rel[e->pick] > budget)
-    e->pick++;
+  STSA_TRY(stsa_svg_profile_heads(svg->ctx, &svg->cfg.geometry, lp->masks, 2, lp->rows, 1,
+                                  R, NULL, lp->on, q, k, v, b, lp->sq));
+  for (int64_t h = 0; h < H; h++) {
+    if (!lp->on[h])
+      continue;
+    kind_eval *x = &e[h * 2 + kind[h]];
+    const stsa_err_sample drawn = {R, lp->group + h * R, lp->pop + h * PS, lp->groups[h]};
+    x->rel[x->levels++] =
+        stsa_err_bound(&drawn, lp->sq + (H + h) * R, lp->sq + h * R, d->scratch, NULL);
+  }
+  return STSA_OK;
+}
+
+/* The wider levels of every wanted kind whose level below missed the
+ * budget, level by level, up to the first that meets it (what comes after
+ * is never run): each level's heads in one pass, a head that needs both
+ * kinds there in two. A wider level that keeps every pair is dense
+ * attention, not a level: the budget sends the head dense (and says so)
+ * instead of raising it to a mask that drops nothing, whose bound the
+ * fused pass reads as exactly 0. */
+static stsa_status wider_levels(stsa_svg *svg, const stsa_tensor *q, const stsa_tensor *k,
+                                const stsa_tensor *v, int64_t b, double budget,
+                                const svg_draw *d, const uint8_t *want, kind_eval *e) {
+  const int64_t H = svg->cfg.heads, R = d->R, PS = stsa_svg_bound_strata(R);
+  level_pass lp = {malloc(sizeof(int64_t) * (size_t)(H * (2 * R + PS + 1))),
+                   NULL,
+                   NULL,
+                   NULL,
+                   malloc(sizeof(double) * (size_t)(2 * H * R)),
+                   malloc(sizeof(stsa_mask *) * (size_t)(2 * H)),
+                   malloc((size_t)H)};
+  int *kind = malloc(sizeof(int) * (size_t)(2 * H)); /* a round's, then the pending */
+  stsa_status st =
+      lp.rows && lp.sq && lp.masks && lp.on && kind
+          ? STSA_OK
+          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  if (st == STSA_OK) {
+    lp.group = lp.rows + H * R;
+    lp.pop = lp.group + H * R;
+    lp.groups = lp.pop + H * PS;
+  }
+  for (int l = 1; st == STSA_OK && l < d->levels; l++) {
+    int *pending = kind + H; /* per head: bit i, kind i tries level l */
+    for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+      pending[h] = 0;
+      for (int i = 0; st == STSA_OK && i < 2; i++) {
+        kind_eval *x = &e[h * 2 + i];
+        if (!want[h * 2 + i] || x->levels != l || !(x->rel[l - 1] > budget))
+          continue;
+        const stsa_mask *mask;
+        st = level_plan(svg, l, i, &x->plan[l], &mask, &x->density[l]);
+        if (st == STSA_OK && x->density[l] < 1)
+          pending[h] |= 1 << i;
+      }
+    }
+    for (int round = 0; st == STSA_OK && round < 2; round++) {
+      int any = 0;
+      for (int64_t h = 0; h < H; h++) {
+        const int first = pending[h] & 1 ? 0 : pending[h] & 2 ? 1 : -1;
+        kind[h] = round == 0 ? first : (pending[h] == 3 ? 1 : -1);
+        any |= kind[h] >= 0;
+      }
+      if (any)
+        st = run_level_pass(svg, q, k, v, b, l, kind, d, &lp, e);
+    }
+  }
+  free(kind);
+  free(lp.rows);
+  free(lp.sq);
+  free(lp.masks);
+  free(lp.on);
+  return st;
+}
+
+/* Every wanted kind i of every head h (want[h * 2 + i]; e[h * 2 + i]): the
+ * configured level's bound from the profile of the drawn rows (d->sq, under
+ * a budget and always for method auto), else of the routing rows
+ * (`routing`); then, under a budget, the wider levels of those that missed
+ * it (wider_levels). scratch: the bound's. */
+static stsa_status eval_kinds(stsa_svg *svg, const svg_rows *routing,
+                              const stsa_tensor *q, const stsa_tensor *k,
+                              const stsa_tensor *v, int64_t b, double budget,
+                              double *scratch, const svg_draw *d, const uint8_t *want,
+                              kind_eval *e) {
+  const int64_t H = svg->cfg.heads, R = d->R;
+  for (int64_t h = 0; h < H; h++)
+    for (int i = 0; i < 2; i++) {
+      kind_eval *x = &e[h * 2 + i];
+      if (!want[h * 2 + i])
+        continue;
+      x->rel[0] = d->rows ? draw_bound(d, h, d->sq + ((1 + i) * H + h) * R, d->sq + h * R)
+                          : rows_bound(routing, H, h, i, scratch);
+      const stsa_mask *mask;
+      STSA_TRY(level_plan(svg, 0, i, &x->plan[0], &mask, &x->density[0]));
+      x->levels = 1;
+    }
+  /* levels past 0 only under a budget, which draws the rows (d->levels) */
+  if (budget > 0 && d->levels > 1)
+    STSA_TRY(wider_levels(svg, q, k, v, b, budget, d, want, e));
+  for (int64_t h = 0; h < 2 * H; h++) {
+    kind_eval *x = &e[h];
+    x->pick = 0;
+    while (want[h] && x->pick < x->levels && budget > 0 && x->rel[x->pick] > budget)
+      x->pick++;
+  }
   return STSA_OK;
 }
 
@@ -402,14 +491,23 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
     st = profile_drawn(svg, row_seed, q, k, v, b, &d, mse_s, mse_t);
   else if (st == STSA_OK)
     st = profile_svg(svg, &routing, q, k, v, b, sq, mse_s, mse_t);
+  kind_eval *e = calloc((size_t)(2 * H), sizeof *e);
+  uint8_t *want = calloc((size_t)(2 * H), 1); /* each head's kind */
+  if (st == STSA_OK && (!e || !want))
+    st = stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     const int i = mse_s[h] <= mse_t[h] ? 0 : 1;
     kinds[h] = i ? STSA_HEAD_TEMPORAL : STSA_HEAD_SPATIAL;
-    kind_eval e;
-    st = eval_kind(svg, &routing, q, k, v, b, h, i, budget, scratch, &d, &e);
-    if (st == STSA_OK)
-      run[h] = kind_run(svg, &e, i);
+    want[h * 2 + i] = 1;
   }
+  if (st == STSA_OK)
+    st = eval_kinds(svg, &routing, q, k, v, b, budget, scratch, &d, want, e);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) {
+    const int i = kinds[h] == STSA_HEAD_TEMPORAL;
+    run[h] = kind_run(svg, &e[h * 2 + i], i);
+  }
+  free(e);
+  free(want);
   draw_free(&d);
   free(sq);
   return st;
@@ -429,29 +527,33 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
   const int64_t H = svg->cfg.heads;
   double *scratch = NULL, *sq = svg_scratch(svg, &scratch);
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
+  kind_eval *eval = calloc((size_t)(2 * H), sizeof *eval);
+  uint8_t *want = malloc((size_t)(2 * H)); /* both kinds of every head */
   svg_draw d = draw_start(svg, budget);
   stsa_status st =
-      sq && res ? STSA_OK
-                : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+      sq && res && eval && want
+          ? STSA_OK
+          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK)
     st = profile_drawn(svg, row_seed, q, k, v, b, &d, mse_s, mse_t);
   if (st == STSA_OK)
     st = stsa_svg_svg2_batch(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked,
                              1, res, cluster_ms, cold);
+  if (st == STSA_OK) {
+    memset(want, 1, (size_t)(2 * H));
+    st = eval_kinds(svg, NULL, q, k, v, b, budget, scratch, &d, want, eval);
+  }
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     head_run options[STSA_AUTO_CANDIDATE_COUNT_];
     double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
-    for (int i = 0; i < 2 && st == STSA_OK; i++) {
-      kind_eval e;
-      st = eval_kind(svg, NULL, q, k, v, b, h, i, budget, scratch, &d, &e);
-      if (st != STSA_OK)
-        break;
+    for (int i = 0; i < 2; i++) {
+      const kind_eval *e = &eval[h * 2 + i];
       /* a kind that met nothing offers its widest level, never chosen */
-      const int l = e.pick < e.levels ? e.pick : e.levels - 1;
-      density[i] = e.density[l];
-      bound[i] = e.pick < e.levels ? e.rel[l] : NAN;
-      options[i] = kind_run(svg, &e, i);
-      cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + i) * 2 + 1] = e.rel[l];
+      const int l = e->pick < e->levels ? e->pick : e->levels - 1;
+      density[i] = e->density[l];
+      bound[i] = e->pick < e->levels ? e->rel[l] : NAN;
+      options[i] = kind_run(svg, e, i);
+      cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + i) * 2 + 1] = e->rel[l];
     }
     options[STSA_AUTO_SVG2] = stsa_svg_svg2_run(svg, &res[h]);
     density[STSA_AUTO_SVG2] = res[h].plan ? res[h].density : NAN;
@@ -493,6 +595,8 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
   }
   for (int64_t h = 0; res && h < H; h++)
     stsa_plan_free(res[h].plan);
+  free(eval);
+  free(want);
   draw_free(&d);
   free(res);
   free(sq);
