@@ -35,6 +35,7 @@
 #include "svg/splitmix.h"
 #include "svg/strata.h"
 #include "svg/svg2.h"
+#include "svg/svg2_internal.h"
 #include "testutil.h"
 
 #define EXPECT(cond) CHECK(cond, "%s", #cond)
@@ -173,6 +174,51 @@ static void test_strata_geometric(void) {
     log_score[i] = -INFINITY;
   stsa_strata_geometric(log_score, NULL, L, G, label, size);
   EXPECT(size[G - 1] == L);
+}
+
+/* SVG2's own-key census over the ladder: the queries whose own key's
+ * cluster the first candidate drops are too many to read whole (14 > R /
+ * 4), those the second still drops are not (4): those are read whole, a
+ * stratum each, the rest that lose it split off; with the first
+ * candidate's census alone (n = 1) none is read whole. A census that fits
+ * is read whole at the first candidate, as before the ladder's. */
+static void test_own_key_ladder(void) {
+  enum { L = 40, R = 16, G = R / 4 };
+  double lean[L];
+  uint8_t own[L], split[L];
+  int32_t label[L];
+  int64_t size[2 * G + 1];
+  for (int i = 0; i < L; i++) {
+    lean[i] = -0.3 * i;
+    own[i] = i < 10 ? 1 : i < 13 ? 2 : i == 13 ? 3 : 0;
+  }
+  int64_t n = stsa_svg2_own_key_strata(lean, own, 3, L, R, G, label, size, split);
+  int64_t total = 0, whole = 0, bad = 0;
+  for (int64_t g = 0; g < n; g++)
+    total += size[g];
+  for (int i = 0; i < L; i++) {
+    const int single = label[i] >= G && size[label[i]] == 1;
+    whole += single;
+    bad += single != (i >= 10 && i < 14) ||
+           (i < 10 && (label[i] < G / 2 || label[i] >= G)) ||
+           (i >= 14 && label[i] >= G / 2);
+  }
+  CHECK(n == G + 4 && total == L && whole == 4 && bad == 0,
+        "ladder census: %lld strata, %lld rows read whole, %lld misplaced", (long long)n,
+        (long long)whole, (long long)bad);
+  for (int i = 0; i < L; i++)
+    own[i] = own[i] > 0;
+  n = stsa_svg2_own_key_strata(lean, own, 1, L, R, G, label, size, split);
+  whole = 0;
+  for (int i = 0; i < L; i++)
+    whole += label[i] >= G && size[label[i]] == 1;
+  CHECK(n == 2 * G && whole == 0, "first census alone: %lld strata, %lld read whole",
+        (long long)n, (long long)whole);
+  for (int i = 0; i < L; i++)
+    own[i] = i < 3 ? 2 : 0;
+  n = stsa_svg2_own_key_strata(lean, own, 3, L, R, G, label, size, split);
+  CHECK(n == G + 3 && size[G] == 1 && label[0] == G && label[2] == G + 2,
+        "a census that fits: %lld strata", (long long)n);
 }
 
 /* Bound coverage of a head whose error sits in 6 rows of 1,680 (half of
@@ -373,7 +419,8 @@ static void test_session(int method, stsa_head_kind kind) {
  * the run (svg2.h, stsa_svg2_settle):
  *  - the bound is the one the profiling pass takes of the same candidate on
  *    the same rows (method auto's SVG2 candidate, which profiles it before
- *    the run): both compare the candidate's rows with the same dense rows;
+ *    the run), at svg2's 99.5% in place of auto's 99%: both compare the
+ *    candidate's rows with the same dense rows;
  *  - a head whose bound misses the budget climbs its ladder and runs again:
  *    at a budget no candidate meets, every head ends raised or dense and
  *    its output is within the budget (not the first candidate's). */
@@ -402,8 +449,11 @@ static void test_settle(void) {
   stsa_svg_free(aut);
   for (int64_t h = 0; h < H; h++) {
     const float profiled = cand[h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_SVG2];
-    CHECK(action[h] == STSA_BUDGET_NONE && est[h] > 0 &&
-              fabsf(est[h] - profiled) <= 1e-3f * profiled,
+    /* the same squares at z = 2.576 (svg2, whose first candidate takes no
+     * recheck) against 2.326 (auto): wider, by the few percent the
+     * variance term adds (2.4-2.6% on these heads) */
+    CHECK(action[h] == STSA_BUDGET_NONE && profiled > 0 && est[h] > profiled &&
+              est[h] <= 1.06f * profiled,
           "head %lld: bound %.6g on the call's rows, %.6g profiled (action %d)",
           (long long)h, est[h], profiled, action[h]);
   }
@@ -524,6 +574,7 @@ int main(void) {
   test_strata_draw();
   test_call_rows();
   test_strata_geometric();
+  test_own_key_ladder();
   test_rare_tail_coverage();
   test_cluster_floor();
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_SEMANTIC);

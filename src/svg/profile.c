@@ -96,8 +96,8 @@ enum { ROWS_KV_TILE = 128 };
  * + the tile's P.V), while the rows' scores of a tile stay within 1 MiB.
  * At Wan 480p, 332 bf16 rows of two heads: 20.3 ms at 128 keys, 18.5 at
  * 256, 16.1 at 512, 17.2 at 1024 (docs/benchmarks.md). Steps, not a
- * quotient: the recheck's rows take the same tile in a pass of their own
- * as after another set's (recheck_rows.h), up to 512 rows in all. */
+ * quotient: a pass of the recheck's 256 rows takes the same tile as one of
+ * a few tens, up to 512 rows in all. */
 static int dense_rows_kv_tile(int64_t nrows) {
   return nrows <= 512    ? 4 * ROWS_KV_TILE
          : nrows <= 1024 ? 2 * ROWS_KV_TILE

@@ -15,7 +15,6 @@
 #include "mask/mask.h"
 #include "svg/bound.h"
 #include "svg/profile.h"
-#include "svg/recheck_rows.h"
 #include "svg/session_internal.h"
 #include "svg/strata.h"
 
@@ -45,7 +44,9 @@ static const double check_z[RECHECK_CHECKS] = {
  * check saw. */
 #define RECHECK_SEED 0x52454348454bull
 
-int64_t stsa_recheck_count(const stsa_geometry *g, int64_t sample_rows, int mr) {
+/* Rows a check takes: a multiple of sample_rows, at most the video rows
+ * and one q tile of the profile (4096 rounded down to the kernels' mr). */
+static int64_t recheck_count(const stsa_geometry *g, int64_t sample_rows, int mr) {
   const int64_t L = g->frames * g->height * g->width, cap = 4096 / mr * mr;
   const int64_t want = RECHECK_ROWS_X * sample_rows, most = L < cap ? L : cap;
   return want < most ? want : most;
@@ -63,81 +64,21 @@ static void draw_rows(const stsa_geometry *g, int64_t R, uint64_t row_seed, int 
     memcpy(rows + h * stride, rows, sizeof(int64_t) * (size_t)R);
 }
 
-void stsa_recheck_rows_free(stsa_recheck_rows *r) {
-  free(r->rows);
-  free(r->dense);
-  free(r->energy);
-  *r = (stsa_recheck_rows){0};
-}
-
-/* The recheck's part of a pass that profiled each head's R own rows and
- * then its rows: all[H][n] the pass's rows, dense[n][H][D], energy[H][n]. */
-static stsa_status cut_recheck(const int64_t *all, int64_t H, int64_t D, int64_t R,
-                               int64_t n, const float *dense, const double *energy,
-                               uint64_t row_seed, stsa_recheck_rows *out) {
-  const int64_t Rc = n - R;
-  out->rows = malloc(sizeof(int64_t) * (size_t)Rc);
-  out->dense = malloc(sizeof(float) * (size_t)(Rc * H * D));
-  out->energy = malloc(sizeof(double) * (size_t)(H * Rc));
-  if (!out->rows || !out->dense || !out->energy) {
-    stsa_recheck_rows_free(out);
-    return STSA_ERR_OUT_OF_MEMORY;
-  }
-  out->R = Rc;
-  out->row_seed = row_seed;
-  memcpy(out->rows, all + R, sizeof(int64_t) * (size_t)Rc);
-  memcpy(out->dense, dense + R * H * D, sizeof(float) * (size_t)(Rc * H * D));
-  for (int64_t h = 0; h < H; h++)
-    memcpy(out->energy + h * Rc, energy + h * n + R, sizeof(double) * (size_t)Rc);
-  return STSA_OK;
-}
-
-stsa_status stsa_recheck_profile_with(stsa_ctx *ctx, const stsa_geometry *g,
-                                      int64_t sample_rows, uint64_t row_seed,
-                                      const stsa_mask *const *masks, const int64_t *own,
-                                      int64_t R, const stsa_tensor *q,
-                                      const stsa_tensor *k, const stsa_tensor *v,
-                                      int64_t b, float *dense, double *energy,
-                                      stsa_recheck_rows *first) {
-  const int64_t H = q->shape[2], D = q->shape[3];
-  const int mr = ctx->run->kern.mr;
-  int64_t Rc = stsa_recheck_count(g, sample_rows, mr);
-  Rc = R + Rc <= 4096 / mr * mr ? Rc : 0; /* one q tile of the pass */
-  const int64_t n = R + Rc;
-  *first = (stsa_recheck_rows){0};
-  int64_t *all = malloc(sizeof(int64_t) * (size_t)(H * n));
-  float *dense_all = malloc(sizeof(float) * (size_t)(n * H * D));
-  double *energy_all = malloc(sizeof(double) * (size_t)(H * n));
-  stsa_status st =
-      all && dense_all && energy_all
-          ? STSA_OK
-          : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  if (st == STSA_OK) {
-    if (Rc > 0)
-      draw_rows(g, Rc, row_seed, 0, H, n, all + R);
-    for (int64_t h = 0; h < H; h++)
-      memcpy(all + h * n, own + h * R, sizeof(int64_t) * (size_t)R);
-    st = stsa_svg_profile_dense_rows(ctx, g, masks, all, n, NULL, q, k, v, b, dense_all,
-                                     energy_all);
-  }
-  if (st == STSA_OK && Rc > 0 &&
-      cut_recheck(all, H, D, R, n, dense_all, energy_all, row_seed, first) != STSA_OK)
-    st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  if (st == STSA_OK) { /* the own rows lead: [R][H][D], and [H][R] */
-    memcpy(dense, dense_all, sizeof(float) * (size_t)(R * H * D));
-    for (int64_t h = 0; h < H; h++)
-      memcpy(energy + h * R, energy_all + h * n, sizeof(double) * (size_t)R);
-  }
-  free(all);
-  free(dense_all);
-  free(energy_all);
-  return st;
-}
-
 void stsa_svg_climb_free(auto_climb *climb) {
   for (int j = climb->next; j < climb->steps; j++) /* the taken ones moved on */
     stsa_plan_free(climb->step[j].owned);
   climb->steps = climb->next = 0;
+}
+
+/* Whether a head's choice takes the recheck: method auto's every sparse
+ * one; method svg2's when its head climbed its ladder. A head of method
+ * svg2 on its first step was chosen on no rows (the step is fixed before
+ * the call, and taken if its bound meets the budget): its bound at 99.5%
+ * (svg2_bound.c, first_z) and the climbs' first check at 99.5% split the
+ * 1% (docs/architecture.md, "Method auto's recheck"). */
+static int rechecked(const stsa_svg *svg, const head_run *hr) {
+  return hr->choice != STSA_AUTO_DENSE &&
+         (svg->cfg.method != STSA_SVG_METHOD_SVG2 || hr->budget == STSA_BUDGET_RAISED);
 }
 
 /* Head h failed its check: its next candidate if it has one and a check is
@@ -162,16 +103,15 @@ static int climb_or_dense(const stsa_svg *svg, int check, head_run *hr, auto_cli
 stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                    const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out,
-                                   double budget, const stsa_recheck_rows *first,
-                                   head_run *hr, auto_climb *climb,
+                                   double budget, head_run *hr, auto_climb *climb,
                                    stsa_head_kind *kinds) {
   const stsa_geometry *g = &svg->cfg.geometry;
   const int64_t H = svg->cfg.heads, D = svg->cfg.head_dim,
-                R = stsa_recheck_count(g, svg->cfg.sample_rows, svg->ctx->run->kern.mr);
-  int sparse = 0;
+                R = recheck_count(g, svg->cfg.sample_rows, svg->ctx->run->kern.mr);
+  int some = 0;
   for (int64_t h = 0; h < H; h++)
-    sparse |= hr[h].choice != STSA_AUTO_DENSE;
-  if (!sparse)
+    some |= rechecked(svg, &hr[h]);
+  if (!some)
     return STSA_OK;
   int64_t *rows = malloc(sizeof(int64_t) * (size_t)(H * R));
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)H);
@@ -187,7 +127,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
     stsa_svg_strata(g, R, group, group + R, &groups);
     for (int64_t h = 0; h < H; h++) {
       masks[h] = svg->mask_dense;
-      pending[h] = hr[h].choice != STSA_AUTO_DENSE;
+      pending[h] = rechecked(svg, &hr[h]);
     }
   }
   double *err = energy ? energy + H * R : NULL, *scratch = err ? err + R : NULL;
@@ -200,25 +140,16 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
     if (!any)
       break;
     /* one row in each of R equal runs of the video, every head the same
-     * rows; the first check's dense rows may have come with the plan */
-    const int64_t *at = rows;
-    const float *ref = dense;
-    const double *en = energy;
-    if (check == 0 && first && first->R == R && first->row_seed == row_seed) {
-      at = first->rows;
-      ref = first->dense;
-      en = first->energy;
-    } else {
-      draw_rows(g, R, row_seed, check, H, R, rows);
-      st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, pending, q, k, v, b,
-                                       dense, energy);
-    }
+     * rows */
+    draw_rows(g, R, row_seed, check, H, R, rows);
+    st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, pending, q, k, v, b,
+                                     dense, energy);
     for (int64_t h = 0; st == STSA_OK && h < H; h++) {
       if (!pending[h])
         continue;
-      stsa_svg_output_errors(out, b, h, H, D, at, R, ref, row, err);
+      stsa_svg_output_errors(out, b, h, H, D, rows, R, dense, row, err);
       const double rel =
-          stsa_err_bound_z(&smp, err, en + h * R, scratch, NULL, check_z[check]);
+          stsa_err_bound_z(&smp, err, energy + h * R, scratch, NULL, check_z[check]);
       hr[h].est_error = (float)fmax(hr[h].est_error, rel);
       if (rel <= budget) {
         pending[h] = 0;

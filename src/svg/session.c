@@ -460,13 +460,11 @@ stsa_status stsa_svg_run_head(stsa_svg *svg, int64_t b, int64_t h, const stsa_pl
 
 /* Method svg2 under a budget, after its heads of batch entry b ran into
  * out: each head's bound from its own output rows (stsa_svg2_settle); a
- * head past the budget takes its ladder's choice and runs again alone.
- * first: the recheck's first rows, profiled with the bound's (the caller
- * frees them). */
+ * head past the budget takes its ladder's choice and runs again alone. */
 static stsa_status settle_svg2_heads(stsa_svg *svg, int64_t b, const stsa_tensor *q,
                                      const stsa_tensor *k, const stsa_tensor *v,
-                                     const stsa_tensor *out, double budget, head_run *hr,
-                                     stsa_recheck_rows *first) {
+                                     const stsa_tensor *out, double budget,
+                                     head_run *hr) {
   const int64_t H = svg->cfg.heads;
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
   uint8_t *redo = calloc((size_t)H, 1);
@@ -475,7 +473,7 @@ static stsa_status settle_svg2_heads(stsa_svg *svg, int64_t b, const stsa_tensor
                                            "svg: out of memory");
   const stsa_svg2_env env = svg2_env(svg, 0, 0);
   if (st == STSA_OK)
-    st = stsa_svg2_settle(svg->svg2, &env, b, q, k, v, out, budget, res, redo, first);
+    st = stsa_svg2_settle(svg->svg2, &env, b, q, k, v, out, budget, res, redo);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     if (!redo[h]) {
       hr[h].est_error = res[h].est_error;
@@ -625,11 +623,10 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     double t0 = now_ms();
     st = run_heads(svg, hr, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
-    stsa_recheck_rows first = {0};
     if (st == STSA_OK && !dense && svg->cfg.method == STSA_SVG_METHOD_SVG2 &&
         stsa_svg2_deferred(svg->svg2, b)) {
       t0 = now_ms();
-      st = settle_svg2_heads(svg, b, q, k, v, out, budget, hr, &first);
+      st = settle_svg2_heads(svg, b, q, k, v, out, budget, hr);
       profile_ms += now_ms() - t0;
     }
     /* auto's choice and SVG2's ladder under a budget, rechecked on rows
@@ -637,12 +634,11 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
      * climb list is empty: dense) */
     if (st == STSA_OK && !dense && budget > 0 && svg->cfg.method != STSA_SVG_METHOD_SVG) {
       t0 = now_ms();
-      st = stsa_svg_recheck_heads(svg, stsa_svg_row_seed(svg->cfg.seed, layer, step, b),
-                                  b, q, k, v, out, budget, &first, hr, climb + b * H,
-                                  kinds + b * H);
+      st =
+          stsa_svg_recheck_heads(svg, stsa_svg_row_seed(svg->cfg.seed, layer, step, b), b,
+                                 q, k, v, out, budget, hr, climb + b * H, kinds + b * H);
       profile_ms += now_ms() - t0;
     }
-    stsa_recheck_rows_free(&first);
     for (int64_t h = 0; h < H; h++)
       kept += hr[h].density;
   }

@@ -14,7 +14,6 @@
 #include "mask/mask.h"
 #include "mask/plan.h"
 #include "stsa.h"
-#include "svg/recheck_rows.h"
 #include "svg/svg2.h"
 
 /* Error-budget levels of SVG heads: the configured density, then x2, x4. */
@@ -100,15 +99,12 @@ void stsa_svg_climb_free(auto_climb *climb);
  * bounds. A head whose recheck exceeds the budget climbs: it runs again
  * with its next candidate (climb[h]; SVG2's: none), checked on rows of a
  * further stream, up to a few checks, then dense (reason
- * STSA_AUTO_RECHECK; kinds[h] follows the candidate) (recheck.c). first:
- * the first check's rows with their dense rows computed ahead, taken when
- * they are as many as a check's and of this row_seed (else, or NULL, the
- * check profiles its own). */
+ * STSA_AUTO_RECHECK; kinds[h] follows the candidate) (recheck.c). Method
+ * svg2's heads on their ladder's first step take none. */
 stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                    const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out,
-                                   double budget, const stsa_recheck_rows *first,
-                                   head_run *hr, auto_climb *climb,
+                                   double budget, head_run *hr, auto_climb *climb,
                                    stsa_head_kind *kinds);
 
 /* What SVG2's outcome for a head runs (session.c). */

@@ -262,7 +262,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
     defer = ls->first_met[b * H + h];
   settle_state *pending = NULL;
   if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
-    st = stsa_svg2_draw_rows(ctx, s, env, b, q, &w);
+    st = stsa_svg2_draw_rows(ctx, s, env, b, n, q, &w);
   if (st == STSA_OK && defer)
     st = stsa_svg2_dense_rows_heads(ctx, s, env, &w, q, k, v, b, &pending);
   else if (st == STSA_OK && (max_rel_error > 0 || env->estimate))

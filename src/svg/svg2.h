@@ -11,7 +11,6 @@
 
 #include "core/error.h"
 #include "stsa.h"
-#include "svg/recheck_rows.h"
 
 typedef struct stsa_svg2 stsa_svg2;
 
@@ -95,14 +94,11 @@ int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b);
  * head's bound; a head past max_rel_error climbs its ladder (its other candidates
  * profiled on its rows, as plan_batch does without settle): redo[h] = 1 and
  * heads[h] is its new outcome (a plan the caller frees, or NULL: dense),
- * which the caller runs again. *recheck gets the recheck's first rows that
- * planning profiled with the bound's (R 0: none; the caller frees them,
- * stsa_recheck_rows_free). Without a pending entry for b:
+ * which the caller runs again. Without a pending entry for b:
  * STSA_ERR_BAD_PARAM. The pending entry is gone after the call. */
 stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *env, int64_t b,
                              const stsa_tensor *q, const stsa_tensor *k,
                              const stsa_tensor *v, const stsa_tensor *out,
-                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo,
-                             stsa_recheck_rows *recheck);
+                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo);
 
 #endif

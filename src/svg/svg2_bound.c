@@ -18,7 +18,6 @@
 #include "svg/bound.h"
 #include "svg/lanes.h"
 #include "svg/profile.h"
-#include "svg/recheck_rows.h"
 #include "svg/strata.h"
 #include "svg/svg2_internal.h"
 
@@ -64,44 +63,60 @@ STSA_PER_ISA static void dropped_logit(const stsa_svg2 *s, const call_work *w,
   }
 }
 
-/* own[L]: whether head h's first candidate drops, for a video query's
- * cluster, the key cluster of its own key (a local head loses its nearest
- * keys there). */
+/* own[L]: how many of head h's n ladder candidates drop, for a video
+ * query's cluster, the key cluster of its own key (a local head loses its
+ * nearest keys there). The candidates keep ever more key clusters, so a
+ * query the candidate i drops it for is dropped it by 0 .. i - 1 too. */
 static void own_key_dropped(const stsa_svg2 *s, const call_work *w, const stsa_geo *geo,
-                            int64_t h, uint8_t *own) {
+                            int64_t h, int n, uint8_t *own) {
   const int32_t *ql = w->q_label + h * w->N + geo->v0,
                 *kl = w->k_label + h * w->N + geo->v0;
-  const uint8_t *keep = stsa_svg2_keep_of(w, h, 0);
-  for (int64_t i = 0; i < s->L; i++)
-    own[i] = !keep[ql[i] * s->KC + kl[i]];
+  memset(own, 0, (size_t)s->L);
+  for (int c = 0; c < n; c++) {
+    const uint8_t *keep = stsa_svg2_keep_of(w, h, c);
+    for (int64_t i = 0; i < s->L; i++)
+      own[i] += !keep[ql[i] * s->KC + kl[i]];
+  }
 }
 
-/* The strata of a head's rows (labels[L], size[] of at most 2 G, their
- * count returned) from the log of each query's estimated dropped mass
- * lean[L] and whether its selection drops its own key's cluster own[L].
- * A query that loses its own key may lose most of its mass where the
- * estimate, linear in the query over its cluster, reads a tenth: one such
- * row held 29-31% of a head's error (docs/architecture.md, "The error
- * bound"). When they are at most R / 4, they are read whole (a stratum of
- * one each: counted exactly, no sampling error) and the rest form G
- * geometric strata; more of them are split off as their own halves of the
- * geometric strata. */
-static int64_t own_key_strata(const double *lean, const uint8_t *own, int64_t L,
-                              int64_t R, int64_t G, int32_t *label, int64_t *size) {
-  int64_t owned = 0;
+/* svg2_internal.h. A query that loses its own key may lose most of
+ * its mass where the estimate, linear in the query over its cluster, reads
+ * a tenth: one such row held 29-31% of a head's error (docs/architecture.md,
+ * "The error bound"). The queries the candidates from c on still drop it
+ * for, for the least c where they are at most R / 4, are read whole (a
+ * stratum of one each: counted exactly, no sampling error); the others
+ * that lose it (to candidates before c) are split off as their own halves
+ * of the geometric strata. A head that climbs to candidate c is bounded on
+ * rows that hold every query that loses its own key there: on a head from
+ * outside the repository whose error sat 85% in one position of each of 6
+ * frames, reading only the first candidate's census left the second
+ * candidate's bound and its recheck at 0.043 against a true 0.088. */
+int64_t stsa_svg2_own_key_strata(const double *lean, const uint8_t *own, int n, int64_t L,
+                                 int64_t R, int64_t G, int32_t *label, int64_t *size,
+                                 uint8_t *split) {
+  int64_t still[STSA_SVG2_LADDER_MAX] = {0}; /* still[c]: queries with own[] > c */
   for (int64_t i = 0; i < L; i++)
-    owned += own[i] != 0;
-  if (owned == 0 || owned > R / 4) {
+    for (int c = 0; c < own[i]; c++)
+      still[c]++;
+  int from = 0; /* the least candidate whose census is read whole */
+  while (from < n && still[from] > R / 4)
+    from++;
+  if (still[0] == 0 || from == n) { /* none, or too many to read whole */
     stsa_strata_geometric(lean, own, L, G, label, size);
     return 2 * G;
   }
   /* G geometric strata, as without the census: (R - owned) / 4 of them let
    * the rest's bound read tighter on local heads than their heavy tail
-   * warrants (docs/benchmarks.md) */
-  stsa_strata_geometric(lean, NULL, L, G, label, size);
-  int64_t next = G; /* the geometric strata leave their upper halves empty */
+   * warrants (docs/benchmarks.md); with no split their upper halves stay
+   * empty. Split, they are G / 2, so that two rows a stratum and the rows
+   * read whole stay within R. */
   for (int64_t i = 0; i < L; i++)
-    if (own[i]) {
+    split[i] = own[i] > 0 && own[i] <= from;
+  const int64_t Gs = from == 0 ? G : G / 2 > 1 ? G / 2 : 1;
+  stsa_strata_geometric(lean, from > 0 ? split : NULL, L, Gs, label, size);
+  int64_t next = from > 0 ? 2 * Gs : G;
+  for (int64_t i = 0; i < L; i++)
+    if (own[i] > from) {
       size[label[i]]--;
       label[i] = (int32_t)next;
       size[next++] = 1;
@@ -115,10 +130,10 @@ static int64_t own_key_strata(const double *lean, const uint8_t *own, int64_t L,
  * head: one pass profiles them), drawn per head from geometric strata of
  * each query's estimated dropped mass (stsa_strata_geometric), the queries
  * whose selection drops their own key's cluster read whole or split off
- * (own_key_strata). */
+ * (stsa_svg2_own_key_strata). */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
-                                const stsa_svg2_env *env, int64_t b, const stsa_tensor *q,
-                                call_work *w) {
+                                const stsa_svg2_env *env, int64_t b, int n,
+                                const stsa_tensor *q, call_work *w) {
   /* the call's work is the sum over its heads: R rows a head keep to the
    * share of it at the heads' mean density */
   double mean = 0;
@@ -132,16 +147,17 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
   for (int64_t h = 0; h < s->H; h++) {
     double *lean = malloc(sizeof(double) * (size_t)s->L);
     int32_t *label = malloc(sizeof(int32_t) * (size_t)s->L);
-    int64_t *size = malloc(sizeof(int64_t) * (size_t)(2 * G));
-    uint8_t *own = malloc((size_t)s->L);
+    int64_t *size = malloc(sizeof(int64_t) * (size_t)(2 * G + 1)); /* G = 1: 3 */
+    uint8_t *own = malloc(2 * (size_t)s->L); /* and own_key_strata's split */
     float *row = malloc(sizeof(float) * (size_t)s->D);
     stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
                        w->row_pop + h * w->pop_stride, 0};
     int failed = !lean || !label || !size || !row || !own;
     if (!failed) {
       dropped_logit(s, w, &ctx->run->kern, b, q, &geo, h, row, lean);
-      own_key_dropped(s, w, &geo, h, own);
-      const int64_t strata = own_key_strata(lean, own, s->L, w->R, G, label, size);
+      own_key_dropped(s, w, &geo, h, n, own);
+      const int64_t strata =
+          stsa_svg2_own_key_strata(lean, own, n, s->L, w->R, G, label, size, own + s->L);
       failed = stsa_strata_draw(label, s->L, geo.v0, strata, size, w->R,
                                 stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
     }
@@ -159,12 +175,22 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
 }
 
 /* The bound of head h's candidate from its rows' squared errors and dense
- * energies ([R] each). */
+ * energies ([R] each), at z standard errors. */
 static double candidate_bound(const call_work *w, int64_t h, const double *err,
-                              const double *energy, double *scratch) {
+                              const double *energy, double *scratch, double z) {
   const stsa_err_sample smp = {w->R, w->row_group + h * w->R,
                                w->row_pop + h * w->pop_stride, w->groups[h]};
-  return stsa_err_bound(&smp, err, energy, scratch, NULL);
+  return stsa_err_bound_z(&smp, err, energy, scratch, NULL, z);
+}
+
+/* The z of a head's first candidate's bound. Method svg2 under a budget
+ * runs that candidate when its bound meets the budget without a recheck:
+ * nothing was chosen on the rows it was taken on, so it is an ordinary
+ * bound, at 99.5%; the other 0.5% is the recheck's, which a head that
+ * climbs its ladder takes (recheck.c; docs/architecture.md, "Method auto's
+ * recheck"). Method auto rechecks every choice: 99%. */
+static double first_z(const stsa_svg2_env *env, double budget) {
+  return budget > 0 && !env->estimate ? STSA_BOUND_Z_HALF : STSA_BOUND_Z;
 }
 
 /* The masks of the first pass, nm a head (masks[i * H + h]): dense and the
@@ -224,7 +250,8 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   for (int64_t h = 0; st == STSA_OK && h < H; h++)
     for (int i = 0; i < (whole && ladder_now[h] ? n : 1); i++)
       rel[i * H + h] =
-          candidate_bound(w, h, sq + ((1 + i) * H + h) * R, sq + h * R, scratch);
+          candidate_bound(w, h, sq + ((1 + i) * H + h) * R, sq + h * R, scratch,
+                          i == 0 ? first_z(env, budget) : STSA_BOUND_Z);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     if (n < 2 || rel[h] <= budget || (whole && ladder_now[h]))
       continue;
@@ -235,7 +262,7 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
     st = stsa_svg_profile_head(ctx, g, pm, n, w->rows + h * R, R, orders[h], q, k, v, b,
                                h, sq);
     for (int i = 1; st == STSA_OK && i < n; i++)
-      rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch);
+      rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch, STSA_BOUND_Z);
   }
   stsa_mask_free(none);
   free(first);
@@ -247,9 +274,7 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
 }
 
 /* Under a deferred bound: every head's dense rows on its drawn rows, kept
- * with the call's work in a settle_state (*out) for stsa_svg2_settle, and
- * in the same pass the recheck's first rows, which the settle hands on
- * (recheck_rows.h). */
+ * with the call's work in a settle_state (*out) for stsa_svg2_settle. */
 stsa_status stsa_svg2_dense_rows_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                        const stsa_svg2_env *env, const call_work *w,
                                        const stsa_tensor *q, const stsa_tensor *k,
@@ -264,10 +289,9 @@ stsa_status stsa_svg2_dense_rows_heads(stsa_ctx *ctx, const stsa_svg2 *s,
           ? STSA_OK
           : stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   if (st == STSA_OK)
-    st =
-        stsa_recheck_profile_with(ctx, &env->cfg->geometry, env->cfg->sample_rows,
-                                  w->row_seed, (const stsa_mask *const *)w->mask, w->rows,
-                                  R, q, k, v, b, dense_rows, energy, &p->recheck);
+    st = stsa_svg_profile_dense_rows(ctx, &env->cfg->geometry,
+                                     (const stsa_mask *const *)w->mask, w->rows, R, NULL,
+                                     q, k, v, b, dense_rows, energy);
   if (st != STSA_OK) {
     stsa_svg2_settle_state_free(p, 0);
     free(dense_rows);
@@ -308,7 +332,7 @@ static stsa_status climb_ladder(const stsa_svg2 *s, const stsa_svg2_env *env,
     STSA_TRY(stsa_svg_profile_head(env->ctx, &env->cfg->geometry, pm, p->n,
                                    w->rows + h * R, R, order, q, k, v, p->b, h, sq));
     for (int i = 1; i < p->n; i++)
-      rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch);
+      rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch, STSA_BOUND_Z);
   }
   return stsa_svg2_pick_head(s, env, p->ls, p->b, h, w, p->cand, p->n, rel, budget, res,
                              &env->ctx->err);
@@ -321,8 +345,7 @@ int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b) {
 stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int64_t b,
                              const stsa_tensor *q, const stsa_tensor *k,
                              const stsa_tensor *v, const stsa_tensor *out,
-                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo,
-                             stsa_recheck_rows *recheck) {
+                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo) {
   stsa_ctx *ctx = session_env->ctx;
   settle_state *p = s->pending;
   STSA_RETURN_IF(!p || p->b != b, &ctx->err, STSA_ERR_BAD_PARAM,
@@ -347,7 +370,8 @@ stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int
     rel[i] = INFINITY;
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     output_errors(s, p, h, out, row, err);
-    rel[h] = candidate_bound(&p->w, h, err, p->energy + h * R, scratch);
+    rel[h] = candidate_bound(&p->w, h, err, p->energy + h * R, scratch,
+                             first_z(&env, max_rel_error));
     heads[h] = (stsa_svg2_head){.est_error = (float)rel[h]};
     redo[h] = !(rel[h] <= max_rel_error);
     p->ls->first_met[b * H + h] = !redo[h];
@@ -366,8 +390,6 @@ stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int
   free(row);
   free(rel);
   free(err);
-  *recheck = p->recheck;
-  p->recheck = (stsa_recheck_rows){0};
   stsa_svg2_pending_free(s);
   return st;
 }

@@ -101,9 +101,8 @@ typedef struct settle_state {
   int64_t b;
   int n; /* candidates of the ladder */
   stsa_select_args cand[STSA_SVG2_LADDER_MAX];
-  float *dense_rows;         /* [R][H][D] the sampled rows' dense outputs */
-  double *energy;            /* [H][R] their squared norms */
-  stsa_recheck_rows recheck; /* the recheck's first rows, profiled with them */
+  float *dense_rows; /* [R][H][D] the sampled rows' dense outputs */
+  double *energy;    /* [H][R] their squared norms */
 } settle_state;
 
 /* Head h's keep map of candidate i ([QC][KC]). */
@@ -153,9 +152,22 @@ stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
                                 double budget, stsa_svg2_head *res, stsa_errbuf *err);
 
 /* Step 3, the error bound (svg2_bound.c; stsa_svg2_settle is svg2.h's). */
+/* The strata of a head's rows (labels[L], size[] of at most 2 G + 1, their
+ * count returned; G >= 1 geometric strata as stsa_strata_geometric's) from
+ * the log of each query's estimated dropped mass lean[L] and how many of
+ * its n ladder candidates drop its own key's cluster own[L]: the queries
+ * that candidates from some c on still drop it for, for the least c where
+ * they are at most R / 4, each a stratum of its own (read whole), those
+ * that lose it to candidates before c split off as halves of the geometric
+ * strata (svg2_bound.c). split[L] scratch. */
+int64_t stsa_svg2_own_key_strata(const double *lean, const uint8_t *own, int n, int64_t L,
+                                 int64_t R, int64_t G, int32_t *label, int64_t *size,
+                                 uint8_t *split);
+
+/* n: the ladder's candidates (their keep maps in w) */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
-                                const stsa_svg2_env *env, int64_t b, const stsa_tensor *q,
-                                call_work *w);
+                                const stsa_svg2_env *env, int64_t b, int n,
+                                const stsa_tensor *q, call_work *w);
 /* ladder_now (or NULL): the heads whose whole ladder the first pass profiles
  * (those whose first candidate missed the budget at the layer's last call). */
 stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,

@@ -72,7 +72,6 @@ void stsa_svg2_settle_state_free(settle_state *p, int owns_work) {
     stsa_svg2_work_free(&p->w);
   free(p->dense_rows);
   free(p->energy);
-  stsa_recheck_rows_free(&p->recheck);
   free(p);
 }
 
