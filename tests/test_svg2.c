@@ -86,6 +86,49 @@ static void test_topp_rule(void) {
   CHECK(row_is(keep, "11000"), "ties: lower indices first");
 }
 
+/* A ladder of rules at once (stsa_select_keep_rules) keeps bitwise what
+ * each rule keeps alone, on random probabilities with ties and an empty
+ * key cluster, for top-p and key-budget ladders whose rules stop in any
+ * order (min_keep differs). */
+static void test_rules_at_once(void) {
+  enum { QC = 23, KC = 61, N = 4 };
+  static double prob[QC * KC];
+  static uint8_t alone[N][QC * KC], many[N][QC * KC];
+  int64_t sizes[KC];
+  tu_rng rng = {4242};
+  for (int j = 0; j < KC; j++)
+    sizes[j] = j == 7 ? 0 : tu_rnd(&rng, 1, 40);
+  for (int i = 0; i < QC; i++) {
+    double sum = 0;
+    for (int j = 0; j < KC; j++) {
+      const double u = 0.5 * (1 + tu_rng_uniform(&rng)); /* [0, 1) */
+      prob[i * KC + j] = sizes[j] == 0 ? 0 : j % 9 == 0 ? 0.02 : u * u * u;
+      sum += prob[i * KC + j];
+    }
+    for (int j = 0; j < KC; j++)
+      prob[i * KC + j] /= sum;
+  }
+  for (int ladder = 0; ladder < 2; ladder++) {
+    stsa_select_args a[N];
+    uint8_t *keep[N];
+    for (int c = 0; c < N; c++) {
+      a[c] = (stsa_select_args){QC, KC, 1, NULL, NULL, sizes, 1.0, 0, 0, 0};
+      if (ladder == 0)
+        a[c].top_p = (double[]){0.9, 0.95, 0.98, 0.995}[c];
+      else
+        a[c].key_budget = 100 << c;
+      a[c].min_keep = (int64_t[]){12, 3, 0, 20}[c];
+      keep[c] = many[c];
+      CHECK(stsa_select_keep(&a[c], prob, alone[c]) == 0, "keep");
+    }
+    CHECK(stsa_select_keep_rules(a, N, prob, keep) == 0, "keep_rules");
+    for (int c = 0; c < N; c++)
+      CHECK(memcmp(alone[c], many[c], sizeof alone[c]) == 0,
+            "%s ladder, rule %d: at once differs from alone", ladder ? "key" : "top-p",
+            c);
+  }
+}
+
 /* ---- cluster plans against the reference -------------------------------- */
 /* Random labels (one empty query and key cluster) and a random keep map in
  * which every query cluster keeps something. */
@@ -557,6 +600,7 @@ static void test_bad_config(void) {
 
 int main(void) {
   test_topp_rule();
+  test_rules_at_once();
   test_cluster_plans();
   test_session();
   test_budget();

@@ -87,32 +87,53 @@ static ranked pop_first(ranked *h, int64_t *n) {
   return top;
 }
 
-int stsa_select_keep(const stsa_select_args *a, const double *prob, uint8_t *keep) {
+/* Whether a rule has kept enough after t key clusters of mass `mass` and
+ * `keys` keys. */
+static int rule_met(const stsa_select_args *a, int64_t t, double mass, int64_t keys) {
+  const int enough = a->top_p > 0 ? mass >= a->top_p : keys >= a->key_budget;
+  return t > 0 && t >= a->min_keep && enough;
+}
+
+int stsa_select_keep_rules(const stsa_select_args *a, int n, const double *prob,
+                           uint8_t *const *keep) {
   const int64_t QC = a->q_clusters, KC = a->kv_clusters;
   ranked *r = malloc(sizeof *r * (size_t)KC);
   if (!r)
     return -1;
-  memset(keep, 0, (size_t)(QC * KC));
+  for (int c = 0; c < n; c++)
+    memset(keep[c], 0, (size_t)(QC * KC));
   for (int64_t i = 0; i < QC; i++) {
     const double *p = prob + i * KC;
-    int64_t n = 0;
+    int64_t m = 0;
     for (int64_t j = 0; j < KC; j++)
       if (a->kv_sizes[j] > 0)
-        r[n++] = (ranked){p[j], j};
-    for (int64_t x = n / 2 - 1; x >= 0; x--)
-      sift_down(r, n, x);
+        r[m++] = (ranked){p[j], j};
+    for (int64_t x = m / 2 - 1; x >= 0; x--)
+      sift_down(r, m, x);
     double mass = 0;
     int64_t keys = 0;
-    for (int64_t t = 0; n > 0; t++) {
-      const int enough = a->top_p > 0 ? mass >= a->top_p : keys >= a->key_budget;
-      if (t > 0 && t >= a->min_keep && enough)
+    int open = n; /* rules still keeping */
+    uint8_t done[STSA_SELECT_RULES_MAX] = {0};
+    for (int64_t t = 0; m > 0 && open > 0; t++) {
+      for (int c = 0; c < n; c++)
+        if (!done[c] && rule_met(&a[c], t, mass, keys)) {
+          done[c] = 1;
+          open--;
+        }
+      if (open == 0)
         break;
-      const ranked next = pop_first(r, &n);
-      keep[i * KC + next.j] = 1;
+      const ranked next = pop_first(r, &m);
+      for (int c = 0; c < n; c++)
+        if (!done[c])
+          keep[c][i * KC + next.j] = 1;
       mass += next.p;
       keys += a->kv_sizes[next.j];
     }
   }
   free(r);
   return 0;
+}
+
+int stsa_select_keep(const stsa_select_args *a, const double *prob, uint8_t *keep) {
+  return stsa_select_keep_rules(a, 1, prob, &keep);
 }

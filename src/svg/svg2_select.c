@@ -174,14 +174,15 @@ stsa_status stsa_svg2_select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   stsa_mask *text = NULL;
   stsa_status mst = stsa_mask_text(g, &text);
   STSA_RETURN_IF(mst != STSA_OK, err, mst, "svg2: text mask: %s", stsa_status_str(mst));
-  stsa_status st = STSA_OK;
+  uint8_t *keep[STSA_SVG2_LADDER_MAX];
+  for (int i = 0; i < ncand; i++)
+    keep[i] = stsa_svg2_keep_of(w, h, i);
+  stsa_status st = stsa_select_keep_rules(cand, ncand, prob, keep) == 0
+                       ? STSA_OK
+                       : stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   for (int i = 0; i < ncand && st == STSA_OK; i++) {
     stsa_mask *rect = NULL;
-    if (stsa_select_keep(&cand[i], prob, stsa_svg2_keep_of(w, h, i)) != 0)
-      st = stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
-    if (st == STSA_OK)
-      st = stsa_mask_clusters(ql, geo.N, s->QC, kl, geo.N, s->KC,
-                              stsa_svg2_keep_of(w, h, i), &rect);
+    st = stsa_mask_clusters(ql, geo.N, s->QC, kl, geo.N, s->KC, keep[i], &rect);
     if (st == STSA_OK)
       st = stsa_mask_or(rect, text, &w->mask[(1 + i) * H + h]);
     if (st != STSA_OK && !err->text[0])
