@@ -242,6 +242,9 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   }
   const stsa_mask *const *masks = (const stsa_mask *const *)w->mask;
   const stsa_geometry *g = &env->cfg->geometry;
+  for (int64_t h = 0; st == STSA_OK && h < H; h++)
+    for (int i = 0; st == STSA_OK && i < (whole && ladder_now[h] ? n : 1); i++)
+      st = stsa_svg2_candidate_mask(s, g, w, h, i, &ctx->err);
   if (st == STSA_OK) { /* dense, the first candidates, the ladders: masks[0 .. nm H) */
     first_pass_masks(w, H, nm, ladder_now, none, first);
     st = stsa_svg_profile_heads(ctx, g, first, nm, w->rows, 1, R, orders, NULL, q, k, v,
@@ -256,6 +259,10 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
     if (n < 2 || rel[h] <= budget || (whole && ladder_now[h]))
       continue;
     const stsa_mask *pm[1 + STSA_SVG2_LADDER_MAX];
+    for (int i = 1; st == STSA_OK && i < n; i++)
+      st = stsa_svg2_candidate_mask(s, g, w, h, i, &ctx->err);
+    if (st != STSA_OK)
+      break;
     pm[0] = masks[h];
     for (int i = 1; i < n; i++)
       pm[i] = masks[(1 + i) * H + h];
@@ -325,6 +332,8 @@ static stsa_status climb_ladder(const stsa_svg2 *s, const stsa_svg2_env *env,
   const call_work *w = &p->w;
   if (p->n > 1) {
     const stsa_mask *pm[1 + STSA_SVG2_LADDER_MAX];
+    for (int i = 1; i < p->n; i++)
+      STSA_TRY(stsa_svg2_candidate_mask(s, &env->cfg->geometry, w, h, i, &env->ctx->err));
     pm[0] = w->mask[h];
     for (int i = 1; i < p->n; i++)
       pm[i] = w->mask[(1 + i) * H + h];

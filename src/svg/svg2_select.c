@@ -158,7 +158,7 @@ stsa_status stsa_svg2_select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   const stsa_geometry *g = &cfg->geometry;
   stsa_geo geo;
   stsa_geo_init(&geo, g);
-  const int64_t slot = b * s->H + h, D = s->D, H = s->H;
+  const int64_t slot = b * s->H + h, D = s->D;
   float *qc = ls->qc + slot * s->QC * D, *kc = ls->kc + slot * s->KC * D;
   int32_t *ql = w->q_label + h * w->N, *kl = w->k_label + h * w->N;
   native_labels(&geo, ls->lq + slot * s->L, ql);
@@ -171,28 +171,35 @@ stsa_status stsa_svg2_select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   const int ncand = stsa_svg2_ladder(s->L, budget, &base, cand);
   STSA_RETURN_IF(stsa_select_probs(&base, prob) != 0, err, STSA_ERR_OUT_OF_MEMORY,
                  "svg2: out of memory");
-  stsa_mask *text = NULL;
-  stsa_status mst = stsa_mask_text(g, &text);
-  STSA_RETURN_IF(mst != STSA_OK, err, mst, "svg2: text mask: %s", stsa_status_str(mst));
   uint8_t *keep[STSA_SVG2_LADDER_MAX];
   for (int i = 0; i < ncand; i++)
     keep[i] = stsa_svg2_keep_of(w, h, i);
   stsa_status st = stsa_select_keep_rules(cand, ncand, prob, keep) == 0
                        ? STSA_OK
                        : stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
-  for (int i = 0; i < ncand && st == STSA_OK; i++) {
-    stsa_mask *rect = NULL;
-    st = stsa_mask_clusters(ql, geo.N, s->QC, kl, geo.N, s->KC, keep[i], &rect);
-    if (st == STSA_OK)
-      st = stsa_mask_or(rect, text, &w->mask[(1 + i) * H + h]);
-    if (st != STSA_OK && !err->text[0])
-      stsa_fail(err, st, "svg2: cluster mask: %s", stsa_status_str(st));
-    stsa_mask_free(rect);
-  }
-  stsa_mask_free(text);
   if (st == STSA_OK && planned_selection(s, w, h, prob, qc, kc) != 0)
     st = stsa_fail(err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   return st;
+}
+
+stsa_status stsa_svg2_candidate_mask(const stsa_svg2 *s, const stsa_geometry *g,
+                                     const call_work *w, int64_t h, int i,
+                                     stsa_errbuf *err) {
+  stsa_mask **slot = &w->mask[(1 + i) * s->H + h];
+  if (*slot)
+    return STSA_OK;
+  stsa_mask *text = NULL, *rect = NULL;
+  stsa_status st = stsa_mask_text(g, &text);
+  if (st == STSA_OK)
+    st = stsa_mask_clusters(w->q_label + h * w->N, w->N, s->QC, w->k_label + h * w->N,
+                            w->N, s->KC, stsa_svg2_keep_of(w, h, i), &rect);
+  if (st == STSA_OK)
+    st = stsa_mask_or(rect, text, slot);
+  stsa_mask_free(rect);
+  stsa_mask_free(text);
+  return st == STSA_OK
+             ? STSA_OK
+             : stsa_fail(err, st, "svg2: cluster mask: %s", stsa_status_str(st));
 }
 
 static uint64_t selection_sig(const call_work *w, int64_t h, const uint8_t *keep) {
@@ -231,6 +238,7 @@ stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
         g,    s->QC,       s->KC,        w->q_label + h * N, w->k_label + h * N,
         keep, env->q_tile, env->kv_tile, w->pack_align};
     stsa_plan *plan = NULL;
+    STSA_TRY(stsa_svg2_candidate_mask(s, g, w, h, pick, err));
     STSA_TRY(
         stsa_cluster_plan_build(env->ctx, &lay, w->mask[(1 + pick) * H + h], &plan, err));
     stsa_plan_free(ls->plans[slot]);
