@@ -70,15 +70,9 @@ void stsa_svg_climb_free(auto_climb *climb) {
   climb->steps = climb->next = 0;
 }
 
-/* Whether a head's choice takes the recheck: method auto's every sparse
- * one; method svg2's when its head climbed its ladder. A head of method
- * svg2 on its first step was chosen on no rows (the step is fixed before
- * the call, and taken if its bound meets the budget): its bound at 99.5%
- * (svg2_bound.c, first_z) and the climbs' first check at 99.5% split the
- * 1% (docs/architecture.md, "Method auto's recheck"). */
-static int rechecked(const stsa_svg *svg, const head_run *hr) {
-  return hr->choice != STSA_AUTO_DENSE &&
-         (svg->cfg.method != STSA_SVG_METHOD_SVG2 || hr->budget == STSA_BUDGET_RAISED);
+/* Whether head h's choice takes the recheck: a sparse one not exempt. */
+static int rechecked(const head_run *hr, const uint8_t *exempt, int64_t h) {
+  return hr[h].choice != STSA_AUTO_DENSE && !(exempt && exempt[h]);
 }
 
 /* Head h failed its check: its next candidate if it has one and a check is
@@ -103,14 +97,14 @@ static int climb_or_dense(const stsa_svg *svg, int check, head_run *hr, auto_cli
 stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                    const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out,
-                                   double budget, head_run *hr, auto_climb *climb,
-                                   stsa_head_kind *kinds) {
+                                   double budget, const uint8_t *exempt, head_run *hr,
+                                   auto_climb *climb, stsa_head_kind *kinds) {
   const stsa_geometry *g = &svg->cfg.geometry;
   const int64_t H = svg->cfg.heads, D = svg->cfg.head_dim,
                 R = recheck_count(g, svg->cfg.sample_rows, svg->ctx->run->kern.mr);
   int some = 0;
   for (int64_t h = 0; h < H; h++)
-    some |= rechecked(svg, &hr[h]);
+    some |= rechecked(hr, exempt, h);
   if (!some)
     return STSA_OK;
   int64_t *rows = malloc(sizeof(int64_t) * (size_t)(H * R));
@@ -127,7 +121,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
     stsa_svg_strata(g, R, group, group + R, &groups);
     for (int64_t h = 0; h < H; h++) {
       masks[h] = svg->mask_dense;
-      pending[h] = rechecked(svg, &hr[h]);
+      pending[h] = (uint8_t)rechecked(hr, exempt, h);
     }
   }
   double *err = energy ? energy + H * R : NULL, *scratch = err ? err + R : NULL;

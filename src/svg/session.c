@@ -491,6 +491,33 @@ static stsa_status settle_svg2_heads(stsa_svg *svg, int64_t b, const stsa_tensor
   return st;
 }
 
+/* The recheck of batch entry b's heads (recheck.c), but for method svg2's
+ * heads that ran their ladder's first step in a deferred call: their step
+ * was fixed before the call, their bound (at 99.5%) taken on rows that
+ * chose nothing, and their first step met the budget at the layer's last
+ * call, recheck included. A head of method svg2 whose recheck fails is
+ * rechecked at its next call again (stsa_svg2_first_missed). */
+static stsa_status recheck_heads(stsa_svg *svg, int64_t layer, int64_t step, int64_t B,
+                                 int64_t b, int deferred, const stsa_tensor *q,
+                                 const stsa_tensor *k, const stsa_tensor *v,
+                                 const stsa_tensor *out, double budget, head_run *hr,
+                                 auto_climb *climb, stsa_head_kind *kinds) {
+  const int64_t H = svg->cfg.heads;
+  uint8_t *exempt = calloc((size_t)H, 1);
+  if (!exempt)
+    return stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  for (int64_t h = 0; h < H; h++)
+    exempt[h] = deferred && hr[h].budget == STSA_BUDGET_NONE;
+  stsa_status st =
+      stsa_svg_recheck_heads(svg, stsa_svg_row_seed(svg->cfg.seed, layer, step, b), b, q,
+                             k, v, out, budget, exempt, hr, climb, kinds);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++)
+    if (svg->cfg.method == STSA_SVG_METHOD_SVG2 && hr[h].reason == STSA_AUTO_RECHECK)
+      stsa_svg2_first_missed(svg->svg2, layer, B, b, h);
+  free(exempt);
+  return st;
+}
+
 static void report_write(stsa_svg_report *dst, stsa_svg_report *r, int64_t BH,
                          const stsa_head_kind *kinds, const float *mse, int64_t H,
                          const head_run *run, const double *cand) {
@@ -623,8 +650,9 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     double t0 = now_ms();
     st = run_heads(svg, hr, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
-    if (st == STSA_OK && !dense && svg->cfg.method == STSA_SVG_METHOD_SVG2 &&
-        stsa_svg2_deferred(svg->svg2, b)) {
+    const int deferred = !dense && svg->cfg.method == STSA_SVG_METHOD_SVG2 &&
+                         stsa_svg2_deferred(svg->svg2, b);
+    if (st == STSA_OK && deferred) {
       t0 = now_ms();
       st = settle_svg2_heads(svg, b, q, k, v, out, budget, hr);
       profile_ms += now_ms() - t0;
@@ -634,9 +662,8 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
      * climb list is empty: dense) */
     if (st == STSA_OK && !dense && budget > 0 && svg->cfg.method != STSA_SVG_METHOD_SVG) {
       t0 = now_ms();
-      st =
-          stsa_svg_recheck_heads(svg, stsa_svg_row_seed(svg->cfg.seed, layer, step, b), b,
-                                 q, k, v, out, budget, hr, climb + b * H, kinds + b * H);
+      st = recheck_heads(svg, layer, step, B, b, deferred, q, k, v, out, budget, hr,
+                         climb + b * H, kinds + b * H);
       profile_ms += now_ms() - t0;
     }
     for (int64_t h = 0; h < H; h++)

@@ -99,13 +99,13 @@ void stsa_svg_climb_free(auto_climb *climb);
  * bounds. A head whose recheck exceeds the budget climbs: it runs again
  * with its next candidate (climb[h]; SVG2's: none), checked on rows of a
  * further stream, up to a few checks, then dense (reason
- * STSA_AUTO_RECHECK; kinds[h] follows the candidate) (recheck.c). Method
- * svg2's heads on their ladder's first step take none. */
+ * STSA_AUTO_RECHECK; kinds[h] follows the candidate) (recheck.c). A head
+ * with exempt[h] set (NULL: none) takes none. */
 stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                    const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out,
-                                   double budget, head_run *hr, auto_climb *climb,
-                                   stsa_head_kind *kinds);
+                                   double budget, const uint8_t *exempt, head_run *hr,
+                                   auto_climb *climb, stsa_head_kind *kinds);
 
 /* What SVG2's outcome for a head runs (session.c). */
 head_run stsa_svg_svg2_run(const stsa_svg *svg, const stsa_svg2_head *r);

@@ -88,6 +88,11 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
  * then runs twice: planned on its first candidate, then on its ladder's). */
 int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b);
 
+/* Head h of batch entry b (of B) failed the recheck at `layer`'s call: its
+ * first candidate counts as missed, so the layer's next call bounds it
+ * before the run, with its whole ladder, and rechecks it. */
+void stsa_svg2_first_missed(stsa_svg2 *s, int64_t layer, int64_t B, int64_t b, int64_t h);
+
 /* When stsa_svg2_deferred, after the heads' run of batch entry b into out: bounds each
  * head on its drawn rows of out against the dense rows planning kept (the candidate's
  * rows are the call's own: nothing is profiled for them). heads[h].est_error gets each
