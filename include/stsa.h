@@ -885,8 +885,10 @@ typedef enum stsa_auto_reason {
   /* under a budget, the chosen sparse candidate's bound on rows drawn after
    * the choice (independent of it) exceeded the budget: the head ran again
    * with its next denser candidate that met the budget, checked again, or
-   * dense; method svg2's heads take the same recheck and run dense when it
-   * fails (docs/architecture.md, "Method auto's recheck") */
+   * dense; method svg2's heads take the same recheck (but for a head on its
+   * first step in a warm call whose heads all met it at the layer's last
+   * call) and run dense when it fails (docs/architecture.md, "Method auto's
+   * recheck") */
   STSA_AUTO_RECHECK = 5,
   STSA_AUTO_REASON_COUNT_
 } stsa_auto_reason;

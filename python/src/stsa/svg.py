@@ -91,7 +91,9 @@ class SVGInfo:
     budget, the chosen sparse candidate's bound on rows drawn after the
     choice exceeded it: the head ran again with its next denser candidate
     that met the budget, checked again, or dense; svg2's heads take the
-    same recheck and run dense when it fails), "method" (not auto);
+    same recheck, but for a head on its first step in a warm call whose
+    heads all met it at the layer's last call, and run dense when it
+    fails), "method" (not auto);
     cand_density, cand_bound (float32 [B, H, 4], candidates in the order of
     stsa.AUTO_CANDIDATES): each candidate's kept fraction and error bound,
     NaN where not evaluated."""
