@@ -449,9 +449,9 @@ static void test_settle(void) {
   stsa_svg_free(aut);
   for (int64_t h = 0; h < H; h++) {
     const float profiled = cand[h * STSA_AUTO_CANDIDATE_COUNT_ + STSA_AUTO_SVG2];
-    /* the same squares at z = 2.576 (svg2, whose first candidate takes no
-     * recheck) against 2.326 (auto): wider, by the few percent the
-     * variance term adds (2.4-2.6% on these heads) */
+    /* the same squares at z = 2.576 (svg2's first step under a budget)
+     * against 2.326 (auto): wider, by the few percent the variance term
+     * adds (2.4-2.6% on these heads) */
     CHECK(action[h] == STSA_BUDGET_NONE && profiled > 0 && est[h] > profiled &&
               est[h] <= 1.06f * profiled,
           "head %lld: bound %.6g on the call's rows, %.6g profiled (action %d)",

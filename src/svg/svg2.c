@@ -176,9 +176,6 @@ stsa_svg2_env stsa_svg2_call_env(const stsa_svg2_env *session_env) {
   return run_env;
 }
 
-/* The heads whose first candidate missed the budget at the layer's last
- * call (ladder[H]); NULL on a cold call, without a budget, or without the
- * buffer. */
 void stsa_svg2_first_missed(stsa_svg2 *s, int64_t layer, int64_t B, int64_t b,
                             int64_t h) {
   layer_state *ls = stsa_svg2_layer_for(s, layer, B);
@@ -186,6 +183,9 @@ void stsa_svg2_first_missed(stsa_svg2 *s, int64_t layer, int64_t B, int64_t b,
     ls->first_met[b * s->H + h] = 0;
 }
 
+/* The heads whose first candidate missed the budget at the layer's last
+ * call (ladder[H]); NULL on a cold call, without a budget, or without the
+ * buffer. */
 static const uint8_t *missed_last(const layer_state *ls, int warm, double budget,
                                   int64_t b, int64_t H, uint8_t *ladder) {
   if (!warm || !(budget > 0) || !ladder)

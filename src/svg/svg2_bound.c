@@ -66,7 +66,8 @@ STSA_PER_ISA static void dropped_logit(const stsa_svg2 *s, const call_work *w,
 /* own[L]: how many of head h's n ladder candidates drop, for a video
  * query's cluster, the key cluster of its own key (a local head loses its
  * nearest keys there). The candidates keep ever more key clusters, so a
- * query the candidate i drops it for is dropped it by 0 .. i - 1 too. */
+ * query whose own key's cluster candidate i drops loses it to candidates
+ * 0 .. i - 1 too. */
 static void own_key_dropped(const stsa_svg2 *s, const call_work *w, const stsa_geo *geo,
                             int64_t h, int n, uint8_t *own) {
   const int32_t *ql = w->q_label + h * w->N + geo->v0,
@@ -86,11 +87,12 @@ static void own_key_dropped(const stsa_svg2 *s, const call_work *w, const stsa_g
  * for, for the least c where they are at most R / 4, are read whole (a
  * stratum of one each: counted exactly, no sampling error); the others
  * that lose it (to candidates before c) are split off as their own halves
- * of the geometric strata. A head that climbs to candidate c is bounded on
- * rows that hold every query that loses its own key there: on a head from
- * outside the repository whose error sat 85% in one position of each of 6
- * frames, reading only the first candidate's census left the second
- * candidate's bound and its recheck at 0.043 against a true 0.088. */
+ * of the geometric strata. So the few queries a later candidate still
+ * drops their own key for are read whole when the first candidate's are
+ * too many: on a head from outside the repository whose error sat 85% in
+ * one position of each of 6 frames, reading only the first candidate's
+ * census left the second candidate's bound and its recheck at 0.043
+ * against a true 0.088. */
 int64_t stsa_svg2_own_key_strata(const double *lean, const uint8_t *own, int n, int64_t L,
                                  int64_t R, int64_t G, int32_t *label, int64_t *size,
                                  uint8_t *split) {
@@ -184,11 +186,12 @@ static double candidate_bound(const call_work *w, int64_t h, const double *err,
 }
 
 /* The z of a head's first candidate's bound. Method svg2 under a budget
- * runs that candidate when its bound meets the budget without a recheck:
- * nothing was chosen on the rows it was taken on, so it is an ordinary
- * bound, at 99.5%; the other 0.5% is the recheck's, which a head that
- * climbs its ladder takes (recheck.c; docs/architecture.md, "Method auto's
- * recheck"). Method auto rechecks every choice: 99%. */
+ * runs that candidate without a recheck in a deferred call (session.c,
+ * recheck_heads) when its bound meets the budget: nothing was chosen on
+ * the rows it was taken on, so it is an ordinary bound, at 99.5%; the
+ * other 0.5% is the recheck's, which a head that climbs its ladder takes
+ * (docs/architecture.md, "Method auto's recheck"). Method auto rechecks
+ * every choice: 99%. */
 static double first_z(const stsa_svg2_env *env, double budget) {
   return budget > 0 && !env->estimate ? STSA_BOUND_Z_HALF : STSA_BOUND_Z;
 }

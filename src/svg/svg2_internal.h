@@ -166,8 +166,8 @@ int64_t stsa_svg2_own_key_strata(const double *lean, const uint8_t *own, int n, 
 
 /* Head h's mask of candidate i (w->mask[(1 + i) H + h], from its keep map
  * OR the text rules), built where it is first needed: a call whose heads
- * reuse their plans and climb no ladder builds none (three a head took
- * about 0.3 ms a Wan-480p head). Failures go to err. */
+ * reuse their plans and climb no ladder builds none (the ladder's three
+ * took about 0.3 ms a Wan-480p head each call). Failures go to err. */
 stsa_status stsa_svg2_candidate_mask(const stsa_svg2 *s, const stsa_geometry *g,
                                      const call_work *w, int64_t h, int i,
                                      stsa_errbuf *err);
