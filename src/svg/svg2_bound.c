@@ -72,11 +72,10 @@ static void own_key_dropped(const stsa_svg2 *s, const call_work *w, const stsa_g
                             int64_t h, int n, uint8_t *own) {
   const int32_t *ql = w->q_label + h * w->N + geo->v0,
                 *kl = w->k_label + h * w->N + geo->v0;
-  memset(own, 0, (size_t)s->L);
-  for (int c = 0; c < n; c++) {
+  for (int c = 0; c < n; c++) { /* n >= 1: the first candidate sets own */
     const uint8_t *keep = stsa_svg2_keep_of(w, h, c);
     for (int64_t i = 0; i < s->L; i++)
-      own[i] += !keep[ql[i] * s->KC + kl[i]];
+      own[i] = (uint8_t)((c ? own[i] : 0) + !keep[ql[i] * s->KC + kl[i]]);
   }
 }
 
