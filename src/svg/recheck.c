@@ -54,14 +54,13 @@ static int64_t recheck_count(const stsa_geometry *g, int64_t sample_rows, int mr
 
 /* Check `check`'s rows: one in each of R equal runs of the video, from a
  * stream of the call's row_seed of the check's own, the same for every
- * head (rows[0 .. R) copied to rows + h * stride, h < H: the pass takes
- * each head's rows). */
+ * head (rows[H][R]: the pass takes each head's rows). */
 static void draw_rows(const stsa_geometry *g, int64_t R, uint64_t row_seed, int check,
-                      int64_t H, int64_t stride, int64_t *rows) {
+                      int64_t H, int64_t *rows) {
   stsa_svg_sample_rows(g, R, stsa_hash_mix(row_seed, RECHECK_SEED + (uint64_t)check), 0,
                        0, 0, rows);
   for (int64_t h = 1; h < H; h++)
-    memcpy(rows + h * stride, rows, sizeof(int64_t) * (size_t)R);
+    memcpy(rows + h * R, rows, sizeof(int64_t) * (size_t)R);
 }
 
 void stsa_svg_climb_free(auto_climb *climb) {
@@ -135,7 +134,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
       break;
     /* one row in each of R equal runs of the video, every head the same
      * rows */
-    draw_rows(g, R, row_seed, check, H, R, rows);
+    draw_rows(g, R, row_seed, check, H, rows);
     st = stsa_svg_profile_dense_rows(svg->ctx, g, masks, rows, R, pending, q, k, v, b,
                                      dense, energy);
     for (int64_t h = 0; st == STSA_OK && h < H; h++) {

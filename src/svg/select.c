@@ -97,6 +97,8 @@ static int rule_met(const stsa_select_args *a, int64_t t, double mass, int64_t k
 int stsa_select_keep_rules(const stsa_select_args *a, int n, const double *prob,
                            uint8_t *const *keep) {
   const int64_t QC = a->q_clusters, KC = a->kv_clusters;
+  if (n < 1 || n > STSA_SELECT_RULES_MAX) /* done[] below holds that many */
+    return -1;
   ranked *r = malloc(sizeof *r * (size_t)KC);
   if (!r)
     return -1;

@@ -34,12 +34,13 @@ int stsa_select_probs(const stsa_select_args *a, double *prob);
  * probabilities; 0 on success, -1 when out of memory. */
 int stsa_select_keep(const stsa_select_args *a, const double *prob, uint8_t *keep);
 
-/* stsa_select_keep for n rules a[0 .. n) at once (n <= STSA_SELECT_RULES_MAX)
- * that differ only in top_p, key_budget and min_keep (a[0]'s clusters and
- * kv_sizes are every rule's): keep[c] gets rule c's pairs, bitwise what
- * stsa_select_keep gives it, from one ranking of each query cluster's key
- * clusters (the rules take prefixes of the same order). SVG2's budget
- * ladder: one ranking where three took 0.8-1.3 ms each a Wan-480p head. */
+/* stsa_select_keep for n rules a[0 .. n) at once that differ only in
+ * top_p, key_budget and min_keep (a[0]'s clusters and kv_sizes are every
+ * rule's): keep[c] gets rule c's pairs, bitwise what stsa_select_keep
+ * gives it, from one ranking of each query cluster's key clusters (the
+ * rules take prefixes of the same order); -1 when out of memory or n is
+ * not 1 .. STSA_SELECT_RULES_MAX. SVG2's budget ladder: one ranking where
+ * three took 0.8-1.3 ms each a Wan-480p head. */
 enum { STSA_SELECT_RULES_MAX = 8 };
 int stsa_select_keep_rules(const stsa_select_args *a, int n, const double *prob,
                            uint8_t *const *keep);
