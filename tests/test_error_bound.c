@@ -141,13 +141,16 @@ static void test_strata_draw(void) {
 
 /* The rows a call draws follow its density. */
 static void test_call_rows(void) {
-  /* 2% of a call at density 0.1 over 32,760 tokens: 66 rows; at least the
-   * sampled rows, at most the session's, even */
-  EXPECT(stsa_strata_call_rows(260, 64, 0.1, 32760) == 66);
+  /* 1.5% of a call at density 0.1 over 75,600 tokens (Wan 720p): 114 rows;
+   * at least the sampled rows (Wan 480p's 32,760 at 0.1: 50 of them), at
+   * most the session's, even */
+  EXPECT(stsa_strata_call_rows(600, 64, 0.1, 75600) == 114);
+  EXPECT(stsa_strata_call_rows(260, 64, 0.1, 32760) == 64);
   EXPECT(stsa_strata_call_rows(260, 64, 0.01, 32760) == 64);
   EXPECT(stsa_strata_call_rows(260, 64, 1.0, 32760) == 260);
   EXPECT(stsa_strata_call_rows(260, 1, 0.0, 32760) == 2);
-  EXPECT(stsa_strata_call_rows(260, 64, 0.105, 32760) == 70);
+  EXPECT(stsa_strata_call_rows(600, 64, 0.105, 75600) == 120);
+  EXPECT(stsa_strata_call_rows(600, 1, 0.1, 32760) == 50);
 }
 
 /* Geometric strata: labels in range, sizes their members, the largest
@@ -415,6 +418,89 @@ static void test_session(int method, stsa_head_kind kind) {
   small_dump_free(&d);
 }
 
+/* A copy of t in dtype. */
+static stsa_tensor cast_tensor(const stsa_tensor *t, stsa_dtype dtype) {
+  const int64_t *n = t->shape;
+  stsa_tensor c = tu_sentinel_tensor(dtype, TU_BSHD, n[0], n[1], n[2], n[3]);
+  for (int64_t s = 0; s < n[1]; s++)
+    for (int64_t h = 0; h < n[2]; h++)
+      for (int64_t j = 0; j < n[3]; j++)
+        tu_store(c.data, dtype, tu_offset(&c, 0, s, h, j),
+                 tu_load(t->data, t->dtype, tu_offset(t, 0, s, h, j)));
+  return c;
+}
+
+/* A warm call reads its queries' leans while k-means gathers q
+ * (svg2_cluster.c): for a bf16 q, head h's query i leans min(0, at[c] +
+ * q_i . tilt[c]) under the layer's last tilt (tilt_valid) at the query's
+ * last label c; a head without a last tilt, a cold call, and an f32 q that
+ * k-means reads in place leave them to the draw (lean_ready 0). */
+static void test_gather_leans(void) {
+  const stsa_geometry g = {3, 6, 8, 0, 0, STSA_TEXT_NONE};
+  enum { H = 2, D = 64 };
+  small_dump d = small_dump_make(&g, H, D, STSA_HEAD_SEMANTIC, 77);
+  stsa_svg_config cfg = STSA_INIT(stsa_svg_config);
+  cfg.geometry = g;
+  cfg.heads = H;
+  cfg.head_dim = D;
+  cfg.sample_rows = 16;
+  stsa_svg2 *s = NULL;
+  CHECK_STATUS(stsa_svg2_create(&cfg, &s), STSA_OK);
+  stsa_geo geo;
+  stsa_geo_init(&geo, &g);
+  const int64_t L = s->L, QC = s->QC;
+  uint64_t rng = 5;
+  for (int bf16 = 0; bf16 < 2; bf16++) {
+    stsa_tensor q = cast_tensor(&d.q, bf16 ? STSA_BF16 : STSA_F32),
+                k = cast_tensor(&d.k, bf16 ? STSA_BF16 : STSA_F32);
+    call_work w;
+    EXPECT(stsa_svg2_work_alloc(&w, s, L, 2) == 0);
+    w.lean = malloc(sizeof(double) * (size_t)(H * L));
+    w.lean_ready = calloc(H, 1);
+    layer_state *ls = stsa_svg2_layer_for(s, bf16, 1);
+    ls->tilt = malloc(sizeof(float) * (size_t)(H * QC * D));
+    ls->tilt_at = malloc(sizeof(double) * (size_t)(H * QC));
+    ls->tilt_valid = calloc(H, 1);
+    for (int64_t i = 0; i < H * QC * D; i++)
+      ls->tilt[i] = (float)(uniform(&rng) - 0.5);
+    for (int64_t i = 0; i < H * QC; i++)
+      ls->tilt_at[i] = 4 * uniform(&rng) - 3; /* some queries lean past 0 */
+    ls->tilt_valid[0] = 1;                    /* head 1 has no last tilt */
+    CHECK_STATUS(
+        stsa_svg2_cluster_heads(d.ctx, s, &cfg, &w, &geo, &q, &k, 0, ls, 0, bf16, 0),
+        STSA_OK);
+    EXPECT(!w.lean_ready[0] && !w.lean_ready[1]); /* cold */
+    int32_t *last = malloc(sizeof(int32_t) * (size_t)L);
+    memcpy(last, ls->lq, sizeof(int32_t) * (size_t)L);
+    CHECK_STATUS(
+        stsa_svg2_cluster_heads(d.ctx, s, &cfg, &w, &geo, &q, &k, 0, ls, 1, bf16, 0),
+        STSA_OK);
+    CHECK(w.lean_ready[0] == bf16 && !w.lean_ready[1], "bf16 %d: leant %d %d", bf16,
+          w.lean_ready[0], w.lean_ready[1]);
+    double worst = 0;
+    int past = 0;
+    for (int64_t i = 0; bf16 && i < L; i++) {
+      const int32_t c = last[i];
+      double z = ls->tilt_at[c];
+      for (int64_t j = 0; j < D; j++)
+        z += tu_load(q.data, q.dtype, tu_offset(&q, 0, i, 0, j)) *
+             (double)ls->tilt[c * D + j];
+      past += z > 0;
+      const double want = z < 0 ? z : 0, e = fabs(w.lean[i] - want);
+      worst = e > worst ? e : worst;
+    }
+    CHECK(worst < 1e-4 && (!bf16 || (past > 0 && past < L)),
+          "bf16 %d: leans off by %.3g (%d of %lld past 0)", bf16, worst, past,
+          (long long)L);
+    free(last);
+    stsa_svg2_work_free(&w);
+    tu_free_tensor(&q);
+    tu_free_tensor(&k);
+  }
+  stsa_svg2_free(s);
+  small_dump_free(&d);
+}
+
 /* SVG2 under a budget bounds each head on the call's own output rows, after
  * the run (svg2.h, stsa_svg2_settle):
  *  - the bound is the one the profiling pass takes of the same candidate on
@@ -581,6 +667,7 @@ int main(void) {
   test_session(STSA_SVG_METHOD_SVG, STSA_HEAD_SEMANTIC);
   test_session(STSA_SVG_METHOD_SVG2, STSA_HEAD_TEMPORAL);
   test_settle();
+  test_gather_leans();
   test_svg_levels(STSA_HEAD_SPATIAL);
   test_svg_levels(STSA_HEAD_TEMPORAL);
   test_no_level_keeps_everything();

@@ -4,8 +4,8 @@
  *   1. gather the video queries and keys (f32) and run k-means on each:
  *      k-means++ and cfg.kmeans_iters_cold iterations on a layer's first
  *      call, cfg.kmeans_iters_warm from that layer's previous centroids after
- *      (svg2_cluster.c; the layer's centroids, labels and plans are kept in
- *      the layer store, svg2_layers.c);
+ *      (svg2_cluster.c; the layer's centroids, labels, plans and the tilts
+ *      of step 3's strata are kept in the layer store, svg2_layers.c);
  *   2. score the centroid pairs (select.h) and keep, per query cluster, the
  *      key clusters of the top-p (or key-budget) rule, and of the larger
  *      candidates of the ladder under a budget (svg2_select.c);
@@ -183,6 +183,41 @@ void stsa_svg2_first_missed(stsa_svg2 *s, int64_t layer, int64_t B, int64_t b,
     ls->first_met[b * s->H + h] = 0;
 }
 
+/* The layer's store of its last tilt (layer_state), at the first call that
+ * bounds; 0, or -1 out of memory. */
+static int keep_tilt_alloc(const stsa_svg2 *s, layer_state *ls) {
+  if (ls->tilt)
+    return 0;
+  const size_t heads = (size_t)(ls->B * s->H);
+  ls->tilt = malloc(sizeof(float) * heads * (size_t)(s->QC * s->D));
+  ls->tilt_at = malloc(sizeof(double) * heads * (size_t)s->QC);
+  ls->tilt_valid = calloc(heads, 1);
+  if (ls->tilt && ls->tilt_at && ls->tilt_valid)
+    return 0;
+  free(ls->tilt);
+  free(ls->tilt_at);
+  free(ls->tilt_valid);
+  ls->tilt = NULL;
+  ls->tilt_at = NULL;
+  ls->tilt_valid = NULL;
+  return -1;
+}
+
+/* Keeps batch entry b's tilts of w (NULL: the call has none) for the
+ * layer's next call. */
+static void keep_tilt(const stsa_svg2 *s, layer_state *ls, int64_t b,
+                      const call_work *w) {
+  if (!ls->tilt)
+    return;
+  const int64_t H = s->H, QD = s->QC * s->D;
+  for (int64_t h = 0; h < H; h++)
+    ls->tilt_valid[b * H + h] = w != NULL;
+  if (!w)
+    return;
+  memcpy(ls->tilt + b * H * QD, w->q_tilt, sizeof(float) * (size_t)(H * QD));
+  memcpy(ls->tilt_at + b * H * s->QC, w->q_tilt_at, sizeof(double) * (size_t)(H * s->QC));
+}
+
 /* The heads whose first candidate missed the budget at the layer's last
  * call (ladder[H]); NULL on a cold call, without a budget, or without the
  * buffer. */
@@ -231,7 +266,10 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   if (st == STSA_OK && bounds) { /* what the strata are drawn by */
     w.q_tilt = malloc(sizeof(float) * (size_t)(H * s->QC * s->D));
     w.q_tilt_at = malloc(sizeof(double) * (size_t)(H * s->QC));
-    if (!w.q_tilt || !w.q_tilt_at)
+    w.lean = malloc(sizeof(double) * (size_t)(H * s->L));
+    w.lean_ready = calloc((size_t)H, 1);
+    if (!w.q_tilt || !w.q_tilt_at || !w.lean || !w.lean_ready ||
+        keep_tilt_alloc(s, ls) != 0)
       st = stsa_fail(&ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   }
   if (st == STSA_OK) {
@@ -254,6 +292,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
           w.prob + (size_t)omp_get_thread_num() * (size_t)w.QK, &w.job_err[h]);
     st = stsa_svg2_first_failure(ctx, &w, H);
   }
+  keep_tilt(s, ls, b, bounds && st == STSA_OK ? &w : NULL);
   /* Under a budget, every head's candidates in one pass over the heads' K/V.
    * Without one nothing needs the estimate (SVG2 itself does not profile)
    * unless method auto asks for it: the pass is skipped, and the report

@@ -42,7 +42,9 @@ static void cluster_order(const call_work *w, int64_t h, int64_t QC, int32_t *or
  * The mass is 1 / (1 + e^-z) for a logit z, whose log is min(z, 0) within
  * log 2 (within 5% of z for a mass of a tenth or less): no transcendental a
  * query, and the few queries that lose most of their mass (z > 0) do not
- * stretch the strata's scale. */
+ * stretch the strata's scale. A warm call whose k-means gathered q read
+ * them there under the layer's last tilts instead (svg2_cluster.c,
+ * lean_rows; call_work's lean). */
 STSA_PER_ISA static void dropped_logit(const stsa_svg2 *s, const call_work *w,
                                        const stsa_kernels *kern, int64_t b,
                                        const stsa_tensor *q, const stsa_geo *geo,
@@ -129,9 +131,9 @@ int64_t stsa_svg2_own_key_strata(const double *lean, const uint8_t *own, int n, 
  * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
  * attention at the heads' mean planned density (the same count for every
  * head: one pass profiles them), drawn per head from geometric strata of
- * each query's estimated dropped mass (stsa_strata_geometric), the queries
- * whose selection drops their own key's cluster read whole or split off
- * (stsa_svg2_own_key_strata). */
+ * each query's estimated dropped mass (stsa_strata_geometric; dropped_logit's,
+ * or the gather's in w->lean), the queries whose selection drops their own
+ * key's cluster read whole or split off (stsa_svg2_own_key_strata). */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
                                 const stsa_svg2_env *env, int64_t b, int n,
                                 const stsa_tensor *q, call_work *w) {
@@ -154,11 +156,14 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
     stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
                        w->row_pop + h * w->pop_stride, 0};
     int failed = !lean || !label || !size || !row || !own;
+    const int leant = w->lean_ready && w->lean_ready[h];
     if (!failed) {
-      dropped_logit(s, w, &ctx->run->kern, b, q, &geo, h, row, lean);
+      if (!leant)
+        dropped_logit(s, w, &ctx->run->kern, b, q, &geo, h, row, lean);
       own_key_dropped(s, w, &geo, h, n, own);
       const int64_t strata =
-          stsa_svg2_own_key_strata(lean, own, n, s->L, w->R, G, label, size, own + s->L);
+          stsa_svg2_own_key_strata(leant ? w->lean + h * s->L : lean, own, n, s->L, w->R,
+                                   G, label, size, own + s->L);
       failed = stsa_strata_draw(label, s->L, geo.v0, strata, size, w->R,
                                 stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
     }

@@ -1,16 +1,19 @@
 /*
  * svg2_cluster.c — step 1 of an svg2 call: every head's video queries and
  * keys, gathered as f32 where needed, clustered by k-means (warm from the
- * layer's centroids).
+ * layer's centroids); a warm call that bounds its heads reads its queries'
+ * estimated dropped masses in the gather of q (step 3's strata).
  */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/context.h"
+#include "core/per_isa.h"
 #include "core/tensor.h"
 #include "kernel/dispatch.h"
 #include "svg/kmeans.h"
+#include "svg/lanes.h"
 #include "svg/svg2_internal.h"
 
 #define DEFAULT_ITERS_COLD 50
@@ -24,14 +27,38 @@ static int needs_gather(const stsa_tensor *t, int64_t D) {
   return !(t->dtype == STSA_F32 && t->stride[3] == 1 && t->stride[1] >= D);
 }
 
+/* A head's queries' leans from the layer's last tilt (layer_state): the
+ * log of each query's estimated dropped mass, at most 0, under the last
+ * call's first candidate and labels (svg2_bound.c, dropped_logit, takes
+ * this call's). */
+typedef struct last_tilt {
+  const float *tilt;    /* [QC][D] */
+  const double *at;     /* [QC] */
+  const int32_t *label; /* [L] the last call's query labels */
+  double *lean;         /* [L] out */
+} last_tilt;
+
+/* lean[i0 .. i0 + n) of t from the rows x[n][D]. */
+STSA_PER_ISA static void lean_rows(const last_tilt *t, const float *x, int64_t i0,
+                                   int64_t n, int64_t D) {
+  for (int64_t i = 0; i < n; i++) {
+    const int32_t c = t->label[i0 + i];
+    const double z = t->at[c] + (double)lanes_dot(x + i * D, t->tilt + (int64_t)c * D, D);
+    t->lean[i0 + i] = z < 0 ? z : 0;
+  }
+}
+
 /* The video rows of head h of batch entry b as k-means input: the tensor's
  * own rows where possible, else a gathered f32 copy [L][D] in `buf`,
  * converted by kern's load_row (the generic conversion, a row at a time
  * without prefetch, took about 2 ms of one core for a head's q or K at Wan
- * 480p on bf16). */
+ * 480p on bf16). With lean (or NULL), a gathered q's leans too, each few
+ * rows while they sit in L1: a pass of their own over a bf16 q took a
+ * Wan-480p head 0.65 ms, what reading q from memory costs. 1 in *leant
+ * when they were. */
 static const float *video_rows(const stsa_kernels *kern, const stsa_tensor *t, int64_t b,
                                int64_t h, const stsa_geo *geo, int64_t D, float *buf,
-                               int64_t *ld) {
+                               const last_tilt *lean, int64_t *ld, uint8_t *leant) {
   if (!needs_gather(t, D)) {
     *ld = t->stride[1];
     return stsa_tensor_row(t, b, geo->v0, h);
@@ -41,7 +68,12 @@ static const float *video_rows(const stsa_kernels *kern, const stsa_tensor *t, i
       stsa_tensor_prefetch_rows(t, b, geo->v0 + i + STSA_ROWS_AHEAD, STSA_ROWS_AHEAD, h);
     kern->load_row(stsa_tensor_row(t, b, geo->v0 + i, h), (int)t->dtype, t->stride[3], D,
                    buf + i * D);
+    if (lean && ((i + 1) % STSA_ROWS_AHEAD == 0 || i + 1 == geo->L)) {
+      const int64_t i0 = i / STSA_ROWS_AHEAD * STSA_ROWS_AHEAD;
+      lean_rows(lean, buf + i0 * D, i0, i + 1 - i0, D);
+    }
   }
+  *leant = lean != NULL;
   *ld = D;
   return buf;
 }
@@ -92,7 +124,16 @@ stsa_status stsa_svg2_cluster_heads(stsa_ctx *ctx, stsa_svg2 *s,
     const int slot_of_thread = side_by_side ? omp_get_thread_num() : 0;
     float *buf = gathers ? w->xbuf + (int64_t)slot_of_thread * L * D : NULL;
     int64_t ld = 0;
-    const float *x = video_rows(&ctx->run->kern, t, b, h, geo, D, buf, &ld);
+    /* a warm call's queries' leans from the layer's last tilt of the head */
+    const last_tilt tilt = {ls->tilt ? ls->tilt + slot * s->QC * D : NULL,
+                            ls->tilt ? ls->tilt_at + slot * s->QC : NULL,
+                            ls->lq + slot * L, w->lean ? w->lean + h * L : NULL};
+    const int leans = !keys && warm && w->lean && ls->tilt && ls->tilt_valid[slot];
+    uint8_t leant = 0;
+    const float *x = video_rows(&ctx->run->kern, t, b, h, geo, D, buf,
+                                leans ? &tilt : NULL, &ld, &leant);
+    if (!keys && w->lean_ready)
+      w->lean_ready[h] = leant;
     uint64_t seed = cfg->seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
                     ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
     if (keys)

@@ -36,6 +36,14 @@ typedef struct layer_state {
    * call under one. A batch entry whose heads all did defers its bound to
    * its output (stsa_svg2_settle): a head that then misses runs twice. */
   uint8_t *first_met;
+  /* [B*H][QC][D], [B*H][QC] and [B*H], allocated by the first call that
+   * bounds: the tilt of each query cluster's dropped mass (call_work's
+   * q_tilt) at the layer's last call, tilt_valid[i] 1 where that call
+   * bounded head i. A warm call reads its queries' leans from them while
+   * k-means gathers q (svg2_cluster.c), not in a pass over q of its own. */
+  float *tilt;
+  double *tilt_at;
+  uint8_t *tilt_valid;
 } layer_state;
 
 struct stsa_svg2 {
@@ -86,6 +94,11 @@ typedef struct call_work {
                   * error: the logit of the mass a query's selection
                   * drops is q_tilt_at + q . q_tilt (svg2_select.c) */
   double *q_tilt_at;
+  /* [H][L] and [H], when the call bounds its heads: each video query's lean
+   * (svg2_bound.c, dropped_logit) where k-means' gather of q read it from
+   * the layer's last tilt (lean_ready[h] = 1), else computed by the draw */
+  double *lean;
+  uint8_t *lean_ready;
   double *q_drop;   /* [H][QC] the mass each query cluster's selection drops */
   double *planned;  /* [H] the first candidate's density (video pairs) */
   stsa_mask **mask; /* [(1 + STSA_SVG2_LADDER_MAX) * H]: dense, then the candidates */

@@ -20,6 +20,9 @@ static void layer_clear(layer_state *ls, int64_t H) {
   free(ls->kc);
   free(ls->lq);
   free(ls->lk);
+  free(ls->tilt);
+  free(ls->tilt_at);
+  free(ls->tilt_valid);
   *ls = (layer_state){.layer = ls->layer};
 }
 

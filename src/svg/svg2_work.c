@@ -26,6 +26,8 @@ void stsa_svg2_work_free(call_work *w) {
   free(w->groups);
   free(w->q_tilt);
   free(w->q_tilt_at);
+  free(w->lean);
+  free(w->lean_ready);
   free(w->q_drop);
   free(w->planned);
 }
