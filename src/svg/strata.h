@@ -25,8 +25,7 @@ int64_t stsa_strata_rows(int64_t sample_rows, int64_t q_clusters, int64_t L,
 /* The share of a call's attention work the bound's dense rows may take:
  * R rows against all L keys are R x L pairs, the call's attention at
  * density d about d x L x L of them. 2% until 7 December 2026: 78 rows a
- * head at Wan 480p, now 64 (sample_rows), which took the budget's cost of
- * a warm bf16 call from 3.5% to 3.3% of it in profiling (docs/benchmarks.md,
+ * head at Wan 480p, now 64 (sample_rows, the floor there; docs/benchmarks.md,
  * "SVG2's leans read in k-means' gather"). */
 #define STSA_BOUND_ROW_SHARE 0.015
 
