@@ -131,9 +131,10 @@ int64_t stsa_svg2_own_key_strata(const double *lean, const uint8_t *own, int n, 
  * as keep their dense rows near STSA_BOUND_ROW_SHARE of the call's
  * attention at the heads' mean planned density (the same count for every
  * head: one pass profiles them), drawn per head from geometric strata of
- * each query's estimated dropped mass (stsa_strata_geometric; dropped_logit's,
- * or the gather's in w->lean), the queries whose selection drops their own
- * key's cluster read whole or split off (stsa_svg2_own_key_strata). */
+ * each query's estimated dropped mass (stsa_strata_geometric) in w->lean
+ * (the gather's, else dropped_logit's here), the queries whose selection
+ * drops their own key's cluster read whole or split off
+ * (stsa_svg2_own_key_strata). */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
                                 const stsa_svg2_env *env, int64_t b, int n,
                                 const stsa_tensor *q, call_work *w) {
@@ -148,22 +149,20 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
   stsa_geo_init(&geo, &env->cfg->geometry);
 #pragma omp parallel for num_threads(w->plan_threads) schedule(dynamic, 1)
   for (int64_t h = 0; h < s->H; h++) {
-    double *lean = malloc(sizeof(double) * (size_t)s->L);
+    double *lean = w->lean + h * s->L; /* the gather's, or dropped_logit's */
     int32_t *label = malloc(sizeof(int32_t) * (size_t)s->L);
     int64_t *size = malloc(sizeof(int64_t) * (size_t)(2 * G + 1)); /* G = 1: 3 */
     uint8_t *own = malloc(2 * (size_t)s->L); /* and own_key_strata's split */
     float *row = malloc(sizeof(float) * (size_t)s->D);
     stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
                        w->row_pop + h * w->pop_stride, 0};
-    int failed = !lean || !label || !size || !row || !own;
-    const int leant = w->lean_ready && w->lean_ready[h];
+    int failed = !label || !size || !row || !own;
     if (!failed) {
-      if (!leant)
+      if (!w->lean_ready[h])
         dropped_logit(s, w, &ctx->run->kern, b, q, &geo, h, row, lean);
       own_key_dropped(s, w, &geo, h, n, own);
       const int64_t strata =
-          stsa_svg2_own_key_strata(leant ? w->lean + h * s->L : lean, own, n, s->L, w->R,
-                                   G, label, size, own + s->L);
+          stsa_svg2_own_key_strata(lean, own, n, s->L, w->R, G, label, size, own + s->L);
       failed = stsa_strata_draw(label, s->L, geo.v0, strata, size, w->R,
                                 stsa_hash_mix(w->row_seed, (uint64_t)h), &got) != 0;
     }
@@ -171,7 +170,6 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
     if (failed)
       stsa_fail(&w->job_err[h], STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
     w->groups[h] = got.groups;
-    free(lean);
     free(label);
     free(size);
     free(row);

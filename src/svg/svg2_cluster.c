@@ -52,13 +52,12 @@ STSA_PER_ISA static void lean_rows(const last_tilt *t, const float *x, int64_t i
  * own rows where possible, else a gathered f32 copy [L][D] in `buf`,
  * converted by kern's load_row (the generic conversion, a row at a time
  * without prefetch, took about 2 ms of one core for a head's q or K at Wan
- * 480p on bf16). With lean (or NULL), a gathered q's leans too, each few
- * rows while they sit in L1: a pass of their own over a bf16 q took a
- * Wan-480p head 0.65 ms, what reading q from memory costs. 1 in *leant
- * when they were. */
+ * 480p on bf16). With lean (or NULL; t must then need the gather), q's
+ * leans too, each few rows while they sit in L1: a pass of their own over
+ * a bf16 q took a Wan-480p head 0.65 ms, what reading q from memory costs. */
 static const float *video_rows(const stsa_kernels *kern, const stsa_tensor *t, int64_t b,
                                int64_t h, const stsa_geo *geo, int64_t D, float *buf,
-                               const last_tilt *lean, int64_t *ld, uint8_t *leant) {
+                               const last_tilt *lean, int64_t *ld) {
   if (!needs_gather(t, D)) {
     *ld = t->stride[1];
     return stsa_tensor_row(t, b, geo->v0, h);
@@ -73,7 +72,6 @@ static const float *video_rows(const stsa_kernels *kern, const stsa_tensor *t, i
       lean_rows(lean, buf + i0 * D, i0, i + 1 - i0, D);
     }
   }
-  *leant = lean != NULL;
   *ld = D;
   return buf;
 }
@@ -124,16 +122,18 @@ stsa_status stsa_svg2_cluster_heads(stsa_ctx *ctx, stsa_svg2 *s,
     const int slot_of_thread = side_by_side ? omp_get_thread_num() : 0;
     float *buf = gathers ? w->xbuf + (int64_t)slot_of_thread * L * D : NULL;
     int64_t ld = 0;
-    /* a warm call's queries' leans from the layer's last tilt of the head */
-    const last_tilt tilt = {ls->tilt ? ls->tilt + slot * s->QC * D : NULL,
-                            ls->tilt ? ls->tilt_at + slot * s->QC : NULL,
-                            ls->lq + slot * L, w->lean ? w->lean + h * L : NULL};
-    const int leans = !keys && warm && w->lean && ls->tilt && ls->tilt_valid[slot];
-    uint8_t leant = 0;
-    const float *x = video_rows(&ctx->run->kern, t, b, h, geo, D, buf,
-                                leans ? &tilt : NULL, &ld, &leant);
+    /* a warm call's queries' leans from the layer's last tilt of the head,
+     * where k-means gathers q */
+    const int leans = !keys && warm && w->lean && ls->tilt && ls->tilt_valid[slot] &&
+                      needs_gather(t, D);
+    last_tilt tilt = {0};
+    if (leans)
+      tilt = (last_tilt){ls->tilt + slot * s->QC * D, ls->tilt_at + slot * s->QC,
+                         ls->lq + slot * L, w->lean + h * L};
+    const float *x =
+        video_rows(&ctx->run->kern, t, b, h, geo, D, buf, leans ? &tilt : NULL, &ld);
     if (!keys && w->lean_ready)
-      w->lean_ready[h] = leant;
+      w->lean_ready[h] = (uint8_t)leans;
     uint64_t seed = cfg->seed ^ ((uint64_t)layer * 0x100000001b3ull) ^
                     ((uint64_t)slot * 0x9e3779b97f4a7c15ull);
     if (keys)

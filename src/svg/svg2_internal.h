@@ -95,8 +95,8 @@ typedef struct call_work {
                   * drops is q_tilt_at + q . q_tilt (svg2_select.c) */
   double *q_tilt_at;
   /* [H][L] and [H], when the call bounds its heads: each video query's lean
-   * (svg2_bound.c, dropped_logit) where k-means' gather of q read it from
-   * the layer's last tilt (lean_ready[h] = 1), else computed by the draw */
+   * (svg2_bound.c, dropped_logit), read by k-means' gather of q from the
+   * layer's last tilt (lean_ready[h] = 1), else written by the draw */
   double *lean;
   uint8_t *lean_ready;
   double *q_drop;   /* [H][QC] the mass each query cluster's selection drops */
