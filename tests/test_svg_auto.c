@@ -95,7 +95,8 @@ typedef struct outcome {
   float est[H], dens[H], cand_d[H * STSA_AUTO_CANDIDATE_COUNT_],
       cand_b[H * STSA_AUTO_CANDIDATE_COUNT_];
   uint8_t budget[H], choice[H], reason[H];
-  double rel[H]; /* true relative L2 error against dense */
+  double rel[H];   /* true relative L2 error against dense */
+  float level0[2]; /* the session's spatial and temporal densities (level 0) */
 } outcome;
 
 static stsa_svg_config config(int method) {
@@ -133,6 +134,8 @@ static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
                STSA_OK);
   CHECK(!stsa_ctx_last_error(ctx)[0], "%s: %s", stsa_svg_method_name(method),
         stsa_ctx_last_error(ctx));
+  res->level0[0] = (float)svg->windows.density_spatial;
+  res->level0[1] = (float)svg->windows.density_temporal;
   for (int h = 0; h < H; h++) {
     double e = 0, e0 = 0;
     for (int64_t i = 0; i < in->N; i++)
@@ -193,8 +196,11 @@ static void check_no_budget(stsa_ctx *ctx, const inputs *in) {
   }
 }
 
-/* Under a budget: within it at the lowest density of those that met it. */
-static void check_budget(stsa_ctx *ctx, const inputs *in, double budget) {
+/* Under a budget: within it at the lowest density of those that met it,
+ * SVG's wider levels tried only below what met it. How many of the heads'
+ * SVG kinds missed at level 0 and tried no wider level, SVG2 within it. */
+static int check_budget(stsa_ctx *ctx, const inputs *in, double budget) {
+  int capped = 0;
   outcome a, svg, s2;
   run(ctx, in, STSA_SVG_METHOD_AUTO, budget, &a);
   run(ctx, in, STSA_SVG_METHOD_SVG, budget, &svg);
@@ -225,7 +231,22 @@ static void check_budget(stsa_ctx *ctx, const inputs *in, double budget) {
     }
     CHECK(a.rel[h] <= 2 * budget + 1e-6, "budget %.3g head %d: true error %.4f", budget,
           h, a.rel[h]);
+    /* an SVG kind tries a wider level only below the density of SVG2 and
+     * dense where they met the budget (level_cap): such a level would
+     * never be chosen. Its candidate reports the widest level it tried. */
+    const float *cd = a.cand_d + h * STSA_AUTO_CANDIDATE_COUNT_,
+                *cb = a.cand_b + h * STSA_AUTO_CANDIDATE_COUNT_;
+    const float cap =
+        cb[S2] <= budget ? fminf(cd[S2], cd[STSA_AUTO_DENSE]) : cd[STSA_AUTO_DENSE];
+    for (int i = 0; i < 2; i++) {
+      capped += cd[i] == a.level0[i] && cb[i] > budget && cb[S2] <= budget;
+      CHECK(cd[i] == a.level0[i] || cd[i] <= cap,
+            "budget %.3g head %d: %s tried a level at %.3f, above svg2's or dense's "
+            "%.3f within it",
+            budget, h, stsa_auto_candidate_name(i), (double)cd[i], (double)cap);
+    }
   }
+  return capped;
 }
 
 /* Head h's true relative L2 error in o against dense. */
@@ -432,8 +453,8 @@ static void test_session(void) {
   stsa_ctx_set(ctx, STSA_PARAM_THREADS, 2);
   CHECK_STATUS(stsa_attention(ctx, &in.q, &in.k, &in.v, &in.dense, NULL), STSA_OK);
   check_no_budget(ctx, &in);
-  check_budget(ctx, &in, 0.05);
-  check_budget(ctx, &in, 0.2);
+  const int capped = check_budget(ctx, &in, 0.05) + check_budget(ctx, &in, 0.2);
+  CHECK(capped > 0, "no SVG kind left its wider levels to SVG2: the cap is untested");
   test_climb(ctx, &in);
   test_recheck_exempt(ctx, &in);
   test_ladder_first(ctx, &in);

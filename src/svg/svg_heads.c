@@ -288,16 +288,36 @@ static stsa_status run_level_pass(stsa_svg *svg, const stsa_tensor *q,
   return STSA_OK;
 }
 
+/* The density below which head h may still try a wider level (method
+ * auto: cap[h], the cheapest of its other candidates within the budget,
+ * and either kind's level that met it; NULL, method svg: any). A level
+ * denser than a candidate already within the budget would never be chosen
+ * over it: at Wan 480p its pass was 35-41 ms of a semantic head's bf16
+ * call, where SVG2 met the budget at half its density (docs/benchmarks.md,
+ * "Method auto's wider levels"). */
+static double level_cap(const kind_eval *e, int64_t h, double budget, const double *cap) {
+  if (!cap)
+    return INFINITY;
+  double most = cap[h];
+  for (int i = 0; i < 2; i++) {
+    const kind_eval *x = &e[h * 2 + i];
+    if (x->levels > 0 && x->rel[x->levels - 1] <= budget)
+      most = fmin(most, x->density[x->levels - 1]);
+  }
+  return most;
+}
+
 /* The wider levels of every wanted kind whose level below missed the
  * budget, level by level, up to the first that meets it (what comes after
- * is never run): each level's heads in one pass, a head that needs both
- * kinds there in two. A wider level that keeps every pair is dense
- * attention, not a level: the budget sends the head dense (and says so)
- * instead of raising it to a mask that drops nothing, whose bound the
- * fused pass reads as exactly 0. */
+ * is never run) and below the head's level_cap: each level's heads in one
+ * pass, a head that needs both kinds there in two. A wider level that
+ * keeps every pair is dense attention, not a level: the budget sends the
+ * head dense (and says so) instead of raising it to a mask that drops
+ * nothing, whose bound the fused pass reads as exactly 0. */
 static stsa_status wider_levels(stsa_svg *svg, const stsa_tensor *q, const stsa_tensor *k,
                                 const stsa_tensor *v, int64_t b, double budget,
-                                const svg_draw *d, const uint8_t *want, kind_eval *e) {
+                                const svg_draw *d, const uint8_t *want, const double *cap,
+                                kind_eval *e) {
   const int64_t H = svg->cfg.heads, R = d->R, PS = stsa_svg_bound_strata(R);
   level_pass lp = {malloc(sizeof(int64_t) * (size_t)(H * (2 * R + PS + 1))),
                    NULL,
@@ -326,7 +346,8 @@ static stsa_status wider_levels(stsa_svg *svg, const stsa_tensor *q, const stsa_
           continue;
         const stsa_mask *mask;
         st = level_plan(svg, l, i, &x->plan[l], &mask, &x->density[l]);
-        if (st == STSA_OK && x->density[l] < 1)
+        if (st == STSA_OK && x->density[l] < 1 &&
+            x->density[l] <= level_cap(e, h, budget, cap))
           pending[h] |= 1 << i;
       }
     }
@@ -335,6 +356,10 @@ static stsa_status wider_levels(stsa_svg *svg, const stsa_tensor *q, const stsa_
       for (int64_t h = 0; h < H; h++) {
         const int first = pending[h] & 1 ? 0 : pending[h] & 2 ? 1 : -1;
         kind[h] = round == 0 ? first : (pending[h] == 3 ? 1 : -1);
+        /* the second kind's level, unless the first's now caps it */
+        if (round == 1 && kind[h] == 1 &&
+            !(e[h * 2 + 1].density[l] <= level_cap(e, h, budget, cap)))
+          kind[h] = -1;
         any |= kind[h] >= 0;
       }
       if (any)
@@ -358,7 +383,7 @@ static stsa_status eval_kinds(stsa_svg *svg, const svg_rows *routing,
                               const stsa_tensor *q, const stsa_tensor *k,
                               const stsa_tensor *v, int64_t b, double budget,
                               double *scratch, const svg_draw *d, const uint8_t *want,
-                              kind_eval *e) {
+                              const double *cap, kind_eval *e) {
   const int64_t H = svg->cfg.heads, R = d->R;
   for (int64_t h = 0; h < H; h++)
     for (int i = 0; i < 2; i++) {
@@ -373,7 +398,7 @@ static stsa_status eval_kinds(stsa_svg *svg, const svg_rows *routing,
     }
   /* levels past 0 only under a budget, which draws the rows (d->levels) */
   if (budget > 0 && d->levels > 1)
-    STSA_TRY(wider_levels(svg, q, k, v, b, budget, d, want, e));
+    STSA_TRY(wider_levels(svg, q, k, v, b, budget, d, want, cap, e));
   for (int64_t h = 0; h < 2 * H; h++) {
     kind_eval *x = &e[h];
     x->pick = 0;
@@ -501,7 +526,7 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
     want[h * 2 + i] = 1;
   }
   if (st == STSA_OK)
-    st = eval_kinds(svg, &routing, q, k, v, b, budget, scratch, &d, want, e);
+    st = eval_kinds(svg, &routing, q, k, v, b, budget, scratch, &d, want, NULL, e);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     const int i = kinds[h] == STSA_HEAD_TEMPORAL;
     run[h] = kind_run(svg, &e[h * 2 + i], i);
@@ -529,9 +554,10 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
   kind_eval *eval = calloc((size_t)(2 * H), sizeof *eval);
   uint8_t *want = malloc((size_t)(2 * H)); /* both kinds of every head */
+  double *cap = malloc(sizeof(double) * (size_t)H);
   svg_draw d = draw_start(svg, budget);
   stsa_status st =
-      sq && res && eval && want
+      sq && res && eval && want && cap
           ? STSA_OK
           : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
   if (st == STSA_OK)
@@ -539,9 +565,13 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
   if (st == STSA_OK)
     st = stsa_svg_svg2_batch(svg, layer, B, b, row_seed, q, k, v, budget, video_unchecked,
                              1, res, cluster_ms, cold);
+  for (int64_t h = 0; st == STSA_OK && h < H; h++) /* SVG's levels' level_cap */
+    cap[h] = res[h].plan && res[h].est_error <= budget
+                 ? fmin(res[h].density, svg->density_dense)
+                 : svg->density_dense;
   if (st == STSA_OK) {
     memset(want, 1, (size_t)(2 * H));
-    st = eval_kinds(svg, NULL, q, k, v, b, budget, scratch, &d, want, eval);
+    st = eval_kinds(svg, NULL, q, k, v, b, budget, scratch, &d, want, cap, eval);
   }
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     head_run options[STSA_AUTO_CANDIDATE_COUNT_];
@@ -597,6 +627,7 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
     stsa_plan_free(res[h].plan);
   free(eval);
   free(want);
+  free(cap);
   draw_free(&d);
   free(res);
   free(sq);
