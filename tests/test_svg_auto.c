@@ -7,7 +7,8 @@
  * candidate and auto's bound is never above SVG's nor SVG2's at that
  * density; under budgets every head's bound is within the budget (or it
  * runs dense), its density is at most that of whichever of SVG and SVG2
- * met the budget, and its true error against dense stays near the budget.
+ * met the budget, its SVG kinds try no wider level above the density of
+ * SVG2 within it, and its true error against dense stays near the budget.
  * The recheck leaves the heads it is told to exempt untouched; SVG2's ladder profiled in
  * the bound's first pass gives what two passes give, bitwise.
  */

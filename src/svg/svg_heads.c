@@ -292,9 +292,9 @@ static stsa_status run_level_pass(stsa_svg *svg, const stsa_tensor *q,
  * auto: cap[h], the cheapest of its other candidates within the budget,
  * and either kind's level that met it; NULL, method svg: any). A level
  * denser than a candidate already within the budget would never be chosen
- * over it: at Wan 480p its pass was 35-41 ms of a semantic head's bf16
- * call, where SVG2 met the budget at half its density (docs/benchmarks.md,
- * "Method auto's wider levels"). */
+ * over it: at Wan 480p such passes took 35-41 ms of a ~330 ms bf16 call
+ * of two semantic heads, where SVG2 met the budget at half their density
+ * (docs/benchmarks.md, "Method auto's wider levels"). */
 static double level_cap(const kind_eval *e, int64_t h, double budget, const double *cap) {
   if (!cap)
     return INFINITY;
