@@ -9,6 +9,8 @@
  * runs dense), its density is at most that of whichever of SVG and SVG2
  * met the budget, its SVG kinds try no wider level above the density of
  * SVG2 within it, and its true error against dense stays near the budget.
+ * A head whose check fails climbs to its next candidate, or to an SVG level
+ * it had not tried, or runs dense.
  * The recheck leaves the heads it is told to exempt untouched; SVG2's ladder profiled in
  * the bound's first pass gives what two passes give, bitwise.
  */
@@ -264,12 +266,16 @@ static double true_rel(const inputs *in, const stsa_tensor *o, int h) {
 }
 
 /* The recheck's climb: the spatial head (1) made to run the temporal band,
- * which its recheck fails; with spatial as the next candidate up it climbs
- * there, is checked again and kept, within the budget; with nothing to
- * climb to it runs dense. */
+ * which its recheck fails. Case 1: with spatial as the next candidate up
+ * it climbs there, is checked again and kept, within the budget. Case 0:
+ * with no step, but SVG's wider levels untried, it climbs to the first of
+ * them that meets the budget on rows of its own (stsa_svg_extend_climb),
+ * checked again and kept. Case 2: with no step and every level tried, it
+ * runs dense. */
 static void test_climb(stsa_ctx *ctx, const inputs *in) {
   const double budget = 0.2; /* the spatial head's level 0 meets it (check_budget) */
-  for (int steps = 0; steps < 2; steps++) {
+  for (int c = 0; c < 3; c++) {
+    const int steps = c == 1;
     stsa_svg_config cfg = config(STSA_SVG_METHOD_AUTO);
     stsa_svg *svg = NULL;
     CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
@@ -291,6 +297,7 @@ static void test_climb(stsa_ctx *ctx, const inputs *in) {
         STSA_AUTO_CHEAPEST};
     kinds[1] = STSA_HEAD_TEMPORAL;
     climb[1].steps = steps;
+    climb[1].tried[0] = climb[1].tried[1] = c == 2 ? 0xff : 1; /* level 0 only */
     climb[1].step[0] = (head_run){
         svg->plan_spatial, NULL, 0.2, 0, 0, STSA_BUDGET_NONE, STSA_AUTO_SPATIAL,
         STSA_AUTO_RECHECK};
@@ -301,17 +308,24 @@ static void test_climb(stsa_ctx *ctx, const inputs *in) {
                                         NULL, hr, climb, kinds),
                  STSA_OK);
     const double rel = true_rel(in, &o, 1);
-    printf("climb with %d step(s): temporal on the spatial head %.4f -> %s (%s) bound "
+    printf("climb, case %d: temporal on the spatial head %.4f -> %s (%s) at %.3f, bound "
            "%.4f true %.4f\n",
-           steps, first, stsa_auto_candidate_name(hr[1].choice),
-           stsa_auto_reason_name(hr[1].reason), (double)hr[1].est_error, rel);
-    const int want = steps ? STSA_AUTO_SPATIAL : STSA_AUTO_DENSE;
+           c, first, stsa_auto_candidate_name(hr[1].choice),
+           stsa_auto_reason_name(hr[1].reason), hr[1].density, (double)hr[1].est_error,
+           rel);
+    const int want = c < 2 ? STSA_AUTO_SPATIAL : STSA_AUTO_DENSE;
     CHECK(first > budget && hr[1].choice == want && hr[1].reason == STSA_AUTO_RECHECK &&
               hr[1].est_error <= budget && rel <= budget &&
-              kinds[1] == (steps ? STSA_HEAD_SPATIAL : STSA_HEAD_TEMPORAL),
-          "climb with %d step(s): %s (%s), bound %.4f, true %.4f (first %.4f)", steps,
+              kinds[1] == (c < 2 ? STSA_HEAD_SPATIAL : STSA_HEAD_TEMPORAL),
+          "climb, case %d: %s (%s), bound %.4f, true %.4f (first %.4f)", c,
           stsa_auto_candidate_name(hr[1].choice), stsa_auto_reason_name(hr[1].reason),
           (double)hr[1].est_error, rel, first);
+    /* case 0: a wider level, raised, denser than what failed */
+    CHECK(c != 0 || (hr[1].budget == STSA_BUDGET_RAISED && hr[1].density > 0.2 &&
+                     climb[1].tried[0] != 1),
+          "climb, case 0: %s at %.3f (budget action %d) is no wider level tried after "
+          "the check",
+          stsa_auto_candidate_name(hr[1].choice), hr[1].density, hr[1].budget);
     for (int h = 0; h < H; h++)
       stsa_svg_climb_free(&climb[h]);
     tu_free_tensor(&o);

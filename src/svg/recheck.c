@@ -74,23 +74,39 @@ static int rechecked(const head_run *hr, const uint8_t *exempt, int64_t h) {
   return hr[h].choice != STSA_AUTO_DENSE && !(exempt && exempt[h]);
 }
 
-/* Head h failed its check: its next candidate if it has one and a check is
- * left for it (the climb's step now owned by hr), else dense. 1 if it is
- * to be checked again. */
-static int climb_or_dense(const stsa_svg *svg, int check, head_run *hr, auto_climb *climb,
-                          stsa_head_kind *kind) {
+/* A head's failed check, and what it may climb to. */
+typedef struct climb_args {
+  const stsa_tensor *q, *k, *v;
+  int64_t b;
+  double budget;
+  uint64_t row_seed;
+} climb_args;
+
+/* Head h failed check `check`: its next candidate if a check is left for
+ * it and it has one (method auto's climb; when that is spent, SVG's levels
+ * it did not profile before the run, stsa_svg_extend_climb), the climb's
+ * step now owned by hr, else dense. *again 1 if it is to be checked again. */
+static stsa_status climb_or_dense(stsa_svg *svg, const climb_args *a, int64_t h,
+                                  int check, head_run *hr, auto_climb *climb,
+                                  stsa_head_kind *kind, uint8_t *again) {
   stsa_plan_free(hr->owned);
-  if (check + 1 < RECHECK_CHECKS && climb->next < climb->steps) {
+  hr->owned = NULL;
+  const int left = check + 1 < RECHECK_CHECKS;
+  if (left && climb->next == climb->steps && svg->cfg.method == STSA_SVG_METHOD_AUTO)
+    STSA_TRY(stsa_svg_extend_climb(svg, a->q, a->k, a->v, a->b, a->budget, a->row_seed, h,
+                                   hr, climb));
+  *again = left && climb->next < climb->steps;
+  if (*again) {
     *hr = climb->step[climb->next];
     climb->step[climb->next++].owned = NULL;
     *kind = hr->choice == STSA_AUTO_SVG2       ? STSA_HEAD_SEMANTIC
             : hr->choice == STSA_AUTO_TEMPORAL ? STSA_HEAD_TEMPORAL
                                                : STSA_HEAD_SPATIAL;
-    return 1;
+    return STSA_OK;
   }
   *hr = stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
   hr->reason = STSA_AUTO_RECHECK;
-  return 0;
+  return STSA_OK;
 }
 
 stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
@@ -126,6 +142,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
   double *err = energy ? energy + H * R : NULL, *scratch = err ? err + R : NULL;
   float *row = dense ? dense + R * H * D : NULL;
   const stsa_err_sample smp = {R, group, group ? group + R : NULL, groups};
+  const climb_args args = {q, k, v, b, budget, row_seed};
   for (int check = 0; st == STSA_OK && check < RECHECK_CHECKS; check++) {
     int any = 0;
     for (int64_t h = 0; h < H; h++)
@@ -148,8 +165,10 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
         pending[h] = 0;
         continue;
       }
-      pending[h] = (uint8_t)climb_or_dense(svg, check, &hr[h], &climb[h], &kinds[h]);
-      st = stsa_svg_run_head(svg, b, h, hr[h].plan, q, k, v, out);
+      st =
+          climb_or_dense(svg, &args, h, check, &hr[h], &climb[h], &kinds[h], &pending[h]);
+      if (st == STSA_OK)
+        st = stsa_svg_run_head(svg, b, h, hr[h].plan, q, k, v, out);
     }
   }
   free(rows);

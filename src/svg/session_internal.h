@@ -1,9 +1,9 @@
 /*
  * session_internal.h — what the parts of an SVG session share: session.c
- * (creation, the masks and plans, the flow of a call, SVG2's heads) and
- * svg_heads.c (SVG's and method auto's heads: their profile, the bound's
- * rows and the error-budget levels). Internal to svg/session*.c and
- * svg/svg_heads.c.
+ * (creation, the masks and plans, the flow of a call, SVG2's heads),
+ * svg_heads.c (SVG's and method auto's heads: their profile and the
+ * bound's rows), svg_levels.c (the error-budget levels) and recheck.c.
+ * Internal to svg/.
  */
 #ifndef STSA_SVG_SESSION_INTERNAL_H
 #define STSA_SVG_SESSION_INTERNAL_H
@@ -40,6 +40,7 @@ struct stsa_svg {
    * of a Wan-480p head's ~27); grow-only */
   double *draw_est;
   size_t draw_est_count;
+  int draw_levels; /* the levels draw_est holds for a kind of a head */
   stsa_svg2 *svg2; /* methods SVG2 and auto */
   int64_t svg2_q_clusters, svg2_kv_clusters;
   int svg2_q_tile, svg2_kv_tile; /* the cluster plans' tiles (auto: SVG's) */
@@ -88,9 +89,24 @@ stsa_status stsa_svg_run_head(stsa_svg *svg, int64_t b, int64_t h, const stsa_pl
 typedef struct auto_climb {
   head_run step[STSA_AUTO_CANDIDATE_COUNT_];
   int steps, next;
+  uint8_t tried[2]; /* bit l: SVG's kind i (0 spatial, 1 temporal) profiled at level l */
 } auto_climb;
 
 void stsa_svg_climb_free(auto_climb *climb);
+
+/* Method auto's climb of head h of batch entry b when it has no step left
+ * after a failed check (ran: what the head ran): SVG's levels not yet
+ * tried (climb->tried), denser than what ran and cheaper than dense, are
+ * tried in order of density, each on rows of a stream of its own drawn
+ * from that level's estimate, up to the first whose bound meets the
+ * budget, which becomes the climb's next step; none: no step added. Before
+ * the run auto profiles no level denser than a candidate within the budget
+ * (svg_levels.c, level_cap), so a climb from that candidate finds its
+ * levels here, only when it needs them. */
+stsa_status stsa_svg_extend_climb(stsa_svg *svg, const stsa_tensor *q,
+                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
+                                  double budget, uint64_t row_seed, int64_t h,
+                                  const head_run *ran, auto_climb *climb);
 
 /* Methods auto and svg2 under a budget, after the heads of batch entry b
  * ran into out (hr[H] what they ran): each sparse head's bound taken again

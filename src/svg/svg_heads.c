@@ -2,7 +2,8 @@
  * svg_heads.c — SVG's and method auto's heads of a call: the profile that
  * routes each head to its kind, the rows its error bound is taken on (the
  * routing rows; under a budget and for auto, rows drawn where the kinds
- * lose mass) and the error budget's wider levels.
+ * lose mass), and the choice. The error budget's wider levels are
+ * svg_levels.c's.
  */
 #include <math.h>
 #include <stddef.h>
@@ -18,31 +19,9 @@
 #include "svg/profile.h"
 #include "svg/session_internal.h"
 #include "svg/strata.h"
+#include "svg/svg_levels.h"
 #include "svg/svg_strata.h"
 #include "svg/windows.h"
-
-/* The spatial (i = 0) or temporal (i = 1) plan of budget level l, built on
- * first use (level 0: the session's). */
-static stsa_status level_plan(stsa_svg *svg, int l, int i, const stsa_plan **plan,
-                              const stsa_mask **mask, double *density) {
-  if (l == 0) {
-    *plan = i ? svg->plan_temporal : svg->plan_spatial;
-    *mask = i ? svg->mask_temporal : svg->mask_spatial;
-    *density = i ? svg->windows.density_temporal : svg->windows.density_spatial;
-    return STSA_OK;
-  }
-  if (!svg->level_plan[l][i]) {
-    stsa_mask_free(svg->level_mask[l][i]); /* of an earlier try that failed */
-    svg->level_mask[l][i] = NULL;
-    STSA_TRY(stsa_svg_build_kind(svg, svg->cfg.density * (double)(1 << l), i,
-                                 &svg->level_mask[l][i], &svg->level_plan[l][i],
-                                 &svg->level_density[l][i]));
-  }
-  *plan = svg->level_plan[l][i];
-  *mask = svg->level_mask[l][i];
-  *density = svg->level_density[l][i];
-  return STSA_OK;
-}
 
 /* Fixed rows a profile takes, one in each of R equal runs of the video
  * tokens (stsa_svg_sample_rows), and their strata (stsa_svg_strata). */
@@ -69,29 +48,6 @@ static double rows_bound(const svg_rows *s, int64_t H, int64_t h, int i,
   return stsa_err_bound(&smp, s->sq + ((1 + i) * H + h) * s->stride,
                         s->sq + h * s->stride, scratch, NULL);
 }
-
-/* The rows of a call's bound drawn per head where its error arises
- * (svg_strata.h), and their profile under both kinds. The same pass
- * estimates each kind's wider levels; a level's rows are drawn from them
- * only when the level before it misses the budget (wider_levels). */
-typedef struct svg_draw {
-  int64_t R;       /* drawn rows a head */
-  uint64_t seed;   /* the call's row seed */
-  int levels;      /* levels estimated: SVG_LEVELS, or 1 (density 1, no budget) */
-  int64_t L;       /* video tokens */
-  int64_t *rows;   /* [H][R] */
-  int64_t *group;  /* [H][R] */
-  int64_t *pop;    /* [H][stsa_svg_bound_strata(R)] */
-  int64_t *groups; /* [H] */
-  double *est;     /* [H][2][levels][L], each head's log_sp, log_tm
-                      (stsa_svg_dropped_mass: shares past level 0); the
-                      session's (stsa_svg_draw_estimates) */
-  double *sq;      /* [3][H][R]: energy, then spatial, temporal errors */
-  double *scratch; /* the bound's: 5 a stratum */
-} svg_draw;
-
-/* Mixed with the call's row seed for the draws' streams. */
-#define DRAW_SEED 0x5356470000ull
 
 static void draw_free(svg_draw *d) {
   free(d->rows);
@@ -127,25 +83,15 @@ static int draw_head(const stsa_svg_keep *keep, const stsa_kernels *kern,
   int st = stsa_svg_dropped_mass(keep, kern, q, k, b, h, est, est + n);
   if (st == 0)
     st = stsa_svg_draw_rows(est, est + n, L, geo.v0, STSA_SVG_STRATA_BOTH, d->R,
-                            stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)h), got);
+                            stsa_hash_mix(d->seed, SVG_DRAW_SEED + (uint64_t)h), got);
   return st;
-}
-
-/* Rows a head's drawn bound takes: sample_rows (at most L, even where
- * more than one): as many as the routing rows, so that the bound's rows
- * cost about twice the routing profile's. */
-static int64_t draw_rows(const stsa_svg *svg) {
-  const stsa_geometry *g = &svg->cfg.geometry;
-  const int64_t L = g->frames * g->height * g->width;
-  const int64_t r = svg->cfg.sample_rows < L ? svg->cfg.sample_rows : L;
-  return r > 1 ? r - (r & 1) : r;
 }
 
 /* A call's draw before it is taken: its rows a head, and the levels its
  * estimate covers: the wider levels only where a budget may climb to them
  * (method auto without one compares the configured level's bounds alone). */
 static svg_draw draw_start(const stsa_svg *svg, double budget) {
-  return (svg_draw){.R = draw_rows(svg),
+  return (svg_draw){.R = stsa_svg_draw_count(svg),
                     .levels = svg->cfg.density < 1 && budget > 0 ? SVG_LEVELS : 1};
 }
 
@@ -165,6 +111,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
   d->rows = malloc(sizeof(int64_t) * (size_t)(H * R + H * R + H * PS + H));
   d->sq = malloc(sizeof(double) * (size_t)(3 * H * R + 5 * PS));
   d->est = stsa_svg_draw_estimates(svg, (size_t)(H * 2 * d->levels * d->L));
+  svg->draw_levels = d->levels;
   const stsa_mask **masks = malloc(sizeof *masks * (size_t)(3 * H));
   int *failed = calloc((size_t)H, sizeof *failed);
   stsa_status st =
@@ -213,167 +160,6 @@ static double draw_bound(const svg_draw *d, int64_t h, const double *err,
   return stsa_err_bound_z(&smp, err, energy, d->scratch, NULL, STSA_BOUND_Z_HALF);
 }
 
-/* One SVG kind of one head under the budget: its levels' plans, densities
- * and bounds, and the first level within the budget (pick = levels: none). */
-typedef struct kind_eval {
-  int levels, pick;
-  double rel[SVG_LEVELS], density[SVG_LEVELS];
-  const stsa_plan *plan[SVG_LEVELS];
-} kind_eval;
-
-/* The rows of kind i's level l >= 1 of head h (into s): drawn from that
- * kind's strata of the level's own estimate (a wider window loses its mass
- * elsewhere than the configured one). The level is tried because the one
- * below it missed the budget, on other rows: these rows choose nothing,
- * and their bound is the ordinary 99% one. 0, or -1 when out of memory. */
-static int draw_level_rows(const stsa_svg *svg, const svg_draw *d, int64_t h, int i,
-                           int l, stsa_strata *s) {
-  const int64_t L = d->L, n = d->levels * L;
-  stsa_geo geo;
-  stsa_geo_init(&geo, &svg->cfg.geometry);
-  const uint64_t seed =
-      stsa_hash_mix(d->seed, DRAW_SEED + (uint64_t)(l * svg->cfg.heads + h));
-  /* the kind's shares at level l, as logs (stsa_svg_dropped_mass takes
-   * only level 0's): kind i's draw reads its own kind's alone */
-  double *logs = malloc(sizeof(double) * (size_t)L);
-  if (!logs)
-    return -1;
-  memcpy(logs, d->est + h * 2 * n + i * n + l * L, sizeof(double) * (size_t)L);
-  stsa_svg_share_logs(logs, L);
-  const int drew = stsa_svg_draw_rows(logs, logs, L, geo.v0, i, d->R, seed, s);
-  free(logs);
-  return drew;
-}
-
-/* A pass of wider levels: memory for every head's rows and profile. */
-typedef struct level_pass {
-  int64_t *rows, *group, *pop, *groups; /* [H][R], [H][R], [H][PS], [H] */
-  double *sq;                           /* [2][H][R] */
-  const stsa_mask **masks;              /* [2][H] */
-  uint8_t *on;                          /* [H] */
-} level_pass;
-
-/* Level l of kind[h] (-1: none) for each head h, in one pass over those
- * heads' K/V (they share the threads; the rest take no rows), each on rows
- * drawn for it; then each one's bound (e[h * 2 + kind[h]]). */
-static stsa_status run_level_pass(stsa_svg *svg, const stsa_tensor *q,
-                                  const stsa_tensor *k, const stsa_tensor *v, int64_t b,
-                                  int l, const int *kind, const svg_draw *d,
-                                  const level_pass *lp, kind_eval *e) {
-  const int64_t H = svg->cfg.heads, R = d->R, PS = stsa_svg_bound_strata(R);
-  for (int64_t h = 0; h < H; h++) {
-    lp->on[h] = kind[h] >= 0;
-    lp->masks[h] = lp->masks[H + h] = svg->mask_dense;
-    memcpy(lp->rows + h * R, d->rows + h * R, sizeof(int64_t) * (size_t)R); /* valid */
-    if (!lp->on[h])
-      continue;
-    stsa_strata s = {lp->rows + h * R, lp->group + h * R, lp->pop + h * PS, 0};
-    STSA_RETURN_IF(draw_level_rows(svg, d, h, kind[h], l, &s) != 0, &svg->ctx->err,
-                   STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-    lp->groups[h] = s.groups;
-    const stsa_plan *plan;
-    double density;
-    STSA_TRY(level_plan(svg, l, kind[h], &plan, &lp->masks[H + h], &density));
-  }
-  STSA_TRY(stsa_svg_profile_heads(svg->ctx, &svg->cfg.geometry, lp->masks, 2, lp->rows, 1,
-                                  R, NULL, lp->on, q, k, v, b, lp->sq));
-  for (int64_t h = 0; h < H; h++) {
-    if (!lp->on[h])
-      continue;
-    kind_eval *x = &e[h * 2 + kind[h]];
-    const stsa_err_sample drawn = {R, lp->group + h * R, lp->pop + h * PS, lp->groups[h]};
-    x->rel[x->levels++] =
-        stsa_err_bound(&drawn, lp->sq + (H + h) * R, lp->sq + h * R, d->scratch, NULL);
-  }
-  return STSA_OK;
-}
-
-/* The density below which head h may still try a wider level (method
- * auto: cap[h], the cheapest of its other candidates within the budget,
- * and either kind's level that met it; NULL, method svg: any). A level
- * denser than a candidate already within the budget would never be chosen
- * over it: at Wan 480p such passes took 35-41 ms of a ~330 ms bf16 call
- * of two semantic heads, where SVG2 met the budget at half their density
- * (docs/benchmarks.md, "Method auto's wider levels"). */
-static double level_cap(const kind_eval *e, int64_t h, double budget, const double *cap) {
-  if (!cap)
-    return INFINITY;
-  double most = cap[h];
-  for (int i = 0; i < 2; i++) {
-    const kind_eval *x = &e[h * 2 + i];
-    if (x->levels > 0 && x->rel[x->levels - 1] <= budget)
-      most = fmin(most, x->density[x->levels - 1]);
-  }
-  return most;
-}
-
-/* The wider levels of every wanted kind whose level below missed the
- * budget, level by level, up to the first that meets it (what comes after
- * is never run) and below the head's level_cap: each level's heads in one
- * pass, a head that needs both kinds there in two. A wider level that
- * keeps every pair is dense attention, not a level: the budget sends the
- * head dense (and says so) instead of raising it to a mask that drops
- * nothing, whose bound the fused pass reads as exactly 0. */
-static stsa_status wider_levels(stsa_svg *svg, const stsa_tensor *q, const stsa_tensor *k,
-                                const stsa_tensor *v, int64_t b, double budget,
-                                const svg_draw *d, const uint8_t *want, const double *cap,
-                                kind_eval *e) {
-  const int64_t H = svg->cfg.heads, R = d->R, PS = stsa_svg_bound_strata(R);
-  level_pass lp = {malloc(sizeof(int64_t) * (size_t)(H * (2 * R + PS + 1))),
-                   NULL,
-                   NULL,
-                   NULL,
-                   malloc(sizeof(double) * (size_t)(2 * H * R)),
-                   malloc(sizeof(stsa_mask *) * (size_t)(2 * H)),
-                   malloc((size_t)H)};
-  int *kind = malloc(sizeof(int) * (size_t)(2 * H)); /* a round's, then the pending */
-  stsa_status st =
-      lp.rows && lp.sq && lp.masks && lp.on && kind
-          ? STSA_OK
-          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  if (st == STSA_OK) {
-    lp.group = lp.rows + H * R;
-    lp.pop = lp.group + H * R;
-    lp.groups = lp.pop + H * PS;
-  }
-  for (int l = 1; st == STSA_OK && l < d->levels; l++) {
-    int *pending = kind + H; /* per head: bit i, kind i tries level l */
-    for (int64_t h = 0; st == STSA_OK && h < H; h++) {
-      pending[h] = 0;
-      for (int i = 0; st == STSA_OK && i < 2; i++) {
-        kind_eval *x = &e[h * 2 + i];
-        if (!want[h * 2 + i] || x->levels != l || !(x->rel[l - 1] > budget))
-          continue;
-        const stsa_mask *mask;
-        st = level_plan(svg, l, i, &x->plan[l], &mask, &x->density[l]);
-        if (st == STSA_OK && x->density[l] < 1 &&
-            x->density[l] <= level_cap(e, h, budget, cap))
-          pending[h] |= 1 << i;
-      }
-    }
-    for (int round = 0; st == STSA_OK && round < 2; round++) {
-      int any = 0;
-      for (int64_t h = 0; h < H; h++) {
-        const int first = pending[h] & 1 ? 0 : pending[h] & 2 ? 1 : -1;
-        kind[h] = round == 0 ? first : (pending[h] == 3 ? 1 : -1);
-        /* the second kind's level, unless the first's now caps it */
-        if (round == 1 && kind[h] == 1 &&
-            !(e[h * 2 + 1].density[l] <= level_cap(e, h, budget, cap)))
-          kind[h] = -1;
-        any |= kind[h] >= 0;
-      }
-      if (any)
-        st = run_level_pass(svg, q, k, v, b, l, kind, d, &lp, e);
-    }
-  }
-  free(kind);
-  free(lp.rows);
-  free(lp.sq);
-  free(lp.masks);
-  free(lp.on);
-  return st;
-}
-
 /* Every wanted kind i of every head h (want[h * 2 + i]; e[h * 2 + i]): the
  * configured level's bound from the profile of the drawn rows (d->sq, under
  * a budget and always for method auto), else of the routing rows
@@ -393,12 +179,12 @@ static stsa_status eval_kinds(stsa_svg *svg, const svg_rows *routing,
       x->rel[0] = d->rows ? draw_bound(d, h, d->sq + ((1 + i) * H + h) * R, d->sq + h * R)
                           : rows_bound(routing, H, h, i, scratch);
       const stsa_mask *mask;
-      STSA_TRY(level_plan(svg, 0, i, &x->plan[0], &mask, &x->density[0]));
+      STSA_TRY(stsa_svg_level_plan(svg, 0, i, &x->plan[0], &mask, &x->density[0]));
       x->levels = 1;
     }
   /* levels past 0 only under a budget, which draws the rows (d->levels) */
   if (budget > 0 && d->levels > 1)
-    STSA_TRY(wider_levels(svg, q, k, v, b, budget, d, want, cap, e));
+    STSA_TRY(stsa_svg_wider_levels(svg, q, k, v, b, budget, d, want, cap, e));
   for (int64_t h = 0; h < 2 * H; h++) {
     kind_eval *x = &e[h];
     x->pick = 0;
@@ -406,20 +192,6 @@ static stsa_status eval_kinds(stsa_svg *svg, const svg_rows *routing,
       x->pick++;
   }
   return STSA_OK;
-}
-
-/* What kind i's evaluation runs: its picked level, else dense. */
-static head_run kind_run(const stsa_svg *svg, const kind_eval *e, int i) {
-  if (e->pick >= e->levels)
-    return stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
-  return (head_run){e->plan[e->pick],
-                    NULL,
-                    e->density[e->pick],
-                    (float)e->rel[e->pick],
-                    0,
-                    e->pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE,
-                    (uint8_t)(i ? STSA_AUTO_TEMPORAL : STSA_AUTO_SPATIAL),
-                    STSA_AUTO_METHOD};
 }
 
 /* The call's profile of batch entry b on the fixed rows s ([3][H][s->R]
@@ -529,7 +301,7 @@ stsa_status stsa_svg_plan_svg_heads(stsa_svg *svg, const int64_t *rows, uint64_t
     st = eval_kinds(svg, &routing, q, k, v, b, budget, scratch, &d, want, NULL, e);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     const int i = kinds[h] == STSA_HEAD_TEMPORAL;
-    run[h] = kind_run(svg, &e[h * 2 + i], i);
+    run[h] = stsa_svg_kind_run(svg, &e[h * 2 + i], i);
   }
   free(e);
   free(want);
@@ -582,7 +354,7 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
       const int l = e->pick < e->levels ? e->pick : e->levels - 1;
       density[i] = e->density[l];
       bound[i] = e->pick < e->levels ? e->rel[l] : NAN;
-      options[i] = kind_run(svg, e, i);
+      options[i] = stsa_svg_kind_run(svg, e, i);
       cand[(h * STSA_AUTO_CANDIDATE_COUNT_ + i) * 2 + 1] = e->rel[l];
     }
     options[STSA_AUTO_SVG2] = stsa_svg_svg2_run(svg, &res[h]);
@@ -607,6 +379,8 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
     int order[STSA_AUTO_CANDIDATE_COUNT_], kept_svg2 = pick == STSA_AUTO_SVG2;
     const int met = budget > 0 ? stsa_auto_order(density, bound, budget, order) : 0;
     climb[h] = (auto_climb){.steps = 0};
+    for (int i = 0; i < 2; i++) /* what stsa_svg_extend_climb need not try again */
+      climb[h].tried[i] = (uint8_t)((1u << eval[h * 2 + i].levels) - 1);
     for (int j = 0; j < met; j++) {
       if (order[j] == pick)
         continue;
