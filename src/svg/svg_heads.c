@@ -55,7 +55,7 @@ static void draw_free(svg_draw *d) {
 }
 
 /* What SVG's masks keep at levels 0..levels-1: the session's windows, and
- * the windows of the wider levels' densities (level_plan's). */
+ * the windows of the wider levels' densities (stsa_svg_level_plan's). */
 static stsa_svg_keep svg_keep(const stsa_svg *svg, int levels) {
   const stsa_geometry *g = &svg->cfg.geometry;
   const int64_t sink = svg->cfg.sink_frames;
@@ -164,7 +164,7 @@ static double draw_bound(const svg_draw *d, int64_t h, const double *err,
  * configured level's bound from the profile of the drawn rows (d->sq, under
  * a budget and always for method auto), else of the routing rows
  * (`routing`); then, under a budget, the wider levels of those that missed
- * it (wider_levels). scratch: the bound's. */
+ * it (stsa_svg_wider_levels). scratch: the bound's. */
 static stsa_status eval_kinds(stsa_svg *svg, const svg_rows *routing,
                               const stsa_tensor *q, const stsa_tensor *k,
                               const stsa_tensor *v, int64_t b, double budget,
