@@ -848,8 +848,10 @@ typedef struct stsa_svg_report {
   uint8_t *choice;
   uint8_t *choice_reason; /* stsa_auto_reason: why that candidate */
   /* ---- SVG's profiling [B * H] ---- */
-  float *mse_spatial;  /* profiling error of the spatial mask */
-  float *mse_temporal; /* profiling error of the temporal mask */
+  /* profiling error of the spatial and the temporal mask; NaN where the
+   * call profiled neither (method auto's kept choice, STSA_AUTO_KEPT) */
+  float *mse_spatial;
+  float *mse_temporal;
   /* ---- SVG2 (0 for SVG and for a dense call) ---- */
   int64_t q_clusters, kv_clusters; /* clusters per head */
   double cluster_ms;               /* time spent in k-means (inside profile_ms) */
@@ -860,7 +862,7 @@ typedef struct stsa_svg_report {
    * fraction and error bound, at the level its budget ladder stopped at (the
    * widest tried when none met the budget), candidate-minor: index
    * (b * H + h) * STSA_AUTO_CANDIDATE_COUNT_ + c. NaN where not evaluated
-   * (other methods, a dense call) */
+   * (other methods, a dense call, and a kept choice's other candidates) */
   float *cand_density, *cand_bound;
 } stsa_svg_report;
 
@@ -890,10 +892,18 @@ typedef enum stsa_auto_reason {
    * call) and run dense when it fails (docs/architecture.md, "Method auto's
    * recheck") */
   STSA_AUTO_RECHECK = 5,
+  /* under a budget, a warm call: the head's choice at the layer's last call
+   * (its candidate and level), which met the budget there, kept without
+   * profiling a candidate; its bound is taken on rows of the call's own
+   * output drawn from that candidate's strata, and a head past the budget
+   * climbs (reason recheck). A layer chooses afresh at least every fourth
+   * call, and after any head's miss (docs/architecture.md, "Method auto's
+   * kept choice") */
+  STSA_AUTO_KEPT = 6,
   STSA_AUTO_REASON_COUNT_
 } stsa_auto_reason;
-/* "method", "cheapest", "none-met", "lowest-bound", "policy", "recheck";
- * "unknown" for any other value. */
+/* "method", "cheapest", "none-met", "lowest-bound", "policy", "recheck",
+ * "kept"; "unknown" for any other value. */
 STSA_API const char *stsa_auto_reason_name(stsa_auto_reason reason);
 
 /* What the error budget did to a head (stsa_svg_report.budget). */

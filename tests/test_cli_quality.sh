@@ -24,13 +24,15 @@ for r in rows:
     assert 0 < d <= 1, r
     if b > 0:  # under a budget every head is estimated
         assert math.isfinite(e) and e >= 0, r
-assert all(r['reason'] in ('method', 'cheapest', 'none-met', 'lowest-bound', 'recheck')
-           for r in rows), {r['reason'] for r in rows}
+assert all(r['reason'] in ('method', 'cheapest', 'none-met', 'lowest-bound', 'recheck',
+                           'kept') for r in rows), {r['reason'] for r in rows}
 # auto under a budget: no denser than whichever of svg and svg2 met it, but
-# where the recheck after its choice sent the head up (climbed or dense)
+# where the recheck after its choice sent the head up (climbed or dense), or
+# where the call kept the layer's last call's choices (rows of that call
+# chose them, not the ones svg and svg2 chose on)
 by = {(r['method'], r['budget'], r['head']): r for r in rows}
 for (m, b, h), r in by.items():
-    if m != 'auto' or float(b) == 0 or r['reason'] == 'recheck':
+    if m != 'auto' or float(b) == 0 or r['reason'] in ('recheck', 'kept'):
         continue
     for other in ('svg', 'svg2'):
         o = by[(other, b, h)]

@@ -530,7 +530,11 @@ static void test_settle(void) {
   stsa_svg_report rep_auto = STSA_INIT(stsa_svg_report);
   rep_auto.cand_bound = cand;
   stsa_svg *aut = small_session(ctx, &g, H, D, STSA_SVG_METHOD_AUTO, 1.0, 1009);
-  CHECK_STATUS(stsa_svg_attention(aut, 0, 0, &d.q, &d.k, &d.v, &d.o, NULL), STSA_OK);
+  /* step 0 at another budget: step 1 chooses afresh, not keeping step 0's
+   * choices (auto_kept.c), so it profiles its candidates before the run */
+  const stsa_svg_call other = {sizeof other, 0.9};
+  CHECK_STATUS(stsa_svg_attention_ex(aut, 0, 0, &d.q, &d.k, &d.v, &d.o, &other, NULL),
+               STSA_OK);
   CHECK_STATUS(stsa_svg_attention(aut, 0, 1, &d.q, &d.k, &d.v, &d.o, &rep_auto), STSA_OK);
   stsa_svg_free(aut);
   for (int64_t h = 0; h < H; h++) {

@@ -118,11 +118,12 @@ static stsa_svg_config config(int method) {
   return c;
 }
 
-static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
-                outcome *res) {
-  stsa_svg_config cfg = config(method);
-  stsa_svg *svg = NULL;
-  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+/* One call of svg at (layer 0, step) on in under budget into *res, with
+ * each head's true error against in->dense. */
+static void call(stsa_svg *svg, const inputs *in, int64_t step, double budget,
+                 outcome *res) {
+  stsa_ctx *ctx = svg->ctx;
+  const int method = svg->cfg.method;
   stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, 64);
   stsa_svg_report rep = STSA_INIT(stsa_svg_report);
   rep.est_error = res->est;
@@ -132,9 +133,10 @@ static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
   rep.cand_bound = res->cand_b;
   rep.choice = res->choice;
   rep.choice_reason = res->reason;
-  const stsa_svg_call call = {sizeof call, budget};
-  CHECK_STATUS(stsa_svg_attention_ex(svg, 0, 0, &in->q, &in->k, &in->v, &o, &call, &rep),
-               STSA_OK);
+  const stsa_svg_call opts = {sizeof opts, budget};
+  CHECK_STATUS(
+      stsa_svg_attention_ex(svg, 0, step, &in->q, &in->k, &in->v, &o, &opts, &rep),
+      STSA_OK);
   CHECK(!stsa_ctx_last_error(ctx)[0], "%s: %s", stsa_svg_method_name(method),
         stsa_ctx_last_error(ctx));
   res->level0[0] = (float)svg->windows.density_spatial;
@@ -151,6 +153,15 @@ static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
     res->rel[h] = sqrt(e / e0);
   }
   tu_free_tensor(&o);
+}
+
+/* One cold call of a session of method under budget. */
+static void run(stsa_ctx *ctx, const inputs *in, int method, double budget,
+                outcome *res) {
+  stsa_svg_config cfg = config(method);
+  stsa_svg *svg = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+  call(svg, in, 0, budget, res);
   stsa_svg_free(svg);
 }
 
@@ -292,15 +303,19 @@ static void test_climb(stsa_ctx *ctx, const inputs *in) {
       hr[h] = stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
       kinds[h] = KINDS[h];
     }
-    hr[1] = (head_run){
-        svg->plan_temporal, NULL, 0.2, 0, 0, STSA_BUDGET_NONE, STSA_AUTO_TEMPORAL,
-        STSA_AUTO_CHEAPEST};
+    hr[1] = (head_run){.plan = svg->plan_temporal,
+                       .density = 0.2,
+                       .budget = STSA_BUDGET_NONE,
+                       .choice = STSA_AUTO_TEMPORAL,
+                       .reason = STSA_AUTO_CHEAPEST};
     kinds[1] = STSA_HEAD_TEMPORAL;
     climb[1].steps = steps;
     climb[1].tried[0] = climb[1].tried[1] = c == 2 ? 0xff : 1; /* level 0 only */
-    climb[1].step[0] = (head_run){
-        svg->plan_spatial, NULL, 0.2, 0, 0, STSA_BUDGET_NONE, STSA_AUTO_SPATIAL,
-        STSA_AUTO_RECHECK};
+    climb[1].step[0] = (head_run){.plan = svg->plan_spatial,
+                                  .density = 0.2,
+                                  .budget = STSA_BUDGET_NONE,
+                                  .choice = STSA_AUTO_SPATIAL,
+                                  .reason = STSA_AUTO_RECHECK};
     CHECK_STATUS(stsa_svg_run_head(svg, 0, 1, hr[1].plan, &in->q, &in->k, &in->v, &o),
                  STSA_OK);
     const double first = true_rel(in, &o, 1);
@@ -351,9 +366,10 @@ static void test_recheck_exempt(stsa_ctx *ctx, const inputs *in) {
     uint8_t exempt[H];
     memset(climb, 0, sizeof climb);
     for (int h = 0; h < H; h++) {
-      hr[h] =
-          (head_run){svg->plan_temporal, NULL, 0, 0, 0, STSA_BUDGET_NONE, STSA_AUTO_SVG2,
-                     STSA_AUTO_METHOD};
+      hr[h] = (head_run){.plan = svg->plan_temporal,
+                         .budget = STSA_BUDGET_NONE,
+                         .choice = STSA_AUTO_SVG2,
+                         .reason = STSA_AUTO_METHOD};
       kinds[h] = STSA_HEAD_SEMANTIC;
       exempt[h] = (uint8_t)exempting;
       CHECK_STATUS(stsa_svg_run_head(svg, 0, h, hr[h].plan, &in->q, &in->k, &in->v, &o),
@@ -381,7 +397,8 @@ static void test_recheck_exempt(stsa_ctx *ctx, const inputs *in) {
  * (svg2_bound.c: ladder_now). Its bounds, choices and output bytes are
  * those of the two passes a head takes when its first candidate met the
  * budget last time (a first call at a budget every head meets). Method
- * auto, which never defers SVG2's bound. */
+ * auto choosing afresh: it defers SVG2's bound only when it keeps its
+ * choices. */
 static void test_ladder_first(stsa_ctx *ctx, const inputs *in) {
   const double budget = 0.05;
   outcome out[2];
@@ -392,7 +409,9 @@ static void test_ladder_first(stsa_ctx *ctx, const inputs *in) {
     stsa_svg *svg = NULL;
     CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
     o[a] = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, 64);
-    const stsa_svg_call last = {sizeof last, a ? 1e3 : budget},
+    /* the first call's budget differs from the second's in both: a call at
+     * the budget of the layer's last one may keep its choices (auto_kept.c) */
+    const stsa_svg_call last = {sizeof last, a ? 1e3 : 0.049},
                         call = {sizeof call, budget};
     CHECK_STATUS(
         stsa_svg_attention_ex(svg, 0, 0, &in->q, &in->k, &in->v, &o[a], &last, NULL),
@@ -425,6 +444,118 @@ static void test_ladder_first(stsa_ctx *ctx, const inputs *in) {
          budget);
   for (int a = 0; a < 2; a++)
     tu_free_tensor(&o[a]);
+}
+
+/* Whether every head of o kept its choice (a kept call: reason kept, or
+ * recheck where the kept choice missed and climbed). */
+static int kept_call(const outcome *o) {
+  int kept = 0;
+  for (int h = 0; h < H; h++) {
+    if (o->reason[h] != STSA_AUTO_KEPT && o->reason[h] != STSA_AUTO_RECHECK)
+      return 0;
+    kept |= o->reason[h] == STSA_AUTO_KEPT;
+  }
+  return kept;
+}
+
+/* A kept call's heads (o) against the layer's call before it (last): what
+ * ran is last's choice at last's density, within the budget by its bound
+ * on the call's own rows (its only candidate reported; the others NaN), or
+ * a climb after a miss; the true error near the budget either way. */
+static void check_kept(const outcome *last, const outcome *o, double budget,
+                       const char *what) {
+  for (int h = 0; h < H; h++) {
+    const float *cb = o->cand_b + h * STSA_AUTO_CANDIDATE_COUNT_;
+    printf("%s head %d: %s (%s) at %.3f, bound %.4f true %.4f\n", what, h,
+           stsa_auto_candidate_name(o->choice[h]), stsa_auto_reason_name(o->reason[h]),
+           (double)o->dens[h], (double)o->est[h], o->rel[h]);
+    CHECK(o->rel[h] <= 2 * budget + 1e-6, "%s head %d: true error %.4f", what, h,
+          o->rel[h]);
+    if (o->reason[h] != STSA_AUTO_KEPT)
+      continue;
+    int others = 0;
+    for (int c = 0; c < STSA_AUTO_CANDIDATE_COUNT_; c++)
+      others += c != o->choice[h] && !isnan(cb[c]);
+    CHECK(o->choice[h] == last->choice[h] && o->dens[h] == last->dens[h] &&
+              (o->choice[h] == STSA_AUTO_DENSE || o->est[h] <= budget) &&
+              cb[o->choice[h]] == o->est[h] && others == 0,
+          "%s head %d: kept %s at %.3f (bound %.4f, %d others reported) after %s at "
+          "%.3f",
+          what, h, stsa_auto_candidate_name(o->choice[h]), (double)o->dens[h],
+          (double)o->est[h], others, stsa_auto_candidate_name(last->choice[h]),
+          (double)last->dens[h]);
+  }
+}
+
+/* Method auto's kept choice: a warm call at the budget of the layer's last
+ * call whose heads all met it there runs their choices again, bounded on
+ * its own output rows; at most three calls in a row keep, a call at
+ * another budget chooses afresh, and a kept head that misses climbs (its
+ * temporal head's inputs made near uniform, where its band loses most of
+ * the mass), after which the layer chooses afresh. */
+static void test_kept(stsa_ctx *ctx, const inputs *in) {
+  const double budget = 0.05;
+  stsa_svg_config cfg = config(STSA_SVG_METHOD_AUTO);
+  stsa_svg *svg = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+  outcome o[8];
+  int kept[8], run_len = 0, longest = 0, any = 0;
+  for (int s = 0; s < 8; s++) {
+    call(svg, in, s, budget, &o[s]);
+    kept[s] = kept_call(&o[s]);
+    run_len = kept[s] ? run_len + 1 : 0;
+    longest = run_len > longest ? run_len : longest;
+    any |= kept[s];
+    if (kept[s])
+      check_kept(&o[s - 1], &o[s], budget, "kept");
+  }
+  CHECK(!kept[0] && any && longest == 3,
+        "kept calls: %d %d %d %d %d %d %d %d (expected some, at most 3 in a row)",
+        kept[0], kept[1], kept[2], kept[3], kept[4], kept[5], kept[6], kept[7]);
+  outcome other;
+  call(svg, in, 8, 0.2, &other);
+  CHECK(!kept_call(&other), "a call at another budget kept its choices");
+
+  /* a miss: the temporal head's inputs near uniform at a kept call */
+  stsa_svg *miss = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &miss), STSA_OK);
+  outcome m[3];
+  call(miss, in, 0, budget, &m[0]);
+  call(miss, in, 1, budget, &m[1]);
+  CHECK(kept_call(&m[1]) && m[1].choice[2] == STSA_AUTO_TEMPORAL,
+        "the miss's setting: the second call keeps the temporal head on its band");
+  inputs flat = *in;
+  flat.q = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, 64);
+  flat.k = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, 64);
+  flat.dense = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, 64);
+  tu_rng rng = {99};
+  for (int64_t i = 0; i < in->N; i++)
+    for (int h = 0; h < H; h++)
+      for (int64_t d = 0; d < 64; d++) {
+        const int64_t at = tu_offset(&in->q, 0, i, h, d);
+        const double x =
+            h == 2 ? 0.05 * tu_rng_normal(&rng) : tu_load(in->q.data, STSA_F32, at);
+        const double y =
+            h == 2 ? 0.05 * tu_rng_normal(&rng) : tu_load(in->k.data, STSA_F32, at);
+        tu_store(flat.q.data, STSA_F32, at, x);
+        tu_store(flat.k.data, STSA_F32, at, y);
+      }
+  CHECK_STATUS(stsa_attention(ctx, &flat.q, &flat.k, &flat.v, &flat.dense, NULL),
+               STSA_OK);
+  call(miss, &flat, 2, budget, &m[2]);
+  check_kept(&m[1], &m[2], budget, "miss");
+  CHECK(kept_call(&m[2]) && m[2].reason[2] == STSA_AUTO_RECHECK &&
+            m[2].choice[2] != STSA_AUTO_TEMPORAL,
+        "the near-uniform head kept on its band: %s (%s)",
+        stsa_auto_candidate_name(m[2].choice[2]), stsa_auto_reason_name(m[2].reason[2]));
+  outcome after;
+  call(miss, &flat, 3, budget, &after);
+  CHECK(!kept_call(&after), "the call after a miss kept its choices");
+  tu_free_tensor(&flat.q);
+  tu_free_tensor(&flat.k);
+  tu_free_tensor(&flat.dense);
+  stsa_svg_free(miss);
+  stsa_svg_free(svg);
 }
 
 /* Head h made sharply temporal: q and k of a token are its position's
@@ -473,6 +604,7 @@ static void test_session(void) {
   test_climb(ctx, &in);
   test_recheck_exempt(ctx, &in);
   test_ladder_first(ctx, &in);
+  test_kept(ctx, &in);
   stsa_ctx_free(ctx);
   tu_free_tensor(&in.q);
   tu_free_tensor(&in.k);

@@ -74,3 +74,28 @@ def test_auto_dense_policy(data):
         _, info = auto(q, k, v, step=0, layout="bshd")
     assert info.dense and (info.choice == "dense").all()
     assert (info.choice_reason == "policy").all()
+
+
+def test_auto_keeps_the_layers_last_choices(data):
+    # a warm call at the budget of the layer's last call, whose heads all met
+    # it there, runs their choices again, bounded on its own output rows
+    g, q, k, v, dense = data
+    budget = 0.05
+    with stsa.Auto(g, max_error=budget, **SETTINGS) as auto:
+        _, first = auto(q, k, v, step=0, layout="bshd")
+        out, kept = auto(q, k, v, step=1, layout="bshd")
+        _, other = auto(q, k, v, step=2, max_error=0.2, layout="bshd")
+    assert set(first.choice_reason[0]) <= {"cheapest", "none-met"}  # a cold call chooses
+    assert (kept.choice_reason == "kept").any()
+    for h in range(H):
+        if kept.choice_reason[0, h] != "kept":
+            assert kept.choice_reason[0, h] == "recheck"  # its kept choice missed
+            continue
+        c = stsa.AUTO_CANDIDATES.index(kept.choice[0, h])
+        assert kept.choice[0, h] == first.choice[0, h]
+        assert kept.head_density[0, h] == first.head_density[0, h]
+        assert kept.cand_bound[0, h, c] == kept.est_error[0, h]
+        assert np.isnan(np.delete(kept.cand_bound[0, h], c)).all()  # nothing profiled
+        assert kept.choice[0, h] == "dense" or kept.est_error[0, h] <= budget
+        assert rel(out, dense, h) <= 2 * budget
+    assert not (other.choice_reason == "kept").any()  # another budget: chosen afresh

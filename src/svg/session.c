@@ -340,9 +340,11 @@ stsa_status stsa_svg_sampled_rows(const stsa_svg *svg, int64_t layer, int64_t st
 
 /* A head run dense, with its budget action (session_internal.h). */
 head_run stsa_svg_dense_run(const stsa_svg *svg, uint8_t budget) {
-  return (head_run){
-      svg->plan_dense, NULL, svg->density_dense, 0, 0, budget, STSA_AUTO_DENSE,
-      STSA_AUTO_METHOD};
+  return (head_run){.plan = svg->plan_dense,
+                    .density = svg->density_dense,
+                    .budget = budget,
+                    .choice = STSA_AUTO_DENSE,
+                    .reason = STSA_AUTO_METHOD};
 }
 
 /* The call's NaN/Inf scan (a pass over q, k and v, ~1.5% of a Wan-480p
@@ -383,14 +385,18 @@ static stsa_status scan_inputs(const stsa_svg *svg, const stsa_tensor *q,
   return STSA_OK;
 }
 
-/* SVG2's outcome of batch entry b per head (res[H]; the caller frees the
- * plans); estimate: bound each head even without a budget. */
-static stsa_svg2_env svg2_env(const stsa_svg *svg, int video_unchecked, int estimate) {
+/* session_internal.h */
+stsa_svg2_env stsa_svg_svg2_env(const stsa_svg *svg, int video_unchecked, int estimate) {
   /* method svg2 bounds its heads on their own output rows, after the run
-   * (settle_svg2_heads); auto compares the bounds before it: estimate */
-  const stsa_svg2_env env = {svg->ctx,         &svg->cfg,         svg->mask_dense,
-                             svg->svg2_q_tile, svg->svg2_kv_tile, video_unchecked,
-                             estimate,         !estimate};
+   * (settle_heads); auto compares the bounds before it: estimate */
+  const stsa_svg2_env env = {.ctx = svg->ctx,
+                             .cfg = &svg->cfg,
+                             .mask_dense = svg->mask_dense,
+                             .q_tile = svg->svg2_q_tile,
+                             .kv_tile = svg->svg2_kv_tile,
+                             .video_unchecked = video_unchecked,
+                             .estimate = estimate,
+                             .settle = !estimate};
   return env;
 }
 
@@ -399,7 +405,7 @@ stsa_status stsa_svg_svg2_batch(stsa_svg *svg, int64_t layer, int64_t B, int64_t
                                 const stsa_tensor *k, const stsa_tensor *v, double budget,
                                 int video_unchecked, int estimate, stsa_svg2_head *res,
                                 double *cluster_ms, int *cold) {
-  const stsa_svg2_env env = svg2_env(svg, video_unchecked, estimate);
+  const stsa_svg2_env env = stsa_svg_svg2_env(svg, video_unchecked, estimate);
   return stsa_svg2_plan_batch(svg->svg2, &env, layer, B, b, row_seed, q, k, v, budget,
                               res, cluster_ms, cold);
 }
@@ -408,8 +414,15 @@ stsa_status stsa_svg_svg2_batch(stsa_svg *svg, int64_t layer, int64_t B, int64_t
 head_run stsa_svg_svg2_run(const stsa_svg *svg, const stsa_svg2_head *r) {
   if (!r->plan)
     return stsa_svg_dense_run(svg, r->budget);
-  return (head_run){r->plan,  r->plan,   r->density,     r->est_error,
-                    r->top_p, r->budget, STSA_AUTO_SVG2, STSA_AUTO_METHOD};
+  return (head_run){.plan = r->plan,
+                    .owned = r->plan,
+                    .density = r->density,
+                    .est_error = r->est_error,
+                    .top_p = r->top_p,
+                    .budget = r->budget,
+                    .choice = STSA_AUTO_SVG2,
+                    .reason = STSA_AUTO_METHOD,
+                    .level = r->step};
 }
 
 /* SVG2's heads of batch entry b. */
@@ -458,22 +471,28 @@ stsa_status stsa_svg_run_head(stsa_svg *svg, int64_t b, int64_t h, const stsa_pl
                                      NULL, 0);
 }
 
-/* Method svg2 under a budget, after its heads of batch entry b ran into
- * out: each head's bound from its own output rows (stsa_svg2_settle); a
- * head past the budget takes its ladder's choice and runs again alone. */
-static stsa_status settle_svg2_heads(stsa_svg *svg, int64_t b, const stsa_tensor *q,
-                                     const stsa_tensor *k, const stsa_tensor *v,
-                                     const stsa_tensor *out, double budget,
-                                     head_run *hr) {
+/* Method svg2 under a budget, and method auto's kept call, after the heads
+ * of batch entry b ran into out: each head's bound from its own output rows
+ * (stsa_svg2_settle); a head past the budget takes its SVG2 ladder's choice
+ * and runs again alone (auto's: reason recheck, and kinds[h] follows). */
+static stsa_status settle_heads(stsa_svg *svg, int64_t b, const stsa_tensor *q,
+                                const stsa_tensor *k, const stsa_tensor *v,
+                                const stsa_tensor *out, double budget, head_run *hr,
+                                stsa_head_kind *kinds) {
   const int64_t H = svg->cfg.heads;
+  const int kept = svg->cfg.method == STSA_SVG_METHOD_AUTO;
   stsa_svg2_head *res = calloc((size_t)H, sizeof *res);
-  uint8_t *redo = calloc((size_t)H, 1);
-  stsa_status st = res && redo ? STSA_OK
-                               : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY,
-                                           "svg: out of memory");
-  const stsa_svg2_env env = svg2_env(svg, 0, 0);
+  uint8_t *redo = calloc((size_t)H, 1), *first = malloc((size_t)H);
+  stsa_status st =
+      res && redo && first
+          ? STSA_OK
+          : stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
+  for (int64_t h = 0; first && h < H; h++) /* ran SVG2's first step */
+    first[h] = hr[h].choice == STSA_AUTO_SVG2 && hr[h].level == 0;
+  const stsa_svg2_env env = stsa_svg_svg2_env(svg, 0, 0);
   if (st == STSA_OK)
-    st = stsa_svg2_settle(svg->svg2, &env, b, q, k, v, out, budget, res, redo);
+    st = stsa_svg2_settle(svg->svg2, &env, b, q, k, v, out, budget, kept ? first : NULL,
+                          res, redo);
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     if (!redo[h]) {
       hr[h].est_error = res[h].est_error;
@@ -482,10 +501,16 @@ static stsa_status settle_svg2_heads(stsa_svg *svg, int64_t b, const stsa_tensor
     stsa_plan_free(hr[h].owned);
     hr[h] = stsa_svg_svg2_run(svg, &res[h]);
     res[h].plan = NULL; /* hr[h] owns it */
+    if (kept) {
+      hr[h].reason = STSA_AUTO_RECHECK;
+      if (hr[h].choice == STSA_AUTO_SVG2)
+        kinds[h] = STSA_HEAD_SEMANTIC;
+    }
     st = stsa_svg_run_head(svg, b, h, hr[h].plan, q, k, v, out);
   }
   for (int64_t h = 0; res && h < H; h++)
     stsa_plan_free(res[h].plan);
+  free(first);
   free(redo);
   free(res);
   return st;
@@ -506,8 +531,9 @@ static stsa_status recheck_heads(stsa_svg *svg, int64_t layer, int64_t step, int
   uint8_t *exempt = calloc((size_t)H, 1);
   if (!exempt)
     return stsa_fail(&svg->ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg: out of memory");
-  for (int64_t h = 0; h < H; h++)
-    exempt[h] = deferred && hr[h].budget == STSA_BUDGET_NONE;
+  for (int64_t h = 0; h < H; h++) /* auto's kept heads at a raised level too */
+    exempt[h] =
+        deferred && (hr[h].budget == STSA_BUDGET_NONE || hr[h].reason == STSA_AUTO_KEPT);
   stsa_status st =
       stsa_svg_recheck_heads(svg, stsa_svg_row_seed(svg->cfg.seed, layer, step, b), b, q,
                              k, v, out, budget, exempt, hr, climb, kinds);
@@ -516,6 +542,17 @@ static stsa_status recheck_heads(stsa_svg *svg, int64_t layer, int64_t step, int
       stsa_svg2_first_missed(svg->svg2, layer, B, b, h);
   free(exempt);
   return st;
+}
+
+/* What a kept call reports of its heads (hr[H]): no profile (mse [2][H]
+ * NaN), and each head's bound for its candidate alone (cand [H][C][2]). */
+static void kept_report(const head_run *hr, int64_t H, float *mse, double *cand) {
+  for (int64_t h = 0; h < H; h++) {
+    mse[h] = mse[H + h] = NAN;
+    double *c = cand + (h * STSA_AUTO_CANDIDATE_COUNT_ + hr[h].choice) * 2;
+    c[0] = hr[h].density;
+    c[1] = hr[h].est_error;
+  }
 }
 
 static void report_write(stsa_svg_report *dst, stsa_svg_report *r, int64_t BH,
@@ -622,11 +659,17 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
   for (int64_t b = 0; st == STSA_OK && b < B; b++) {
     float *mse_s = mse + 2 * b * H, *mse_t = mse_s + H;
     head_run *hr = run + b * H;
+    const int keeps = !dense && svg->cfg.method == STSA_SVG_METHOD_AUTO &&
+                      stsa_svg_auto_keeps(svg, layer, B, b, budget);
     if (!dense) {
       double t0 = now_ms();
       stsa_svg_sample_rows(&svg->cfg.geometry, R, svg->cfg.seed, layer, step, b, rows);
       const uint64_t row_seed = stsa_svg_row_seed(svg->cfg.seed, layer, step, b);
-      if (svg->cfg.method == STSA_SVG_METHOD_AUTO)
+      if (keeps)
+        st = stsa_svg_plan_kept_heads(svg, layer, B, b, row_seed, q, k, v, budget,
+                                      video_unchecked, kinds + b * H, hr, climb + b * H,
+                                      &cluster_ms, &cold);
+      else if (svg->cfg.method == STSA_SVG_METHOD_AUTO)
         st = stsa_svg_plan_auto_heads(svg, layer, B, b, row_seed, q, k, v, budget,
                                       video_unchecked, mse_s, mse_t, kinds + b * H, hr,
                                       cand + b * H * STSA_AUTO_CANDIDATE_COUNT_ * 2,
@@ -650,11 +693,11 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
     double t0 = now_ms();
     st = run_heads(svg, hr, q, k, v, out, b, plans, plan_heads);
     attention_ms += now_ms() - t0;
-    const int deferred = !dense && svg->cfg.method == STSA_SVG_METHOD_SVG2 &&
+    const int deferred = !dense && (svg->cfg.method == STSA_SVG_METHOD_SVG2 || keeps) &&
                          stsa_svg2_deferred(svg->svg2, b);
     if (st == STSA_OK && deferred) {
       t0 = now_ms();
-      st = settle_svg2_heads(svg, b, q, k, v, out, budget, hr);
+      st = settle_heads(svg, b, q, k, v, out, budget, hr, kinds + b * H);
       profile_ms += now_ms() - t0;
     }
     /* auto's choice and SVG2's ladder under a budget, rechecked on rows
@@ -665,6 +708,12 @@ stsa_status stsa_svg_attention_ex(stsa_svg *svg, int64_t layer, int64_t step,
       st = recheck_heads(svg, layer, step, B, b, deferred, q, k, v, out, budget, hr,
                          climb + b * H, kinds + b * H);
       profile_ms += now_ms() - t0;
+    }
+    if (st == STSA_OK && !dense && svg->cfg.method == STSA_SVG_METHOD_AUTO) {
+      stsa_svg_auto_remember(svg, layer, B, b, keeps, budget, hr);
+      if (keeps)
+        kept_report(hr, H, mse + 2 * b * H,
+                    cand + b * H * STSA_AUTO_CANDIDATE_COUNT_ * 2);
     }
     for (int64_t h = 0; h < H; h++)
       kept += hr[h].density;

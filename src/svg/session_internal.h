@@ -54,6 +54,7 @@ typedef struct head_run {
   float est_error, top_p;
   uint8_t budget;
   uint8_t choice, reason; /* stsa_auto_candidate, stsa_auto_reason */
+  uint8_t level;          /* SVG's kinds: the budget level; SVG2: the ladder's step */
 } head_run;
 
 /* The spatial (i = 0) or temporal (i = 1) mask and plan of a density (above
@@ -122,6 +123,35 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                    const stsa_tensor *v, const stsa_tensor *out,
                                    double budget, const uint8_t *exempt, head_run *hr,
                                    auto_climb *climb, stsa_head_kind *kinds);
+
+/* The environment a call lends SVG2 (session.c); estimate: bound each head
+ * before the run even without a budget (method auto), else a budget's bound
+ * waits for the output where SVG2 may defer it. */
+stsa_svg2_env stsa_svg_svg2_env(const stsa_svg *svg, int video_unchecked, int estimate);
+
+/* Method auto's kept choice (auto_kept.c; docs/architecture.md, "Method
+ * auto's kept choice"). Whether batch entry b of a call of `layer` (of B)
+ * under budget keeps its heads' choices of the layer's last call: a warm
+ * layer whose heads all met the budget there (cheapest, dense where nothing
+ * met it, or kept), within a few calls of its last full choice. */
+int stsa_svg_auto_keeps(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                        double budget);
+
+/* A kept call's heads of batch entry b: SVG2's clusters and deferred bound
+ * (stsa_svg2_plan_batch under settle_all), each head's rows drawn from the
+ * strata of what it runs, and run[h] the head's kept candidate and level
+ * (reason STSA_AUTO_KEPT); climb[h] none (a miss climbs SVG2's ladder). */
+stsa_status stsa_svg_plan_kept_heads(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                                     uint64_t row_seed, const stsa_tensor *q,
+                                     const stsa_tensor *k, const stsa_tensor *v,
+                                     double budget, int video_unchecked,
+                                     stsa_head_kind *kinds, head_run *run,
+                                     auto_climb *climb, double *cluster_ms, int *cold);
+
+/* After batch entry b's heads ran and were checked (hr[H]: what they ran):
+ * what the layer's next call may keep; kept: this call kept its choices. */
+void stsa_svg_auto_remember(stsa_svg *svg, int64_t layer, int64_t B, int64_t b, int kept,
+                            double budget, const head_run *hr);
 
 /* What SVG2's outcome for a head runs (session.c). */
 head_run stsa_svg_svg2_run(const stsa_svg *svg, const stsa_svg2_head *r);

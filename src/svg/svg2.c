@@ -301,11 +301,16 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
     rel[i] = NAN;
   /* Deferred (env->settle): the bound is taken on the call's own output
    * rows after it ran, so no candidate is profiled here; every head plans
-   * its first candidate (rel NaN picks it) and stsa_svg2_settle climbs the
-   * ladder for a head past the budget. */
+   * its first candidate (rel NaN picks it), or env->first_step's, and
+   * stsa_svg2_settle climbs the ladder for a head past the budget. */
   int defer = max_rel_error > 0 && env->settle && !env->estimate && warm;
-  for (int64_t h = 0; defer && h < H; h++)
+  for (int64_t h = 0; defer && !env->settle_all && h < H; h++)
     defer = ls->first_met[b * H + h];
+  /* a deferred head plans env->first_step's candidate: the ones before it
+   * read as missed */
+  for (int64_t h = 0; rel && defer && env->first_step && h < H; h++)
+    for (int i = 0; i < env->first_step[h] && i < n; i++)
+      rel[i * H + h] = INFINITY;
   settle_state *pending = NULL;
   if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
     st = stsa_svg2_draw_rows(ctx, s, env, b, n, q, &w);

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "stsa.h"
+#include "svg/strata.h"
 
 typedef struct stsa_svg2 stsa_svg2;
 
@@ -30,6 +31,19 @@ typedef struct stsa_svg2_env {
    * after the heads ran, on their own output rows (stsa_svg2_settle), so
    * planning profiles the dense rows only and no candidate */
   int settle;
+  /* 1 (with settle; method auto's kept call): the bound waits for the
+   * output whatever the heads' first candidates did at the layer's last
+   * call, the caller having fixed each head's choice before the call */
+  int settle_all;
+  /* NULL, or (a deferred call) head h's R rows drawn by the caller from the
+   * strata of what the head runs, in place of SVG2's draw: 1 drawn into
+   * *got, 0 SVG2's draw, -1 out of memory. Called for several heads at
+   * once, from the planning threads. */
+  int (*draw_head)(void *arg, int64_t h, int64_t R, stsa_strata *got);
+  void *draw_arg;
+  /* NULL, or (a deferred call) the ladder's candidate each head plans
+   * ([H]; method auto's kept step), else its first */
+  const uint8_t *first_step;
 } stsa_svg2_env;
 
 /* One head's outcome of a call. */
@@ -40,6 +54,7 @@ typedef struct stsa_svg2_head {
   float density;   /* kept fraction of what runs (1 or the dense plan's if dense) */
   float top_p;     /* top-p finally used (0 in density mode or dense) */
   uint8_t budget;  /* stsa_budget_action */
+  uint8_t step;    /* the ladder's candidate that runs (0: the configured) */
 } stsa_svg2_head;
 
 /* The most (query cluster, key cluster) pairs a session takes. A call's
@@ -83,10 +98,19 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *env, int64_t
                                  stsa_svg2_head *heads, double *cluster_ms, int *cold);
 
 /* Whether batch entry b's bound waits for its output: plan_batch defers it
- * under env->settle and a budget when the entry's heads all met the budget
- * with their first candidate at the layer's last call (a head that misses
- * then runs twice: planned on its first candidate, then on its ladder's). */
+ * in a warm call under env->settle and a budget when the entry's heads all
+ * met the budget with their first candidate at the layer's last call, or
+ * under env->settle_all (a head that misses then runs twice: planned on its
+ * first candidate, then on its ladder's). */
 int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b);
+
+/* Method auto's memory of `layer` for B batch entries, kept with the
+ * layer's clusters: B * H bytes, a head's each, then B, a batch entry's, and
+ * *budget B doubles (auto_kept.c's; zero on a new layer or batch size), or
+ * NULL when out of memory. *warm: the layer's clusters are warm, so a call
+ * under a budget may defer its bound (env->settle_all). */
+uint8_t *stsa_svg2_auto_memory(stsa_svg2 *s, int64_t layer, int64_t B, int *warm,
+                               double **budget);
 
 /* Head h of batch entry b (of B) failed the recheck at `layer`'s call: its
  * first candidate counts as missed, so the layer's next call bounds it
@@ -99,11 +123,15 @@ void stsa_svg2_first_missed(stsa_svg2 *s, int64_t layer, int64_t B, int64_t b, i
  * head's bound; a head past max_rel_error climbs its ladder (its other candidates
  * profiled on its rows, as plan_batch does without settle): redo[h] = 1 and
  * heads[h] is its new outcome (a plan the caller frees, or NULL: dense),
- * which the caller runs again. Without a pending entry for b:
+ * which the caller runs again. first[h] (NULL: every head) 1 where head h
+ * ran its first candidate: only those heads' misses count as the first
+ * candidate's (method auto's kept call runs SVG's candidates too). Without
+ * a pending entry for b:
  * STSA_ERR_BAD_PARAM. The pending entry is gone after the call. */
 stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *env, int64_t b,
                              const stsa_tensor *q, const stsa_tensor *k,
                              const stsa_tensor *v, const stsa_tensor *out,
-                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo);
+                             double max_rel_error, const uint8_t *first,
+                             stsa_svg2_head *heads, uint8_t *redo);
 
 #endif

@@ -134,7 +134,7 @@ int64_t stsa_svg2_own_key_strata(const double *lean, const uint8_t *own, int n, 
  * each query's estimated dropped mass (stsa_strata_geometric) in w->lean
  * (the gather's, else dropped_logit's here), the queries whose selection
  * drops their own key's cluster read whole or split off
- * (stsa_svg2_own_key_strata). */
+ * (stsa_svg2_own_key_strata); a head env->draw_head draws is the caller's. */
 stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
                                 const stsa_svg2_env *env, int64_t b, int n,
                                 const stsa_tensor *q, call_work *w) {
@@ -156,8 +156,9 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
     float *row = malloc(sizeof(float) * (size_t)s->D);
     stsa_strata got = {w->rows + h * w->R, w->row_group + h * w->R,
                        w->row_pop + h * w->pop_stride, 0};
-    int failed = !label || !size || !row || !own;
-    if (!failed) {
+    const int theirs = env->draw_head ? env->draw_head(env->draw_arg, h, w->R, &got) : 0;
+    int failed = theirs < 0 || !label || !size || !row || !own;
+    if (!failed && !theirs) {
       if (!w->lean_ready[h])
         dropped_logit(s, w, &ctx->run->kern, b, q, &geo, h, row, lean);
       own_key_dropped(s, w, &geo, h, n, own);
@@ -359,7 +360,8 @@ int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b) {
 stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int64_t b,
                              const stsa_tensor *q, const stsa_tensor *k,
                              const stsa_tensor *v, const stsa_tensor *out,
-                             double max_rel_error, stsa_svg2_head *heads, uint8_t *redo) {
+                             double max_rel_error, const uint8_t *first,
+                             stsa_svg2_head *heads, uint8_t *redo) {
   stsa_ctx *ctx = session_env->ctx;
   settle_state *p = s->pending;
   STSA_RETURN_IF(!p || p->b != b, &ctx->err, STSA_ERR_BAD_PARAM,
@@ -388,7 +390,8 @@ stsa_status stsa_svg2_settle(stsa_svg2 *s, const stsa_svg2_env *session_env, int
                              first_z(&env, max_rel_error));
     heads[h] = (stsa_svg2_head){.est_error = (float)rel[h]};
     redo[h] = !(rel[h] <= max_rel_error);
-    p->ls->first_met[b * H + h] = !redo[h];
+    if (!first || first[h])
+      p->ls->first_met[b * H + h] = !redo[h];
     if (redo[h])
       st = climb_ladder(s, &env, p, h, q, k, v, max_rel_error, rel, sq, scratch, order,
                         count, &heads[h]);

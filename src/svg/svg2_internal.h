@@ -36,6 +36,10 @@ typedef struct layer_state {
    * call under one. A batch entry whose heads all did defers its bound to
    * its output (stsa_svg2_settle): a head that then misses runs twice. */
   uint8_t *first_met;
+  /* [B*H + B] and [B] method auto's memory of the layer
+   * (stsa_svg2_auto_memory) */
+  uint8_t *auto_memory;
+  double *auto_budget;
   /* [B*H][QC][D], [B*H][QC] and [B*H], allocated by the first call that
    * bounds: the tilt of each query cluster's dropped mass (call_work's
    * q_tilt) at the layer's last call, tilt_valid[i] 1 where that call

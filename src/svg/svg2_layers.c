@@ -15,6 +15,8 @@ static void layer_clear(layer_state *ls, int64_t H) {
     stsa_plan_free(ls->plans[i]);
   free(ls->plans);
   free(ls->first_met);
+  free(ls->auto_memory);
+  free(ls->auto_budget);
   free(ls->sig);
   free(ls->qc);
   free(ls->kc);
@@ -79,8 +81,10 @@ layer_state *stsa_svg2_layer_for(stsa_svg2 *s, int64_t layer, int64_t B) {
   ls->sig = calloc(heads, sizeof *ls->sig);
   ls->plans = calloc(heads, sizeof *ls->plans);
   ls->first_met = calloc(heads, 1);
+  ls->auto_memory = calloc(heads + (size_t)B, 1);
+  ls->auto_budget = calloc((size_t)B, sizeof *ls->auto_budget);
   if (!ls->qc || !ls->kc || !ls->lq || !ls->lk || !ls->sig || !ls->plans ||
-      !ls->first_met) {
+      !ls->first_met || !ls->auto_memory || !ls->auto_budget) {
     layer_clear(ls, s->H); /* the slot stays, empty: the next call retries */
     return NULL;
   }
@@ -94,4 +98,12 @@ void stsa_svg2_layers_free(stsa_svg2 *s) {
   free(s->layers);
   s->layers = NULL;
   s->layer_slots = s->layer_count = 0;
+}
+
+uint8_t *stsa_svg2_auto_memory(stsa_svg2 *s, int64_t layer, int64_t B, int *warm,
+                               double **budget) {
+  layer_state *ls = stsa_svg2_layer_for(s, layer, B);
+  *warm = ls && ls->valid;
+  *budget = ls ? ls->auto_budget : NULL;
+  return ls ? ls->auto_memory : NULL;
 }

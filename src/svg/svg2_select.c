@@ -231,6 +231,7 @@ stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   res->budget = pick > 0 ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE;
   res->est_error = (float)rel[pick * H + h];
   res->top_p = (float)cand[pick].top_p;
+  res->step = (uint8_t)pick;
   const uint8_t *keep = stsa_svg2_keep_of(w, h, pick);
   const uint64_t sig = selection_sig(w, h, keep);
   if (!ls->plans[slot] || ls->sig[slot] != sig) {

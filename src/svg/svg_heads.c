@@ -54,22 +54,6 @@ static void draw_free(svg_draw *d) {
   free(d->sq);
 }
 
-/* What SVG's masks keep at levels 0..levels-1: the session's windows, and
- * the windows of the wider levels' densities (stsa_svg_level_plan's). */
-static stsa_svg_keep svg_keep(const stsa_svg *svg, int levels) {
-  const stsa_geometry *g = &svg->cfg.geometry;
-  const int64_t sink = svg->cfg.sink_frames;
-  stsa_svg_keep keep = {
-      g, sink, levels, {svg->windows.frame_window}, {svg->windows.band}};
-  for (int l = 1; l < levels; l++) {
-    const double video =
-        stsa_svg_video_density(g, fmin(1.0, svg->cfg.density * (double)(1 << l)));
-    keep.frame_window[l] = stsa_svg_frame_window(g, sink, video);
-    keep.band[l] = stsa_svg_band_halfwidth(g, sink, video);
-  }
-  return keep;
-}
-
 /* Head h's estimates at every level (est[2][levels][L] in d->est) and
  * its level-0 rows drawn from both kinds' strata (got). 0, or -1 when out
  * of memory. */
@@ -123,7 +107,7 @@ static stsa_status draw_and_profile(stsa_svg *svg, const stsa_tensor *q,
     d->pop = d->group + H * R;
     d->groups = d->pop + H * PS;
     d->scratch = d->sq + 3 * H * R;
-    const stsa_svg_keep keep = svg_keep(svg, d->levels);
+    const stsa_svg_keep keep = stsa_svg_keep_levels(svg, d->levels);
     const int threads = svg->ctx->threads > 0 ? svg->ctx->threads : 1;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++) {

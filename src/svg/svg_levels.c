@@ -40,6 +40,21 @@ stsa_status stsa_svg_level_plan(stsa_svg *svg, int l, int i, const stsa_plan **p
 }
 
 /* svg_levels.h */
+stsa_svg_keep stsa_svg_keep_levels(const stsa_svg *svg, int levels) {
+  const stsa_geometry *g = &svg->cfg.geometry;
+  const int64_t sink = svg->cfg.sink_frames;
+  stsa_svg_keep keep = {
+      g, sink, levels, {svg->windows.frame_window}, {svg->windows.band}};
+  for (int l = 1; l < levels; l++) {
+    const double video =
+        stsa_svg_video_density(g, fmin(1.0, svg->cfg.density * (double)(1 << l)));
+    keep.frame_window[l] = stsa_svg_frame_window(g, sink, video);
+    keep.band[l] = stsa_svg_band_halfwidth(g, sink, video);
+  }
+  return keep;
+}
+
+/* svg_levels.h */
 int64_t stsa_svg_draw_count(const stsa_svg *svg) {
   const stsa_geometry *g = &svg->cfg.geometry;
   const int64_t L = g->frames * g->height * g->width;
@@ -217,14 +232,13 @@ stsa_status stsa_svg_wider_levels(stsa_svg *svg, const stsa_tensor *q,
 head_run stsa_svg_kind_run(const stsa_svg *svg, const kind_eval *e, int i) {
   if (e->pick >= e->levels)
     return stsa_svg_dense_run(svg, STSA_BUDGET_DENSE);
-  return (head_run){e->plan[e->pick],
-                    NULL,
-                    e->density[e->pick],
-                    (float)e->rel[e->pick],
-                    0,
-                    e->pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE,
-                    (uint8_t)(i ? STSA_AUTO_TEMPORAL : STSA_AUTO_SPATIAL),
-                    STSA_AUTO_METHOD};
+  return (head_run){.plan = e->plan[e->pick],
+                    .density = e->density[e->pick],
+                    .est_error = (float)e->rel[e->pick],
+                    .budget = e->pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE,
+                    .choice = (uint8_t)(i ? STSA_AUTO_TEMPORAL : STSA_AUTO_SPATIAL),
+                    .reason = STSA_AUTO_METHOD,
+                    .level = (uint8_t)e->pick};
 }
 
 /* Mixed with the call's row seed for the rows of the levels a climb tries

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "svg/session_internal.h"
+#include "svg/svg_strata.h"
 
 /* The rows of a call's bound drawn per head where its error arises
  * (svg_strata.h), and their profile under both kinds. The same pass
@@ -62,6 +63,10 @@ stsa_status stsa_svg_wider_levels(stsa_svg *svg, const stsa_tensor *q,
                                   const stsa_tensor *k, const stsa_tensor *v, int64_t b,
                                   double budget, const svg_draw *d, const uint8_t *want,
                                   const double *cap, kind_eval *e);
+
+/* What SVG's masks keep at levels 0..levels-1: the session's windows, and
+ * the windows of the wider levels' densities (stsa_svg_level_plan's). */
+stsa_svg_keep stsa_svg_keep_levels(const stsa_svg *svg, int levels);
 
 /* What kind i's evaluation runs: its picked level, else dense. */
 head_run stsa_svg_kind_run(const stsa_svg *svg, const kind_eval *e, int i);

@@ -61,7 +61,8 @@ class SVGInfo:
     "semantic" (SVG2), or "dense" for every head when the policy ran the
     call dense (the kind the CLI reports too). mse_spatial, mse_temporal:
     float32 [B, H], SVG's profiling error of each mask on the sampled rows
-    (0 when the call ran dense, and for SVG2). dense: the policy ran this
+    (0 when the call ran dense, and for SVG2; NaN where method auto kept
+    its choices, "kept"). dense: the policy ran this
     call dense (step < dense_steps or layer < dense_layers). profile_ms,
     attention_ms: time spent. density: realised kept fraction over all heads.
 
@@ -93,7 +94,10 @@ class SVGInfo:
     that met the budget, checked again, or dense; svg2's heads take the
     same recheck, but for a head on its first step in a warm call whose
     heads all met it at the layer's last call, and run dense when it
-    fails), "method" (not auto);
+    fails), "kept" (a warm call at the budget of the layer's last call,
+    whose heads all met it there: the head's choice of that call run again,
+    bounded on the call's own output rows, no candidate profiled; at most
+    three calls in a row), "method" (not auto);
     cand_density, cand_bound (float32 [B, H, 4], candidates in the order of
     stsa.AUTO_CANDIDATES): each candidate's kept fraction and error bound,
     NaN where not evaluated."""
