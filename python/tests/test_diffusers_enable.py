@@ -72,6 +72,23 @@ def test_auto_turns_sparse_and_says_what_each_head_chose():
     handle.disable()
 
 
+def test_auto_under_a_budget_keeps_the_last_steps_choices_and_counts_them():
+    model = make("wan")
+    handle = stsa.diffusers.enable(model, method="auto", max_error=0.05, dense_steps=0,
+                                   dense_layers=0)
+    for t in (900, 800, 700):
+        run(model, inputs("wan", timestep=t))
+    first, *later = handle.stats()
+    n = handle.layers
+    assert first.kept_heads == 0  # a cold layer chooses
+    # a warm step whose heads all met the budget at the step before keeps
+    # their choices (1 batch entry x 2 heads a call); at most three in a row
+    assert all(0 <= s.kept_heads <= n * 2 for s in later)
+    assert sum(s.kept_heads for s in later) > 0
+    assert all(s.est_error <= 0.05 for s in handle.stats())
+    handle.disable()
+
+
 @pytest.mark.parametrize("method", ["svg", "svg2", "auto"])
 def test_a_budget_no_sparse_head_meets_sends_every_head_dense_and_says_so(method):
     model = make("wan")

@@ -58,6 +58,9 @@ class StepStats:
     # method auto: what the session's heads ran, candidate -> heads
     # ("spatial", "temporal", "svg2", "dense"); empty for the other methods
     choices: dict = dataclasses.field(default_factory=dict)
+    # method auto: heads that ran their layer's last call's choice again,
+    # bounded on the call's own output, with no candidate profiled ("kept")
+    kept_heads: int = 0
 
     def _add_session_call(self, info, auto):
         """One call the session ran (not dense by the policy)."""
@@ -68,6 +71,7 @@ class StepStats:
         if auto:
             for choice in info.choice.ravel():
                 self.choices[str(choice)] = self.choices.get(str(choice), 0) + 1
+            self.kept_heads += int((info.choice_reason == "kept").sum())
         if dense_heads == budget.size:
             self.budget_dense_calls += 1
             return
