@@ -12,7 +12,9 @@
  * A head whose check fails climbs to its next candidate, or to an SVG level
  * it had not tried, or runs dense.
  * The recheck leaves the heads it is told to exempt untouched; SVG2's ladder profiled in
- * the bound's first pass gives what two passes give, bitwise.
+ * the bound's first pass gives what two passes give, bitwise. A warm call at the last
+ * call's budget keeps the heads' choices when they all met it, at most three calls in a
+ * row, and a kept head that misses climbs.
  */
 #define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <math.h>
@@ -488,9 +490,10 @@ static void check_kept(const outcome *last, const outcome *o, double budget,
 }
 
 /* Method auto's kept choice: a warm call at the budget of the layer's last
- * call whose heads all met it there runs their choices again, bounded on
- * its own output rows; at most three calls in a row keep, a call at
- * another budget chooses afresh, and a kept head that misses climbs (its
+ * call whose heads all met it there runs their choices again (SVG2's on
+ * the ladder step it met on), bounded on its own output rows; at most
+ * three calls in a row keep, a call at another budget chooses afresh, and
+ * a kept head that misses climbs (its
  * temporal head's inputs made near uniform, where its band loses most of
  * the mass), after which the layer chooses afresh. */
 static void test_kept(stsa_ctx *ctx, const inputs *in) {
@@ -515,6 +518,21 @@ static void test_kept(stsa_ctx *ctx, const inputs *in) {
   outcome other;
   call(svg, in, 8, 0.2, &other);
   CHECK(!kept_call(&other), "a call at another budget kept its choices");
+
+  /* at 0.02 the semantic heads' SVG2 meets the budget on its ladder's second
+   * step: the kept call plans that step (stsa_svg2_env.first_step) */
+  stsa_svg *raised = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &raised), STSA_OK);
+  outcome r[2];
+  call(raised, in, 0, 0.02, &r[0]);
+  call(raised, in, 1, 0.02, &r[1]);
+  check_kept(&r[0], &r[1], 0.02, "raised");
+  int steps = 0;
+  for (int h = 0; h < H; h++)
+    steps += r[1].reason[h] == STSA_AUTO_KEPT && r[1].choice[h] == STSA_AUTO_SVG2 &&
+             r[1].budget[h] == STSA_BUDGET_RAISED;
+  CHECK(steps > 0, "no head kept SVG2's raised step: the step's planning is untested");
+  stsa_svg_free(raised);
 
   /* a miss: the temporal head's inputs near uniform at a kept call */
   stsa_svg *miss = NULL;
