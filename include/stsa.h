@@ -892,13 +892,13 @@ typedef enum stsa_auto_reason {
    * call) and run dense when it fails (docs/architecture.md, "Method auto's
    * recheck") */
   STSA_AUTO_RECHECK = 5,
-  /* under a budget, a warm call: the head's choice at the layer's last call
-   * (its candidate and level), which met the budget there, kept without
+  /* under a budget, a warm call at the budget of the layer's last call: what
+   * the head ran there (its candidate and level) run again without
    * profiling a candidate; its bound is taken on rows of the call's own
    * output drawn from that candidate's strata, and a head past the budget
    * climbs (reason recheck). A layer chooses afresh at least every fourth
-   * call, and after any head's miss (docs/architecture.md, "Method auto's
-   * kept choice") */
+   * call, and after a kept head's miss (docs/architecture.md, "Method
+   * auto's kept choice") */
   STSA_AUTO_KEPT = 6,
   STSA_AUTO_REASON_COUNT_
 } stsa_auto_reason;

@@ -13,8 +13,8 @@
  * it had not tried, or runs dense.
  * The recheck leaves the heads it is told to exempt untouched; SVG2's ladder profiled in
  * the bound's first pass gives what two passes give, bitwise. A warm call at the last
- * call's budget keeps the heads' choices when they all met it, at most three calls in a
- * row, and a kept head that misses climbs.
+ * call's budget keeps what the heads ran there, at most three calls in a row, and a kept
+ * head that misses climbs.
  */
 #define STSA_EXPERIMENTAL /* stsa_workload_generate */
 #include <math.h>
@@ -490,10 +490,10 @@ static void check_kept(const outcome *last, const outcome *o, double budget,
 }
 
 /* Method auto's kept choice: a warm call at the budget of the layer's last
- * call whose heads all met it there runs their choices again (SVG2's on
- * the ladder step it met on), bounded on its own output rows; at most
- * three calls in a row keep, a call at another budget chooses afresh, and
- * a kept head that misses climbs (its
+ * call runs what its heads ran there again (SVG2 on the ladder step it met
+ * the budget on, a head whose check failed on what it climbed to), bounded
+ * on its own output rows; at most three calls in a row keep, a call at
+ * another budget chooses afresh, and a kept head that misses climbs (the
  * temporal head's inputs made near uniform, where its band loses most of
  * the mass), after which the layer chooses afresh. */
 static void test_kept(stsa_ctx *ctx, const inputs *in) {
@@ -533,6 +533,21 @@ static void test_kept(stsa_ctx *ctx, const inputs *in) {
              r[1].budget[h] == STSA_BUDGET_RAISED;
   CHECK(steps > 0, "no head kept SVG2's raised step: the step's planning is untested");
   stsa_svg_free(raised);
+
+  /* at 0.015 a head's choice fails its check and climbs: the climb met the
+   * budget on rows of its own, and the next call keeps it */
+  stsa_svg *climbed = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &climbed), STSA_OK);
+  outcome c[2];
+  call(climbed, in, 0, 0.015, &c[0]);
+  call(climbed, in, 1, 0.015, &c[1]);
+  check_kept(&c[0], &c[1], 0.015, "climbed");
+  int climbs = 0;
+  for (int h = 0; h < H; h++)
+    climbs += c[0].reason[h] == STSA_AUTO_RECHECK;
+  CHECK(climbs > 0, "no head climbed at 0.015: the climb's memory is untested");
+  CHECK(kept_call(&c[1]), "the call after a choosing call's climb chose afresh");
+  stsa_svg_free(climbed);
 
   /* a miss: the temporal head's inputs near uniform at a kept call */
   stsa_svg *miss = NULL;

@@ -81,8 +81,8 @@ def test_auto_under_a_budget_keeps_the_last_steps_choices_and_counts_them():
     first, *later = handle.stats()
     n = handle.layers
     assert first.kept_heads == 0  # a cold layer chooses
-    # a warm step whose heads all met the budget at the step before keeps
-    # their choices (1 batch entry x 2 heads a call); at most three in a row
+    # a warm step at the budget of the step before keeps what its heads ran
+    # there (1 batch entry x 2 heads a call); at most three in a row
     assert all(0 <= s.kept_heads <= n * 2 for s in later)
     assert sum(s.kept_heads for s in later) > 0
     assert all(s.est_error <= 0.05 for s in handle.stats())

@@ -1,7 +1,7 @@
 /*
- * auto_kept.c — method auto's kept choice: a warm call under a budget whose
- * heads all met it at the layer's last call runs each head's choice of that
- * call again without profiling a candidate, and bounds it after the run on
+ * auto_kept.c — method auto's kept choice: a warm call at the budget of the
+ * layer's last call runs what each head ran there again without profiling
+ * a candidate, and bounds it after the run on
  * rows of its own output (SVG2's deferred bound, stsa_svg2_settle), drawn
  * from the strata of what the head runs. Nothing in the call chose what a
  * head runs, so the bound is an ordinary one, at 99.5%; the other 0.5% is
@@ -24,13 +24,18 @@
  * its candidates at least every (1 + KEEP_CALLS)th call. */
 enum { KEEP_CALLS = 3 };
 
-/* A head's memory: 0 none, else 1 + its candidate x SVG_LEVELS + level
- * (SVG's kinds: the budget level; SVG2: the ladder's step; dense: 1 where
- * nothing sparse met the budget). */
-static uint8_t memory_code(const head_run *r) {
-  if (r->reason != STSA_AUTO_CHEAPEST && r->reason != STSA_AUTO_NONE_MET &&
-      r->reason != STSA_AUTO_KEPT)
-    return 0; /* a climb after a check, or no budget */
+/* A head's memory of what it ran (r) in a call that chose (kept 0) or kept
+ * its choices: 0 none, else 1 + its candidate x SVG_LEVELS + level (SVG's
+ * kinds: the budget level; SVG2: the ladder's step; dense: 1 where the
+ * budget sent it dense). What a choosing call's head climbed to after a
+ * failed check is remembered too: it met the budget on rows of its own. A
+ * kept head that missed is not: the inputs moved away from the choice. */
+static uint8_t memory_code(const head_run *r, int kept) {
+  const int ran = r->reason == STSA_AUTO_CHEAPEST || r->reason == STSA_AUTO_NONE_MET ||
+                  r->reason == STSA_AUTO_KEPT ||
+                  (r->reason == STSA_AUTO_RECHECK && !kept);
+  if (!ran) /* no budget, or a kept head's miss */
+    return 0;
   const int level =
       r->choice == STSA_AUTO_DENSE ? r->budget == STSA_BUDGET_DENSE : r->level;
   return level < SVG_LEVELS ? (uint8_t)(1 + r->choice * SVG_LEVELS + level) : 0;
@@ -64,7 +69,7 @@ void stsa_svg_auto_remember(stsa_svg *svg, int64_t layer, int64_t B, int64_t b, 
   if (!mem) /* out of memory: the layer starts cold */
     return;
   for (int64_t h = 0; h < H; h++)
-    mem[b * H + h] = budget > 0 ? memory_code(&hr[h]) : 0;
+    mem[b * H + h] = budget > 0 ? memory_code(&hr[h], kept) : 0;
   mem[B * H + b] = kept ? (uint8_t)(mem[B * H + b] + 1) : 0;
   last[b] = budget;
 }

@@ -131,9 +131,9 @@ stsa_svg2_env stsa_svg_svg2_env(const stsa_svg *svg, int video_unchecked, int es
 
 /* Method auto's kept choice (auto_kept.c; docs/architecture.md, "Method
  * auto's kept choice"). Whether batch entry b of a call of `layer` (of B)
- * under budget keeps its heads' choices of the layer's last call: a warm
- * layer whose heads all met the budget there (cheapest, dense where nothing
- * met it, or kept), within a few calls of its last full choice. */
+ * under budget keeps what its heads ran at the layer's last call: a warm
+ * layer at the same budget, within a few calls of its last choice, where no
+ * head kept there missed it. */
 int stsa_svg_auto_keeps(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
                         double budget);
 

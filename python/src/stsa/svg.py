@@ -94,10 +94,10 @@ class SVGInfo:
     that met the budget, checked again, or dense; svg2's heads take the
     same recheck, but for a head on its first step in a warm call whose
     heads all met it at the layer's last call, and run dense when it
-    fails), "kept" (a warm call at the budget of the layer's last call,
-    whose heads all met it there: the head's choice of that call run again,
-    bounded on the call's own output rows, no candidate profiled; at most
-    three calls in a row), "method" (not auto);
+    fails), "kept" (a warm call at the budget of the layer's last call:
+    what the head ran there run again, bounded on the call's own output
+    rows, no candidate profiled; at most three calls in a row, and not after
+    a kept head's miss), "method" (not auto);
     cand_density, cand_bound (float32 [B, H, 4], candidates in the order of
     stsa.AUTO_CANDIDATES): each candidate's kept fraction and error bound,
     NaN where not evaluated."""
