@@ -489,6 +489,19 @@ static void check_kept(const outcome *last, const outcome *o, double budget,
   }
 }
 
+/* A new auto session's first two calls at budget (o[2]): the first chooses,
+ * and where the second keeps, what each head kept is checked (check_kept). */
+static void choose_then_keep(stsa_ctx *ctx, const inputs *in, double budget, outcome *o,
+                             const char *what) {
+  stsa_svg_config cfg = config(STSA_SVG_METHOD_AUTO);
+  stsa_svg *svg = NULL;
+  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
+  call(svg, in, 0, budget, &o[0]);
+  call(svg, in, 1, budget, &o[1]);
+  check_kept(&o[0], &o[1], budget, what);
+  stsa_svg_free(svg);
+}
+
 /* Method auto's kept choice: a warm call at the budget of the layer's last
  * call runs what its heads ran there again (SVG2 on the ladder step it met
  * the budget on, a head whose check failed on what it climbed to), bounded
@@ -521,33 +534,23 @@ static void test_kept(stsa_ctx *ctx, const inputs *in) {
 
   /* at 0.02 the semantic heads' SVG2 meets the budget on its ladder's second
    * step: the kept call plans that step (stsa_svg2_env.first_step) */
-  stsa_svg *raised = NULL;
-  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &raised), STSA_OK);
   outcome r[2];
-  call(raised, in, 0, 0.02, &r[0]);
-  call(raised, in, 1, 0.02, &r[1]);
-  check_kept(&r[0], &r[1], 0.02, "raised");
+  choose_then_keep(ctx, in, 0.02, r, "raised");
   int steps = 0;
   for (int h = 0; h < H; h++)
     steps += r[1].reason[h] == STSA_AUTO_KEPT && r[1].choice[h] == STSA_AUTO_SVG2 &&
              r[1].budget[h] == STSA_BUDGET_RAISED;
   CHECK(steps > 0, "no head kept SVG2's raised step: the step's planning is untested");
-  stsa_svg_free(raised);
 
   /* at 0.015 a head's choice fails its check and climbs: the climb met the
    * budget on rows of its own, and the next call keeps it */
-  stsa_svg *climbed = NULL;
-  CHECK_STATUS(stsa_svg_create(ctx, &cfg, &climbed), STSA_OK);
   outcome c[2];
-  call(climbed, in, 0, 0.015, &c[0]);
-  call(climbed, in, 1, 0.015, &c[1]);
-  check_kept(&c[0], &c[1], 0.015, "climbed");
+  choose_then_keep(ctx, in, 0.015, c, "climbed");
   int climbs = 0;
   for (int h = 0; h < H; h++)
     climbs += c[0].reason[h] == STSA_AUTO_RECHECK;
   CHECK(climbs > 0, "no head climbed at 0.015: the climb's memory is untested");
   CHECK(kept_call(&c[1]), "the call after a choosing call's climb chose afresh");
-  stsa_svg_free(climbed);
 
   /* a miss: the temporal head's inputs near uniform at a kept call */
   stsa_svg *miss = NULL;
