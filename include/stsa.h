@@ -900,10 +900,16 @@ typedef enum stsa_auto_reason {
    * call, and after a kept head's miss (docs/architecture.md, "Method
    * auto's kept choice") */
   STSA_AUTO_KEPT = 6,
+  /* under a budget, a call that chose afresh: the lowest density within it,
+   * which is what the head ran at the layer's last call at this budget.
+   * That was fixed before the call drew a row, so its bound, taken at 99.5%
+   * and within the budget, is an ordinary one and the head takes no
+   * recheck (docs/architecture.md, "Method auto's confirmed choice") */
+  STSA_AUTO_CONFIRMED = 7,
   STSA_AUTO_REASON_COUNT_
 } stsa_auto_reason;
 /* "method", "cheapest", "none-met", "lowest-bound", "policy", "recheck",
- * "kept"; "unknown" for any other value. */
+ * "kept", "confirmed"; "unknown" for any other value. */
 STSA_API const char *stsa_auto_reason_name(stsa_auto_reason reason);
 
 /* What the error budget did to a head (stsa_svg_report.budget). */

@@ -25,7 +25,7 @@ for r in rows:
     if b > 0:  # under a budget every head is estimated
         assert math.isfinite(e) and e >= 0, r
 assert all(r['reason'] in ('method', 'cheapest', 'none-met', 'lowest-bound', 'recheck',
-                           'kept') for r in rows), {r['reason'] for r in rows}
+                           'kept', 'confirmed') for r in rows), {r['reason'] for r in rows}
 # auto under a budget: no denser than whichever of svg and svg2 met it, but
 # where the recheck after its choice sent the head up (climbed or dense), or
 # where the call kept the layer's last call's choices (rows of that call

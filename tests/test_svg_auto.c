@@ -351,17 +351,26 @@ static void test_climb(stsa_ctx *ctx, const inputs *in) {
 }
 
 /* The recheck leaves a head it is told to exempt untouched (method svg2's
- * heads on their first step in a deferred call, session.c) and checks the
- * others. Every head runs the temporal band, which the spatial and
- * semantic heads fail: checked, they run dense. */
+ * heads on their first step in a deferred call, session.c), and one whose
+ * choice auto confirmed (RECALL_CONFIRMED), and checks the others. Every
+ * head runs the temporal band, which the spatial and semantic heads fail:
+ * checked, they run dense. A head whose layer remembers another choice
+ * (RECALL_OTHER) is checked at half the miss chance: on the same rows its
+ * bound reads higher. */
 static void test_recheck_exempt(stsa_ctx *ctx, const inputs *in) {
-  enum { D = 64 };
+  enum { D = 64, NONE, EXEMPT, CONFIRMED, OTHER, CASES };
+  static const char *const name[CASES] = {[NONE] = "none exempt",
+                                          [EXEMPT] = "every head exempt",
+                                          [CONFIRMED] = "every head confirmed",
+                                          [OTHER] = "every head recalls another"};
   const double budget = 0.05;
   stsa_svg_config cfg = config(STSA_SVG_METHOD_SVG2);
   stsa_svg *svg = NULL;
   CHECK_STATUS(stsa_svg_create(ctx, &cfg, &svg), STSA_OK);
   stsa_tensor o = tu_sentinel_tensor(STSA_F32, TU_BSHD, 1, in->N, H, D);
-  for (int exempting = 0; exempting < 2; exempting++) {
+  float passed[CASES][H];
+  for (int c = NONE; c < CASES; c++) {
+    const int exempting = c == EXEMPT || c == CONFIRMED;
     head_run hr[H];
     auto_climb climb[H];
     stsa_head_kind kinds[H];
@@ -371,25 +380,37 @@ static void test_recheck_exempt(stsa_ctx *ctx, const inputs *in) {
       hr[h] = (head_run){.plan = svg->plan_temporal,
                          .budget = STSA_BUDGET_NONE,
                          .choice = STSA_AUTO_SVG2,
-                         .reason = STSA_AUTO_METHOD};
+                         .reason = STSA_AUTO_METHOD,
+                         .recall = c == CONFIRMED ? RECALL_CONFIRMED
+                                   : c == OTHER   ? RECALL_OTHER
+                                                  : RECALL_NONE};
       kinds[h] = STSA_HEAD_SEMANTIC;
-      exempt[h] = (uint8_t)exempting;
+      exempt[h] = (uint8_t)(c == EXEMPT);
       CHECK_STATUS(stsa_svg_run_head(svg, 0, h, hr[h].plan, &in->q, &in->k, &in->v, &o),
                    STSA_OK);
     }
     CHECK_STATUS(stsa_svg_recheck_heads(svg, 77, 0, &in->q, &in->k, &in->v, &o, budget,
-                                        exempting ? exempt : NULL, hr, climb, kinds),
+                                        c == EXEMPT ? exempt : NULL, hr, climb, kinds),
                  STSA_OK);
     int dense = 0, checked = 0;
     for (int h = 0; h < H; h++) {
       dense += hr[h].choice == STSA_AUTO_DENSE;
       checked += hr[h].est_error > 0;
+      passed[c][h] = hr[h].choice == STSA_AUTO_DENSE ? NAN : hr[h].est_error;
     }
     CHECK(exempting ? dense == 0 && checked == 0
                     : dense > 0 && dense < H && checked == H - dense,
-          "%s: %d of %d heads rechecked, %d went dense",
-          exempting ? "every head exempt" : "none exempt", checked + dense, H, dense);
+          "%s: %d of %d heads rechecked, %d went dense", name[c], checked + dense, H,
+          dense);
   }
+  int higher = 0; /* heads that passed both, on the same rows */
+  for (int h = 0; h < H; h++) {
+    higher += passed[OTHER][h] > passed[NONE][h];
+    CHECK(!(passed[OTHER][h] <= passed[NONE][h]),
+          "head %d: its check at half the miss chance read %.5f, at the full %.5f", h,
+          (double)passed[OTHER][h], (double)passed[NONE][h]);
+  }
+  CHECK(higher > 0, "no head passed both checks: the halved chance is untested");
   tu_free_tensor(&o);
   stsa_svg_free(svg);
 }
@@ -528,6 +549,24 @@ static void test_kept(stsa_ctx *ctx, const inputs *in) {
   CHECK(!kept[0] && any && longest == 3,
         "kept calls: %d %d %d %d %d %d %d %d (expected some, at most 3 in a row)",
         kept[0], kept[1], kept[2], kept[3], kept[4], kept[5], kept[6], kept[7]);
+  /* a call that chose afresh after a kept one: the inputs are the same, so
+   * heads choose what they ran, and their bounds confirm it (no recheck) */
+  int confirmed = 0;
+  for (int s = 1; s < 8; s++)
+    for (int h = 0; h < H; h++) {
+      if (o[s].reason[h] != STSA_AUTO_CONFIRMED)
+        continue;
+      confirmed++;
+      CHECK(!kept[s] && kept[s - 1] && o[s].choice[h] == o[s - 1].choice[h] &&
+                o[s].dens[h] == o[s - 1].dens[h] && o[s].est[h] <= budget &&
+                o[s].rel[h] <= 2 * budget,
+            "call %d head %d confirmed %s at %.3f (bound %.4f, true %.4f) after %s at "
+            "%.3f",
+            s, h, stsa_auto_candidate_name(o[s].choice[h]), (double)o[s].dens[h],
+            (double)o[s].est[h], o[s].rel[h],
+            stsa_auto_candidate_name(o[s - 1].choice[h]), (double)o[s - 1].dens[h]);
+    }
+  CHECK(confirmed > 0, "no head's choice was confirmed: the confirmation is untested");
   outcome other;
   call(svg, in, 8, 0.2, &other);
   CHECK(!kept_call(&other), "a call at another budget kept its choices");

@@ -99,3 +99,27 @@ def test_auto_keeps_the_layers_last_choices(data):
         assert kept.choice[0, h] == "dense" or kept.est_error[0, h] <= budget
         assert rel(out, dense, h) <= 2 * budget
     assert not (other.choice_reason == "kept").any()  # another budget: chosen afresh
+
+
+def test_auto_confirms_a_remembered_choice(data):
+    # a layer chooses afresh at least every fourth call; on the same inputs a
+    # head chooses what it ran at the last call, and its bound at 99.5%
+    # confirms it without a recheck
+    g, q, k, v, dense = data
+    budget = 0.05
+    confirmed = 0
+    with stsa.Auto(g, max_error=budget, **SETTINGS) as auto:
+        _, last = auto(q, k, v, step=0, layout="bshd")
+        for step in range(1, 8):
+            out, info = auto(q, k, v, step=step, layout="bshd")
+            for h in range(H):
+                if info.choice_reason[0, h] != "confirmed":
+                    continue
+                confirmed += 1
+                assert not (info.choice_reason == "kept").any()  # a call that chose
+                assert info.choice[0, h] == last.choice[0, h]
+                assert info.head_density[0, h] == last.head_density[0, h]
+                assert info.est_error[0, h] <= budget
+                assert rel(out, dense, h) <= 2 * budget
+            last = info
+    assert confirmed > 0

@@ -6,7 +6,10 @@
  * from the strata of what the head runs. Nothing in the call chose what a
  * head runs, so the bound is an ordinary one, at 99.5%; the other 0.5% is
  * the recheck's, which a head past the budget takes after it climbs
- * (docs/architecture.md, "Method auto's kept choice").
+ * (docs/architecture.md, "Method auto's kept choice"). A call that
+ * chooses afresh confirms a head's choice that is what the head ran at the
+ * layer's last call by its bound at 99.5%, without a recheck
+ * (stsa_svg_auto_recall; "Method auto's confirmed choice").
  */
 #include <math.h>
 #include <stdlib.h>
@@ -32,7 +35,7 @@ enum { KEEP_CALLS = 3 };
  * kept head that missed is not: the inputs moved away from the choice. */
 static uint8_t memory_code(const head_run *r, int kept) {
   const int ran = r->reason == STSA_AUTO_CHEAPEST || r->reason == STSA_AUTO_NONE_MET ||
-                  r->reason == STSA_AUTO_KEPT ||
+                  r->reason == STSA_AUTO_KEPT || r->reason == STSA_AUTO_CONFIRMED ||
                   (r->reason == STSA_AUTO_RECHECK && !kept);
   if (!ran) /* no budget, or a kept head's miss */
     return 0;
@@ -58,6 +61,23 @@ int stsa_svg_auto_keeps(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
     if (!mem[b * H + h])
       return 0;
   return 1;
+}
+
+const uint8_t *stsa_svg_auto_remembered(stsa_svg *svg, int64_t layer, int64_t B,
+                                        int64_t b, double budget) {
+  int warm = 0;
+  double *last = NULL;
+  const uint8_t *mem =
+      budget > 0 ? stsa_svg2_auto_memory(svg->svg2, layer, B, &warm, &last) : NULL;
+  return mem && warm && last[b] == budget ? mem + b * svg->cfg.heads : NULL;
+}
+
+uint8_t stsa_svg_auto_recall(const uint8_t *remembered, int64_t h, const head_run *r,
+                             double budget) {
+  if (!remembered || !remembered[h])
+    return RECALL_NONE;
+  const int same = r->choice != STSA_AUTO_DENSE && remembered[h] == memory_code(r, 0);
+  return same && r->est_half <= budget ? RECALL_CONFIRMED : RECALL_OTHER;
 }
 
 void stsa_svg_auto_remember(stsa_svg *svg, int64_t layer, int64_t B, int64_t b, int kept,

@@ -64,7 +64,8 @@ const char *stsa_auto_candidate_name(stsa_auto_candidate candidate) {
 
 const char *stsa_auto_reason_name(stsa_auto_reason reason) {
   static const char *const names[STSA_AUTO_REASON_COUNT_] = {
-      "method", "cheapest", "none-met", "lowest-bound", "policy", "recheck", "kept"};
+      "method", "cheapest", "none-met", "lowest-bound",
+      "policy", "recheck",  "kept",     "confirmed"};
   const int i = (int)reason;
   return i >= 0 && i < STSA_AUTO_REASON_COUNT_ ? names[i] : "unknown";
 }

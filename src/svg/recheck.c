@@ -31,12 +31,14 @@ enum { RECHECK_ROWS_X = 4 };
  * each check on rows of its own, P(a head ends on a candidate past the
  * budget) <= the sum of the checks' miss chances: the 1% is split, 0.5% to
  * the first check and 0.25% to each climb's (docs/architecture.md,
- * "Method auto's recheck"). */
+ * "Method auto's recheck"). A head whose layer remembers another choice
+ * (RECALL_OTHER) splits half of it, 0.5%: the other half is what a
+ * confirmed choice would have taken (docs/architecture.md, "Method auto's
+ * confirmed choice"). */
 enum { RECHECK_CHECKS = 3 };
-static const double check_z[RECHECK_CHECKS] = {
-    STSA_BOUND_Z_HALF,
-    2.8070, /* 99.75% */
-    2.8070,
+static const double check_z[2][RECHECK_CHECKS] = {
+    {STSA_BOUND_Z_HALF, 2.8070, 2.8070}, /* 99.5%, 99.75%, 99.75% */
+    {2.8070, 3.0233, 3.0233},            /* 99.75%, 99.875%, 99.875% */
 };
 
 /* Mixed with the call's row seed (plus the check's index) for a check's
@@ -69,9 +71,11 @@ void stsa_svg_climb_free(auto_climb *climb) {
   climb->steps = climb->next = 0;
 }
 
-/* Whether head h's choice takes the recheck: a sparse one not exempt. */
+/* Whether head h's choice takes the recheck: a sparse one not exempt nor
+ * confirmed. */
 static int rechecked(const head_run *hr, const uint8_t *exempt, int64_t h) {
-  return hr[h].choice != STSA_AUTO_DENSE && !(exempt && exempt[h]);
+  return hr[h].choice != STSA_AUTO_DENSE && hr[h].recall != RECALL_CONFIRMED &&
+         !(exempt && exempt[h]);
 }
 
 /* A head's failed check, and what it may climb to. */
@@ -127,7 +131,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
   float *dense = malloc(sizeof(float) * (size_t)(R * H * D + D));
   double *energy = malloc(sizeof(double) * (size_t)(H * R + R + 5 * R));
   int64_t *group = malloc(sizeof(int64_t) * (size_t)(2 * R)), groups = 0;
-  uint8_t *pending = malloc((size_t)H);
+  uint8_t *pending = malloc((size_t)(2 * H)), *halved = pending ? pending + H : NULL;
   stsa_status st =
       rows && masks && dense && energy && group && pending
           ? STSA_OK
@@ -137,6 +141,7 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
     for (int64_t h = 0; h < H; h++) {
       masks[h] = svg->mask_dense;
       pending[h] = (uint8_t)rechecked(hr, exempt, h);
+      halved[h] = hr[h].recall == RECALL_OTHER; /* a climb's step recalls nothing */
     }
   }
   double *err = energy ? energy + H * R : NULL, *scratch = err ? err + R : NULL;
@@ -158,8 +163,8 @@ stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
       if (!pending[h])
         continue;
       stsa_svg_output_errors(out, b, h, H, D, rows, R, dense, row, err);
-      const double rel =
-          stsa_err_bound_z(&smp, err, energy + h * R, scratch, NULL, check_z[check]);
+      const double rel = stsa_err_bound_z(&smp, err, energy + h * R, scratch, NULL,
+                                          check_z[halved[h]][check]);
       hr[h].est_error = (float)fmax(hr[h].est_error, rel);
       if (rel <= budget) {
         pending[h] = 0;

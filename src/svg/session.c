@@ -419,6 +419,7 @@ head_run stsa_svg_svg2_run(const stsa_svg *svg, const stsa_svg2_head *r) {
                     .density = r->density,
                     .est_error = r->est_error,
                     .top_p = r->top_p,
+                    .est_half = r->est_half,
                     .budget = r->budget,
                     .choice = STSA_AUTO_SVG2,
                     .reason = STSA_AUTO_METHOD,

@@ -46,15 +46,29 @@ struct stsa_svg {
   int svg2_q_tile, svg2_kv_tile; /* the cluster plans' tiles (auto: SVG's) */
 };
 
+/* What a head of method auto's choosing call has of the layer's memory
+ * (head_run.recall; auto_kept.c, stsa_svg_auto_recall). */
+enum {
+  RECALL_NONE = 0, /* nothing remembered at this budget: the recheck's 1% */
+  RECALL_OTHER,    /* the layer's last call ran another candidate or level,
+                      or the same one's bound at 99.5% misses the budget:
+                      the recheck takes 0.5%, the other 0.5% is what a
+                      confirmed choice takes */
+  RECALL_CONFIRMED /* what it ran, and its bound at 99.5% meets the budget:
+                      no recheck */
+};
+
 /* What one head runs with, and why. */
 typedef struct head_run {
   const stsa_plan *plan;
   stsa_plan *owned; /* SVG2's plan reference, freed after the call */
   double density;
   float est_error, top_p;
+  float est_half; /* est_error's bound at 99.5% where taken before the run */
   uint8_t budget;
   uint8_t choice, reason; /* stsa_auto_candidate, stsa_auto_reason */
   uint8_t level;          /* SVG's kinds: the budget level; SVG2: the ladder's step */
+  uint8_t recall;         /* RECALL_*: method auto's choosing call */
 } head_run;
 
 /* The spatial (i = 0) or temporal (i = 1) mask and plan of a density (above
@@ -117,7 +131,9 @@ stsa_status stsa_svg_extend_climb(stsa_svg *svg, const stsa_tensor *q,
  * with its next candidate (climb[h]; SVG2's: none), checked on rows of a
  * further stream, up to a few checks, then dense (reason
  * STSA_AUTO_RECHECK; kinds[h] follows the candidate) (recheck.c). A head
- * with exempt[h] set (NULL: none) takes none. */
+ * with exempt[h] set (NULL: none), or whose choice auto confirmed
+ * (RECALL_CONFIRMED), takes none; one that recalls another choice
+ * (RECALL_OTHER) is checked at half the miss chance. */
 stsa_status stsa_svg_recheck_heads(stsa_svg *svg, uint64_t row_seed, int64_t b,
                                    const stsa_tensor *q, const stsa_tensor *k,
                                    const stsa_tensor *v, const stsa_tensor *out,
@@ -147,6 +163,18 @@ stsa_status stsa_svg_plan_kept_heads(stsa_svg *svg, int64_t layer, int64_t B, in
                                      double budget, int video_unchecked,
                                      stsa_head_kind *kinds, head_run *run,
                                      auto_climb *climb, double *cluster_ms, int *cold);
+
+/* A choosing call's head h under budget (r: its choice; remembered: the
+ * layer's memory of batch entry b, stsa_svg_auto_remembered): RECALL_*. A
+ * remembered choice was fixed before the call drew a row, so its bound on
+ * the call's rows is an ordinary one; at 99.5% within the budget it needs
+ * no recheck (docs/architecture.md, "Method auto's confirmed choice"). */
+uint8_t stsa_svg_auto_recall(const uint8_t *remembered, int64_t h, const head_run *r,
+                             double budget);
+/* What batch entry b's heads ran at the layer's last call ([H]), if that
+ * call was at this budget; else NULL. */
+const uint8_t *stsa_svg_auto_remembered(stsa_svg *svg, int64_t layer, int64_t B,
+                                        int64_t b, double budget);
 
 /* After batch entry b's heads ran and were checked (hr[H]: what they ran):
  * what the layer's next call may keep; kept: this call kept its choices. */

@@ -245,7 +245,9 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   STSA_RETURN_IF(!ls, &ctx->err, STSA_ERR_OUT_OF_MEMORY, "svg2: out of memory");
   const int warm = ls->valid;
   call_work w;
-  double *rel = malloc(sizeof(double) * (size_t)(STSA_SVG2_LADDER_MAX * H));
+  /* the candidates' bounds, then the same at 99.5% (half) */
+  double *rel = malloc(sizeof(double) * (size_t)(2 * STSA_SVG2_LADDER_MAX * H));
+  double *half = rel ? rel + STSA_SVG2_LADDER_MAX * H : NULL;
   uint8_t *ladder = malloc((size_t)H); /* missed_last's */
   stsa_status st =
       stsa_svg2_work_alloc(&w, s, stsa_geometry_tokens(&env->cfg->geometry),
@@ -297,7 +299,7 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
    * Without one nothing needs the estimate (SVG2 itself does not profile)
    * unless method auto asks for it: the pass is skipped, and the report
    * says not estimated (NaN). */
-  for (int64_t i = 0; rel && i < STSA_SVG2_LADDER_MAX * H; i++)
+  for (int64_t i = 0; rel && i < 2 * STSA_SVG2_LADDER_MAX * H; i++)
     rel[i] = NAN;
   /* Deferred (env->settle): the bound is taken on the call's own output
    * rows after it ran, so no candidate is profiled here; every head plans
@@ -319,13 +321,13 @@ stsa_status stsa_svg2_plan_batch(stsa_svg2 *s, const stsa_svg2_env *session_env,
   else if (st == STSA_OK && (max_rel_error > 0 || env->estimate))
     st = stsa_svg2_bound_heads(ctx, s, env, &w, n, max_rel_error,
                                missed_last(ls, warm, max_rel_error, b, H, ladder), q, k,
-                               v, b, rel);
+                               v, b, rel, half);
   for (int64_t h = 0; st == STSA_OK && max_rel_error > 0 && !defer && h < H; h++)
     ls->first_met[b * H + h] = rel[h] <= max_rel_error;
   if (st == STSA_OK) {
 #pragma omp parallel for num_threads(w.plan_threads) schedule(dynamic, 1)
     for (int64_t h = 0; h < H; h++)
-      w.job_status[h] = stsa_svg2_pick_head(s, env, ls, b, h, &w, cand, n, rel,
+      w.job_status[h] = stsa_svg2_pick_head(s, env, ls, b, h, &w, cand, n, rel, half,
                                             max_rel_error, &heads[h], &w.job_err[h]);
     st = stsa_svg2_first_failure(ctx, &w, H);
   }

@@ -51,6 +51,9 @@ typedef struct stsa_svg2_head {
   stsa_plan *plan; /* a reference the caller frees; NULL: run dense */
   float est_error; /* upper bound of the relative L2 error of what runs; when
                       nothing sparse met the budget, the last candidate's */
+  float est_half;  /* est_error's bound at 99.5% (STSA_BOUND_Z_HALF) where it
+                      was taken before the run, else NaN: what confirms a
+                      choice method auto remembers (auto_kept.c) */
   float density;   /* kept fraction of what runs (1 or the dense plan's if dense) */
   float top_p;     /* top-p finally used (0 in density mode or dense) */
   uint8_t budget;  /* stsa_budget_action */

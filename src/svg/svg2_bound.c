@@ -221,7 +221,8 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                   const stsa_svg2_env *env, const call_work *w, int n,
                                   double budget, const uint8_t *ladder_now,
                                   const stsa_tensor *q, const stsa_tensor *k,
-                                  const stsa_tensor *v, int64_t b, double *rel) {
+                                  const stsa_tensor *v, int64_t b, double *rel,
+                                  double *half) {
   const int64_t H = s->H, R = w->R;
   /* the rows' squares, then the bound's scratch: 5 a stratum, pop_stride strata at most
    */
@@ -257,10 +258,12 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                 b, sq);
   }
   for (int64_t h = 0; st == STSA_OK && h < H; h++)
-    for (int i = 0; i < (whole && ladder_now[h] ? n : 1); i++)
-      rel[i * H + h] =
-          candidate_bound(w, h, sq + ((1 + i) * H + h) * R, sq + h * R, scratch,
-                          i == 0 ? first_z(env, budget) : STSA_BOUND_Z);
+    for (int i = 0; i < (whole && ladder_now[h] ? n : 1); i++) {
+      const double *err = sq + ((1 + i) * H + h) * R, *energy = sq + h * R;
+      rel[i * H + h] = candidate_bound(w, h, err, energy, scratch,
+                                       i == 0 ? first_z(env, budget) : STSA_BOUND_Z);
+      half[i * H + h] = candidate_bound(w, h, err, energy, scratch, STSA_BOUND_Z_HALF);
+    }
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     if (n < 2 || rel[h] <= budget || (whole && ladder_now[h]))
       continue;
@@ -274,8 +277,10 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
       pm[i] = masks[(1 + i) * H + h];
     st = stsa_svg_profile_head(ctx, g, pm, n, w->rows + h * R, R, orders[h], q, k, v, b,
                                h, sq);
-    for (int i = 1; st == STSA_OK && i < n; i++)
+    for (int i = 1; st == STSA_OK && i < n; i++) {
       rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch, STSA_BOUND_Z);
+      half[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch, STSA_BOUND_Z_HALF);
+    }
   }
   stsa_mask_free(none);
   free(first);
@@ -349,8 +354,8 @@ static stsa_status climb_ladder(const stsa_svg2 *s, const stsa_svg2_env *env,
     for (int i = 1; i < p->n; i++)
       rel[i * H + h] = candidate_bound(w, h, sq + i * R, sq, scratch, STSA_BOUND_Z);
   }
-  return stsa_svg2_pick_head(s, env, p->ls, p->b, h, w, p->cand, p->n, rel, budget, res,
-                             &env->ctx->err);
+  return stsa_svg2_pick_head(s, env, p->ls, p->b, h, w, p->cand, p->n, rel, NULL, budget,
+                             res, &env->ctx->err);
 }
 
 int stsa_svg2_deferred(const stsa_svg2 *s, int64_t b) {

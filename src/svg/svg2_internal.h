@@ -163,10 +163,12 @@ stsa_status stsa_svg2_select_head(const stsa_svg2 *s, const stsa_svg2_env *env,
                                   const layer_state *ls, int64_t b, int64_t h,
                                   double budget, call_work *w, double *prob,
                                   stsa_errbuf *err);
+/* half (or NULL): the candidates' bounds at 99.5% (res->est_half) */
 stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
                                 layer_state *ls, int64_t b, int64_t h, const call_work *w,
                                 const stsa_select_args *cand, int n, const double *rel,
-                                double budget, stsa_svg2_head *res, stsa_errbuf *err);
+                                const double *half, double budget, stsa_svg2_head *res,
+                                stsa_errbuf *err);
 
 /* Step 3, the error bound (svg2_bound.c; stsa_svg2_settle is svg2.h's). */
 /* The strata of a head's rows (labels[L], size[] of at most 2 G + 1, their
@@ -194,12 +196,14 @@ stsa_status stsa_svg2_draw_rows(stsa_ctx *ctx, const stsa_svg2 *s,
                                 const stsa_svg2_env *env, int64_t b, int n,
                                 const stsa_tensor *q, call_work *w);
 /* ladder_now (or NULL): the heads whose whole ladder the first pass profiles
- * (those whose first candidate missed the budget at the layer's last call). */
+ * (those whose first candidate missed the budget at the layer's last call).
+ * half[i * H + h]: rel's bound at 99.5%, for each rel taken. */
 stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                   const stsa_svg2_env *env, const call_work *w, int n,
                                   double budget, const uint8_t *ladder_now,
                                   const stsa_tensor *q, const stsa_tensor *k,
-                                  const stsa_tensor *v, int64_t b, double *rel);
+                                  const stsa_tensor *v, int64_t b, double *rel,
+                                  double *half);
 stsa_status stsa_svg2_dense_rows_heads(stsa_ctx *ctx, const stsa_svg2 *s,
                                        const stsa_svg2_env *env, const call_work *w,
                                        const stsa_tensor *q, const stsa_tensor *k,

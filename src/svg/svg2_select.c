@@ -215,7 +215,8 @@ static uint64_t selection_sig(const call_work *w, int64_t h, const uint8_t *keep
 stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
                                 layer_state *ls, int64_t b, int64_t h, const call_work *w,
                                 const stsa_select_args *cand, int n, const double *rel,
-                                double budget, stsa_svg2_head *res, stsa_errbuf *err) {
+                                const double *half, double budget, stsa_svg2_head *res,
+                                stsa_errbuf *err) {
   const stsa_geometry *g = &env->cfg->geometry;
   const int64_t slot = b * s->H + h, H = s->H, N = w->N;
   int pick = 0;
@@ -226,10 +227,12 @@ stsa_status stsa_svg2_pick_head(const stsa_svg2 *s, const stsa_svg2_env *env,
   if (pick == n) { /* nothing sparse met the budget */
     res->budget = STSA_BUDGET_DENSE;
     res->est_error = (float)rel[(n - 1) * H + h];
+    res->est_half = NAN;
     return STSA_OK;
   }
   res->budget = pick > 0 ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE;
   res->est_error = (float)rel[pick * H + h];
+  res->est_half = half ? (float)half[pick * H + h] : NAN;
   res->top_p = (float)cand[pick].top_p;
   res->step = (uint8_t)pick;
   const uint8_t *keep = stsa_svg2_keep_of(w, h, pick);

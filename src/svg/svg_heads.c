@@ -162,6 +162,7 @@ static stsa_status eval_kinds(stsa_svg *svg, const svg_rows *routing,
         continue;
       x->rel[0] = d->rows ? draw_bound(d, h, d->sq + ((1 + i) * H + h) * R, d->sq + h * R)
                           : rows_bound(routing, H, h, i, scratch);
+      x->half[0] = d->rows ? x->rel[0] : NAN; /* draw_bound's is at 99.5% */
       const stsa_mask *mask;
       STSA_TRY(stsa_svg_level_plan(svg, 0, i, &x->plan[0], &mask, &x->density[0]));
       x->levels = 1;
@@ -329,6 +330,10 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
     memset(want, 1, (size_t)(2 * H));
     st = eval_kinds(svg, NULL, q, k, v, b, budget, scratch, &d, want, cap, eval);
   }
+  /* what the layer's last call ran at this budget (after SVG2's call,
+   * which may have moved the layer's state) */
+  const uint8_t *remembered =
+      st == STSA_OK ? stsa_svg_auto_remembered(svg, layer, B, b, budget) : NULL;
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     head_run options[STSA_AUTO_CANDIDATE_COUNT_];
     double density[STSA_AUTO_CANDIDATE_COUNT_], bound[STSA_AUTO_CANDIDATE_COUNT_];
@@ -357,6 +362,11 @@ stsa_status stsa_svg_plan_auto_heads(stsa_svg *svg, int64_t layer, int64_t B, in
     const int pick = stsa_auto_pick(density, bound, budget, &reason);
     run[h] = options[pick];
     run[h].reason = reason;
+    run[h].recall = stsa_svg_auto_recall(remembered, h, &run[h], budget);
+    if (run[h].recall == RECALL_CONFIRMED) { /* the bound that guards it */
+      run[h].est_error = run[h].est_half;
+      run[h].reason = STSA_AUTO_CONFIRMED;
+    }
     if (pick == STSA_AUTO_DENSE && reason == STSA_AUTO_CHEAPEST)
       run[h].budget = STSA_BUDGET_NONE; /* dense was the cheapest within it */
     /* the climb: what met the budget after the choice, the next denser first */

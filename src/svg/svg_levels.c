@@ -152,8 +152,10 @@ static stsa_status run_level_pass(stsa_svg *svg, const stsa_tensor *q,
       continue;
     kind_eval *x = &e[h * 2 + kind[h]];
     const stsa_err_sample drawn = {R, lp->group + h * R, lp->pop + h * PS, lp->groups[h]};
-    x->rel[x->levels++] =
-        stsa_err_bound(&drawn, lp->sq + (H + h) * R, lp->sq + h * R, d->scratch, NULL);
+    const double *err = lp->sq + (H + h) * R, *energy = lp->sq + h * R;
+    x->half[x->levels] =
+        stsa_err_bound_z(&drawn, err, energy, d->scratch, NULL, STSA_BOUND_Z_HALF);
+    x->rel[x->levels++] = stsa_err_bound(&drawn, err, energy, d->scratch, NULL);
   }
   return STSA_OK;
 }
@@ -235,6 +237,7 @@ head_run stsa_svg_kind_run(const stsa_svg *svg, const kind_eval *e, int i) {
   return (head_run){.plan = e->plan[e->pick],
                     .density = e->density[e->pick],
                     .est_error = (float)e->rel[e->pick],
+                    .est_half = (float)e->half[e->pick],
                     .budget = e->pick ? STSA_BUDGET_RAISED : STSA_BUDGET_NONE,
                     .choice = (uint8_t)(i ? STSA_AUTO_TEMPORAL : STSA_AUTO_SPATIAL),
                     .reason = STSA_AUTO_METHOD,

@@ -37,10 +37,12 @@ typedef struct svg_draw {
 #define SVG_DRAW_SEED 0x5356470000ull
 
 /* One SVG kind of one head under the budget: its levels' plans, densities
- * and bounds, and the first level within the budget (pick = levels: none). */
+ * and bounds (rel; half: at 99.5%, what confirms a choice method auto
+ * remembers, NaN where not taken), and the first level within the budget
+ * (pick = levels: none). */
 typedef struct kind_eval {
   int levels, pick;
-  double rel[SVG_LEVELS], density[SVG_LEVELS];
+  double rel[SVG_LEVELS], half[SVG_LEVELS], density[SVG_LEVELS];
   const stsa_plan *plan[SVG_LEVELS];
 } kind_eval;
 

@@ -97,7 +97,9 @@ class SVGInfo:
     fails), "kept" (a warm call at the budget of the layer's last call:
     what the head ran there run again, bounded on the call's own output
     rows, no candidate profiled; at most three calls in a row, and not after
-    a kept head's miss), "method" (not auto);
+    a kept head's miss), "confirmed" (a call that chose afresh chose what
+    the head ran at the layer's last call at this budget, and its bound at
+    99.5% met the budget: no recheck), "method" (not auto);
     cand_density, cand_bound (float32 [B, H, 4], candidates in the order of
     stsa.AUTO_CANDIDATES): each candidate's kept fraction and error bound,
     NaN where not evaluated."""
