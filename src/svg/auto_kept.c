@@ -47,29 +47,36 @@ static uint8_t memory_code(const head_run *r, int kept) {
 static int code_choice(uint8_t code) { return (code - 1) / SVG_LEVELS; }
 static int code_level(uint8_t code) { return (code - 1) % SVG_LEVELS; }
 
-int stsa_svg_auto_keeps(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
-                        double budget) {
-  const int64_t H = svg->cfg.heads;
+/* Batch entry b's memory ([H] codes) when the layer is warm and its last
+ * call was at this budget, and *age its kept calls in a row; else NULL. */
+static const uint8_t *memory_at(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                                double budget, uint8_t *age) {
   int warm = 0;
   double *last = NULL;
   const uint8_t *mem =
       budget > 0 ? stsa_svg2_auto_memory(svg->svg2, layer, B, &warm, &last) : NULL;
-  /* a choice for another budget is made afresh */
-  if (!mem || !warm || mem[B * H + b] >= KEEP_CALLS || last[b] != budget)
+  if (!mem || !warm || last[b] != budget) /* another budget chooses afresh */
+    return NULL;
+  *age = mem[B * svg->cfg.heads + b];
+  return mem + b * svg->cfg.heads;
+}
+
+int stsa_svg_auto_keeps(stsa_svg *svg, int64_t layer, int64_t B, int64_t b,
+                        double budget) {
+  uint8_t age = 0;
+  const uint8_t *mem = memory_at(svg, layer, B, b, budget, &age);
+  if (!mem || age >= KEEP_CALLS)
     return 0;
-  for (int64_t h = 0; h < H; h++)
-    if (!mem[b * H + h])
+  for (int64_t h = 0; h < svg->cfg.heads; h++)
+    if (!mem[h])
       return 0;
   return 1;
 }
 
 const uint8_t *stsa_svg_auto_remembered(stsa_svg *svg, int64_t layer, int64_t B,
                                         int64_t b, double budget) {
-  int warm = 0;
-  double *last = NULL;
-  const uint8_t *mem =
-      budget > 0 ? stsa_svg2_auto_memory(svg->svg2, layer, B, &warm, &last) : NULL;
-  return mem && warm && last[b] == budget ? mem + b * svg->cfg.heads : NULL;
+  uint8_t age = 0;
+  return memory_at(svg, layer, B, b, budget, &age);
 }
 
 uint8_t stsa_svg_auto_recall(const uint8_t *remembered, int64_t h, const head_run *r,

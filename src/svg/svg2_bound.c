@@ -260,9 +260,12 @@ stsa_status stsa_svg2_bound_heads(stsa_ctx *ctx, const stsa_svg2 *s,
   for (int64_t h = 0; st == STSA_OK && h < H; h++)
     for (int i = 0; i < (whole && ladder_now[h] ? n : 1); i++) {
       const double *err = sq + ((1 + i) * H + h) * R, *energy = sq + h * R;
-      rel[i * H + h] = candidate_bound(w, h, err, energy, scratch,
-                                       i == 0 ? first_z(env, budget) : STSA_BOUND_Z);
-      half[i * H + h] = candidate_bound(w, h, err, energy, scratch, STSA_BOUND_Z_HALF);
+      const double z = i == 0 ? first_z(env, budget) : STSA_BOUND_Z;
+      rel[i * H + h] = candidate_bound(w, h, err, energy, scratch, z);
+      half[i * H + h] =
+          z == STSA_BOUND_Z_HALF
+              ? rel[i * H + h]
+              : candidate_bound(w, h, err, energy, scratch, STSA_BOUND_Z_HALF);
     }
   for (int64_t h = 0; st == STSA_OK && h < H; h++) {
     if (n < 2 || rel[h] <= budget || (whole && ladder_now[h]))
